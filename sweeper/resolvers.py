@@ -1,0 +1,29 @@
+"""OmegaConf resolvers the search presets use, e.g. ${sweeper.thread_choices:}."""
+
+from __future__ import annotations
+
+import os
+
+from omegaconf import OmegaConf
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def powers_of_two_upto(n: int) -> list[int]:
+    """1, 2, 4, ... up to n, and n itself: candidate thread counts for n cores."""
+    values, v = [], 1
+    while v < n:
+        values.append(v)
+        v *= 2
+    return [*values, n]
+
+
+def register() -> None:
+    if not OmegaConf.has_resolver("sweeper.cores"):
+        OmegaConf.register_new_resolver("sweeper.cores", cores)
+    if not OmegaConf.has_resolver("sweeper.thread_choices"):
+        OmegaConf.register_new_resolver(
+            "sweeper.thread_choices", lambda: ",".join(map(str, powers_of_two_upto(cores())))
+        )

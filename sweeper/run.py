@@ -1,0 +1,48 @@
+"""One measured run of a composed config: validate, run isolated, write result.json."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from .isolation import run_isolated, thread_env
+from .validation import check_config
+
+RESULT_FILE = "result.json"
+
+
+def worker_spec(cfg: DictConfig) -> dict[str, Any]:
+    """The plain-data part of the config the worker needs (no Hydra node)."""
+    spec = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(spec, dict)
+    spec = {key: spec[key] for key in ("task", "loader", "backend", "measure")}
+    spec["cwd"] = os.getcwd()
+    return spec
+
+
+def measure_config(
+    cfg: DictConfig,
+    out_dir: Path,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Raise ConfigError for bad values; otherwise measure and return the result dict,
+    whatever the run ended as (ok, oom, timeout, crash, error, invalid, pruned)."""
+    spec = worker_spec(cfg)
+    check_config(spec)
+    result = run_isolated(
+        spec,
+        timeout_s=float(spec["measure"]["timeout_s"]),
+        log_path=out_dir / "worker.log",
+        env=thread_env(spec["backend"]["threads"]),
+        memory_limit_gb=spec["measure"]["memory_limit_gb"],
+        on_event=on_event,
+    )
+    result["config"] = {k: spec[k] for k in ("task", "loader", "backend")}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / RESULT_FILE).write_text(json.dumps(result, indent=2, default=str) + "\n")
+    return result

@@ -1,0 +1,96 @@
+"""Checks of a composed config that need no torch: one clear line per bad value, before any run.
+
+Device-dependent checks (is there a GPU, can it run fp16) happen in the worker, which reports
+them as outcome ``invalid`` before measuring anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+DEVICES = ("auto", "cpu", "cuda")
+COMPILE_MODES = ("off", "default", "max-autotune")
+MODES = ("train", "inference")
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run; the message is one line for the user."""
+
+
+def normalize_compile(value: Any) -> str:
+    """YAML and the command line may spell `off` as false; everything else stays as given."""
+    if value is False or value is None:
+        return "off"
+    if value is True:
+        return "default"
+    return str(value)
+
+
+def _check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        allowed = f"an integer >= {minimum}" + (" or null" if allow_none else "")
+        raise ConfigError(f"{name}={value!r} is invalid: expected {allowed}.")
+
+
+def _check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{name}={value!r} is invalid: expected one of {', '.join(allowed)}.")
+
+
+def _check_positive(name: str, value: Any, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ConfigError(f"{name}={value!r} is invalid: expected a number > 0.")
+
+
+def _check_existing_path(name: str, value: Any) -> None:
+    if value is not None and not Path(str(value)).expanduser().exists():
+        raise ConfigError(f"{name}={value!r} does not exist: give an existing path or null.")
+
+
+def check_config(cfg: Mapping[str, Any]) -> None:
+    """Raise ConfigError naming the first bad value and what is allowed."""
+    task, loader, backend, measure = cfg["task"], cfg["loader"], cfg["backend"], cfg["measure"]
+
+    factory = task.get("factory")
+    if not isinstance(factory, str) or ":" not in factory:
+        raise ConfigError(
+            f"task.factory={factory!r} is invalid: expected 'module:function', "
+            "e.g. task.factory=my_bench:build."
+        )
+    _check_choice("task.mode", task.get("mode"), MODES)
+    for key in ("root", "data_dir", "token_file"):
+        _check_existing_path(f"task.{key}", task.get(key))
+
+    _check_int("loader.batch_size", loader["batch_size"], 1)
+    _check_int("loader.num_workers", loader["num_workers"], 0)
+    _check_int("loader.prefetch_factor", loader["prefetch_factor"], 1, allow_none=True)
+    if loader["num_workers"] == 0 and loader["prefetch_factor"] is not None:
+        raise ConfigError(
+            f"loader.prefetch_factor={loader['prefetch_factor']} needs loader.num_workers > 0 "
+            "(got 0): set loader.prefetch_factor=null or add workers."
+        )
+    if loader["num_workers"] == 0 and loader["persistent_workers"]:
+        raise ConfigError(
+            "loader.persistent_workers=true needs loader.num_workers > 0 (got 0): "
+            "set loader.persistent_workers=false or add workers."
+        )
+
+    _check_choice("backend.device", backend["device"], DEVICES)
+    _check_choice("backend.precision", backend["precision"], PRECISIONS)
+    _check_choice("backend.compile", normalize_compile(backend["compile"]), COMPILE_MODES)
+    _check_int("backend.threads", backend["threads"], 1, allow_none=True)
+    _check_int("backend.interop_threads", backend["interop_threads"], 1, allow_none=True)
+
+    _check_positive("measure.warmup_s", measure["warmup_s"])
+    _check_int("measure.warmup_steps", measure["warmup_steps"], 1)
+    _check_int("measure.windows", measure["windows"], 1)
+    _check_positive("measure.window_s", measure["window_s"])
+    _check_positive("measure.timeout_s", measure["timeout_s"])
+    _check_positive("measure.memory_limit_gb", measure["memory_limit_gb"], allow_none=True)

@@ -1,0 +1,67 @@
+"""A torchvision classification model on JPEGs (ImageFolder) or FakeData, same transforms."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+from torchvision import datasets, models, transforms
+
+from sweeper.errors import InvalidConfig
+from sweeper.workload import Workload
+
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+# families without convolutions after the stem: channels_last buys nothing there
+_NON_CONVOLUTIONAL = ("vit_", "swin_", "maxvit_")
+
+
+def image_transform(image_size: int, train: bool) -> transforms.Compose:
+    if train:
+        head = [transforms.RandomResizedCrop(image_size), transforms.RandomHorizontalFlip()]
+    else:
+        head = [transforms.Resize(int(image_size * 256 / 224)), transforms.CenterCrop(image_size)]
+    return transforms.Compose(
+        [*head, transforms.ToTensor(), transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
+    )
+
+
+def is_convolutional(model_name: str) -> bool:
+    return not model_name.startswith(_NON_CONVOLUTIONAL)
+
+
+def make_model(name: str, num_classes: int, image_size: int) -> nn.Module:
+    available = models.list_models(module=models)
+    if name not in available:
+        examples = ", ".join(n for n in ("resnet18", "resnet50", "mobilenet_v3_small", "vit_b_16"))
+        raise InvalidConfig(
+            f"task.model={name!r} is not a torchvision classification model: use one of "
+            f"torchvision.models.list_models(module=torchvision.models), e.g. {examples}."
+        )
+    kwargs: dict[str, Any] = {"weights": None, "num_classes": num_classes}
+    if name.startswith("vit_"):
+        kwargs["image_size"] = image_size  # ViT's position embedding is sized by the image
+    return models.get_model(name, **kwargs)
+
+
+def build(task: dict[str, Any]) -> Workload:
+    size, classes = int(task["image_size"]), int(task["num_classes"])
+    transform = image_transform(size, task["mode"] == "train")
+    if task.get("data_dir"):
+        data = datasets.ImageFolder(task["data_dir"], transform=transform)
+        if len(data.classes) > classes:
+            raise InvalidConfig(
+                f"task.num_classes={classes} but task.data_dir has {len(data.classes)} class "
+                "folders: set task.num_classes to at least that."
+            )
+    else:
+        # source images a little larger than the crop, as photos are
+        source = (3, int(size * 1.15), int(size * 1.15))
+        data = datasets.FakeData(
+            int(task["num_samples"]), image_size=source, num_classes=classes, transform=transform
+        )
+    return Workload(
+        model=make_model(task["model"], classes, size),
+        dataset=data,
+        loss_fn=nn.functional.cross_entropy,
+        convolutional=is_convolutional(task["model"]),
+    )

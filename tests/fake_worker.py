@@ -1,0 +1,49 @@
+"""A stand-in for sweeper.worker: behaves as the spec's "mode" says, in milliseconds."""
+
+import json
+import os
+import sys
+import time
+
+spec = json.load(sys.stdin)
+fd = int(os.environ["SWEEPER_EVENT_FD"])
+out = os.fdopen(fd, "w", buffering=1)
+mode = spec["mode"]
+
+
+def send(**event):
+    out.write(json.dumps(event) + "\n")
+    out.flush()
+
+
+if mode == "ok":
+    send(event="phase", phase="measure")
+    send(event="window", index=0, samples_per_sec=10.0)
+    send(event="result", status="ok", samples_per_sec=10.0, threads=os.environ.get("OMP_NUM_THREADS"))
+elif mode == "hang_with_children":
+    pids = []
+    for _ in range(2):
+        pid = os.fork()
+        if pid == 0:
+            while True:
+                time.sleep(1)
+        pids.append(pid)
+    with open(spec["pid_file"], "w") as f:
+        json.dump(pids + [os.getpid()], f)
+    send(event="phase", phase="window 1")
+    while True:
+        time.sleep(1)
+elif mode == "abort":
+    os.abort()
+elif mode == "oom_message":
+    print("RuntimeError: DefaultCPUAllocator: can't allocate memory", file=sys.stderr)
+    sys.exit(1)
+elif mode == "exit_error":
+    print("something broke badly", file=sys.stderr)
+    sys.exit(3)
+elif mode == "result_then_linger":
+    if os.fork() == 0:  # a child holding the event fd, like a DataLoader worker
+        time.sleep(60)
+        os._exit(0)
+    send(event="result", status="ok", samples_per_sec=1.0)
+    os._exit(0)

@@ -1,0 +1,101 @@
+"""Pure parts: statistics, outcome classification, the timing loop on a fake clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from sweeper import measure, outcome
+from sweeper.resolvers import powers_of_two_upto
+from sweeper.stats import Spread, quantile
+
+
+def test_quantile_and_spread():
+    assert quantile([1, 2, 3, 4, 5], 0.5) == 3
+    assert quantile([1, 2, 3, 4], 0.95) == pytest.approx(3.85)
+    s = Spread.of([10, 11, 9, 10, 30])
+    assert s.median == 10 and s.iqr == 1 and s.n == 5
+    assert not s.noisy
+    assert Spread.of([10, 20, 30]).noisy
+
+
+@pytest.mark.parametrize(
+    ("returncode", "tail", "status"),
+    [
+        pytest.param(-9, "", "crash", id="sigkill"),
+        pytest.param(-11, "", "crash", id="segfault"),
+        pytest.param(-9, "CUDA out of memory. Tried to allocate", "oom", id="killed-after-oom"),
+        pytest.param(1, "MemoryError", "oom", id="memoryerror"),
+        pytest.param(1, "Traceback\nValueError: x", "error", id="error"),
+    ],
+)
+def test_classify_exit(returncode, tail, status):
+    assert outcome.classify_exit(returncode, tail)[0] == status
+
+
+def test_sigkill_reason_mentions_oom_killer():
+    assert "OOM killer" in outcome.classify_exit(-9, "")[1]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_measure_splits_wait_and_compute_on_a_fake_clock():
+    clock = FakeClock()
+
+    def next_batch():
+        clock.now += 0.03  # waiting for data
+        return "batch"
+
+    def step(batch):
+        clock.now += 0.07  # compute
+
+    t = measure.measure(
+        next_batch, step, lambda b: 10, lambda: None,
+        warmup_s=0.5, warmup_steps=2, windows=3, window_s=1.0, clock=clock,
+    )
+    s = t.summary()
+    assert t.warmup_steps == 5
+    assert s["samples_per_sec"] == pytest.approx(100.0)
+    assert s["data_wait_fraction"] == pytest.approx(0.3)
+    assert s["bottleneck"] == "data-bound"
+    assert s["step_time_p50_ms"] == pytest.approx(100.0)
+    assert s["windows_measured"] == 3
+
+
+def test_measure_prunes_a_slow_run_after_two_windows():
+    clock = FakeClock()
+
+    def step(batch):
+        clock.now += 0.1
+
+    t = measure.measure(
+        lambda: None, step, lambda b: 1, lambda: None,
+        warmup_s=0.1, warmup_steps=1, windows=10, window_s=1.0, prune_below=50.0, clock=clock,
+    )
+    assert t.pruned and len(t.window_samples_per_sec) == 2
+
+
+def test_compile_time_is_first_step_minus_typical():
+    clock = FakeClock()
+    calls = {"n": 0}
+
+    def step(batch):
+        calls["n"] += 1
+        clock.now += 5.0 if calls["n"] == 1 else 0.1
+
+    t = measure.measure(
+        lambda: None, step, lambda b: 1, lambda: None,
+        warmup_s=0.0, warmup_steps=2, windows=1, window_s=0.5, clock=clock,
+    )
+    assert t.summary()["compile_s"] == pytest.approx(4.9)
+
+
+def test_thread_choices():
+    assert powers_of_two_upto(1) == [1]
+    assert powers_of_two_upto(2) == [1, 2]
+    assert powers_of_two_upto(12) == [1, 2, 4, 8, 12]

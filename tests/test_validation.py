@@ -1,0 +1,55 @@
+"""Bad values are refused with one line naming the value and what is allowed."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from sweeper.validation import ConfigError, check_config
+
+GOOD = {
+    "task": {"name": "mnist_mlp", "factory": "tasks.mnist_mlp:build", "mode": "train", "root": None},
+    "loader": {"batch_size": 64, "num_workers": 0, "pin_memory": False, "prefetch_factor": None,
+               "persistent_workers": False},
+    "backend": {"device": "auto", "precision": "fp32", "threads": None, "interop_threads": None,
+                "channels_last": False, "compile": "off", "cudnn_benchmark": False, "tf32": False},
+    "measure": {"warmup_s": 1.0, "warmup_steps": 1, "windows": 3, "window_s": 1.0,
+                "timeout_s": 60, "compute_bound": False, "memory_limit_gb": None},
+}
+
+
+def with_(path: str, value):
+    cfg = copy.deepcopy(GOOD)
+    group, key = path.split(".")
+    cfg[group][key] = value
+    return cfg
+
+
+def test_good_config_passes():
+    check_config(GOOD)
+    check_config(with_("backend.compile", False))  # YAML's `off`
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        pytest.param("loader.batch_size", 0, "loader.batch_size=0 is invalid: expected an integer >= 1", id="batch0"),
+        pytest.param("loader.num_workers", -1, "loader.num_workers=-1 is invalid: expected an integer >= 0", id="workers-1"),
+        pytest.param("backend.precision", "fp8", "backend.precision='fp8' is invalid: expected one of fp32, bf16, fp16", id="fp8"),
+        pytest.param("backend.device", "tpu", "backend.device='tpu' is invalid", id="device"),
+        pytest.param("backend.compile", "fast", "expected one of off, default, max-autotune", id="compile"),
+        pytest.param("loader.prefetch_factor", 2, "loader.prefetch_factor=2 needs loader.num_workers > 0", id="prefetch-no-workers"),
+        pytest.param("loader.persistent_workers", True, "persistent_workers=true needs loader.num_workers > 0", id="persistent-no-workers"),
+        pytest.param("task.root", "/no/such/dir", "task.root='/no/such/dir' does not exist", id="missing-root"),
+        pytest.param("task.mode", "eval", "task.mode='eval' is invalid: expected one of train, inference", id="mode"),
+        pytest.param("task.factory", "nocolon", "expected 'module:function'", id="factory"),
+        pytest.param("measure.windows", 0, "measure.windows=0 is invalid", id="windows0"),
+        pytest.param("backend.threads", 0, "backend.threads=0 is invalid: expected an integer >= 1 or null", id="threads0"),
+    ],
+)
+def test_bad_values(path, value, message):
+    with pytest.raises(ConfigError) as err:
+        check_config(with_(path, value))
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
