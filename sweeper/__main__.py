@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 from . import resolvers
 from .paths import config_dir
 from .report_text import describe_config, format_result
-from .run import RESULT_FILE, measure_config
+from .run import RESULT_FILE, checked_spec, measure_spec
 from .validation import ConfigError
 
 # exit codes of a single measured run
@@ -26,13 +26,14 @@ def measure_job(cfg: DictConfig) -> dict[str, Any]:
     hydra_cfg = HydraConfig.get()
     out_dir = Path(hydra_cfg.runtime.output_dir)
     if hydra_cfg.mode == RunMode.MULTIRUN:
-        return measure_config(cfg, out_dir)
+        return measure_spec(checked_spec(cfg), out_dir)
     try:
-        print(f"sweeper: measuring {describe_config(cfg)}", flush=True)
-        result = measure_config(cfg, out_dir)
+        spec = checked_spec(cfg)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_BAD_CONFIG)
+    print(f"sweeper: measuring {describe_config(cfg)}", flush=True)
+    result = measure_spec(spec, out_dir)
     if result["status"] == "invalid":
         print(f"error: {result['reason']}", file=sys.stderr)
         sys.exit(EXIT_BAD_CONFIG)

@@ -25,15 +25,20 @@ def worker_spec(cfg: DictConfig) -> dict[str, Any]:
     return spec
 
 
-def measure_config(
-    cfg: DictConfig,
+def checked_spec(cfg: DictConfig) -> dict[str, Any]:
+    """The worker spec, or ConfigError naming the first bad value."""
+    spec = worker_spec(cfg)
+    check_config(spec)
+    return spec
+
+
+def measure_spec(
+    spec: dict[str, Any],
     out_dir: Path,
     on_event: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Raise ConfigError for bad values; otherwise measure and return the result dict,
-    whatever the run ended as (ok, oom, timeout, crash, error, invalid, pruned)."""
-    spec = worker_spec(cfg)
-    check_config(spec)
+    """Measure a checked spec; the result says what the run ended as
+    (ok, oom, timeout, crash, error, invalid, pruned), it never raises for the child's sake."""
     result = run_isolated(
         spec,
         timeout_s=float(spec["measure"]["timeout_s"]),

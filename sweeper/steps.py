@@ -32,6 +32,8 @@ def make_step(
     if workload.loss_fn is None:
         raise InvalidConfig("task.mode='train' needs a loss_fn from the task factory.")
     params = [p for p in workload.model.parameters() if p.requires_grad]
+    if not params:
+        raise InvalidConfig("task.mode='train' but the model has no trainable parameters: use task.mode=inference.")
     make_opt = workload.optimizer_fn or (lambda ps: torch.optim.SGD(ps, lr=lr, momentum=0.9))
     optimizer = make_opt(params)
     scaler = backend.grad_scaler(device, precision, training)

@@ -1,0 +1,57 @@
+"""Helpers to run sweeper as a user does: `python -m sweeper ...` in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# tiny measurement: real runs, seconds each
+TINY = [
+    "measure.warmup_s=0.2",
+    "measure.warmup_steps=1",
+    "measure.windows=2",
+    "measure.window_s=0.3",
+]
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+    run_dir: Path
+
+    @property
+    def result(self) -> dict[str, Any]:
+        return json.loads((self.run_dir / "result.json").read_text())
+
+
+def run_sweeper(tmp_path: Path, *overrides: str, env: dict[str, str] | None = None,
+                timeout: float = 300, tiny: bool = True) -> Run:
+    run_dir = tmp_path / "run"
+    args = [*(TINY if tiny else []), *overrides, f"hydra.run.dir={run_dir}"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweeper", *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "tests"), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return Run(proc.returncode, proc.stdout, proc.stderr, run_dir)
+
+
+@pytest.fixture
+def sweeper_run(tmp_path):
+    def _run(*overrides: str, **kw: Any) -> Run:
+        return run_sweeper(tmp_path, *overrides, **kw)
+
+    return _run

@@ -1,0 +1,61 @@
+"""Workloads that fail on purpose, used through task=custom task.factory=misbehaving:<name>."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset, TensorDataset
+
+
+class HangingDataset(Dataset):
+    def __len__(self) -> int:
+        return 1024
+
+    def __getitem__(self, index: int) -> Any:
+        time.sleep(3600)
+
+
+class Aborting(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        os.abort()
+
+
+class Allocating(nn.Module):
+    """Allocates task.params.gb gigabytes on the first forward."""
+
+    def __init__(self, gb: float) -> None:
+        super().__init__()
+        self.gb = gb
+        self.lin = nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        big = torch.ones(int(self.gb * 2**30) // 4)
+        return self.lin(x) + big[0]
+
+
+def _data() -> TensorDataset:
+    return TensorDataset(torch.randn(256, 4), torch.randn(256, 1))
+
+
+def hang(task: dict[str, Any]):
+    return nn.Linear(4, 1), HangingDataset(), nn.functional.mse_loss
+
+
+def abort(task: dict[str, Any]):
+    return Aborting(), _data(), nn.functional.mse_loss
+
+
+def allocate(task: dict[str, Any]):
+    return Allocating(float(task["params"]["gb"])), _data(), nn.functional.mse_loss
+
+
+def raise_error(task: dict[str, Any]):
+    raise ValueError("the user's factory failed")

@@ -1,0 +1,170 @@
+"""Real, tiny measured runs of every workload and mode, and of runs that fail on purpose."""
+
+from __future__ import annotations
+
+import uuid
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.slow
+
+IMAGE = ["task=image_classification", "task.image_size=32", "task.num_classes=10",
+         "task.num_samples=64", "loader.batch_size=8"]
+LM = ["task=language_model", "task.seq_len=32", "task.depth=1", "task.width=32", "task.heads=2",
+      "task.num_tokens=20000", "task.vocab_size=512", "loader.batch_size=8"]
+MNIST = ["task.num_samples=2048"]
+
+METRICS = ("samples_per_sec", "samples_per_sec_iqr", "step_time_p50_ms", "step_time_p95_ms",
+           "data_wait_fraction", "peak_rss_mb", "warmup_s", "compile_s")
+
+
+@pytest.mark.parametrize("mode", ["train", "inference"])
+@pytest.mark.parametrize(
+    "workload",
+    [
+        pytest.param(MNIST, id="mnist_mlp"),
+        pytest.param([*IMAGE, "task.model=resnet18"], id="resnet18"),
+        pytest.param(LM, id="language_model"),
+    ],
+)
+def test_every_workload_in_both_modes(sweeper_run, workload, mode):
+    run = sweeper_run(*workload, f"task.mode={mode}")
+    assert run.returncode == 0, run.stderr
+    result = run.result
+    assert result["status"] == "ok"
+    for key in METRICS:
+        assert result[key] >= 0, key
+    assert result["samples_per_sec"] > 0
+    assert result["fingerprint"]["torch"]
+    assert result["config"]["task"]["mode"] == mode
+    assert "samples/sec" in run.stdout
+
+
+@pytest.mark.parametrize("model", ["mobilenet_v3_small", "resnet50", "vit_b_16"])
+def test_named_torchvision_models(sweeper_run, model):
+    run = sweeper_run(*IMAGE, f"task.model={model}", "task.mode=inference", "loader.batch_size=2")
+    assert run.returncode == 0, run.stderr
+    assert run.result["status"] == "ok"
+
+
+def test_workers_threads_compute_bound_and_bf16(sweeper_run):
+    run = sweeper_run(*MNIST, "loader.num_workers=2", "loader.prefetch_factor=4",
+                      "loader.persistent_workers=true", "backend.threads=1",
+                      "backend.interop_threads=1", "backend.precision=bf16",
+                      "measure.compute_bound=true")
+    assert run.returncode == 0, run.stderr
+    result = run.result
+    assert result["dataloader_processes"] >= 2
+    assert result["fingerprint"]["threads"] == 1
+    assert result["compute_bound_samples_per_sec"] > 0
+    assert "compute-only" in run.stdout
+
+
+def test_image_folder_of_jpegs(sweeper_run, tmp_path):
+    from PIL import Image
+
+    for cls in ("cat", "dog"):
+        (tmp_path / "images" / cls).mkdir(parents=True)
+        for i in range(8):
+            Image.new("RGB", (40, 36), (i * 20, 100, 50)).save(tmp_path / "images" / cls / f"{i}.jpg")
+    run = sweeper_run(*IMAGE, f"task.data_dir={tmp_path / 'images'}", "loader.batch_size=4",
+                      "backend.channels_last=true")
+    assert run.returncode == 0, run.stderr
+    assert run.result["status"] == "ok"
+
+
+def test_token_file_and_mnist_root(sweeper_run, tmp_path):
+    import numpy as np
+
+    np.arange(20000, dtype=np.uint16).__mod__(512).tofile(tmp_path / "train.bin")
+    run = sweeper_run(*LM, f"task.token_file={tmp_path / 'train.bin'}")
+    assert run.returncode == 0, run.stderr
+
+    (tmp_path / "mnist").mkdir()
+    run = sweeper_run(f"task.root={tmp_path / 'mnist'}")  # exists, but holds no MNIST
+    assert run.returncode == 2
+    assert "holds no MNIST" in run.stderr
+
+
+def test_user_workload_outside_tasks(sweeper_run):
+    run = sweeper_run("task=custom", "task.factory=examples.user_workload:build",
+                      "+task.params.hidden=32")
+    assert run.returncode == 0, run.stderr
+    assert run.result["status"] == "ok"
+
+
+def _processes_with_marker(marker: str) -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("SWEEPER_TEST_MARKER") == marker and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return found
+
+
+def test_hang_is_killed_with_its_dataloader_workers(sweeper_run):
+    marker = uuid.uuid4().hex
+    run = sweeper_run("task=custom", "task.factory=misbehaving:hang", "loader.num_workers=2",
+                      "measure.timeout_s=8", env={"SWEEPER_TEST_MARKER": marker})
+    assert run.returncode == 1
+    result = run.result
+    assert result["status"] == "timeout"
+    assert result["wall_s"] < 30
+    assert _processes_with_marker(marker) == []
+
+
+def test_abort_is_a_crash(sweeper_run):
+    run = sweeper_run("task=custom", "task.factory=misbehaving:abort")
+    assert run.returncode == 1
+    assert run.result["status"] == "crash"
+    assert "SIGABRT" in run.result["reason"]
+
+
+def test_allocation_beyond_memory_limit_is_oom(sweeper_run):
+    run = sweeper_run("task=custom", "task.factory=misbehaving:allocate", "+task.params.gb=8",
+                      "measure.memory_limit_gb=6")
+    assert run.returncode == 1
+    assert run.result["status"] in ("oom", "crash")
+    assert "memory" in run.result["reason"].lower()
+
+
+def test_exception_in_user_code_is_an_error_with_its_message(sweeper_run):
+    run = sweeper_run("task=custom", "task.factory=misbehaving:raise_error")
+    assert run.returncode == 1
+    assert run.result["status"] == "error"
+    assert "the user's factory failed" in run.result["reason"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        pytest.param(["loader.batch_size=0"], "loader.batch_size=0 is invalid", id="batch0"),
+        pytest.param(["loader.num_workers=-1"], "loader.num_workers=-1 is invalid", id="workers"),
+        pytest.param(["backend.precision=fp8"], "backend.precision='fp8' is invalid", id="fp8"),
+        pytest.param([*IMAGE, "task.model=resnet19"], "task.model='resnet19' is not a torchvision", id="model"),
+        pytest.param(["task=image_classification", "task.data_dir=/no/such"], "task.data_dir='/no/such' does not exist", id="path"),
+        pytest.param(["backend.device=cuda"], "backend.device='cuda' but no CUDA device", id="cuda"),
+        pytest.param(["backend.precision=fp16"], "backend.precision='fp16' needs a CUDA device", id="fp16"),
+        pytest.param(["loader.prefetch_factor=2"], "loader.prefetch_factor=2 needs loader.num_workers > 0", id="prefetch"),
+        pytest.param(["task=custom", "task.factory=nosuchmodule:build"], "cannot import module 'nosuchmodule'", id="factory"),
+    ],
+)
+def test_bad_input_is_one_line_and_measures_nothing(sweeper_run, overrides, message):
+    import torch
+
+    if "backend.device=cuda" in overrides and torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    run = sweeper_run(*overrides)
+    assert run.returncode == 2
+    errors = [line for line in run.stderr.splitlines() if line.strip()]
+    assert errors == [errors[0]] and errors[0].startswith("error: ") and message in errors[0]
+    assert "samples/sec" not in run.stdout
+
+
+def test_typo_key_gets_hydras_error(sweeper_run):
+    run = sweeper_run("loader.batchsize=3")
+    assert run.returncode != 0
+    assert "Key 'batchsize' is not in struct" in run.stderr
