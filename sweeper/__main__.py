@@ -26,7 +26,7 @@ def measure_job(cfg: DictConfig) -> dict[str, Any]:
     hydra_cfg = HydraConfig.get()
     out_dir = Path(hydra_cfg.runtime.output_dir)
     if hydra_cfg.mode == RunMode.MULTIRUN:
-        return measure_spec(checked_spec(cfg), out_dir)
+        return {**measure_spec(checked_spec(cfg), out_dir), "job_dir": str(out_dir)}
     try:
         spec = checked_spec(cfg)
     except ConfigError as exc:

@@ -18,9 +18,10 @@ RESULT_FILE = "result.json"
 
 def worker_spec(cfg: DictConfig) -> dict[str, Any]:
     """The plain-data part of the config the worker needs (no Hydra node)."""
-    spec = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(spec, dict)
-    spec = {key: spec[key] for key in ("task", "loader", "backend", "measure")}
+    spec: dict[str, Any] = {
+        key: OmegaConf.to_container(cfg[key], resolve=True)
+        for key in ("task", "loader", "backend", "measure")
+    }
     spec["cwd"] = os.getcwd()
     return spec
 

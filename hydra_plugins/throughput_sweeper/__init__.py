@@ -1,0 +1,1 @@
+"""Hydra sweeper plugin `hydra/sweeper=throughput` (a thin shell over sweeper.sweep)."""

@@ -1,0 +1,77 @@
+"""Lines a person reads while a sweep runs, on a terminal or in a cron log."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from optuna.trial import FrozenTrial
+
+from .budget import format_duration
+from .history import config_of, primary_value
+
+_SHORT = {"loader.": "", "backend.": ""}
+
+
+def short_knobs(knobs: dict[str, Any]) -> str:
+    parts = []
+    for key, value in sorted(knobs.items()):
+        for prefix, repl in _SHORT.items():
+            key = key.replace(prefix, repl)
+        parts.append(f"{key}={value}")
+    return " ".join(parts)
+
+
+def _bar(done: int, total: int, width: int = 20) -> str:
+    filled = int(width * min(done, total) / max(total, 1))
+    return "[" + "#" * filled + "-" * (width - filled) + "] "
+
+
+def trial_line(trial: FrozenTrial, n: int, total: int, ranked: Sequence[FrozenTrial],
+               remaining_s: float | None) -> None:
+    attrs = trial.user_attrs
+    value = primary_value(trial)
+    if value is not None:
+        outcome = f"{value:,.0f} samples/s, {attrs['metrics'].get('peak_memory_mb', 0):,.0f} MB"
+    elif attrs.get("status") == "pruned":
+        outcome = f"pruned ({attrs['metrics'].get('samples_per_sec', 0):,.0f} samples/s)"
+    else:
+        outcome = f"{attrs.get('status')}: {attrs.get('reason')}"
+    if attrs.get("reused_from") is not None:
+        outcome += f" (reused trial {attrs['reused_from']})"
+    tag = " baseline" if attrs.get("baseline") else ""
+    best = f" | best {primary_value(ranked[0]):,.0f} (#{ranked[0].number})" if ranked else ""
+    left = f" | {format_duration(remaining_s)} left" if remaining_s is not None else ""
+    bar = _bar(n, total) if sys.stdout.isatty() else ""
+    print(f"{bar}trial {n}/{total} #{trial.number}{tag} {short_knobs(config_of(trial))} -> {outcome}{best}{left}",
+          flush=True)
+
+
+def confirm_line(round_index: int, rounds: int, number: int, result: dict[str, Any]) -> None:
+    value = result.get("samples_per_sec")
+    shown = f"{value:,.0f} samples/s" if result.get("status") == "ok" else f"{result.get('status')}: {result.get('reason')}"
+    print(f"  confirm round {round_index + 1}/{rounds} trial #{number}: {shown}", flush=True)
+
+
+def final_summary(summary: dict[str, Any], winner: FrozenTrial | None, baseline: FrozenTrial | None,
+                  decision: Any, out_dir: Path) -> None:
+    print(f"sweep done: {summary['measured']} trials measured ({summary['failed']} failed or pruned, "
+          f"{summary['reused']} suggestions answered from earlier results); {summary['stopped']}")
+    if winner is None:
+        print("no configuration completed: see trials.csv for the reasons")
+    else:
+        speed = winner.user_attrs.get("samples_per_sec", 0)
+        print(f"winner: trial #{winner.number} {short_knobs(config_of(winner))}: {speed:,.0f} samples/s "
+              f"(search run), peak {winner.user_attrs['metrics'].get('peak_memory_mb', 0):,.0f} MB")
+        if decision is not None:
+            print(f"confirmed over {len(decision.rounds[decision.baseline])} interleaved rounds: "
+                  f"{decision.median[decision.winner]:,.0f} vs baseline {decision.median[decision.baseline]:,.0f} "
+                  f"samples/s = {decision.speedup:.2f}x (IQR {decision.speedup_low:.2f}-{decision.speedup_high:.2f}x), "
+                  f"won {100 * decision.win_share:.0f}% of rounds")
+        elif baseline is not None and baseline.user_attrs.get("samples_per_sec"):
+            print(f"speedup over baseline (search runs, unconfirmed): "
+                  f"{speed / baseline.user_attrs['samples_per_sec']:.2f}x")
+        print(f"reproduce: {summary['command']}")
+    print(f"outputs: {out_dir} (trials.csv, trials.parquet, winner.yaml, optimization_results.yaml)", flush=True)

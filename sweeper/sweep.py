@@ -1,0 +1,524 @@
+"""The search loop behind `python -m sweeper -m`: baseline first, Optuna ask/tell over isolated
+trials, failures recorded as data, early stops, interleaved confirmation, outputs.
+
+The Hydra plugin (hydra_plugins/throughput_sweeper) is a thin shell over `Sweep`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import socket
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+import yaml
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.utils import JobStatus
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
+from optuna.trial import FrozenTrial, Trial, TrialState
+
+from . import confirm, history, objectives, progress, search_space, sweep_outputs
+from .budget import parse_duration
+from .probe import probe
+from .run import worker_spec
+from .validation import ConfigError, check_config
+
+log = logging.getLogger(__name__)
+_MISSING = object()
+# suggestions in a row that were all measured before: the space has nothing new left
+EXHAUSTED_AFTER = 20
+# metrics stored on each trial (scalars of the worker's result)
+METRIC_KEYS = (
+    "samples_per_sec", "samples_per_sec_iqr", "samples_per_sec_rel_iqr", "step_time_p50_ms",
+    "step_time_p95_ms", "data_wait_fraction", "bottleneck", "peak_memory_mb", "peak_rss_mb",
+    "cuda_max_allocated_mb", "dataloader_processes", "warmup_s", "compile_s", "first_step_s",
+    "compute_bound_samples_per_sec", "data_path_cost", "windows_measured", "wall_s", "device",
+)
+
+
+@dataclass
+class SweepSettings:
+    """The plugin's config, as plain values (see hydra_plugins/throughput_sweeper/config.py)."""
+
+    sampler: dict[str, Any]
+    direction: Any = None
+    storage: str | None = None
+    study_name: str | None = None
+    n_trials: int = 20
+    params: dict[str, str] = field(default_factory=dict)
+    timeout: str | float | None = None
+    objectives: list[str] = field(default_factory=lambda: ["samples_per_sec", "peak_memory_mb"])
+    constraints: dict[str, Any] = field(default_factory=dict)
+    confirm: dict[str, Any] = field(default_factory=dict)
+    patience: int | None = None
+    prune_ratio: float | None = 0.5
+    remeasure: bool = False
+
+
+def default_storage() -> str:
+    path = Path.cwd() / "outputs" / "sweeper.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
+
+
+def redact(url: str) -> str:
+    """A storage URL without its password, for anything printed or written."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - not a database URL (a journal file path)
+        return url
+
+
+def suggest(trial: Trial, key: str, dist: BaseDistribution) -> Any:
+    if isinstance(dist, CategoricalDistribution):
+        return trial.suggest_categorical(key, list(dist.choices))
+    if isinstance(dist, IntDistribution):
+        return trial.suggest_int(key, dist.low, dist.high, step=dist.step, log=dist.log)
+    assert isinstance(dist, FloatDistribution)
+    return trial.suggest_float(key, dist.low, dist.high, step=dist.step, log=dist.log)
+
+
+def grid_space(space: Mapping[str, BaseDistribution]) -> dict[str, list[Any]]:
+    """GridSampler's search_space from the distributions (ints expanded, floats refused)."""
+    grid: dict[str, list[Any]] = {}
+    for key, dist in space.items():
+        if isinstance(dist, CategoricalDistribution):
+            grid[key] = list(dist.choices)
+        elif isinstance(dist, IntDistribution) and not dist.log:
+            grid[key] = list(range(dist.low, dist.high + 1, dist.step))
+        else:
+            raise ConfigError(f"GridSampler needs finite choices: {key} is {dist}; use choice(...) or range(...).")
+    return grid
+
+
+class Sweep:
+    def __init__(self, settings: SweepSettings) -> None:
+        self.s = settings
+        self.launcher: Launcher | None = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        from hydra.core.plugins import Plugins
+
+        self.config = config
+        self.hydra_context = hydra_context
+        self.launcher = Plugins.instance().instantiate_launcher(
+            config=config, hydra_context=hydra_context, task_function=task_function
+        )
+        self.sweep_dir = Path(str(config.hydra.sweep.dir))
+        # one progress line per trial is ours; Hydra's "Launching 1 jobs locally" is noise
+        logging.getLogger("hydra._internal.core_plugins.basic_launcher").setLevel(logging.WARNING)
+
+    # ---- preparing: everything that can be wrong is found here, before trial 1 ----
+
+    def _compose(self, overrides: Sequence[str]) -> DictConfig:
+        try:
+            return self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+        except Exception as exc:  # noqa: BLE001 - Hydra's own message names the bad key
+            raise ConfigError(" ".join(str(exc).split())) from exc
+
+    def _split_arguments(self, arguments: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+        parser = OverridesParser.create()
+        fixed, swept = [], {}
+        for override in parser.parse_overrides(list(arguments)):
+            if override.is_sweep_override():
+                swept[override.get_key_element()] = override.input_line.split("=", 1)[1]
+            else:
+                fixed.append(override.input_line)
+        return fixed, swept
+
+    def _preset_params(self, base: DictConfig, fixed: list[str], device_kind: str) -> dict[str, str]:
+        if "search" not in base or base.search is None:
+            return {}
+        preset = base.search.get("preset")
+        if preset == "auto":
+            chosen = "gpu" if device_kind == "cuda" else "cpu"
+            base = self._compose([*fixed, f"search={chosen}"])
+        return {k: str(v) for k, v in (OmegaConf.to_container(base.search.params, resolve=True) or {}).items()}
+
+    def _check_space(self, base: DictConfig, space: dict[str, BaseDistribution]) -> None:
+        spec = worker_spec(base)
+        check_config(spec)
+        for key, dist in space.items():
+            if OmegaConf.select(base, key, default=_MISSING) is _MISSING:
+                raise ConfigError(f"search param {key!r} is not a key of the config (typo?).")
+            group, _, leaf = key.partition(".")
+            if group not in spec or "." in leaf:
+                continue
+            if isinstance(dist, CategoricalDistribution):
+                values = list(dist.choices)
+            elif isinstance(dist, (IntDistribution, FloatDistribution)):
+                values = [dist.low, dist.high]
+            for value in values:
+                trial_spec = json.loads(json.dumps(spec))
+                trial_spec[group][leaf] = value
+                if key in ("loader.prefetch_factor", "loader.persistent_workers"):
+                    trial_spec["loader"]["num_workers"] = max(1, trial_spec["loader"]["num_workers"])
+                try:
+                    check_config(trial_spec)
+                except ConfigError as exc:
+                    raise ConfigError(f"search param {key}: {exc}") from exc
+
+    def prepare(self, arguments: Sequence[str]) -> None:
+        fixed, swept = self._split_arguments(arguments)
+        self.fixed = fixed
+        base = self._compose(fixed)
+        self.base = base
+        self.directions = objectives.resolve_directions(list(self.s.objectives), self.s.direction)
+        self.deadline_s = parse_duration(self.s.timeout)
+        if self.s.n_trials < 1:
+            raise ConfigError(f"hydra.sweeper.n_trials={self.s.n_trials} is invalid: expected an integer >= 1.")
+        check_config(worker_spec(base))
+        self.machine = probe(str(base.backend.device))
+        params = {**self._preset_params(base, fixed, self.machine["device"]), **(self.s.params or {}), **swept}
+        space = search_space.build_space(params)
+        self._check_space(base, space)
+        task = base.task
+        conv: bool | None
+        if task.name == "image_classification":
+            conv = not str(task.model).startswith(("vit_", "swin_", "maxvit_"))
+        elif task.name in ("mnist_mlp", "language_model"):
+            conv = False
+        else:
+            conv = None
+        self.ctx = search_space.Context(cuda=self.machine["cuda"], bf16=self.machine["bf16"], convolutional=conv)
+        space = search_space.restrict_to_machine(space, self.ctx)
+        # the baseline is a point of the space
+        self.baseline_knobs = {k: OmegaConf.select(base, k) for k in space}
+        self.space = {k: search_space.include_value(d, self.baseline_knobs[k]) for k, d in space.items()}
+        self.order = search_space.suggestion_order(list(self.space))
+        fingerprint = self.machine["fingerprint"]
+        self.hardware_class = fingerprint["hardware_class"]
+        self.study_name = self.s.study_name or (
+            f"{task.name}-{task.mode}-{self.machine['device']}-{self.hardware_class}"
+        )
+        self.storage_url = self.s.storage or default_storage()
+        self.study = self._load_study()
+
+    def _load_study(self) -> optuna.Study:
+        sampler_cfg = dict(self.s.sampler or {"_target_": "optuna.samplers.TPESampler"})
+        if sampler_cfg.get("_target_", "").endswith("GridSampler") and "search_space" not in sampler_cfg:
+            sampler_cfg["search_space"] = grid_space(self.space)
+        try:
+            sampler = instantiate(sampler_cfg, _convert_="all")
+        except Exception as exc:  # noqa: BLE001
+            raise ConfigError(f"hydra.sweeper.sampler: cannot instantiate {sampler_cfg.get('_target_')!r}: {exc}") from exc
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        study = optuna.create_study(
+            storage=self.storage_url,
+            sampler=sampler,
+            study_name=self.study_name,
+            directions=self.directions,
+            load_if_exists=True,
+        )
+        existing = [d.name.lower() for d in study.directions]
+        if existing != self.directions:
+            raise ConfigError(
+                f"study {self.study_name!r} optimises {existing}, not {self.directions}: "
+                "use another hydra.sweeper.study_name or the same objectives."
+            )
+        study.set_user_attr("objectives", list(self.s.objectives))
+        study.set_user_attr("hardware_class", self.hardware_class)
+        return study
+
+    # ---- running ----
+
+    def _setup_trials(self) -> list[FrozenTrial]:
+        return [t for t in self.study.get_trials(deepcopy=False) if history.same_setup(t, self.fixed)]
+
+    def _measured(self) -> list[FrozenTrial]:
+        """Trials that ran a measurement: these count toward n_trials (reuses and skips don't)."""
+        return [t for t in self._setup_trials() if history.was_measured(t)]
+
+    def _fail_orphans(self) -> None:
+        """RUNNING trials left by a sweep of this host that no longer runs (kill -9, reboot)."""
+        host = socket.gethostname()
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            pid = t.user_attrs.get("sweeper_pid")
+            if t.user_attrs.get("host") != host or pid is None or _pid_alive(int(pid)):
+                continue
+            self.study._storage.set_trial_user_attr(t._trial_id, "status", "interrupted")
+            self.study._storage.set_trial_user_attr(t._trial_id, "reason", "its sweep process died")
+            self.study.tell(t.number, state=TrialState.FAIL)
+
+    def _launch(self, overrides: list[str], job_idx: int) -> dict[str, Any]:
+        assert self.launcher is not None
+        job = self.launcher.launch([overrides], initial_job_idx=job_idx)[0]
+        if job.status == JobStatus.COMPLETED:
+            return dict(job.return_value)
+        exc = job._return_value
+        status = "invalid" if isinstance(exc, ConfigError) else "error"
+        return {"status": status, "reason": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+
+    def _remaining(self) -> float | None:
+        if self.deadline_s is None:
+            return None
+        return self.deadline_s - (time.monotonic() - self.started)
+
+    def _typical_wall(self) -> float:
+        walls = [float(t.user_attrs["metrics"]["wall_s"]) for t in self._setup_trials()
+                 if t.user_attrs.get("metrics", {}).get("wall_s")]
+        return sorted(walls)[len(walls) // 2] if walls else 0.0
+
+    def _measure_overrides(self, prune_below: float | None) -> list[str]:
+        extra = []
+        if prune_below is not None:
+            extra.append(f"measure.prune_below={prune_below:.6g}")
+        remaining = self._remaining()
+        if remaining is not None:
+            cap = max(10.0, remaining)
+            if cap < float(self.base.measure.timeout_s):
+                extra.append(f"measure.timeout_s={cap:.0f}")
+        return extra
+
+    def _ask(self, baseline: bool) -> tuple[Trial, dict[str, Any]]:
+        if baseline:
+            self.study.enqueue_trial({k: v for k, v in self.baseline_knobs.items()})
+        trial = self.study.ask()
+        chosen: dict[str, Any] = {}
+        context = {k: OmegaConf.select(self.base, k) for k in search_space.NEUTRAL}
+        context["loader.num_workers"] = OmegaConf.select(self.base, "loader.num_workers")
+        for key in self.order:
+            if search_space.is_active(key, {**context, **chosen}, self.ctx):
+                chosen[key] = suggest(trial, key, self.space[key])
+            else:
+                chosen[key] = search_space.NEUTRAL[key]
+        # dead knobs the user set outside the space go neutral too, or the trial can't run
+        for key, neutral in search_space.NEUTRAL.items():
+            if key not in chosen and not search_space.is_active(key, {**context, **chosen}, self.ctx):
+                if OmegaConf.select(self.base, key) != neutral:
+                    chosen[key] = neutral
+        trial.set_user_attr("baseline", baseline)
+        trial.set_user_attr("knobs", chosen)
+        trial.set_user_attr("fixed_overrides", list(self.fixed))
+        trial.set_user_attr("host", socket.gethostname())
+        trial.set_user_attr("sweeper_pid", os.getpid())
+        return trial, chosen
+
+    def _tell(self, trial: Trial, result: Mapping[str, Any]) -> FrozenTrial:
+        status = result.get("status", "error")
+        trial.set_user_attr("status", status)
+        trial.set_user_attr("reason", result.get("reason"))
+        metrics = {k: result[k] for k in METRIC_KEYS if result.get(k) is not None}
+        trial.set_user_attr("metrics", metrics)
+        for key in ("samples_per_sec", "samples_per_sec_rel_iqr"):
+            if key in metrics:
+                trial.set_user_attr(key, metrics[key])
+        if "fingerprint" in result:
+            trial.set_user_attr("fingerprint", json.dumps(result["fingerprint"]))
+            trial.set_user_attr("hardware_class", result["fingerprint"].get("hardware_class"))
+        if result.get("job_dir"):
+            trial.set_user_attr("job_dir", result["job_dir"])
+        if status == "ok":
+            values = [result.get(o) for o in self.s.objectives]
+            if all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
+                max_gb = (self.s.constraints or {}).get("max_memory_gb")
+                if max_gb is not None:
+                    trial.set_constraint("max_memory_gb", result["peak_memory_mb"] / 1024 - float(max_gb))
+                self.study.tell(trial, values)
+            else:
+                trial.set_user_attr("status", "error")
+                trial.set_user_attr("reason", f"non-finite objective values {values}")
+                self.study.tell(trial, state=TrialState.FAIL)
+        elif status == "pruned":
+            self.study.tell(trial, state=TrialState.PRUNED)
+        else:
+            self.study.tell(trial, state=TrialState.FAIL)
+        return self.study.get_trials(deepcopy=False)[trial.number]
+
+    def _reuse(self, trial: Trial, source: FrozenTrial) -> FrozenTrial:
+        trial.set_user_attr("reused_from", source.number)
+        for key in ("status", "reason", "metrics", "samples_per_sec", "samples_per_sec_rel_iqr",
+                    "fingerprint", "hardware_class"):
+            if key in source.user_attrs:
+                trial.set_user_attr(key, source.user_attrs[key])
+        if source.state == TrialState.COMPLETE:
+            for key, value in source.constraints.items():
+                trial.set_constraint(key, value)
+            self.study.tell(trial, list(source.values))
+        else:
+            self.study.tell(trial, state=source.state)
+        return self.study.get_trials(deepcopy=False)[trial.number]
+
+    def _skip(self, trial: Trial, status: str, reason: str) -> FrozenTrial:
+        trial.set_user_attr("status", status)
+        trial.set_user_attr("reason", reason)
+        trial.set_user_attr("metrics", {})
+        self.study.tell(trial, state=TrialState.FAIL)
+        return self.study.get_trials(deepcopy=False)[trial.number]
+
+    def run_trials(self) -> str:
+        """Run until n_trials, the budget or patience ends it; returns why it stopped."""
+        self._fail_orphans()
+        since_gain = 0
+        unmeasured_in_a_row = 0
+        while True:
+            trials = self._setup_trials()
+            measured = [t for t in trials if history.was_measured(t)]
+            if len(measured) >= self.s.n_trials:
+                return f"n_trials={self.s.n_trials} reached"
+            if unmeasured_in_a_row >= EXHAUSTED_AFTER:
+                return f"search space exhausted: the last {EXHAUSTED_AFTER} suggestions were all measured already"
+            if self.s.patience is not None and since_gain >= self.s.patience:
+                return f"patience: {since_gain} trials without a gain beyond the noise"
+            remaining = self._remaining()
+            if remaining is not None:
+                reserve = self._typical_wall() * (1 + self._confirm_runs())
+                if remaining <= reserve or remaining <= 0:
+                    return "timeout budget reached (time kept for the confirmation)"
+            has_baseline = any(t.user_attrs.get("baseline") for t in trials)
+            best = next(iter(history.ranked(trials)), None)
+            trial, knobs = self._ask(baseline=not has_baseline)
+            source = None if self.s.remeasure else history.find_measured(trials, knobs, self.fixed)
+            dominating = history.oom_dominating(trials, knobs, self.fixed)
+            if source is not None:
+                done = self._reuse(trial, source)
+            elif dominating is not None:
+                done = self._skip(
+                    trial, "oom",
+                    f"skipped: batch {knobs[history.BATCH]} >= {config_of_batch(dominating)} which ran "
+                    f"out of memory in trial {dominating.number} with the same memory settings",
+                )
+            else:
+                prune_below = None
+                if has_baseline and best is not None and self.s.prune_ratio and self.s.objectives[0] == "samples_per_sec":
+                    prune_below = self.s.prune_ratio * history.primary_value(best)
+                overrides = [*self.fixed, *history.to_overrides(knobs), *self._measure_overrides(prune_below)]
+                result = self._launch(overrides, job_idx=trial.number)
+                done = self._tell(trial, result)
+            unmeasured_in_a_row = 0 if history.was_measured(done) else unmeasured_in_a_row + 1
+            if history.primary_value(done) is not None and done.user_attrs.get("reused_from") is None:
+                since_gain = 0 if history.is_gain(done, best) else since_gain + 1
+            elif not done.user_attrs.get("baseline"):
+                since_gain += 1
+            if history.was_measured(done) or done.user_attrs.get("status") == "oom":
+                progress.trial_line(done, len(measured) + history.was_measured(done), self.s.n_trials,
+                                    history.ranked(self._setup_trials()), self._remaining())
+
+    # ---- confirming the winner ----
+
+    def _confirm_runs(self) -> int:
+        c = self.s.confirm or {}
+        return (int(c.get("top_k", 3)) + 1) * int(c.get("rounds", 3))
+
+    def confirm(self) -> confirm.Confirmation | None:
+        c = self.s.confirm or {}
+        top_k, rounds = int(c.get("top_k", 3)), int(c.get("rounds", 3))
+        trials = self._setup_trials()
+        baseline = next((t for t in trials if t.user_attrs.get("baseline") and t.state == TrialState.COMPLETE), None)
+        candidates = [t for t in history.ranked(trials) if t.number != baseline.number][:top_k] if baseline else []
+        if baseline is None or top_k < 1 or rounds < 1 or not candidates:
+            return None
+        by_number = {t.number: t for t in trials}
+        order = confirm.interleaved_order([t.number for t in candidates], baseline.number, rounds)
+        remaining = self._remaining()
+        typical = self._typical_wall() or 1.0
+        if remaining is not None and remaining < typical * len(order):
+            rounds = max(1, int(remaining // (typical * (len(order) // rounds))))
+            order = confirm.interleaved_order([t.number for t in candidates], baseline.number, rounds)
+        print(f"confirming: trials {[t.number for t in candidates]} and baseline {baseline.number}, "
+              f"{rounds} interleaved rounds", flush=True)
+        measured: dict[int, list[float | None]] = {n: [None] * rounds for _, n in order}
+        for r, number in order:
+            overrides = [*self.fixed, *history.to_overrides(history.config_of(by_number[number])),
+                         *self._measure_overrides(None), f"hydra.sweep.subdir=confirm/round{r + 1}-trial{number}"]
+            result = self._launch(overrides, job_idx=number)
+            measured[number][r] = result.get("samples_per_sec") if result.get("status") == "ok" else None
+            progress.confirm_line(r, rounds, number, result)
+        decision = confirm.decide(measured, baseline.number)
+        if decision is not None:
+            self.study.set_user_attr(f"confirmation:{json.dumps(self.fixed)}", decision.to_dict())
+        return decision
+
+    # ---- the whole sweep ----
+
+    def sweep(self, arguments: Sequence[str]) -> dict[str, Any]:
+        self.started = time.monotonic()
+        self.prepare(arguments)
+        self.sweep_dir.mkdir(parents=True, exist_ok=True)
+        print(
+            f"sweeper: study {self.study_name!r} in {redact(self.storage_url)}; "
+            f"{len(self.space)} knobs: {', '.join(self.order)}; objectives "
+            f"{', '.join(f'{o} ({d})' for o, d in zip(self.s.objectives, self.directions))}",
+            flush=True,
+        )
+        why = self.run_trials()
+        print(f"stopped: {why}", flush=True)
+        decision = self.confirm()
+        return self.write_outputs(decision, why)
+
+    def write_outputs(self, decision: confirm.Confirmation | None, why: str) -> dict[str, Any]:
+        trials = self._setup_trials()
+        out = self.sweep_dir
+        sweep_outputs.write_table(sweep_outputs.trials_table(trials), out)
+        by_number = {t.number: t for t in trials}
+        ranked = history.ranked(trials)
+        winner = by_number[decision.winner] if decision else (ranked[0] if ranked else None)
+        baseline = next((t for t in trials if t.user_attrs.get("baseline")), None)
+        summary: dict[str, Any] = {
+            "study": self.study_name,
+            "storage": redact(self.storage_url),
+            "stopped": why,
+            "trials": len(trials),
+            "measured": sum(history.was_measured(t) for t in trials),
+            "reused": sum(not history.was_measured(t) for t in trials),
+            "failed": sum(t.state != TrialState.COMPLETE and history.was_measured(t) for t in trials),
+            "winner": winner.number if winner else None,
+            "baseline": baseline.number if baseline else None,
+            "confirmation": decision.to_dict() if decision else None,
+        }
+        pareto = [t for t in self.study.best_trials
+                  if history.same_setup(t, self.fixed) and t.user_attrs.get("reused_from") is None] if trials else []
+        results = sweep_outputs.optimization_results(self.study_name, self.s.objectives, pareto, winner)
+        (out / "optimization_results.yaml").write_text(yaml.safe_dump(results, sort_keys=False))
+        if winner is not None:
+            knobs = history.config_of(winner)
+            command = sweep_outputs.winner_command(self.fixed, knobs)
+            note = f"winner of study {self.study_name}: trial {winner.number}"
+            (out / "winner.yaml").write_text(sweep_outputs.winner_yaml(self.fixed, knobs, note))
+            (out / "winner_command.txt").write_text(command + "\n")
+            summary["command"] = command
+        (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        progress.final_summary(summary, winner, baseline, decision, out)
+        return summary
+
+
+def config_of_batch(trial: FrozenTrial) -> Any:
+    return history.config_of(trial).get(history.BATCH)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def run_sweep(settings: SweepSettings, arguments: Sequence[str], sweep: Sweep) -> dict[str, Any]:
+    """Entry from the plugin: bad settings become one line on stderr and exit code 2."""
+    try:
+        return sweep.sweep(arguments)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
