@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 _MISSING = object()
 # suggestions in a row that were all measured before: the space has nothing new left
 EXHAUSTED_AFTER = 20
+TPE_STARTUP_TRIALS = 5
 # metrics stored on each trial (scalars of the worker's result)
 METRIC_KEYS = (
     "samples_per_sec", "samples_per_sec_iqr", "samples_per_sec_rel_iqr", "step_time_p50_ms",
@@ -215,8 +216,12 @@ class Sweep:
 
     def _load_study(self) -> optuna.Study:
         sampler_cfg = dict(self.s.sampler or {"_target_": "optuna.samplers.TPESampler"})
-        if sampler_cfg.get("_target_", "").endswith("GridSampler") and "search_space" not in sampler_cfg:
+        target = str(sampler_cfg.get("_target_", ""))
+        if target.endswith("GridSampler") and "search_space" not in sampler_cfg:
             sampler_cfg["search_space"] = grid_space(self.space)
+        if target.endswith("TPESampler"):
+            # a sweep has tens of trials, not hundreds: model the space sooner than TPE's 10
+            sampler_cfg.setdefault("n_startup_trials", TPE_STARTUP_TRIALS)
         try:
             sampler = instantiate(sampler_cfg, _convert_="all")
         except Exception as exc:  # noqa: BLE001
@@ -257,7 +262,7 @@ class Sweep:
                 continue
             self.study._storage.set_trial_user_attr(t._trial_id, "status", "interrupted")
             self.study._storage.set_trial_user_attr(t._trial_id, "reason", "its sweep process died")
-            self.study.tell(t.number, state=TrialState.FAIL)
+            self._tell_study(t.number, state=TrialState.FAIL)
 
     def _launch(self, overrides: list[str], job_idx: int) -> dict[str, Any]:
         assert self.launcher is not None
@@ -313,6 +318,18 @@ class Sweep:
         trial.set_user_attr("sweeper_pid", os.getpid())
         return trial, chosen
 
+    def _tell_study(self, trial: Trial | int, values: Sequence[float] | None = None,
+                    state: TrialState | None = None) -> None:
+        """study.tell, except that a sampler saying it is done (GridSampler calls study.stop(),
+        which Optuna only allows inside optimize()) ends the sweep instead of crashing it; the
+        trial itself is stored either way (Optuna saves it in a finally)."""
+        try:
+            self.study.tell(trial, values, state=state)
+        except RuntimeError as exc:
+            if "Study.stop" not in str(exc):
+                raise
+            self.sampler_done = True
+
     def _tell(self, trial: Trial, result: Mapping[str, Any]) -> FrozenTrial:
         status = result.get("status", "error")
         trial.set_user_attr("status", status)
@@ -333,15 +350,15 @@ class Sweep:
                 max_gb = (self.s.constraints or {}).get("max_memory_gb")
                 if max_gb is not None:
                     trial.set_constraint("max_memory_gb", result["peak_memory_mb"] / 1024 - float(max_gb))
-                self.study.tell(trial, values)
+                self._tell_study(trial, values)
             else:
                 trial.set_user_attr("status", "error")
                 trial.set_user_attr("reason", f"non-finite objective values {values}")
-                self.study.tell(trial, state=TrialState.FAIL)
+                self._tell_study(trial, state=TrialState.FAIL)
         elif status == "pruned":
-            self.study.tell(trial, state=TrialState.PRUNED)
+            self._tell_study(trial, state=TrialState.PRUNED)
         else:
-            self.study.tell(trial, state=TrialState.FAIL)
+            self._tell_study(trial, state=TrialState.FAIL)
         return self.study.get_trials(deepcopy=False)[trial.number]
 
     def _reuse(self, trial: Trial, source: FrozenTrial) -> FrozenTrial:
@@ -353,21 +370,22 @@ class Sweep:
         if source.state == TrialState.COMPLETE:
             for key, value in source.constraints.items():
                 trial.set_constraint(key, value)
-            self.study.tell(trial, list(source.values))
+            self._tell_study(trial, list(source.values))
         else:
-            self.study.tell(trial, state=source.state)
+            self._tell_study(trial, state=source.state)
         return self.study.get_trials(deepcopy=False)[trial.number]
 
     def _skip(self, trial: Trial, status: str, reason: str) -> FrozenTrial:
         trial.set_user_attr("status", status)
         trial.set_user_attr("reason", reason)
         trial.set_user_attr("metrics", {})
-        self.study.tell(trial, state=TrialState.FAIL)
+        self._tell_study(trial, state=TrialState.FAIL)
         return self.study.get_trials(deepcopy=False)[trial.number]
 
     def run_trials(self) -> str:
         """Run until n_trials, the budget or patience ends it; returns why it stopped."""
         self._fail_orphans()
+        self.sampler_done = False
         since_gain = 0
         unmeasured_in_a_row = 0
         while True:
@@ -375,6 +393,8 @@ class Sweep:
             measured = [t for t in trials if history.was_measured(t)]
             if len(measured) >= self.s.n_trials:
                 return f"n_trials={self.s.n_trials} reached"
+            if self.sampler_done:
+                return "the sampler has tried everything it had (grid exhausted)"
             if unmeasured_in_a_row >= EXHAUSTED_AFTER:
                 return f"search space exhausted: the last {EXHAUSTED_AFTER} suggestions were all measured already"
             if self.s.patience is not None and since_gain >= self.s.patience:

@@ -59,3 +59,25 @@ def allocate(task: dict[str, Any]):
 
 def raise_error(task: dict[str, Any]):
     raise ValueError("the user's factory failed")
+
+
+class FailsAtBatch(nn.Module):
+    """Aborts the process at batch size `crash`, runs out of memory at `oom_from` and above."""
+
+    def __init__(self, crash: int | None, oom_from: int | None) -> None:
+        super().__init__()
+        self.crash, self.oom_from = crash, oom_from
+        self.lin = nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] == self.crash:
+            os.abort()
+        if self.oom_from is not None and x.shape[0] >= self.oom_from:
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 TB")
+        return self.lin(x)
+
+
+def fails_at_batch(task: dict[str, Any]):
+    params = task.get("params") or {}
+    model = FailsAtBatch(params.get("crash"), params.get("oom_from"))
+    return model, _data(), nn.functional.mse_loss

@@ -28,9 +28,11 @@ class ThroughputSweeperConf:
     _target_: str = "hydra_plugins.throughput_sweeper.throughput_sweeper.ThroughputSweeper"
     # the sampler is built by the sweeper, which first knows the search space (GridSampler)
     _recursive_: bool = False
-    # any Optuna sampler as a _target_ node (TPESampler, NSGAIISampler, GPSampler, RandomSampler, GridSampler)
+    # any Optuna sampler as a _target_ node (TPESampler, NSGAIISampler, GPSampler, RandomSampler,
+    # GridSampler: its search_space comes from params); TPE starts after 5 random trials unless
+    # sampler.n_startup_trials says otherwise
     sampler: Dict[str, Any] = field(
-        default_factory=lambda: {"_target_": "optuna.samplers.TPESampler", "n_startup_trials": 5, "seed": None}
+        default_factory=lambda: {"_target_": "optuna.samplers.TPESampler", "seed": None}
     )
     # minimize/maximize per objective; null = each objective's natural direction
     direction: Any = None

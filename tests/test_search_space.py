@@ -1,0 +1,94 @@
+"""Hydra's sweep grammar -> Optuna distributions, the conditional space, and their errors."""
+
+from __future__ import annotations
+
+import pytest
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+from sweeper import search_space as ss
+from sweeper.validation import ConfigError
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("choice(1,2,3)", CategoricalDistribution([1, 2, 3]), id="choice"),
+        pytest.param("a,b", CategoricalDistribution(["a", "b"]), id="plain-list"),
+        pytest.param("true,false", CategoricalDistribution([True, False]), id="bools"),
+        pytest.param("range(0,5)", IntDistribution(0, 4), id="range-excludes-stop"),
+        pytest.param("range(32,1025,32)", IntDistribution(32, 1024, step=32), id="range-step"),
+        pytest.param("range(0,10,3)", IntDistribution(0, 9, step=3), id="range-step-uneven"),
+        pytest.param("interval(0.1,1)", FloatDistribution(0.1, 1.0), id="float-interval"),
+        pytest.param("interval(1,10)", IntDistribution(1, 10), id="int-interval"),
+        pytest.param("int(interval(1,100))", IntDistribution(1, 100), id="int-cast"),
+        pytest.param("tag(log,interval(0.001,1))", FloatDistribution(0.001, 1.0, log=True), id="log-float"),
+        pytest.param("tag(log,interval(1,64))", IntDistribution(1, 64, log=True), id="log-int"),
+        pytest.param("tag(log,int(interval(1,64)))", IntDistribution(1, 64, log=True), id="log-int-cast"),
+    ],
+)
+def test_grammar_to_distribution(text, expected):
+    assert ss.to_distribution("k", text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("tag(log,range(1,64,2))", "cannot combine log with step", id="log-step"),
+        pytest.param("tag(log,choice(1,2))", "needs interval", id="log-choice"),
+        pytest.param("interval(5,1)", "low < high", id="empty-interval"),
+        pytest.param("tag(log,interval(0,1))", "low > 0", id="log-zero"),
+        pytest.param("range(5,1)", "start < stop", id="empty-range"),
+        pytest.param("choice(1,2", "search param k=", id="syntax"),
+    ],
+)
+def test_grammar_errors_are_one_line(text, message):
+    with pytest.raises(ConfigError) as err:
+        ss.to_distribution("k", text)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_fixed_value_in_params_is_refused():
+    with pytest.raises(ConfigError, match="single value"):
+        ss.build_space({"loader.batch_size": "64"})
+
+
+CPU = ss.Context(cuda=False, bf16=True, convolutional=False)
+GPU = ss.Context(cuda=True, bf16=False, convolutional=True)
+
+
+@pytest.mark.parametrize(
+    ("key", "chosen", "ctx", "active"),
+    [
+        pytest.param("loader.prefetch_factor", {"loader.num_workers": 0}, CPU, False, id="prefetch-0-workers"),
+        pytest.param("loader.prefetch_factor", {"loader.num_workers": 2}, CPU, True, id="prefetch-workers"),
+        pytest.param("loader.persistent_workers", {"loader.num_workers": 0}, GPU, False, id="persistent-0"),
+        pytest.param("loader.pin_memory", {}, CPU, False, id="pin-cpu"),
+        pytest.param("loader.pin_memory", {}, GPU, True, id="pin-gpu"),
+        pytest.param("backend.channels_last", {}, CPU, False, id="channels-last-mlp"),
+        pytest.param("backend.channels_last", {}, GPU, True, id="channels-last-conv"),
+        pytest.param("backend.channels_last", {}, ss.Context(False, True, None), True, id="channels-last-unknown"),
+        pytest.param("backend.tf32", {}, CPU, False, id="tf32-cpu"),
+        pytest.param("loader.batch_size", {}, CPU, True, id="batch"),
+    ],
+)
+def test_conditional_space(key, chosen, ctx, active):
+    assert ss.is_active(key, chosen, ctx) is active
+
+
+def test_precisions_the_machine_cannot_run_are_dropped():
+    space = {"backend.precision": CategoricalDistribution(["fp32", "bf16", "fp16"])}
+    assert ss.restrict_to_machine(space, CPU)["backend.precision"].choices == ("fp32", "bf16")
+    assert ss.restrict_to_machine(space, GPU)["backend.precision"].choices == ("fp32", "fp16")
+    only_fp16 = {"backend.precision": CategoricalDistribution(["fp32", "fp16"])}
+    assert "backend.precision" not in ss.restrict_to_machine(only_fp16, CPU)  # nothing left to choose
+
+
+def test_baseline_value_is_made_part_of_the_space():
+    assert ss.include_value(CategoricalDistribution([128, 256]), 64).choices == (128, 256, 64)
+    assert ss.include_value(IntDistribution(2, 8), 0) == IntDistribution(0, 8)
+    assert ss.include_value(CategoricalDistribution([1, 2]), None).choices == (1, 2, None)
+
+
+def test_conditioned_knobs_are_suggested_last():
+    order = ss.suggestion_order(["loader.prefetch_factor", "loader.num_workers", "backend.precision"])
+    assert order[-1] == "loader.prefetch_factor"

@@ -1,0 +1,155 @@
+"""Real tiny sweeps through `python -m sweeper -m`, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import ROOT, TINY
+
+pytestmark = pytest.mark.slow
+
+QUICK = ["search=quick", "task.num_samples=2048", "hydra.sweeper.confirm.top_k=1",
+         "hydra.sweeper.confirm.rounds=1"]
+
+
+def sweep(tmp_path: Path, *overrides: str, name: str = "s", check: bool = True) -> subprocess.CompletedProcess:
+    args = [*TINY, *overrides, f"hydra.sweep.dir={tmp_path / name}",
+            f"hydra.sweeper.storage=sqlite:///{tmp_path / 'study.db'}", "hydra.sweeper.study_name=test"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweeper", "-m", *args], cwd=ROOT, capture_output=True, text=True,
+        timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT / "tests")},
+    )
+    if check:
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def load(tmp_path: Path) -> optuna.Study:
+    return optuna.load_study(study_name="test", storage=f"sqlite:///{tmp_path / 'study.db'}")
+
+
+def test_quick_sweep_then_continue(tmp_path):
+    proc = sweep(tmp_path, *QUICK, "hydra.sweeper.n_trials=3", "loader.batch_size=32")
+    out = tmp_path / "s"
+    study = load(tmp_path)
+    trials = study.get_trials()
+    measured = [t for t in trials if t.user_attrs.get("reused_from") is None]
+    assert len(measured) == 3
+
+    # trial 0 is the baseline: the config exactly as composed (batch 32 is not in quick's choices)
+    baseline = trials[0]
+    assert baseline.user_attrs["baseline"] is True
+    assert baseline.user_attrs["knobs"]["loader.batch_size"] == 32
+    assert baseline.state == optuna.trial.TrialState.COMPLETE
+
+    # multi-objective by default: a Pareto set
+    assert len(study.directions) == 2
+    results = yaml.safe_load((out / "optimization_results.yaml").read_text())
+    assert results["solutions"] and all(len(s["values"]) == 2 for s in results["solutions"])
+
+    # confirmation ran and crowned a winner against the baseline
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["confirmation"]["baseline"] == 0
+    assert summary["confirmation"]["speedup"] > 0
+    assert "confirm round 1/1" in proc.stdout
+    assert list((out / "confirm").iterdir())
+
+    # the trials table
+    table = pd.read_csv(out / "trials.csv")
+    assert {"number", "state", "status", "loader.batch_size", "samples_per_sec", "fp_cpu"} <= set(table.columns)
+    assert len(pd.read_parquet(out / "trials.parquet")) == len(table)
+
+    # the winner YAML composes back into the winner's config
+    winner = study.get_trials()[summary["winner"]]
+    composed = subprocess.run(
+        [sys.executable, "-m", "sweeper", "--config-dir", str(out), "--config-name", "winner", "--cfg", "job"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    )
+    cfg = yaml.safe_load(composed.stdout)
+    for key, value in winner.user_attrs["knobs"].items():
+        group, leaf = key.split(".")
+        assert cfg[group][leaf] == value, key
+    assert cfg["task"]["num_samples"] == 2048
+    assert summary["command"].startswith("python -m sweeper ")
+    assert (out / "winner_command.txt").read_text().strip() == summary["command"]
+
+    # running the same command again continues the study up to the new total
+    sweep(tmp_path, *QUICK, "hydra.sweeper.n_trials=5", "loader.batch_size=32", name="s2")
+    again = load(tmp_path).get_trials()
+    assert [t.user_attrs["knobs"] for t in again[: len(trials)]] == [t.user_attrs["knobs"] for t in trials]
+    assert sum(t.user_attrs.get("reused_from") is None for t in again) == 5
+    assert sum(bool(t.user_attrs.get("baseline")) for t in again) == 1  # the baseline is not re-run
+
+
+def test_failed_trials_are_recorded_and_the_sweep_goes_on(tmp_path):
+    # the baseline (batch 64) runs out of memory; batch 16 aborts the process; batch 8 runs
+    proc = sweep(
+        tmp_path, "search=none", "task=custom", "task.factory=misbehaving:fails_at_batch",
+        "+task.params.crash=16", "+task.params.oom_from=64", "loader.batch_size=64",
+        "loader.batch_size=choice(8,16,64,128)",
+        "hydra.sweeper.sampler._target_=optuna.samplers.GridSampler",
+        "hydra.sweeper.n_trials=4", "hydra.sweeper.confirm.top_k=0",
+    )
+    trials = load(tmp_path).get_trials()
+    assert trials[0].user_attrs["baseline"] and trials[0].user_attrs["status"] == "oom"
+    by_batch = {t.user_attrs["knobs"]["loader.batch_size"]: t for t in trials if t.user_attrs.get("reused_from") is None}
+    assert by_batch[8].user_attrs["status"] == "ok"
+    assert by_batch[16].user_attrs["status"] == "crash"
+    assert "SIGABRT" in by_batch[16].user_attrs["reason"]
+    assert all(t.state == optuna.trial.TrialState.FAIL for t in [by_batch[16], by_batch[64], by_batch[128]])
+    # once batch 64 ran out of memory, 128 with the same memory settings is not measured
+    assert by_batch[128].user_attrs["status"] == "oom"
+    assert by_batch[128].user_attrs["reason"].startswith("skipped:")
+    assert "winner: trial #" in proc.stdout and "loader.batch_size=8" in (tmp_path / "s" / "winner_command.txt").read_text()
+
+
+@pytest.mark.parametrize(
+    "sampler",
+    ["optuna.samplers.TPESampler", "optuna.samplers.NSGAIISampler", "optuna.samplers.GPSampler",
+     "optuna.samplers.RandomSampler", "optuna.samplers.GridSampler"],
+)
+def test_samplers(tmp_path, sampler):
+    sweep(tmp_path, *QUICK, f"hydra.sweeper.sampler._target_={sampler}", "hydra.sweeper.n_trials=2",
+          "hydra.sweeper.confirm.top_k=0")
+    assert sum(t.user_attrs.get("reused_from") is None for t in load(tmp_path).get_trials()) == 2
+
+
+def test_single_objective_on_p95_latency(tmp_path):
+    sweep(tmp_path, *QUICK, "hydra.sweeper.objectives=[step_time_p95_ms]", "hydra.sweeper.n_trials=2")
+    study = load(tmp_path)
+    assert [d.name for d in study.directions] == ["MINIMIZE"]
+    results = yaml.safe_load((tmp_path / "s" / "optimization_results.yaml").read_text())
+    assert set(results) == {"name", "best_params", "best_value"}
+
+
+def test_memory_ceiling_makes_trials_infeasible(tmp_path):
+    proc = sweep(tmp_path, *QUICK, "hydra.sweeper.constraints.max_memory_gb=0.01", "hydra.sweeper.n_trials=2")
+    trials = load(tmp_path).get_trials()
+    assert all(t.constraints["max_memory_gb"] > 0 for t in trials if t.state.name == "COMPLETE")
+    assert "no configuration completed" in proc.stdout or "winner" not in json.loads(
+        (tmp_path / "s" / "summary.json").read_text()) or json.loads(
+        (tmp_path / "s" / "summary.json").read_text())["winner"] is None
+
+
+def test_bad_search_param_is_one_line_before_any_trial(tmp_path):
+    proc = sweep(tmp_path, *QUICK, "loader.batchsize=choice(1,2)", check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == ["error: search param 'loader.batchsize' is not a key of the config (typo?)."]
+    assert not (tmp_path / "study.db").exists() or not load(tmp_path).get_trials()
+
+
+def test_plugin_is_discovered():
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.sweeper import Sweeper
+
+    names = [p.__name__ for p in Plugins.instance().discover(Sweeper)]
+    assert "ThroughputSweeper" in names
