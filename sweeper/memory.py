@@ -1,29 +1,78 @@
-"""Peak memory of a run: RSS of the process plus its DataLoader workers, sampled in a thread."""
+"""Peak memory of a run: RSS of the process plus its DataLoader workers, sampled in a thread.
+
+The sampler must not slow the run it measures: psutil's children() scans every process in
+/proc while holding the GIL (measured: -10% samples/sec at 20 samples a second). On Linux we
+read the kernel's own child lists and statm instead, a few small reads per sample.
+"""
 
 from __future__ import annotations
 
+import os
 import resource
 import threading
 
 import psutil
 
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
-def tree_rss_bytes(proc: psutil.Process) -> int:
-    total = 0
-    for p in [proc, *proc.children(recursive=True)]:
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return kids
+    for tid in tasks:
         try:
-            total += p.memory_info().rss
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids.extend(int(c) for c in f.read().split())
+        except OSError:
             pass
-    return total
+    return kids
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def tree(pid: int) -> list[int]:
+    """pid and all its descendants."""
+    if not os.path.exists(f"/proc/{pid}/task"):
+        proc = psutil.Process(pid)  # not Linux: slower, but correct
+        return [pid, *(c.pid for c in proc.children(recursive=True))]
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo.extend(_children(p))
+    return found
+
+
+def tree_rss_bytes(pid: int) -> tuple[int, int]:
+    """(RSS of pid and its descendants, number of descendants)."""
+    pids = tree(pid)
+    if os.path.exists(f"/proc/{pid}/statm"):
+        return sum(_rss(p) for p in pids), len(pids) - 1
+    total = 0
+    for p in pids:
+        try:
+            total += psutil.Process(p).memory_info().rss
+        except psutil.Error:
+            pass
+    return total, len(pids) - 1
 
 
 class PeakRSS:
-    """Samples the process tree's RSS every `interval_s`. RSS double-counts pages forked
-    workers share with the parent, so the figure is an upper bound of what the run needs."""
+    """Samples the process tree's RSS every `interval_s`; the process's own peak comes exactly
+    from getrusage. RSS counts pages forked workers share with the parent in each of them, so
+    the figure is an upper bound of what the run needs."""
 
-    def __init__(self, interval_s: float = 0.05) -> None:
-        self._proc = psutil.Process()
+    def __init__(self, interval_s: float = 0.2) -> None:
+        self._pid = os.getpid()
         self._interval = interval_s
         self._stop = threading.Event()
         self.peak_bytes = 0
@@ -35,11 +84,9 @@ class PeakRSS:
             self.sample()
 
     def sample(self) -> None:
-        self.peak_bytes = max(self.peak_bytes, tree_rss_bytes(self._proc))
-        try:
-            self.peak_workers = max(self.peak_workers, len(self._proc.children(recursive=True)))
-        except psutil.NoSuchProcess:
-            pass
+        total, workers = tree_rss_bytes(self._pid)
+        self.peak_bytes = max(self.peak_bytes, total)
+        self.peak_workers = max(self.peak_workers, workers)
 
     def __enter__(self) -> PeakRSS:
         self._thread.start()

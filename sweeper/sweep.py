@@ -51,6 +51,7 @@ METRIC_KEYS = (
     "step_time_p95_ms", "data_wait_fraction", "bottleneck", "peak_memory_mb", "peak_rss_mb",
     "cuda_max_allocated_mb", "dataloader_processes", "warmup_s", "compile_s", "first_step_s",
     "compute_bound_samples_per_sec", "data_path_cost", "windows_measured", "wall_s", "device",
+    "import_s", "build_s", "measure_s",
 )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -29,6 +30,7 @@ class Events:
 
 
 def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
+    started = time.perf_counter()
     if spec.get("cwd") and spec["cwd"] not in sys.path:
         sys.path.insert(0, spec["cwd"])  # the user's own workload modules
     events.send(event="phase", phase="import")
@@ -39,6 +41,7 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
     from .steps import make_step
     from .workload import build_workload
 
+    imported = time.perf_counter()
     task, load, back, meas = spec["task"], spec["loader"], spec["backend"], spec["measure"]
     backend.apply_threads(back["threads"], back["interop_threads"])
     device = backend.resolve_device(back["device"])
@@ -68,6 +71,7 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         events.send(event="phase", phase="measure")
+        built = time.perf_counter()
         timings = measure.measure(
             next_batch,
             step,
@@ -85,6 +89,10 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
         result: dict[str, Any] = {
             "status": outcome.PRUNED if timings.pruned else outcome.OK,
             **timings.summary(),
+            # where a trial's wall time goes besides measuring (process start is wall_s - these)
+            "import_s": imported - started,
+            "build_s": built - imported,
+            "measure_s": time.perf_counter() - built,
         }
         if timings.pruned:
             result["reason"] = (

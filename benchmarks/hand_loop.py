@@ -1,0 +1,44 @@
+"""The mnist_mlp train step as people write it by hand, timed with perf_counter.
+
+    python benchmarks/hand_loop.py BATCH WORKERS SECONDS  -> prints samples/sec
+"""
+
+import sys
+import time
+
+import torch
+from torch.utils.data import DataLoader
+
+from tasks.mnist_mlp import MNIST_TRANSFORM, GeneratedMNIST, mlp
+
+batch, workers, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+torch.manual_seed(0)
+model = mlp()
+opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+data = DataLoader(GeneratedMNIST(60000, MNIST_TRANSFORM), batch_size=batch, shuffle=True,
+                  num_workers=workers, drop_last=True)
+
+
+def batches():
+    while True:
+        yield from data
+
+
+stream = batches()
+warmup_end = time.perf_counter() + 2.0
+while time.perf_counter() < warmup_end:
+    x, y = next(stream)
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+
+samples, start = 0, time.perf_counter()
+while time.perf_counter() - start < seconds:
+    x, y = next(stream)
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    samples += x.shape[0]
+print(samples / (time.perf_counter() - start))

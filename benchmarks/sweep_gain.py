@@ -1,0 +1,138 @@
+"""Issue 3 benchmarks on mnist_mlp train, space: batch {32..1024}, workers {0..4}, threads {1,2},
+precision {fp32, bf16}.
+
+    python benchmarks/sweep_gain.py grid        # the exhaustive grid, measured once -> grid_mnist_mlp_train.csv
+    python benchmarks/sweep_gain.py efficiency  # a 30-trial TPE sweep; its best after 10/20/30 trials
+                                                # re-measured side by side with the grid's best
+    python benchmarks/sweep_gain.py gain        # a 10-minute sweep; winner vs default vs textbook,
+                                                # side by side
+
+Every figure compared in a table is measured in the same run, interleaved (A B C, A B C, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import optuna
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+SPACE = [
+    "loader.batch_size=choice(32,64,128,256,512,1024)",
+    "loader.num_workers=range(0,5)",
+    "backend.threads=choice(1,2)",
+    "backend.precision=choice(fp32,bf16)",
+]
+# what a trial measures during the search (shorter than a final figure)
+SEARCH_MEASURE = ["measure.warmup_s=1", "measure.windows=3", "measure.window_s=1.5"]
+# what a side-by-side comparison measures
+FINAL_MEASURE = ["measure.warmup_s=2", "measure.windows=5", "measure.window_s=2"]
+DEFAULT = {"loader.batch_size": 64, "loader.num_workers": 0, "backend.precision": "fp32", "backend.threads": None}
+TEXTBOOK = {"loader.batch_size": 64, "loader.num_workers": 8, "loader.pin_memory": True,
+            "backend.precision": "fp32", "backend.threads": None}
+GRID_CSV = HERE / "grid_mnist_mlp_train.csv"
+KNOBS = ["loader.batch_size", "loader.num_workers", "backend.threads", "backend.precision"]
+
+
+def overrides(knobs: dict) -> list[str]:
+    return [f"{k}={'null' if v is None else str(v).lower() if isinstance(v, bool) else v}" for k, v in knobs.items()]
+
+
+def sweep(tmp: Path, name: str, *extra: str) -> tuple[optuna.Study, float, str]:
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweeper", "-m", "search=none", *SPACE, *SEARCH_MEASURE,
+         f"hydra.sweep.dir={tmp / name}", f"hydra.sweeper.storage=sqlite:///{tmp / 'bench.db'}",
+         f"hydra.sweeper.study_name={name}", *extra],
+        cwd=ROOT, capture_output=True, text=True,
+    )
+    wall = time.monotonic() - started
+    if proc.returncode:
+        sys.exit(proc.stdout[-2000:] + proc.stderr[-2000:])
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{tmp / 'bench.db'}"), wall, proc.stdout
+
+
+def measure(knobs: dict, out: Path) -> float:
+    proc = subprocess.run([sys.executable, "-m", "sweeper", *overrides(knobs), *FINAL_MEASURE, f"hydra.run.dir={out}"],
+                          cwd=ROOT, capture_output=True, text=True)
+    result = json.loads((out / "result.json").read_text())
+    return result.get("samples_per_sec") or 0.0 if proc.returncode == 0 else 0.0
+
+
+def side_by_side(configs: dict[str, dict], rounds: int, tmp: Path) -> dict[str, float]:
+    runs: dict[str, list[float]] = {name: [] for name in configs}
+    for r in range(rounds):
+        for name, knobs in configs.items():
+            runs[name].append(measure(knobs, tmp / f"sbs-{r}-{len(runs[name])}-{abs(hash(name))}"))
+    return {name: statistics.median(v) for name, v in runs.items()}
+
+
+def measured_knobs(t: optuna.trial.FrozenTrial) -> dict:
+    return {k: t.user_attrs["knobs"][k] for k in KNOBS}
+
+
+def best_after(study: optuna.Study, n: int) -> dict:
+    measured = [t for t in study.get_trials() if t.user_attrs.get("reused_from") is None][:n]
+    done = [t for t in measured if t.state.name == "COMPLETE"]
+    return measured_knobs(max(done, key=lambda t: t.user_attrs["samples_per_sec"]))
+
+
+def grid(tmp: Path) -> None:
+    study, wall, _ = sweep(tmp, "grid", "hydra.sweeper.sampler._target_=optuna.samplers.GridSampler",
+                           "hydra.sweeper.n_trials=200", "hydra.sweeper.confirm.top_k=0",
+                           "hydra.sweeper.prune_ratio=null", "hydra.sweeper.objectives=[samples_per_sec]")
+    rows = [{**measured_knobs(t), "status": t.user_attrs["status"],
+             "samples_per_sec": t.user_attrs.get("samples_per_sec"),
+             "peak_memory_mb": t.user_attrs.get("metrics", {}).get("peak_memory_mb")}
+            for t in study.get_trials() if t.user_attrs.get("reused_from") is None and not t.user_attrs.get("baseline")]
+    df = pd.DataFrame(rows).sort_values("samples_per_sec", ascending=False)
+    df.to_csv(GRID_CSV, index=False)
+    print(f"grid: {len(df)} configurations measured in {wall / 60:.1f} min -> {GRID_CSV.name}")
+    print(df.head(5).to_string(index=False))
+
+
+def efficiency(tmp: Path) -> None:
+    grid_df = pd.read_csv(GRID_CSV)
+    n_grid = len(grid_df)
+    top = grid_df.iloc[0]
+    grid_best = {k: (None if pd.isna(top[k]) else top[k].item() if hasattr(top[k], "item") else top[k]) for k in KNOBS}
+    study, wall, _ = sweep(tmp, "tpe", "hydra.sweeper.n_trials=30", "hydra.sweeper.confirm.top_k=0",
+                           "hydra.sweeper.objectives=[samples_per_sec]")
+    configs = {"grid best": grid_best}
+    for n in (10, 20, 30):
+        configs[f"sweep best after {n} trials"] = best_after(study, n)
+    figures = side_by_side(configs, 3, tmp)
+    print(f"search efficiency: grid of {n_grid} configurations; 30-trial sweep took {wall / 60:.1f} min")
+    print("| configuration | knobs | samples/s (side by side) | of grid best |")
+    print("|---|---|---:|---:|")
+    for name, knobs in configs.items():
+        print(f"| {name} | {' '.join(overrides(knobs))} | {figures[name]:,.0f} | {figures[name] / figures['grid best']:.1%} |")
+    print(f"30 trials = {30 / n_grid:.0%} of the grid's trials")
+
+
+def gain(tmp: Path) -> None:
+    _, wall, stdout = sweep(tmp, "gain", "hydra.sweeper.timeout=10m", "hydra.sweeper.n_trials=1000",
+                            "hydra.sweeper.objectives=[samples_per_sec]")
+    winner_cmd = (tmp / "gain" / "winner_command.txt").read_text().split()
+    winner = {k: v for k, v in (a.split("=", 1) for a in winner_cmd[3:]) if k in KNOBS}
+    winner = {k: None if v == "null" else v for k, v in winner.items()}
+    figures = side_by_side({"default": DEFAULT, "textbook (8 workers, pin_memory)": TEXTBOOK, "sweeper's winner": winner}, 3, tmp)
+    print(f"gain: sweep with a 10-minute budget took {wall / 60:.1f} min; "
+          + next((line for line in stdout.splitlines() if line.startswith("sweep done")), ""))
+    print("| configuration | knobs | samples/s (side by side) | vs default |")
+    print("|---|---|---:|---:|")
+    for name, knobs in {"default": DEFAULT, "textbook (8 workers, pin_memory)": TEXTBOOK, "sweeper's winner": winner}.items():
+        print(f"| {name} | {' '.join(overrides(knobs))} | {figures[name]:,.0f} | {figures[name] / figures['default']:.2f}x |")
+
+
+if __name__ == "__main__":
+    what = sys.argv[1] if len(sys.argv) > 1 else "gain"
+    {"grid": grid, "efficiency": efficiency, "gain": gain}[what](Path(tempfile.mkdtemp()))
