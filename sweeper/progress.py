@@ -74,4 +74,5 @@ def final_summary(summary: dict[str, Any], winner: FrozenTrial | None, baseline:
             print(f"speedup over baseline (search runs, unconfirmed): "
                   f"{speed / baseline.user_attrs['samples_per_sec']:.2f}x")
         print(f"reproduce: {summary['command']}")
-    print(f"outputs: {out_dir} (trials.csv, trials.parquet, winner.yaml, optimization_results.yaml)", flush=True)
+    print(f"outputs: {out_dir} (report.html, trials.csv, trials.parquet, winner.yaml, optimization_results.yaml)",
+          flush=True)

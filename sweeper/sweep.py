@@ -80,6 +80,15 @@ def default_storage() -> str:
     return f"sqlite:///{path}"
 
 
+def has_password(url: str) -> bool:
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).password is not None
+    except Exception:  # noqa: BLE001 - not a database URL
+        return False
+
+
 def redact(url: str) -> str:
     """A storage URL without its password, for anything printed or written."""
     from sqlalchemy.engine import make_url
@@ -194,6 +203,7 @@ class Sweep:
         space = search_space.build_space(params)
         self._check_space(base, space)
         task = base.task
+        self.workload = f"{task.name} {task.mode}" + (f" ({task.model})" if "model" in task else "")
         conv: bool | None
         if task.name == "image_classification":
             conv = not str(task.model).startswith(("vit_", "swin_", "maxvit_"))
@@ -315,6 +325,8 @@ class Sweep:
         trial.set_user_attr("baseline", baseline)
         trial.set_user_attr("knobs", chosen)
         trial.set_user_attr("fixed_overrides", list(self.fixed))
+        trial.set_user_attr("workload", self.workload)
+        trial.set_user_attr("sweep_dir", str(self.sweep_dir))
         trial.set_user_attr("host", socket.gethostname())
         trial.set_user_attr("sweeper_pid", os.getpid())
         return trial, chosen
@@ -475,6 +487,14 @@ class Sweep:
         self.started = time.monotonic()
         self.prepare(arguments)
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
+        (self.sweep_dir / "sweep.json").write_text(json.dumps({
+            "study": self.study_name,
+            "storage": redact(self.storage_url),
+            "storage_has_password": has_password(self.storage_url),
+            "fixed_overrides": self.fixed,
+            "workload": self.workload,
+            "hardware_class": self.hardware_class,
+        }, indent=2) + "\n")
         print(
             f"sweeper: study {self.study_name!r} in {redact(self.storage_url)}; "
             f"{len(self.space)} knobs: {', '.join(self.order)}; objectives "
@@ -485,6 +505,25 @@ class Sweep:
         print(f"stopped: {why}", flush=True)
         decision = self.confirm()
         return self.write_outputs(decision, why)
+
+    def _write_report(self) -> Path | None:
+        from .report import write_report
+        from .report.load import load_report_data
+
+        try:
+            data = load_report_data(self.storage_url, self.study_name, self.fixed)
+            return write_report(data, self.sweep_dir / "report.html")
+        except Exception as exc:  # noqa: BLE001 - a report bug must not lose a night's results
+            _report_failure("report", exc)
+            return None
+
+    def _write_index(self) -> None:
+        from .report.index import write_index
+
+        try:
+            write_index(Path.cwd() / "outputs")
+        except Exception as exc:  # noqa: BLE001
+            _report_failure("outputs/index.html", exc)
 
     def write_outputs(self, decision: confirm.Confirmation | None, why: str) -> dict[str, Any]:
         trials = self._setup_trials()
@@ -517,9 +556,22 @@ class Sweep:
             (out / "winner.yaml").write_text(sweep_outputs.winner_yaml(self.fixed, knobs, note))
             (out / "winner_command.txt").write_text(command + "\n")
             summary["command"] = command
+        summary["fixed_overrides"] = list(self.fixed)
+        summary["workload"] = self.workload
+        summary["hardware_class"] = self.hardware_class
+        summary["machine"] = self.machine["fingerprint"].get("hostname")
+        report_path = self._write_report()
+        if report_path is not None:
+            summary["report"] = str(report_path)
         (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        self._write_index()
         progress.final_summary(summary, winner, baseline, decision, out)
         return summary
+
+
+def _report_failure(what: str, exc: Exception) -> None:
+    print(f"warning: the {what} could not be written ({type(exc).__name__}: {exc}); "
+          "the trials are stored, regenerate it with python -m sweeper.report", file=sys.stderr)
 
 
 def config_of_batch(trial: FrozenTrial) -> Any:

@@ -37,6 +37,8 @@ def trial_row(trial: FrozenTrial) -> dict[str, Any]:
     fingerprint = json.loads(attrs.get("fingerprint", "{}"))
     row.update({f"fp_{k}": fingerprint.get(k) for k in FINGERPRINT_COLUMNS})
     row["hardware_class"] = attrs.get("hardware_class")
+    row["fixed_overrides"] = " ".join(attrs.get("fixed_overrides", []))
+    row["sweep_dir"] = attrs.get("sweep_dir")
     row["duration_s"] = trial.duration.total_seconds() if trial.duration else None
     return row
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, TINY
+from conftest import ROOT, run_multirun
 
 pytestmark = pytest.mark.slow
 
@@ -22,15 +21,7 @@ QUICK = ["search=quick", "task.num_samples=2048", "hydra.sweeper.confirm.top_k=1
 
 
 def sweep(tmp_path: Path, *overrides: str, name: str = "s", check: bool = True) -> subprocess.CompletedProcess:
-    args = [*TINY, *overrides, f"hydra.sweep.dir={tmp_path / name}",
-            f"hydra.sweeper.storage=sqlite:///{tmp_path / 'study.db'}", "hydra.sweeper.study_name=test"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "sweeper", "-m", *args], cwd=ROOT, capture_output=True, text=True,
-        timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT / "tests")},
-    )
-    if check:
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
+    return run_multirun(tmp_path, *overrides, name=name, check=check)
 
 
 def load(tmp_path: Path) -> optuna.Study:

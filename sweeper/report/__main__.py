@@ -1,0 +1,59 @@
+"""python -m sweeper.report <sweep dir> | --storage URL --study NAME [--out report.html]
+
+Regenerates a sweep's report from its stored study at any time, also while the sweep runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .load import load_report_data
+from .page import write_report
+
+SWEEP_FILE = "sweep.json"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sweeper.report", description=__doc__.splitlines()[0])
+    parser.add_argument("sweep_dir", nargs="?", type=Path, help="a sweep's directory (holds sweep.json)")
+    parser.add_argument("--storage", help="Optuna storage URL (needed when the sweep dir's URL had a password)")
+    parser.add_argument("--study", help="study name")
+    parser.add_argument("--out", type=Path, help="where to write (default: <sweep dir>/report.html or ./report.html)")
+    args = parser.parse_args(argv)
+
+    storage, study, fixed = args.storage, args.study, None
+    if args.sweep_dir is not None:
+        info_path = args.sweep_dir / SWEEP_FILE
+        if not info_path.is_file():
+            print(f"error: {str(args.sweep_dir)!r} holds no {SWEEP_FILE}: give a sweep's directory "
+                  "or --storage URL --study NAME.", file=sys.stderr)
+            return 2
+        info = json.loads(info_path.read_text())
+        study = study or info["study"]
+        fixed = info["fixed_overrides"]
+        if storage is None:
+            if info.get("storage_has_password"):
+                print("error: this sweep's storage URL has a password, which sweeper never writes down: "
+                      "pass it with --storage URL.", file=sys.stderr)
+                return 2
+            storage = info["storage"]
+    if not storage or not study:
+        parser.print_usage(sys.stderr)
+        print("error: give a sweep directory, or both --storage URL and --study NAME.", file=sys.stderr)
+        return 2
+    out = args.out or ((args.sweep_dir / "report.html") if args.sweep_dir else Path("report.html"))
+    try:
+        data = load_report_data(storage, study, fixed)
+    except KeyError:
+        print(f"error: no study {study!r} in that storage.", file=sys.stderr)
+        return 2
+    write_report(data, out)
+    print(f"report: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

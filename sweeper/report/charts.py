@@ -1,0 +1,154 @@
+"""Charts of the report, drawn from ReportData only (matplotlib -> SVG text, text as paths so
+the page needs no font and no chart text can carry markup)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from .data import Failure, Point, StepBreakdown  # noqa: E402
+
+plt.rcParams.update({"svg.fonttype": "path", "svg.hashsalt": "sweeper", "font.size": 9,
+                     "axes.spines.top": False, "axes.spines.right": False})
+STATUS_COLORS = {"oom": "#d62728", "timeout": "#9467bd", "crash": "#8c564b", "error": "#e377c2",
+                 "invalid": "#7f7f7f", "pruned": "#bcbd22", "interrupted": "#17becf"}
+
+
+def to_svg(fig: Figure) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _mark_special(ax, points: Sequence[Point], x_of) -> None:
+    for p in points:
+        if p.baseline:
+            ax.scatter([x_of(p)], [p.samples_per_sec], s=140, facecolors="none", edgecolors="black",
+                       linewidths=1.5, label="baseline", zorder=4)
+        if p.winner:
+            ax.scatter([x_of(p)], [p.samples_per_sec], s=220, marker="*", color="#ff7f0e",
+                       edgecolors="black", label="winner", zorder=5)
+
+
+def _failures(ax, failures: Sequence[Failure], x: float) -> None:
+    for status in sorted({f.status for f in failures}):
+        group = [f for f in failures if f.status == status]
+        ax.scatter([x] * len(group), [0] * len(group), marker="x", color=STATUS_COLORS.get(status, "red"),
+                   label=f"{status} ({len(group)}): " + ", ".join(f"#{f.number}" for f in group[:6])
+                   + ("..." if len(group) > 6 else ""), zorder=3, clip_on=False)
+
+
+def scatter_chart(points: Sequence[Point], failures: Sequence[Failure], *, x: str, xlabel: str,
+                  pareto: bool) -> str:
+    """samples/sec against a cost (peak memory or p95 latency); failures on the zero line."""
+    x_of = (lambda p: p.peak_memory_mb) if x == "memory" else (lambda p: p.p95_ms)
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    ordinary = [p for p in points if not (pareto and p.pareto)]
+    ax.scatter([x_of(p) for p in ordinary], [p.samples_per_sec for p in ordinary], color="#9ecae1",
+               edgecolors="#3182bd", label="trial", zorder=2)
+    if pareto:
+        front = sorted((p for p in points if p.pareto), key=x_of)
+        ax.plot([x_of(p) for p in front], [p.samples_per_sec for p in front], "-o", color="#2ca02c",
+                label="Pareto-optimal", zorder=3)
+    for p in points:
+        ax.annotate(f"#{p.number}", (x_of(p), p.samples_per_sec), fontsize=7, xytext=(3, 3),
+                    textcoords="offset points", color="#555555")
+    _mark_special(ax, points, x_of)
+    if failures:
+        _failures(ax, failures, min((x_of(p) for p in points), default=0.0))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("samples/sec (higher is better)")
+    ax.set_ylim(bottom=0)
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    ax.legend(unique.values(), unique.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.grid(alpha=0.3)
+    return to_svg(fig)
+
+
+def breakdown_chart(rows: Sequence[StepBreakdown]) -> str:
+    fig, ax = plt.subplots(figsize=(7.5, 0.55 * len(rows) + 1.0))
+    labels = [f"{r.label} (#{r.number})" for r in rows][::-1]
+    wait = [r.wait_ms for r in rows][::-1]
+    compute = [r.compute_ms for r in rows][::-1]
+    ax.barh(labels, wait, color="#d62728", label="waiting for the next batch")
+    ax.barh(labels, compute, left=wait, color="#1f77b4", label="copy + compute")
+    for i, r in enumerate(rows[::-1]):
+        ax.text(r.step_ms, i, f" {r.step_ms:.1f} ms, {r.wait_fraction:.0%} waiting", va="center", fontsize=8)
+    ax.set_xlabel("time per step (ms)")
+    ax.set_xlim(0, max((r.step_ms for r in rows), default=1) * 1.45)
+    ax.legend(fontsize=7, loc="lower right")
+    return to_svg(fig)
+
+
+def importance_chart(importances: dict[str, float]) -> str:
+    items = sorted(importances.items(), key=lambda kv: kv[1])
+    fig, ax = plt.subplots(figsize=(7.5, 0.4 * len(items) + 1.0))
+    ax.barh([k for k, _ in items], [v for _, v in items], color="#6baed6")
+    ax.set_xlabel("importance for samples/sec (share, Optuna's evaluator)")
+    return to_svg(fig)
+
+
+def effects_chart(effects: dict[str, list[tuple[str, float]]]) -> str:
+    keys = sorted(effects)
+    cols = min(3, len(keys))
+    rows = (len(keys) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols, 2.5 * rows), squeeze=False)
+    for ax, key in zip(axes.flat, keys):
+        pairs = effects[key]
+        values = sorted({v for v, _ in pairs}, key=lambda s: (not _is_number(s), float(s) if _is_number(s) else 0, s))
+        index = {v: i for i, v in enumerate(values)}
+        ax.scatter([index[v] for v, _ in pairs], [y for _, y in pairs], alpha=0.7, color="#3182bd")
+        ax.set_xticks(range(len(values)), values, rotation=30, fontsize=7)
+        ax.set_title(key, fontsize=8)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(keys):]:
+        ax.axis("off")
+    axes[0][0].set_ylabel("samples/sec")
+    fig.tight_layout()
+    return to_svg(fig)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def history_chart(history: Sequence[tuple[int, float, float]]) -> str:
+    fig, (by_trial, by_time) = plt.subplots(1, 2, figsize=(7.5, 3.0), sharey=True)
+    numbers = [n for n, _, _ in history]
+    minutes = [t / 60 for _, t, _ in history]
+    best = [b for _, _, b in history]
+    by_trial.step(numbers, best, where="post", color="#2ca02c")
+    by_trial.scatter(numbers, best, s=10, color="#2ca02c")
+    by_trial.set_xlabel("trial number")
+    by_trial.set_ylabel("best samples/sec so far")
+    by_time.step(minutes, best, where="post", color="#2ca02c")
+    by_time.scatter(minutes, best, s=10, color="#2ca02c")
+    by_time.set_xlabel("wall time (minutes)")
+    for ax in (by_trial, by_time):
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return to_svg(fig)
+
+
+def over_sweeps_chart(labels: Sequence[str], values: Sequence[float]) -> str:
+    fig, ax = plt.subplots(figsize=(7.5, 2.8))
+    ax.plot(range(len(values)), values, "-o", color="#2ca02c")
+    ax.set_xticks(range(len(labels)), labels, rotation=20, fontsize=7, ha="right")
+    ax.set_ylabel("best samples/sec")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    return to_svg(fig)

@@ -1,0 +1,144 @@
+"""outputs/index.html: every sweep by machine and workload, best samples/sec over time, and
+regressions: a configuration measured again, slower than before by more than its spread."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+
+import pandas as pd
+
+from . import charts
+from .page import CSS, img
+
+# below this, a slowdown is within what this kind of machine does run to run
+MIN_SPREAD = 0.05
+
+
+@dataclass(frozen=True)
+class Figure:
+    group: str  # machine | workload
+    config: str  # fixed overrides + knobs
+    when: str  # sortable time of the sweep
+    sweep: str
+    samples_per_sec: float
+    rel_spread: float
+
+
+@dataclass(frozen=True)
+class Regression:
+    group: str
+    config: str
+    before: Figure
+    after: Figure
+
+    @property
+    def change(self) -> float:
+        return self.after.samples_per_sec / self.before.samples_per_sec - 1
+
+
+def find_regressions(figures: Sequence[Figure]) -> list[Regression]:
+    """Each configuration's figure against its previous one (pure)."""
+    found = []
+    by_config: dict[tuple[str, str], list[Figure]] = {}
+    for f in figures:
+        by_config.setdefault((f.group, f.config), []).append(f)
+    for (group, config), series in by_config.items():
+        series.sort(key=lambda f: f.when)
+        for before, after in zip(series, series[1:]):
+            allowed = max(MIN_SPREAD, before.rel_spread, after.rel_spread)
+            if after.samples_per_sec < before.samples_per_sec * (1 - allowed):
+                found.append(Regression(group, config, before, after))
+    return found
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    group: str
+    when: str
+    directory: Path
+    study: str
+    measured: int
+    best: float | None
+    speedup: float | None
+    report: Path | None
+
+
+def _knob_columns(df: pd.DataFrame) -> list[str]:
+    return [c for c in df.columns if c.startswith(("loader.", "backend.", "task.", "measure."))]
+
+
+def collect(outputs: Path) -> tuple[list[SweepRow], list[Figure]]:
+    rows, figures = [], []
+    for summary_path in sorted(outputs.glob("**/summary.json")):
+        directory = summary_path.parent
+        try:
+            s = json.loads(summary_path.read_text())
+        except (OSError, ValueError):
+            continue
+        group = f"{s.get('machine', '?')} | {s.get('workload', '?')}"
+        when = directory.relative_to(outputs).as_posix()
+        conf = s.get("confirmation") or {}
+        best = None
+        if conf:
+            best = conf["median"].get(str(conf["winner"]))
+        table = directory / "trials.csv"
+        if table.is_file():
+            df = pd.read_csv(table)
+            mine = df[(df.get("sweep_dir").astype(str) == str(directory)) & (df["status"] == "ok")] if "sweep_dir" in df else df.iloc[0:0]
+            if mine.empty and "status" in df:
+                mine = df[df["status"] == "ok"]
+            for _, r in mine.iterrows():
+                config = s.get("fixed_overrides", []) and " ".join(s["fixed_overrides"])
+                knobs = " ".join(f"{c}={r[c]}" for c in _knob_columns(df) if pd.notna(r[c]))
+                figures.append(Figure(group, f"{config} {knobs}".strip(), when, str(directory),
+                                      float(r["samples_per_sec"]), float(r.get("samples_per_sec_rel_iqr") or 0.0)))
+            if best is None and not mine.empty:
+                best = float(mine["samples_per_sec"].max())
+        report = directory / "report.html"
+        rows.append(SweepRow(group, when, directory, str(s.get("study")), int(s.get("measured") or 0), best,
+                             conf.get("speedup"), report if report.is_file() else None))
+    return rows, figures
+
+
+def render_index(outputs: Path, rows: Sequence[SweepRow], regressions: Sequence[Regression]) -> str:
+    parts = ["<h1>sweeper: all sweeps</h1>"]
+    if regressions:
+        items = "".join(
+            f"<li><b>{escape(r.group)}</b>: {escape(r.config)}: {r.before.samples_per_sec:,.0f} "
+            f"({escape(r.before.when)}) &rarr; {r.after.samples_per_sec:,.0f} ({escape(r.after.when)}), "
+            f"{r.change:+.0%}</li>" for r in regressions)
+        parts.append(f'<div class="note"><b>Regressions</b> (slower than before by more than the measured '
+                     f"spread, at least {MIN_SPREAD:.0%}):<ul>{items}</ul></div>")
+    else:
+        parts.append("<p>No regressions: no configuration measured again got slower beyond its spread.</p>")
+    for group in sorted({r.group for r in rows}):
+        mine = sorted((r for r in rows if r.group == group), key=lambda r: r.when)
+        parts.append(f"<h2>{escape(group)}</h2>")
+        dated = [r for r in mine if r.best]
+        if len(dated) > 1:
+            parts.append(img(charts.over_sweeps_chart([r.when for r in dated], [r.best for r in dated]),
+                             f"best samples/sec over sweeps, {group}"))
+        body = "".join(
+            "<tr>"
+            f"<td>{escape(r.when)}</td><td>{escape(r.study)}</td><td class=\"num\">{r.measured}</td>"
+            f"<td class=\"num\">{'' if r.best is None else f'{r.best:,.0f}'}</td>"
+            f"<td class=\"num\">{'' if r.speedup is None else f'{r.speedup:.2f}x'}</td>"
+            + (f'<td><a href="{escape(os.path.relpath(r.report, outputs))}">report</a></td>' if r.report else "<td></td>")
+            + "</tr>" for r in mine)
+        parts.append("<table><thead><tr><th>sweep</th><th>study</th><th>trials</th><th>best samples/sec</th>"
+                     f"<th>speedup</th><th></th></tr></thead><tbody>{body}</tbody></table>")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>sweeper: all sweeps</title>"
+            f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>\n")
+
+
+def write_index(outputs: Path) -> Path:
+    rows, figures = collect(outputs)
+    path = outputs / "index.html"
+    outputs.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_index(outputs, rows, find_regressions(figures)), encoding="utf-8")
+    return path

@@ -1,0 +1,161 @@
+"""One self-contained HTML page from ReportData: inline CSS, inline SVG charts, a few lines of
+inline JavaScript to sort the table. Every string from configs, studies and errors is escaped."""
+
+from __future__ import annotations
+
+import base64
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from . import charts
+from .data import ReportData
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1100px;padding:16px 24px;color:#222}
+h1{font-size:22px;margin:8px 0}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+.headline{display:grid;grid-template-columns:repeat(auto-fit,minmax(180px,1fr));gap:10px;margin:12px 0}
+.card{background:#f6f8fa;border:1px solid #e1e4e8;border-radius:6px;padding:8px 12px}
+.card b{display:block;font-size:20px}.card span{color:#555;font-size:12px}
+pre{background:#f6f8fa;border:1px solid #e1e4e8;border-radius:6px;padding:10px;overflow-x:auto;white-space:pre-wrap;word-break:break-all}
+img.chart{max-width:100%;height:auto;display:block;margin:8px 0}
+table{border-collapse:collapse;font-size:12px;width:100%}th,td{border:1px solid #e1e4e8;padding:3px 6px;text-align:left;vertical-align:top}
+th{background:#f6f8fa;cursor:pointer;user-select:none;position:sticky;top:0}th:hover{background:#eaeef2}
+td{max-width:280px;overflow-wrap:anywhere}td.num{text-align:right;font-variant-numeric:tabular-nums}tr.fail td{color:#8b0000}
+.note{background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;padding:6px 10px;margin:6px 0}
+.muted{color:#666}.tablewrap{max-height:600px;overflow:auto}
+@media print{body{max-width:none;padding:0}.tablewrap{max-height:none;overflow:visible}th{position:static}h2{break-after:avoid}img.chart{break-inside:avoid}}
+"""
+
+SORT_JS = """
+document.querySelectorAll('table.sortable').forEach(function(table){
+  table.querySelectorAll('th').forEach(function(th, col){
+    th.addEventListener('click', function(){
+      var body = table.tBodies[0];
+      var rows = Array.prototype.slice.call(body.rows);
+      var asc = th.getAttribute('aria-sort') !== 'ascending';
+      table.querySelectorAll('th').forEach(function(h){ h.removeAttribute('aria-sort'); });
+      th.setAttribute('aria-sort', asc ? 'ascending' : 'descending');
+      function key(row){ var c = row.cells[col]; var v = c.getAttribute('data-v');
+        return v === null ? c.textContent : (v === '' ? NaN : parseFloat(v)); }
+      rows.sort(function(a, b){
+        var x = key(a), y = key(b);
+        var xn = typeof x === 'number', yn = typeof y === 'number';
+        if (xn && isNaN(x)) return 1; if (yn && isNaN(y)) return -1;
+        var r = (xn && yn) ? x - y : String(x).localeCompare(String(y), undefined, {numeric: true});
+        return asc ? r : -r;
+      });
+      rows.forEach(function(r){ body.appendChild(r); });
+    });
+  });
+});
+"""
+
+
+def img(svg: str, alt: str) -> str:
+    data = base64.b64encode(svg.encode()).decode()
+    return f'<img class="chart" alt="{escape(alt)}" src="data:image/svg+xml;base64,{data}">'
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.3g}" if abs(value) < 10 else f"{value:,.0f}"
+    return "" if value is None else str(value)
+
+
+def _card(value: str, label: str) -> str:
+    return f'<div class="card"><b>{escape(value)}</b><span>{escape(label)}</span></div>'
+
+
+def headline(d: ReportData) -> str:
+    cards = []
+    if d.winner is not None and d.winner_samples_per_sec:
+        cards.append(_card(f"{d.winner_samples_per_sec:,.0f}", f"samples/sec, winner (trial #{d.winner})"))
+    if d.baseline_samples_per_sec:
+        cards.append(_card(f"{d.baseline_samples_per_sec:,.0f}", f"samples/sec, your baseline (trial #{d.baseline})"))
+    if d.speedup:
+        spread = (f"IQR {d.speedup_low:.2f}-{d.speedup_high:.2f}x, won {d.win_share:.0%} of interleaved rounds"
+                  if d.confirmed else "from single search runs (unconfirmed)")
+        cards.append(_card(f"{d.speedup:.2f}x", f"speedup over baseline; {spread}"))
+    if d.winner_memory_mb:
+        cards.append(_card(f"{d.winner_memory_mb:,.0f} MB", "peak memory of the winner"))
+    cards.append(_card(f"{d.trials_measured} / {d.trials_failed}", "trials measured / failed or pruned"))
+    cards.append(_card(f"{d.budget_used_s / 60:,.1f} min", "wall time of the trials"))
+    facts = (f"<p><b>Workload</b> {escape(d.workload)} &middot; <b>Machine</b> {escape(d.machine)} &middot; "
+             f"<b>Date</b> {escape(d.date)}"
+             + (f" &middot; {d.trials_reused} suggestion(s) answered from earlier results" if d.trials_reused else "")
+             + "</p>")
+    notes = "".join(f'<div class="note">{escape(n)}</div>' for n in d.notes)
+    return f'<div class="headline">{"".join(cards)}</div>{facts}{notes}'
+
+
+def why(d: ReportData) -> str:
+    if not d.breakdowns:
+        return '<p class="muted">No completed trial to explain.</p>'
+    items = []
+    for b in d.breakdowns:
+        bound = ""
+        if b.compute_bound_samples_per_sec:
+            cost = 1 - b.samples_per_sec / b.compute_bound_samples_per_sec
+            bound = (f" Compute-only bound (one batch held in memory): {b.compute_bound_samples_per_sec:,.0f} "
+                     f"samples/sec; the data path costs {cost:.0%}.")
+        items.append(f"<li><b>{escape(b.label)}</b> (trial #{b.number}, {b.samples_per_sec:,.0f} samples/sec): "
+                     f"{escape(b.verdict)}.{escape(bound)}</li>")
+    return img(charts.breakdown_chart(d.breakdowns), "where step time goes") + f"<ul>{''.join(items)}</ul>"
+
+
+def trials_table(d: ReportData) -> str:
+    head = "".join(f"<th>{escape(c)}</th>" for c in d.columns)
+    body = []
+    for row in d.rows:
+        cells = []
+        for value in row:
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                cells.append(f'<td class="num" data-v="{value}">{escape(_fmt(value))}</td>')
+            elif value is None:
+                cells.append('<td class="num" data-v=""></td>')
+            else:
+                cells.append(f"<td>{escape(str(value))}</td>")
+        cls = ' class="fail"' if row[1] != "COMPLETE" else ""
+        body.append(f"<tr{cls}>{''.join(cells)}</tr>")
+    return (f'<div class="tablewrap"><table class="sortable" id="trials"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table></div>")
+
+
+def render(d: ReportData) -> str:
+    sections = [f"<h1>{escape(d.title)}</h1>", headline(d)]
+    if d.command:
+        sections += ["<h2>The winner</h2>", "<p>Reproduce it:</p>", f"<pre>{escape(d.command)}</pre>",
+                     "<p>As a config (<code>python -m sweeper --config-dir &lt;this sweep's directory&gt; "
+                     "--config-name winner</code>):</p>", f"<pre>{escape(d.yaml or '')}</pre>"]
+    if d.points or d.failures:
+        sections += [
+            "<h2>Speed against memory</h2>",
+            img(charts.scatter_chart(d.points, d.failures, x="memory", xlabel="peak memory (MB, lower is better)",
+                                     pareto=True), "samples/sec against peak memory, Pareto front"),
+            "<h2>Speed against step latency</h2>",
+            img(charts.scatter_chart(d.points, d.failures, x="latency", xlabel="p95 step time (ms, lower is better)",
+                                     pareto=False), "samples/sec against p95 step latency"),
+        ]
+    sections += ["<h2>Why: where step time goes</h2>", why(d)]
+    if d.importances or d.effects:
+        sections.append("<h2>Knob effects</h2>")
+        if d.importances:
+            sections.append(img(charts.importance_chart(d.importances), "parameter importance"))
+        if d.effects:
+            sections.append(img(charts.effects_chart(d.effects), "samples/sec against each knob"))
+    if d.history:
+        sections += ["<h2>Optimization history</h2>", img(charts.history_chart(d.history), "best so far")]
+    sections += ["<h2>All trials</h2><p class=\"muted\">Click a column to sort.</p>", trials_table(d)]
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        f"<title>{escape(d.title)}</title><style>{CSS}</style></head><body>"
+        + "\n".join(sections)
+        + f"<script>{SORT_JS}</script></body></html>\n"
+    )
+
+
+def write_report(d: ReportData, path: Path) -> Path:
+    path.write_text(render(d), encoding="utf-8")
+    return path

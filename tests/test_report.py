@@ -1,0 +1,110 @@
+"""A report from a tiny real sweep, opened in headless Chromium as its reader would."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, run_multirun
+
+pytestmark = pytest.mark.slow
+
+EVIL = "<script>window.__pwned=1;alert(1)</script>"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """Trial 0 (batch 8) runs, 16 aborts, 32 runs, 64 runs out of memory; a hostile study name."""
+    tmp = tmp_path_factory.mktemp("report")
+    run_multirun(
+        tmp, "search=none", "task=custom", "task.factory=misbehaving:fails_at_batch",
+        "+task.params.crash=16", "+task.params.oom_from=64", "loader.batch_size=8",
+        "loader.batch_size=choice(8,16,32,64)", "hydra.sweeper.sampler._target_=optuna.samplers.GridSampler",
+        "hydra.sweeper.n_trials=4", "hydra.sweeper.confirm.top_k=1", "hydra.sweeper.confirm.rounds=1",
+        name="outputs/sweeps/night1", study=f"'{EVIL}'",
+    )
+    return tmp, tmp / "outputs" / "sweeps" / "night1"
+
+
+def test_report_is_self_contained_and_escaped(swept):
+    _, sweep_dir = swept
+    html = (sweep_dir / "report.html").read_text()
+    assert "http://" not in html and "https://" not in html
+    assert not re.search(r"""(?:src|href)\s*=\s*["'](?!data:|#)""", html)
+    assert "<link" not in html and "@import" not in html
+    assert EVIL not in html and "&lt;script&gt;window.__pwned" in html
+    assert html.count("<img") >= 5
+
+
+def test_report_opens_in_chromium(swept):
+    if CHROMIUM is None:
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing in CI: .ci/run installs Debian's chromium")
+        pytest.skip("needs Debian's chromium (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    _, sweep_dir = swept
+    problems: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+        page.on("dialog", lambda d: (problems.append(f"dialog: {d.message}"), d.dismiss()))
+        page.goto((sweep_dir / "report.html").as_uri())
+        page.wait_for_load_state("load")
+        sizes = page.eval_on_selector_all("img", "els => els.map(e => [e.complete, e.naturalWidth, e.naturalHeight])")
+        assert sizes and all(ok and w > 0 and h > 0 for ok, w, h in sizes), sizes
+        assert page.evaluate("window.__pwned") is None
+
+        headers = page.eval_on_selector_all("#trials th", "els => els.map(e => e.textContent)")
+        col = headers.index("samples_per_sec")
+        read = f"Array.from(document.querySelectorAll('#trials tbody tr')).map(r => r.cells[{col}].getAttribute('data-v'))"
+        page.click(f"#trials th:nth-child({col + 1})")
+        ascending = [float(v) for v in page.evaluate(read) if v]
+        page.click(f"#trials th:nth-child({col + 1})")
+        descending = [float(v) for v in page.evaluate(read) if v]
+        assert len(ascending) >= 2
+        assert ascending == sorted(ascending) and descending == sorted(descending, reverse=True)
+        statuses = page.eval_on_selector_all("#trials tbody tr td:nth-child(3)", "els => els.map(e => e.textContent)")
+        assert {"ok", "crash", "oom"} <= set(statuses)
+        browser.close()
+    assert problems == []
+
+
+def test_report_regenerates_from_the_storage(swept):
+    import json
+
+    import optuna
+
+    tmp, sweep_dir = swept
+    # a trial still running (the sweep is not over): the report is a view of the storage
+    study = optuna.load_study(study_name=EVIL, storage=f"sqlite:///{tmp / 'study.db'}")
+    running = study.ask()
+    running.set_user_attr("fixed_overrides", json.loads((sweep_dir / "sweep.json").read_text())["fixed_overrides"])
+    (sweep_dir / "report.html").unlink()
+    cli = [sys.executable, "-m", "sweeper.report"]
+    subprocess.run([*cli, str(sweep_dir)], cwd=ROOT, check=True, capture_output=True)
+    assert (sweep_dir / "report.html").stat().st_size > 10_000
+    assert "RUNNING" in (sweep_dir / "report.html").read_text()
+    out = tmp / "again.html"
+    subprocess.run([*cli, "--storage", f"sqlite:///{tmp / 'study.db'}", "--study", EVIL, "--out", str(out)],
+                   cwd=ROOT, check=True, capture_output=True)
+    assert "&lt;script&gt;" in out.read_text()
+    bad = subprocess.run([*cli, str(tmp)], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and "holds no sweep.json" in bad.stderr
+
+
+def test_index_lists_the_sweep(swept):
+    tmp, _ = swept
+    index = (tmp / "outputs" / "index.html").read_text()
+    assert "sweeps/night1/report.html" in index
+    assert "custom train" in index
