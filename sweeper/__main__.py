@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +14,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from . import resolvers
+from . import isolation, resolvers
+from .lock import MeasureLock, describe
 from .paths import config_dir
 from .report_text import describe_config, format_result
 from .run import RESULT_FILE, checked_spec, measure_spec
@@ -19,6 +23,35 @@ from .validation import ConfigError
 
 # exit codes of a single measured run
 EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG = 0, 1, 2
+
+
+@contextlib.contextmanager
+def exclusive_measurement() -> Iterator[None]:
+    """Wait while another sweeper measures on this machine: both figures would be wrong."""
+    lock = MeasureLock("cpu", {"what": "python -m sweeper"})
+    lock.acquire(on_wait=lambda h: print(f"waiting: this machine is measuring for {describe(h)}",
+                                         file=sys.stderr, flush=True))
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[list[int]]:
+    """SIGTERM/SIGINT stop the run's whole process group; the caller exits 128 + signal."""
+    stopped: list[int] = []
+
+    def handler(signum: int, frame: Any) -> None:
+        stopped.append(signum)
+        isolation.interrupt(f"stopped by {signal.Signals(signum).name}")
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stopped
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def measure_job(cfg: DictConfig) -> dict[str, Any]:
@@ -33,7 +66,11 @@ def measure_job(cfg: DictConfig) -> dict[str, Any]:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_BAD_CONFIG)
     print(f"sweeper: measuring {describe_config(cfg)}", flush=True)
-    result = measure_spec(spec, out_dir)
+    with exclusive_measurement(), interruptible() as stopped:
+        result = measure_spec(spec, out_dir)
+    if stopped:
+        print(f"interrupted: {result.get('reason')}", file=sys.stderr)
+        sys.exit(128 + stopped[0])
     if result["status"] == "invalid":
         print(f"error: {result['reason']}", file=sys.stderr)
         sys.exit(EXIT_BAD_CONFIG)

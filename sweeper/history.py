@@ -98,4 +98,8 @@ def is_gain(new: FrozenTrial, best: FrozenTrial | None, min_gain: float = 0.02) 
 
 def was_measured(trial: FrozenTrial) -> bool:
     """Ran a measurement (or is running one): not a reused result, not a predicted OOM."""
-    return trial.user_attrs.get("reused_from") is None and not str(trial.user_attrs.get("reason") or "").startswith("skipped:")
+    return (
+        trial.user_attrs.get("reused_from") is None
+        and not str(trial.user_attrs.get("reason") or "").startswith("skipped:")
+        and trial.user_attrs.get("status") != "interrupted"  # measured again when the sweep resumes
+    )

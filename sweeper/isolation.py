@@ -28,6 +28,17 @@ _LOG_TAIL_BYTES = 8192
 # after its result, a child gets this long to shut down before its group is killed
 _EXIT_GRACE_S = 10.0
 
+# process groups of the runs in flight, and why they were interrupted (set by a signal handler)
+_RUNNING: set[int] = set()
+_INTERRUPTED: list[str] = []
+
+
+def interrupt(reason: str) -> None:
+    """Stop every run in flight (and any later one) now: called from a SIGTERM/SIGINT handler."""
+    _INTERRUPTED.append(reason)
+    for pgid in list(_RUNNING):
+        kill_group(pgid)
+
 
 def thread_env(threads: int | None) -> dict[str, str]:
     """Environment that fixes intra-op threads before torch is imported in the child."""
@@ -90,6 +101,8 @@ def run_isolated(
     stdin and writes JSON lines on the fd named by $SWEEPER_EVENT_FD, the last being
     {"event": "result", "status": ..., ...}.
     """
+    if _INTERRUPTED:
+        return {"status": outcome.INTERRUPTED, "reason": _INTERRUPTED[0], "wall_s": 0.0, "log": str(log_path)}
     read_fd, write_fd = os.pipe()
     child_env = {**os.environ, **(env or {}), EVENT_FD_ENV: str(write_fd)}
     child_env["PYTHONPATH"] = os.pathsep.join(
@@ -111,6 +124,7 @@ def run_isolated(
         )
     os.close(write_fd)
     pgid = proc.pid
+    _RUNNING.add(pgid)
     result: dict[str, Any] | None = None
     phase = "start"
     timed_out = False
@@ -156,8 +170,11 @@ def run_isolated(
     finally:
         kill_group(pgid)  # DataLoader workers and anything else the child started
         proc.wait()
+        _RUNNING.discard(pgid)
     wall_s = time.monotonic() - started
-    if result is not None:
+    if _INTERRUPTED and (result is None or result.get("status") != outcome.OK):
+        result = {"status": outcome.INTERRUPTED, "reason": _INTERRUPTED[0]}
+    elif result is not None:
         result.pop("event", None)
     elif timed_out:
         result = {
@@ -169,5 +186,7 @@ def run_isolated(
         status, reason = outcome.classify_exit(proc.returncode, _read_tail(log_path))
         result = {"status": status, "reason": reason}
     result["wall_s"] = wall_s
+    result["started_at"] = time.time() - wall_s  # epoch seconds: when the run held the machine
+    result["ended_at"] = time.time()
     result["log"] = str(log_path)
     return result

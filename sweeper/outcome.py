@@ -12,7 +12,8 @@ CRASH: Final = "crash"
 ERROR: Final = "error"
 INVALID: Final = "invalid"
 PRUNED: Final = "pruned"
-STATUSES: Final = (OK, OOM, TIMEOUT, CRASH, ERROR, INVALID, PRUNED)
+INTERRUPTED: Final = "interrupted"  # stopped by SIGTERM/SIGINT of the sweep or run
+STATUSES: Final = (OK, OOM, TIMEOUT, CRASH, ERROR, INVALID, PRUNED, INTERRUPTED)
 
 # Texts by which PyTorch, CUDA and Python say "out of memory" (as Lightning and accelerate do).
 _OOM_MARKERS: Final = (

@@ -13,6 +13,19 @@ from .budget import format_duration
 from .history import config_of, primary_value
 
 _SHORT = {"loader.": "", "backend.": ""}
+_LOG: list[Path] = []
+
+
+def open_log(path: Path) -> None:
+    """Also append every progress line to `path` (the sweep's sweep.log, for cron users)."""
+    _LOG[:] = [path]
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+    for path in _LOG:
+        with path.open("a") as f:
+            f.write(line + "\n")
 
 
 def short_knobs(knobs: dict[str, Any]) -> str:
@@ -45,34 +58,34 @@ def trial_line(trial: FrozenTrial, n: int, total: int, ranked: Sequence[FrozenTr
     best = f" | best {primary_value(ranked[0]):,.0f} (#{ranked[0].number})" if ranked else ""
     left = f" | {format_duration(remaining_s)} left" if remaining_s is not None else ""
     bar = _bar(n, total) if sys.stdout.isatty() else ""
-    print(f"{bar}trial {n}/{total} #{trial.number}{tag} {short_knobs(config_of(trial))} -> {outcome}{best}{left}",
-          flush=True)
+    if bar:
+        print(bar, end="")
+    say(f"trial {n}/{total} #{trial.number}{tag} {short_knobs(config_of(trial))} -> {outcome}{best}{left}")
 
 
 def confirm_line(round_index: int, rounds: int, number: int, result: dict[str, Any]) -> None:
     value = result.get("samples_per_sec")
     shown = f"{value:,.0f} samples/s" if result.get("status") == "ok" else f"{result.get('status')}: {result.get('reason')}"
-    print(f"  confirm round {round_index + 1}/{rounds} trial #{number}: {shown}", flush=True)
+    say(f"  confirm round {round_index + 1}/{rounds} trial #{number}: {shown}")
 
 
 def final_summary(summary: dict[str, Any], winner: FrozenTrial | None, baseline: FrozenTrial | None,
                   decision: Any, out_dir: Path) -> None:
-    print(f"sweep done: {summary['measured']} trials measured ({summary['failed']} failed or pruned, "
+    say(f"sweep done: {summary['measured']} trials measured ({summary['failed']} failed or pruned, "
           f"{summary['reused']} suggestions answered from earlier results); {summary['stopped']}")
     if winner is None:
-        print("no configuration completed: see trials.csv for the reasons")
+        say("no configuration completed: see trials.csv for the reasons")
     else:
         speed = winner.user_attrs.get("samples_per_sec", 0)
-        print(f"winner: trial #{winner.number} {short_knobs(config_of(winner))}: {speed:,.0f} samples/s "
+        say(f"winner: trial #{winner.number} {short_knobs(config_of(winner))}: {speed:,.0f} samples/s "
               f"(search run), peak {winner.user_attrs['metrics'].get('peak_memory_mb', 0):,.0f} MB")
         if decision is not None:
-            print(f"confirmed over {len(decision.rounds[decision.baseline])} interleaved rounds: "
+            say(f"confirmed over {len(decision.rounds[decision.baseline])} interleaved rounds: "
                   f"{decision.median[decision.winner]:,.0f} vs baseline {decision.median[decision.baseline]:,.0f} "
                   f"samples/s = {decision.speedup:.2f}x (IQR {decision.speedup_low:.2f}-{decision.speedup_high:.2f}x), "
                   f"won {100 * decision.win_share:.0f}% of rounds")
         elif baseline is not None and baseline.user_attrs.get("samples_per_sec"):
-            print(f"speedup over baseline (search runs, unconfirmed): "
+            say(f"speedup over baseline (search runs, unconfirmed): "
                   f"{speed / baseline.user_attrs['samples_per_sec']:.2f}x")
-        print(f"reproduce: {summary['command']}")
-    print(f"outputs: {out_dir} (report.html, trials.csv, trials.parquet, winner.yaml, optimization_results.yaml)",
-          flush=True)
+        say(f"reproduce: {summary['command']}")
+    say(f"outputs: {out_dir} (report.html, trials.csv, trials.parquet, winner.yaml, optimization_results.yaml)")

@@ -6,10 +6,12 @@ The Hydra plugin (hydra_plugins/throughput_sweeper) is a thin shell over `Sweep`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
+import signal
 import socket
 import sys
 import time
@@ -38,6 +40,8 @@ from . import confirm, history, objectives, progress, search_space, sweep_output
 from .budget import parse_duration
 from .probe import probe
 from .run import worker_spec
+from .storage import default_storage, has_password, open_storage, redact, scrub_files
+from . import isolation, lock as measure_lock
 from .validation import ConfigError, check_config
 
 log = logging.getLogger(__name__)
@@ -45,6 +49,7 @@ _MISSING = object()
 # suggestions in a row that were all measured before: the space has nothing new left
 EXHAUSTED_AFTER = 20
 TPE_STARTUP_TRIALS = 5
+LOCK_MODES = ("wait", "fail", "off")
 # metrics stored on each trial (scalars of the worker's result)
 METRIC_KEYS = (
     "samples_per_sec", "samples_per_sec_iqr", "samples_per_sec_rel_iqr", "step_time_p50_ms",
@@ -72,31 +77,7 @@ class SweepSettings:
     patience: int | None = None
     prune_ratio: float | None = 0.5
     remeasure: bool = False
-
-
-def default_storage() -> str:
-    path = Path.cwd() / "outputs" / "sweeper.db"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{path}"
-
-
-def has_password(url: str) -> bool:
-    from sqlalchemy.engine import make_url
-
-    try:
-        return make_url(url).password is not None
-    except Exception:  # noqa: BLE001 - not a database URL
-        return False
-
-
-def redact(url: str) -> str:
-    """A storage URL without its password, for anything printed or written."""
-    from sqlalchemy.engine import make_url
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - not a database URL (a journal file path)
-        return url
+    lock: str = "wait"
 
 
 def suggest(trial: Trial, key: str, dist: BaseDistribution) -> Any:
@@ -125,6 +106,7 @@ class Sweep:
     def __init__(self, settings: SweepSettings) -> None:
         self.s = settings
         self.launcher: Launcher | None = None
+        self.stop_signal: int | None = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         from hydra.core.plugins import Plugins
@@ -219,9 +201,13 @@ class Sweep:
         self.order = search_space.suggestion_order(list(self.space))
         fingerprint = self.machine["fingerprint"]
         self.hardware_class = fingerprint["hardware_class"]
-        self.study_name = self.s.study_name or (
-            f"{task.name}-{task.mode}-{self.machine['device']}-{self.hardware_class}"
+        # numbers from different hardware never mix: one study per hardware class
+        self.study_name = (
+            f"{self.s.study_name}@{self.hardware_class}" if self.s.study_name
+            else f"{task.name}-{task.mode}-{self.machine['device']}-{self.hardware_class}"
         )
+        if self.s.lock not in LOCK_MODES:
+            raise ConfigError(f"hydra.sweeper.lock={self.s.lock!r} is invalid: expected one of {', '.join(LOCK_MODES)}.")
         self.storage_url = self.s.storage or default_storage()
         self.study = self._load_study()
 
@@ -239,7 +225,7 @@ class Sweep:
             raise ConfigError(f"hydra.sweeper.sampler: cannot instantiate {sampler_cfg.get('_target_')!r}: {exc}") from exc
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = optuna.create_study(
-            storage=self.storage_url,
+            storage=open_storage(self.storage_url),
             sampler=sampler,
             study_name=self.study_name,
             directions=self.directions,
@@ -269,7 +255,9 @@ class Sweep:
         host = socket.gethostname()
         for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             pid = t.user_attrs.get("sweeper_pid")
-            if t.user_attrs.get("host") != host or pid is None or _pid_alive(int(pid)):
+            if t.user_attrs.get("host") != host or pid is None:
+                continue
+            if _pid_alive(int(pid), t.user_attrs.get("sweeper_started")):
                 continue
             self.study._storage.set_trial_user_attr(t._trial_id, "status", "interrupted")
             self.study._storage.set_trial_user_attr(t._trial_id, "reason", "its sweep process died")
@@ -277,12 +265,30 @@ class Sweep:
 
     def _launch(self, overrides: list[str], job_idx: int) -> dict[str, Any]:
         assert self.launcher is not None
-        job = self.launcher.launch([overrides], initial_job_idx=job_idx)[0]
+        if self.stop_signal is not None:
+            return self._interrupted_result()
+        lock = None
+        if self.s.lock != "off":
+            lock = measure_lock.MeasureLock(self.lock_resource, {"what": f"study {self.study_name}"})
+            waited = lock.acquire(
+                on_wait=lambda h: progress.say(f"waiting: this machine is measuring for {measure_lock.describe(h)}"),
+                should_stop=lambda: self.stop_signal is not None,
+            )
+            if not waited:
+                return self._interrupted_result()
+        try:
+            job = self.launcher.launch([overrides], initial_job_idx=job_idx)[0]
+        finally:
+            if lock is not None:
+                lock.release()
         if job.status == JobStatus.COMPLETED:
             return dict(job.return_value)
         exc = job._return_value
         status = "invalid" if isinstance(exc, ConfigError) else "error"
         return {"status": status, "reason": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+
+    def _interrupted_result(self) -> dict[str, Any]:
+        return {"status": "interrupted", "reason": f"the sweep was stopped by {signal_name(self.stop_signal)}"}
 
     def _remaining(self) -> float | None:
         if self.deadline_s is None:
@@ -329,6 +335,8 @@ class Sweep:
         trial.set_user_attr("sweep_dir", str(self.sweep_dir))
         trial.set_user_attr("host", socket.gethostname())
         trial.set_user_attr("sweeper_pid", os.getpid())
+        trial.set_user_attr("sweeper_started", _started(os.getpid()))
+        trial.set_user_attr("hardware_class", self.hardware_class)
         return trial, chosen
 
     def _tell_study(self, trial: Trial | int, values: Sequence[float] | None = None,
@@ -402,6 +410,8 @@ class Sweep:
         since_gain = 0
         unmeasured_in_a_row = 0
         while True:
+            if self.stop_signal is not None:
+                return f"stopped by {signal_name(self.stop_signal)}"
             trials = self._setup_trials()
             measured = [t for t in trials if history.was_measured(t)]
             if len(measured) >= self.s.n_trials:
@@ -420,6 +430,10 @@ class Sweep:
             has_baseline = any(t.user_attrs.get("baseline") for t in trials)
             best = next(iter(history.ranked(trials)), None)
             trial, knobs = self._ask(baseline=not has_baseline)
+            ahead = [t for t in self._setup_trials() if t.number < trial.number and history.was_measured(t)]
+            if len(ahead) >= self.s.n_trials:  # another process took the last slot meanwhile
+                self._skip(trial, "surplus", "skipped: n_trials was reached by another process of this study")
+                continue
             source = None if self.s.remeasure else history.find_measured(trials, knobs, self.fixed)
             dominating = history.oom_dominating(trials, knobs, self.fixed)
             if source is not None:
@@ -467,10 +481,12 @@ class Sweep:
         if remaining is not None and remaining < typical * len(order):
             rounds = max(1, int(remaining // (typical * (len(order) // rounds))))
             order = confirm.interleaved_order([t.number for t in candidates], baseline.number, rounds)
-        print(f"confirming: trials {[t.number for t in candidates]} and baseline {baseline.number}, "
-              f"{rounds} interleaved rounds", flush=True)
+        progress.say(f"confirming: trials {[t.number for t in candidates]} and baseline {baseline.number}, "
+                     f"{rounds} interleaved rounds")
         measured: dict[int, list[float | None]] = {n: [None] * rounds for _, n in order}
         for r, number in order:
+            if self.stop_signal is not None:
+                break
             overrides = [*self.fixed, *history.to_overrides(history.config_of(by_number[number])),
                          *self._measure_overrides(None), f"hydra.sweep.subdir=confirm/round{r + 1}-trial{number}"]
             result = self._launch(overrides, job_idx=number)
@@ -495,16 +511,61 @@ class Sweep:
             "workload": self.workload,
             "hardware_class": self.hardware_class,
         }, indent=2) + "\n")
-        print(
+        progress.open_log(self.sweep_dir / "sweep.log")
+        self._pin_device()
+        progress.say(
             f"sweeper: study {self.study_name!r} in {redact(self.storage_url)}; "
             f"{len(self.space)} knobs: {', '.join(self.order)}; objectives "
-            f"{', '.join(f'{o} ({d})' for o, d in zip(self.s.objectives, self.directions))}",
-            flush=True,
+            f"{', '.join(f'{o} ({d})' for o, d in zip(self.s.objectives, self.directions))}"
         )
-        why = self.run_trials()
-        print(f"stopped: {why}", flush=True)
-        decision = self.confirm()
-        return self.write_outputs(decision, why)
+        self._check_lock_at_start()
+        with self._signals():
+            why = self.run_trials()
+            progress.say(f"stopped: {why}")
+            decision = self.confirm() if self.stop_signal is None else None
+            summary = self.write_outputs(decision, why)
+        scrub_files(self.sweep_dir, self.storage_url)
+        if self.stop_signal is not None:
+            progress.say(f"interrupted by {signal_name(self.stop_signal)}: results and report are written")
+            sys.exit(128 + self.stop_signal)
+        return summary
+
+    def _pin_device(self) -> None:
+        """The lock names what is measured on: the CPU, or one GPU. On a machine with several
+        GPUs, each sweep process takes a free one and pins its trials to it."""
+        gpus = int(self.machine["fingerprint"].get("gpu_count") or 0) if self.machine["cuda"] else 0
+        self.lock_resource = measure_lock.choose_resource(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        if self.lock_resource.startswith("gpu") and gpus > 1:
+            os.environ["CUDA_VISIBLE_DEVICES"] = self.lock_resource.removeprefix("gpu")
+            progress.say(f"pinned to GPU {self.lock_resource.removeprefix('gpu')} of {gpus}")
+
+    def _check_lock_at_start(self) -> None:
+        """lock=fail: a busy machine ends the sweep at once, with its own exit code (for cron)."""
+        if self.s.lock != "fail":
+            return
+        probe_lock = measure_lock.MeasureLock(self.lock_resource, {"what": f"study {self.study_name}"})
+        if not probe_lock.try_acquire():
+            print(f"error: this machine is measuring for {measure_lock.describe(probe_lock.holder())}; "
+                  f"hydra.sweeper.lock=fail: exiting with {measure_lock.EXIT_LOCKED}.", file=sys.stderr)
+            sys.exit(measure_lock.EXIT_LOCKED)
+        probe_lock.release()
+
+    @contextlib.contextmanager
+    def _signals(self):  # type: ignore[no-untyped-def]
+        """SIGTERM/SIGINT: stop the running trial's process group, record it as interrupted,
+        write what was measured, then exit with 128 + the signal number."""
+
+        def handler(signum: int, frame: Any) -> None:
+            if self.stop_signal is None:
+                self.stop_signal = signum
+                isolation.interrupt(f"the sweep was stopped by {signal_name(signum)}")
+
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            yield
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
 
     def _write_report(self) -> Path | None:
         from .report import write_report
@@ -578,14 +639,23 @@ def config_of_batch(trial: FrozenTrial) -> Any:
     return history.config_of(trial).get(history.BATCH)
 
 
-def _pid_alive(pid: int) -> bool:
+def _started(pid: int) -> float | None:
+    import psutil
+
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def _pid_alive(pid: int, started: float | None) -> bool:
+    """The process that ran the trial is still alive (not merely its pid, reused after a reboot)."""
+    now = _started(pid)
+    return now is not None and (started is None or abs(now - float(started)) < 1.0)
+
+
+def signal_name(signum: int | None) -> str:
+    return signal.Signals(signum).name if signum else "a signal"
 
 
 def run_sweep(settings: SweepSettings, arguments: Sequence[str], sweep: Sweep) -> dict[str, Any]:

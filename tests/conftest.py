@@ -63,6 +63,14 @@ def run_multirun(tmp_path: Path, *overrides: str, name: str = "s", study: str = 
     return proc
 
 
+def load_study(tmp_path: Path, name: str = "s"):
+    """The study a sweep in tmp_path/name used (its name carries the hardware class)."""
+    import optuna
+
+    info = json.loads((tmp_path / name / "sweep.json").read_text())
+    return optuna.load_study(study_name=info["study"], storage=f"sqlite:///{tmp_path / 'study.db'}")
+
+
 @pytest.fixture
 def sweeper_run(tmp_path):
     def _run(*overrides: str, **kw: Any) -> Run:

@@ -87,7 +87,9 @@ def test_report_regenerates_from_the_storage(swept):
 
     tmp, sweep_dir = swept
     # a trial still running (the sweep is not over): the report is a view of the storage
-    study = optuna.load_study(study_name=EVIL, storage=f"sqlite:///{tmp / 'study.db'}")
+    info = json.loads((sweep_dir / "sweep.json").read_text())
+    assert info["study"].startswith(EVIL + "@")
+    study = optuna.load_study(study_name=info["study"], storage=f"sqlite:///{tmp / 'study.db'}")
     running = study.ask()
     running.set_user_attr("fixed_overrides", json.loads((sweep_dir / "sweep.json").read_text())["fixed_overrides"])
     (sweep_dir / "report.html").unlink()
@@ -96,7 +98,7 @@ def test_report_regenerates_from_the_storage(swept):
     assert (sweep_dir / "report.html").stat().st_size > 10_000
     assert "RUNNING" in (sweep_dir / "report.html").read_text()
     out = tmp / "again.html"
-    subprocess.run([*cli, "--storage", f"sqlite:///{tmp / 'study.db'}", "--study", EVIL, "--out", str(out)],
+    subprocess.run([*cli, "--storage", f"sqlite:///{tmp / 'study.db'}", "--study", info["study"], "--out", str(out)],
                    cwd=ROOT, check=True, capture_output=True)
     assert "&lt;script&gt;" in out.read_text()
     bad = subprocess.run([*cli, str(tmp)], cwd=ROOT, capture_output=True, text=True)

@@ -12,7 +12,7 @@ from optuna.trial import TrialState, create_trial
 from sweeper.report import build_report_data, pareto_front
 from sweeper.report.index import Figure, find_regressions
 from sweeper.report.page import render
-from sweeper.sweep import has_password, redact
+from sweeper.storage import has_password, redact
 
 T0 = dt.datetime(2026, 11, 21, 22, 0)
 

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, run_multirun
+from conftest import ROOT, load_study, run_multirun
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,7 @@ def sweep(tmp_path: Path, *overrides: str, name: str = "s", check: bool = True) 
 
 
 def load(tmp_path: Path) -> optuna.Study:
-    return optuna.load_study(study_name="test", storage=f"sqlite:///{tmp_path / 'study.db'}")
+    return load_study(tmp_path)
 
 
 def test_quick_sweep_then_continue(tmp_path):
@@ -135,7 +135,7 @@ def test_bad_search_param_is_one_line_before_any_trial(tmp_path):
     proc = sweep(tmp_path, *QUICK, "loader.batchsize=choice(1,2)", check=False)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == ["error: search param 'loader.batchsize' is not a key of the config (typo?)."]
-    assert not (tmp_path / "study.db").exists() or not load(tmp_path).get_trials()
+    assert not (tmp_path / "s" / "sweep.json").exists()
 
 
 def test_plugin_is_discovered():

@@ -56,6 +56,9 @@ class ThroughputSweeperConf:
     prune_ratio: Optional[float] = 0.5
     # measure a configuration again even when the study already holds its result
     remeasure: bool = False
+    # one measurement per machine (per GPU): wait for another sweeper's trial, fail at once
+    # when the machine is busy at the start (exit code 75), or off
+    lock: str = "wait"
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="throughput", node=ThroughputSweeperConf, provider="sweeper")

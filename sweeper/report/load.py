@@ -11,6 +11,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ..history import same_setup
+from ..storage import open_storage
 from .data import ReportData, build_report_data
 
 
@@ -40,7 +41,7 @@ def importances(study: optuna.Study, trials: Sequence[FrozenTrial]) -> dict[str,
 
 
 def load_report_data(storage: str, study_name: str, fixed: Sequence[str] | None = None) -> ReportData:
-    study = optuna.load_study(study_name=study_name, storage=storage)
+    study = optuna.load_study(study_name=study_name, storage=open_storage(storage))
     every = study.get_trials(deepcopy=False)
     fixed = list(fixed) if fixed is not None else setup_of(every)
     trials = [t for t in every if same_setup(t, fixed)]

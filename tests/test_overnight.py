@@ -1,0 +1,186 @@
+"""Overnight on lab servers: one measurer per machine, clean stops, resume after kill -9,
+many processes on one study (journal file, PostgreSQL), no password anywhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from conftest import ROOT, TINY, load_study, run_multirun
+from sweeper.lock import MeasureLock, choose_resource
+
+QUICK = ["search=quick", "task.num_samples=2048", "hydra.sweeper.confirm.top_k=0"]
+HOLD_LOCK = """
+import sys, time
+from sweeper.lock import MeasureLock
+lock = MeasureLock("cpu", {"what": "test holder"})
+assert lock.try_acquire()
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def env_with(lock_dir: Path) -> dict[str, str]:
+    return {**os.environ, "SWEEPER_LOCK_DIR": str(lock_dir),
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
+
+
+def hold_lock(lock_dir: Path) -> subprocess.Popen:
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK], env=env_with(lock_dir), stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def start_sweep(tmp_path: Path, *overrides: str, name: str, storage: str, lock_dir: Path) -> subprocess.Popen:
+    args = [*TINY, *overrides, f"hydra.sweep.dir={tmp_path / name}", f"hydra.sweeper.storage={storage}",
+            "hydra.sweeper.study_name=night"]
+    return subprocess.Popen([sys.executable, "-m", "sweeper", "-m", *args], cwd=tmp_path, env=env_with(lock_dir),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(predicate, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.2)
+
+
+def trial_running(sweep_dir: Path, number: int) -> bool:
+    return (sweep_dir / str(number) / "worker.log").exists()
+
+
+def test_a_dead_holders_lock_is_taken_over(tmp_path, monkeypatch):
+    monkeypatch.setenv("SWEEPER_LOCK_DIR", str(tmp_path))
+    holder = hold_lock(tmp_path)
+    mine = MeasureLock("cpu", {"what": "me"})
+    assert not mine.try_acquire()
+    assert mine.holder()["pid"] == holder.pid and mine.holder()["what"] == "test holder"
+    holder.kill()
+    holder.wait()
+    assert mine.try_acquire()  # the kernel dropped the dead process's flock
+    mine.release()
+
+
+def test_gpu_resources(tmp_path, monkeypatch):
+    monkeypatch.setenv("SWEEPER_LOCK_DIR", str(tmp_path))
+    assert choose_resource(0, None) == "cpu"
+    assert choose_resource(2, "1") == "gpu1"
+    busy = MeasureLock("gpu0", {})
+    assert busy.try_acquire()
+    assert choose_resource(2, None) == "gpu1"  # a second sweep process takes the free GPU
+    busy.release()
+
+
+@pytest.mark.slow
+def test_lock_fail_exits_at_once_with_its_code(tmp_path):
+    holder = hold_lock(tmp_path)
+    try:
+        proc = start_sweep(tmp_path, *QUICK, "hydra.sweeper.lock=fail", name="s",
+                           storage=f"sqlite:///{tmp_path / 'study.db'}", lock_dir=tmp_path)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 75, out + err
+        assert f"pid {holder.pid}" in err and "test holder" in err
+    finally:
+        holder.kill()
+
+
+@pytest.mark.slow
+def test_two_sweeps_on_one_machine_never_measure_at_the_same_time(tmp_path):
+    procs = [start_sweep(tmp_path, *QUICK, "hydra.sweeper.n_trials=3", name=f"s{i}",
+                         storage=f"sqlite:///{tmp_path / f'study{i}.db'}", lock_dir=tmp_path) for i in range(2)]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outputs
+    assert any("waiting: this machine is measuring for pid" in out for out, _ in outputs)
+    spans = []
+    for i in range(2):
+        for result in (tmp_path / f"s{i}").glob("*/result.json"):
+            r = json.loads(result.read_text())
+            spans.append((r["started_at"], r["ended_at"], i))
+    spans.sort()
+    assert len(spans) == 6
+    for (s1, e1, _), (s2, e2, _) in zip(spans, spans[1:]):
+        assert s2 >= e1 - 0.05, "two measurements overlapped"
+
+
+@pytest.mark.slow
+def test_kill_9_then_rerun_completes_the_study(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    slow = ["measure.windows=3", "measure.window_s=1"]
+    proc = start_sweep(tmp_path, *QUICK, *slow, "hydra.sweeper.n_trials=3", name="a", storage=storage, lock_dir=tmp_path)
+    wait_for(lambda: trial_running(tmp_path / "a", 1))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = load_study(tmp_path, "a").get_trials()
+    assert before[0].state.name == "COMPLETE" and before[1].state.name == "RUNNING"
+
+    run_multirun(tmp_path, *QUICK, *slow, "hydra.sweeper.n_trials=3", name="b", study="night")
+    after = load_study(tmp_path, "b").get_trials()
+    assert after[0].datetime_complete == before[0].datetime_complete  # kept, not repeated
+    assert after[1].state.name == "FAIL" and after[1].user_attrs["status"] == "interrupted"
+    measured = [t for t in after if t.user_attrs.get("reused_from") is None and t.user_attrs.get("status") != "interrupted"]
+    assert len(measured) == 3 and all(t.state.name in ("COMPLETE", "PRUNED", "FAIL") for t in after)
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_trial_writes_results_and_exits_143(tmp_path):
+    proc = start_sweep(tmp_path, *QUICK, "measure.windows=20", "measure.window_s=1", "hydra.sweeper.n_trials=3",
+                       name="s", storage=f"sqlite:///{tmp_path / 'study.db'}", lock_dir=tmp_path)
+    wait_for(lambda: trial_running(tmp_path / "s", 0))
+    time.sleep(3)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, out + err
+    assert "interrupted by SIGTERM" in out
+    trials = load_study(tmp_path).get_trials()
+    assert trials[0].user_attrs["status"] == "interrupted"
+    assert (tmp_path / "s" / "report.html").exists() and (tmp_path / "s" / "trials.csv").exists()
+    assert "stopped by SIGTERM" in (tmp_path / "s" / "sweep.log").read_text()
+
+
+def _two_processes_one_study(tmp_path: Path, storage: str) -> list[optuna.trial.FrozenTrial]:
+    # two "hosts": separate lock directories, one shared storage
+    procs = [start_sweep(tmp_path, *QUICK, "hydra.sweeper.n_trials=4", name=f"h{i}", storage=storage,
+                         lock_dir=tmp_path / f"host{i}") for i in range(2)]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outputs
+    study_name = json.loads((tmp_path / "h0" / "sweep.json").read_text())["study"]
+    from sweeper.storage import open_storage
+
+    trials = optuna.load_study(study_name=study_name, storage=open_storage(storage)).get_trials()
+    numbers = [t.number for t in trials]
+    assert len(numbers) == len(set(numbers))
+    measured = [t for t in trials if t.user_attrs.get("reused_from") is None
+                and not str(t.user_attrs.get("reason") or "").startswith("skipped:")]
+    assert len(measured) == 4, [(t.number, t.user_attrs.get("status"), t.user_attrs.get("reason")) for t in trials]
+    assert all(t.state.name != "RUNNING" for t in trials)
+    assert sum(bool(t.user_attrs.get("baseline")) for t in trials) >= 1
+    return trials
+
+
+@pytest.mark.slow
+def test_journal_file_storage_across_two_processes(tmp_path):
+    _two_processes_one_study(tmp_path, f"journal:{tmp_path / 'shared' / 'study.journal'}")
+
+
+POSTGRES = os.environ.get("SWEEPER_TEST_POSTGRES")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not POSTGRES and not os.environ.get("CI"), reason="set SWEEPER_TEST_POSTGRES (.ci/run does)")
+def test_postgres_two_processes_and_no_password_anywhere(tmp_path):
+    assert POSTGRES, ".ci/run starts PostgreSQL and sets SWEEPER_TEST_POSTGRES"
+    password = POSTGRES.split(":")[2].split("@")[0]
+    for name in optuna.get_all_study_names(POSTGRES):
+        if name.startswith("night@"):
+            optuna.delete_study(study_name=name, storage=POSTGRES)
+    _two_processes_one_study(tmp_path, POSTGRES)
+    leaks = [str(p) for p in tmp_path.rglob("*") if p.is_file() and password in p.read_text(errors="ignore")]
+    assert leaks == []
