@@ -106,3 +106,17 @@ def test_passwords_are_redacted():
     assert "s3cret" not in redact(url) and has_password(url)
     assert redact("sqlite:///outputs/sweeper.db") == "sqlite:///outputs/sweeper.db"
     assert not has_password("sqlite:///x.db")
+
+
+def test_other_hardware_classes_are_listed_side_by_side(tmp_path):
+    import optuna
+
+    from sweeper.report.load import siblings
+
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    for name, sps in (("night@aaa", 100.0), ("night@bbb", 300.0), ("other@ccc", 5.0)):
+        study = optuna.create_study(study_name=name, storage=storage, directions=["maximize", "minimize"])
+        study.add_trial(make(0, 64, sps))
+    rows = siblings(storage, "night@aaa")
+    assert [(n, v) for n, _, v, _ in rows] == [("night@bbb", 300.0)]
+    assert "lab1" in rows[0][1] and "loader.batch_size=64" in rows[0][3]

@@ -81,6 +81,8 @@ class ReportData:
     columns: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # the same study on other hardware classes: (study, machine, best samples/sec, its knobs)
+    siblings: tuple[tuple[str, str, float, str], ...] = field(default_factory=tuple)
 
 
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
@@ -123,7 +125,7 @@ def _text(value: Any) -> str:
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _machine(trials: Sequence[FrozenTrial]) -> str:
+def machine_of(trials: Sequence[FrozenTrial]) -> str:
     for t in trials:
         if "fingerprint" in t.user_attrs:
             fp = json.loads(t.user_attrs["fingerprint"])
@@ -222,7 +224,7 @@ def build_report_data(
     return ReportData(
         title=f"sweeper report: {study_name}",
         workload=workload,
-        machine=_machine(measured),
+        machine=machine_of(measured),
         date=(f"{first:%Y-%m-%d %H:%M}" + (f" to {max(ends):%Y-%m-%d %H:%M}" if ends else "")) if first else "",
         trials_measured=len(measured),
         trials_failed=len(failures),

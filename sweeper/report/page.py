@@ -146,6 +146,13 @@ def render(d: ReportData) -> str:
             sections.append(img(charts.effects_chart(d.effects), "samples/sec against each knob"))
     if d.history:
         sections += ["<h2>Optimization history</h2>", img(charts.history_chart(d.history), "best so far")]
+    if d.siblings:
+        rows = "".join(f"<tr><td>{escape(n)}</td><td>{escape(m)}</td><td class=\"num\">{v:,.0f}</td>"
+                       f"<td>{escape(k)}</td></tr>" for n, m, v, k in d.siblings)
+        sections += ["<h2>The same study on other machines</h2>",
+                     "<p>Each hardware class keeps its own study and its own winner.</p>",
+                     "<table><thead><tr><th>study</th><th>machine</th><th>best samples/sec</th><th>its knobs</th>"
+                     f"</tr></thead><tbody>{rows}</tbody></table>"]
     sections += ["<h2>All trials</h2><p class=\"muted\">Click a column to sort.</p>", trials_table(d)]
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
