@@ -6,6 +6,10 @@ precision {fp32, bf16}.
                                                 # re-measured side by side with the grid's best
     python benchmarks/sweep_gain.py gain        # a 10-minute sweep; winner vs default vs textbook,
                                                 # side by side
+    python benchmarks/sweep_gain.py anchor      # wall time to a winner within 5% of the grid's best:
+                                                # sweeper against hydra-optuna-sweeper 1.3.0 (Optuna 2.10,
+                                                # installed apart: pip install --target /tmp/hos
+                                                # hydra-optuna-sweeper==1.3.0 optuna==2.10.1 "sqlalchemy<2" "numpy<2")
 
 Every figure compared in a table is measured in the same run, interleaved (A B C, A B C, ...).
 """
@@ -31,6 +35,9 @@ SPACE = [
     "backend.threads=choice(1,2)",
     "backend.precision=choice(fp32,bf16)",
 ]
+# the base config of the grid, efficiency and anchor sweeps: threads=2 (all cores here) keeps the
+# baseline inside the space, so the grid is exactly batch x workers x {1,2} x precision
+GRID_BASE = ["backend.threads=2"]
 # what a trial measures during the search (shorter than a final figure)
 SEARCH_MEASURE = ["measure.warmup_s=1", "measure.windows=3", "measure.window_s=1.5"]
 # what a side-by-side comparison measures
@@ -86,13 +93,13 @@ def best_after(study: optuna.Study, n: int) -> dict:
 
 
 def grid(tmp: Path) -> None:
-    study, wall, _ = sweep(tmp, "grid", "hydra.sweeper.sampler._target_=optuna.samplers.GridSampler",
+    study, wall, _ = sweep(tmp, "grid", *GRID_BASE, "hydra.sweeper.sampler._target_=optuna.samplers.GridSampler",
                            "hydra.sweeper.n_trials=200", "hydra.sweeper.confirm.top_k=0",
                            "hydra.sweeper.prune_ratio=null", "hydra.sweeper.objectives=[samples_per_sec]")
     rows = [{**measured_knobs(t), "status": t.user_attrs["status"],
              "samples_per_sec": t.user_attrs.get("samples_per_sec"),
              "peak_memory_mb": t.user_attrs.get("metrics", {}).get("peak_memory_mb")}
-            for t in study.get_trials() if t.user_attrs.get("reused_from") is None and not t.user_attrs.get("baseline")]
+            for t in study.get_trials() if t.user_attrs.get("reused_from") is None]
     df = pd.DataFrame(rows).sort_values("samples_per_sec", ascending=False)
     df.to_csv(GRID_CSV, index=False)
     print(f"grid: {len(df)} configurations measured in {wall / 60:.1f} min -> {GRID_CSV.name}")
@@ -104,7 +111,7 @@ def efficiency(tmp: Path) -> None:
     n_grid = len(grid_df)
     top = grid_df.iloc[0]
     grid_best = {k: (None if pd.isna(top[k]) else top[k].item() if hasattr(top[k], "item") else top[k]) for k in KNOBS}
-    study, wall, _ = sweep(tmp, "tpe", "hydra.sweeper.n_trials=30", "hydra.sweeper.confirm.top_k=0",
+    study, wall, _ = sweep(tmp, "tpe", *GRID_BASE, "hydra.sweeper.n_trials=30", "hydra.sweeper.confirm.top_k=0",
                            "hydra.sweeper.objectives=[samples_per_sec]")
     configs = {"grid best": grid_best}
     for n in (10, 20, 30):
@@ -133,6 +140,60 @@ def gain(tmp: Path) -> None:
         print(f"| {name} | {' '.join(overrides(knobs))} | {figures[name]:,.0f} | {figures[name] / figures['default']:.2f}x |")
 
 
+def _grid_lookup() -> tuple[dict[tuple, float], float]:
+    df = pd.read_csv(GRID_CSV)
+    key = lambda r: (int(r["loader.batch_size"]), int(r["loader.num_workers"]),  # noqa: E731
+                     None if pd.isna(r["backend.threads"]) else int(r["backend.threads"]), r["backend.precision"])
+    return {key(r): r["samples_per_sec"] for _, r in df.iterrows()}, float(df["samples_per_sec"].max())
+
+
+def time_to_target(events: list[tuple[float, tuple, float]], grid: dict[tuple, float], target: float) -> tuple[float | None, int | None]:
+    """events: (seconds since start, config, the tool's own figure). The tool's best-so-far
+    config, judged by the grid's figure for it: when does it reach the target?"""
+    best_value, best_config = -1.0, None
+    for i, (t, config, value) in enumerate(events):
+        if value > best_value:
+            best_value, best_config = value, config
+        if best_config is not None and grid.get(best_config, 0.0) >= target:
+            return t, i + 1
+    return None, None
+
+
+def anchor(tmp: Path) -> None:
+    grid, grid_best = _grid_lookup()
+    target = 0.95 * grid_best
+    # sweeper: a 30-trial sweep (isolated trials), its trial completion times
+    start = time.time()
+    study, wall, _ = sweep(tmp, "race", *GRID_BASE, "hydra.sweeper.n_trials=30", "hydra.sweeper.confirm.top_k=0",
+                           "hydra.sweeper.objectives=[samples_per_sec]")
+    ours = []
+    for t in study.get_trials():
+        if t.state.name == "COMPLETE" and t.user_attrs.get("reused_from") is None:
+            k = t.user_attrs["knobs"]
+            config = (k["loader.batch_size"], k["loader.num_workers"], k["backend.threads"], k["backend.precision"])
+            ours.append((t.datetime_complete.timestamp() - start, config, t.user_attrs["samples_per_sec"]))
+    # the anchor: in-process objective, hydra-optuna-sweeper 1.3.0 on Optuna 2.10
+    log = tmp / "anchor.jsonl"
+    start = time.time()
+    proc = subprocess.run([sys.executable, str(HERE / "anchor_app.py"), "-m", f"log={log}",
+                           f"hydra.sweep.dir={tmp / 'anchor'}"], cwd=ROOT, capture_output=True, text=True,
+                          env={**__import__("os").environ, "PYTHONPATH": f"/tmp/hos:{ROOT}"})
+    anchor_wall = time.time() - start
+    if proc.returncode:
+        sys.exit(proc.stderr[-3000:])
+    theirs = []
+    for line in log.read_text().splitlines():
+        r = json.loads(line)
+        theirs.append((r["t"] - start, (r["batch_size"], r["num_workers"], r["threads"], r["precision"]), r["value"]))
+    print(f"wall time to a winner within 5% of the grid's best ({grid_best:,.0f} samples/s in the grid table; "
+          f"configurations judged by their grid figure):")
+    print("| tool | trials run | wall for all | trials to target | wall to target |")
+    print("|---|---:|---:|---:|---:|")
+    for name, events, total in (("sweeper (isolated trials)", ours, wall), ("hydra-optuna-sweeper 1.3.0 (in-process)", theirs, anchor_wall)):
+        t, n = time_to_target(events, grid, target)
+        print(f"| {name} | {len(events)} | {total:.0f} s | {n if n else 'not reached'} | {f'{t:.0f} s' if t else '-'} |")
+
+
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "gain"
-    {"grid": grid, "efficiency": efficiency, "gain": gain}[what](Path(tempfile.mkdtemp()))
+    {"grid": grid, "efficiency": efficiency, "gain": gain, "anchor": anchor}[what](Path(tempfile.mkdtemp()))

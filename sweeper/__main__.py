@@ -82,8 +82,19 @@ def measure_job(cfg: DictConfig) -> dict[str, Any]:
     return result
 
 
+def register_plugin() -> None:
+    """Hydra finds plugins by listing the hydra_plugins namespace package, which fails for
+    some installs (setuptools' editable path hooks can't be listed): register ours directly."""
+    from hydra.core.plugins import Plugins
+
+    from hydra_plugins.throughput_sweeper.throughput_sweeper import ThroughputSweeper
+
+    Plugins.instance().register(ThroughputSweeper)
+
+
 def main() -> None:
     resolvers.register()
+    register_plugin()
     hydra.main(config_path=config_dir(), config_name="config", version_base="1.3")(measure_job)()
 
 

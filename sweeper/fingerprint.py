@@ -6,9 +6,10 @@ import hashlib
 import os
 import platform
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 def cpu_model() -> str:
@@ -22,7 +23,26 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def host_fingerprint() -> dict[str, Any]:
+    """What can be known without torch (a sweep driven from another Hydra app)."""
+    info: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "cpus_available": len(os.sched_getaffinity(0)),
+        "gpu": None,
+        "gpu_count": 0,
+        "torch": None,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+    info["hardware_class"] = hardware_class(info)
+    return info
+
+
 def fingerprint(device: torch.device) -> dict[str, Any]:
+    import torch
+
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     info: dict[str, Any] = {
         "hostname": socket.gethostname(),

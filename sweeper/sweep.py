@@ -38,6 +38,7 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 
 from . import confirm, history, objectives, progress, search_space, sweep_outputs
 from .budget import parse_duration
+from .fingerprint import host_fingerprint
 from .probe import probe
 from .run import worker_spec
 from .storage import default_storage, has_password, open_storage, redact, scrub_files
@@ -148,11 +149,13 @@ class Sweep:
         return {k: str(v) for k, v in (OmegaConf.to_container(base.search.params, resolve=True) or {}).items()}
 
     def _check_space(self, base: DictConfig, space: dict[str, BaseDistribution]) -> None:
-        spec = worker_spec(base)
-        check_config(spec)
-        for key, dist in space.items():
+        for key in space:
             if OmegaConf.select(base, key, default=_MISSING) is _MISSING:
                 raise ConfigError(f"search param {key!r} is not a key of the config (typo?).")
+        if not self.own_app:
+            return
+        spec = worker_spec(base)
+        for key, dist in space.items():
             group, _, leaf = key.partition(".")
             if group not in spec or "." in leaf:
                 continue
@@ -179,20 +182,26 @@ class Sweep:
         self.deadline_s = parse_duration(self.s.timeout)
         if self.s.n_trials < 1:
             raise ConfigError(f"hydra.sweeper.n_trials={self.s.n_trials} is invalid: expected an integer >= 1.")
-        check_config(worker_spec(base))
-        self.machine = probe(str(base.backend.device))
+        # from another Hydra app (no task/loader/backend/measure), the job measures itself
+        self.own_app = all(key in base for key in ("task", "loader", "backend", "measure"))
+        if self.own_app:
+            check_config(worker_spec(base))
+            self.machine = probe(str(base.backend.device))
+        else:
+            self.machine = {"device": "cpu", "cuda": False, "bf16": True, "fingerprint": host_fingerprint()}
         params = {**self._preset_params(base, fixed, self.machine["device"]), **(self.s.params or {}), **swept}
         space = search_space.build_space(params)
         self._check_space(base, space)
-        task = base.task
-        self.workload = f"{task.name} {task.mode}" + (f" ({task.model})" if "model" in task else "")
-        conv: bool | None
-        if task.name == "image_classification":
-            conv = not str(task.model).startswith(("vit_", "swin_", "maxvit_"))
-        elif task.name in ("mnist_mlp", "language_model"):
-            conv = False
+        conv: bool | None = None
+        if self.own_app:
+            task = base.task
+            self.workload = f"{task.name} {task.mode}" + (f" ({task.model})" if "model" in task else "")
+            if task.name == "image_classification":
+                conv = not str(task.model).startswith(("vit_", "swin_", "maxvit_"))
+            elif task.name in ("mnist_mlp", "language_model"):
+                conv = False
         else:
-            conv = None
+            self.workload = str(self.config.hydra.job.name)
         self.ctx = search_space.Context(cuda=self.machine["cuda"], bf16=self.machine["bf16"], convolutional=conv)
         space = search_space.restrict_to_machine(space, self.ctx)
         # the baseline is a point of the space
@@ -204,7 +213,7 @@ class Sweep:
         # numbers from different hardware never mix: one study per hardware class
         self.study_name = (
             f"{self.s.study_name}@{self.hardware_class}" if self.s.study_name
-            else f"{task.name}-{task.mode}-{self.machine['device']}-{self.hardware_class}"
+            else f"{self.workload.split(' (')[0].replace(' ', '-')}-{self.machine['device']}-{self.hardware_class}"
         )
         if self.s.lock not in LOCK_MODES:
             raise ConfigError(f"hydra.sweeper.lock={self.s.lock!r} is invalid: expected one of {', '.join(LOCK_MODES)}.")
@@ -282,7 +291,7 @@ class Sweep:
             if lock is not None:
                 lock.release()
         if job.status == JobStatus.COMPLETED:
-            return dict(job.return_value)
+            return as_result(job.return_value, self.s.objectives)
         exc = job._return_value
         status = "invalid" if isinstance(exc, ConfigError) else "error"
         return {"status": status, "reason": f"{type(exc).__name__}: {exc}".splitlines()[0]}
@@ -301,7 +310,9 @@ class Sweep:
         return sorted(walls)[len(walls) // 2] if walls else 0.0
 
     def _measure_overrides(self, prune_below: float | None) -> list[str]:
-        extra = []
+        extra: list[str] = []
+        if not self.own_app:  # another app's jobs measure themselves
+            return extra
         if prune_below is not None:
             extra.append(f"measure.prune_below={prune_below:.6g}")
         remaining = self._remaining()
@@ -324,7 +335,7 @@ class Sweep:
             else:
                 chosen[key] = search_space.NEUTRAL[key]
         # dead knobs the user set outside the space go neutral too, or the trial can't run
-        for key, neutral in search_space.NEUTRAL.items():
+        for key, neutral in (search_space.NEUTRAL.items() if self.own_app else ()):
             if key not in chosen and not search_space.is_active(key, {**context, **chosen}, self.ctx):
                 if OmegaConf.select(self.base, key) != neutral:
                     chosen[key] = neutral
@@ -652,6 +663,19 @@ def _pid_alive(pid: int, started: float | None) -> bool:
     """The process that ran the trial is still alive (not merely its pid, reused after a reboot)."""
     now = _started(pid)
     return now is not None and (started is None or abs(now - float(started)) < 1.0)
+
+
+def as_result(value: Any, objectives: Sequence[str]) -> dict[str, Any]:
+    """A job's return value as a result: sweeper's own dict, or what another Hydra app returns
+    (a number for the first objective, or a mapping of objective names to numbers)."""
+    if isinstance(value, Mapping):
+        result = dict(value)
+        result.setdefault("status", "ok")
+        return result
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return {"status": "ok", objectives[0]: float(value)}
+    return {"status": "error", "reason": f"the job returned {type(value).__name__}: expected a number or a dict "
+            f"with {', '.join(objectives)}"}
 
 
 def signal_name(signum: int | None) -> str:

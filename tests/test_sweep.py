@@ -144,3 +144,17 @@ def test_plugin_is_discovered():
 
     names = [p.__name__ for p in Plugins.instance().discover(Sweeper)]
     assert "ThroughputSweeper" in names
+
+
+def test_plugin_works_from_another_hydra_app(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "other_app" / "app.py"), "-m", f"hydra.sweep.dir={tmp_path / 's'}",
+         f"hydra.sweeper.storage=sqlite:///{tmp_path / 'study.db'}", "hydra.sweeper.study_name=test"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    trials = [t for t in load(tmp_path).get_trials() if t.user_attrs.get("reused_from") is None]
+    assert len(trials) == 6 and trials[0].user_attrs["knobs"] == {"x": 1, "mode": "slow"}  # the baseline
+    assert all(t.state.name == "COMPLETE" for t in trials)
+    assert (tmp_path / "s" / "report.html").exists()
+    assert "confirm round 1/1" in proc.stdout
