@@ -3,10 +3,16 @@ Optuna's journal file (machines that share only a filesystem). Passwords are nev
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 JOURNAL_PREFIX = "journal:"
+# a RUNNING trial whose sweep sent no heartbeat for GRACE_S is failed by the next sweep, on any host
+HEARTBEAT_S = 30
+GRACE_S = 120
 
 
 def default_storage() -> str:
@@ -24,7 +30,47 @@ def open_storage(url: str) -> Any:
         path = Path(url[len(JOURNAL_PREFIX):].removeprefix("//")).expanduser()
         path.parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(JournalFileBackend(str(path)))
-    return url
+    from optuna.storages import RDBStorage
+
+    return RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S)
+
+
+def stale_trial_ids(storage: Any, study_id: int) -> list[int]:
+    """RUNNING trials whose heartbeat is older than the grace period (what Optuna's
+    fail_stale_trials would fail; we label them before failing them)."""
+    from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
+
+    if not isinstance(storage, BaseHeartbeat) or not is_heartbeat_enabled(storage):
+        return []
+    return list(storage._get_stale_trial_ids(study_id))
+
+
+@contextlib.contextmanager
+def heartbeat(storage: Any, trial_id: int | None, interval_s: float = HEARTBEAT_S) -> Iterator[None]:
+    """Tell the storage, while a trial runs, that its sweep is alive (storages that can hear it)."""
+    from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
+
+    if trial_id is None or not isinstance(storage, BaseHeartbeat) or not is_heartbeat_enabled(storage):
+        yield
+        return
+    stop = threading.Event()
+
+    def beat() -> None:
+        while True:
+            try:
+                storage.record_heartbeat(trial_id)
+            except Exception:  # noqa: BLE001 - a missed beat must not stop a measurement
+                pass
+            if stop.wait(interval_s):
+                return
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def has_password(url: str) -> bool:

@@ -41,7 +41,7 @@ from .budget import parse_duration
 from .fingerprint import host_fingerprint
 from .probe import probe
 from .run import worker_spec
-from .storage import default_storage, has_password, open_storage, redact, scrub_files
+from .storage import default_storage, has_password, heartbeat, open_storage, redact, scrub_files, stale_trial_ids
 from . import isolation, lock as measure_lock
 from .validation import ConfigError, check_config
 
@@ -260,7 +260,13 @@ class Sweep:
         return [t for t in self._setup_trials() if history.was_measured(t)]
 
     def _fail_orphans(self) -> None:
-        """RUNNING trials left by a sweep of this host that no longer runs (kill -9, reboot)."""
+        """RUNNING trials whose sweep is gone: on any host, no heartbeat for the grace period
+        (RDB storages); on this host, at once, when their sweep process is dead."""
+        storage = self.study._storage
+        for trial_id in stale_trial_ids(storage, self.study._study_id):
+            storage.set_trial_user_attr(trial_id, "status", "interrupted")
+            storage.set_trial_user_attr(trial_id, "reason", "its sweep stopped sending heartbeats (killed, or its host went down)")
+            self._tell_study(storage.get_trial_number_from_id(trial_id), state=TrialState.FAIL)
         host = socket.gethostname()
         for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             pid = t.user_attrs.get("sweeper_pid")
@@ -272,7 +278,7 @@ class Sweep:
             self.study._storage.set_trial_user_attr(t._trial_id, "reason", "its sweep process died")
             self._tell_study(t.number, state=TrialState.FAIL)
 
-    def _launch(self, overrides: list[str], job_idx: int) -> dict[str, Any]:
+    def _launch(self, overrides: list[str], job_idx: int, trial_id: int | None = None) -> dict[str, Any]:
         assert self.launcher is not None
         if self.stop_signal is not None:
             return self._interrupted_result()
@@ -286,7 +292,8 @@ class Sweep:
             if not waited:
                 return self._interrupted_result()
         try:
-            job = self.launcher.launch([overrides], initial_job_idx=job_idx)[0]
+            with heartbeat(self.study._storage, trial_id):
+                job = self.launcher.launch([overrides], initial_job_idx=job_idx)[0]
         finally:
             if lock is not None:
                 lock.release()
@@ -460,7 +467,7 @@ class Sweep:
                 if has_baseline and best is not None and self.s.prune_ratio and self.s.objectives[0] == "samples_per_sec":
                     prune_below = self.s.prune_ratio * history.primary_value(best)
                 overrides = [*self.fixed, *history.to_overrides(knobs), *self._measure_overrides(prune_below)]
-                result = self._launch(overrides, job_idx=trial.number)
+                result = self._launch(overrides, job_idx=trial.number, trial_id=trial._trial_id)
                 done = self._tell(trial, result)
             unmeasured_in_a_row = 0 if history.was_measured(done) else unmeasured_in_a_row + 1
             if history.primary_value(done) is not None and done.user_attrs.get("reused_from") is None:

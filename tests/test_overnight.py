@@ -184,3 +184,24 @@ def test_postgres_two_processes_and_no_password_anywhere(tmp_path):
     _two_processes_one_study(tmp_path, POSTGRES)
     leaks = [str(p) for p in tmp_path.rglob("*") if p.is_file() and password in p.read_text(errors="ignore")]
     assert leaks == []
+
+
+def test_a_trial_without_heartbeats_is_failed_on_the_next_start(tmp_path):
+    """A sweep on another host died: no pid to check here, but its heartbeats stopped."""
+    from optuna.storages import RDBStorage
+
+    from sweeper.sweep import Sweep, SweepSettings
+
+    storage = RDBStorage(f"sqlite:///{tmp_path / 's.db'}", heartbeat_interval=1, grace_period=1)
+    study = optuna.create_study(storage=storage, study_name="x", directions=["maximize"])
+    trial = study.ask()
+    trial.set_user_attr("knobs", {"loader.batch_size": 64})
+    trial.set_user_attr("host", "another-host")
+    storage.record_heartbeat(trial._trial_id)
+    time.sleep(2.5)
+    sweep = Sweep(SweepSettings(sampler={}))
+    sweep.study = study
+    sweep._fail_orphans()
+    frozen = study.get_trials()[0]
+    assert frozen.state.name == "FAIL" and frozen.user_attrs["status"] == "interrupted"
+    assert "heartbeats" in frozen.user_attrs["reason"]

@@ -158,3 +158,25 @@ def test_plugin_works_from_another_hydra_app(tmp_path):
     assert all(t.state.name == "COMPLETE" for t in trials)
     assert (tmp_path / "s" / "report.html").exists()
     assert "confirm round 1/1" in proc.stdout
+
+
+def test_hopeless_trials_are_pruned_but_never_the_baseline(tmp_path):
+    # prune_ratio=10: every trial after the baseline runs below 10x the best, so is stopped early
+    sweep(tmp_path, *QUICK, "hydra.sweeper.n_trials=3", "hydra.sweeper.prune_ratio=10",
+          "hydra.sweeper.confirm.top_k=0", "measure.windows=4")
+    trials = [t for t in load(tmp_path).get_trials() if t.user_attrs.get("reused_from") is None]
+    assert trials[0].user_attrs["baseline"] and trials[0].state.name == "COMPLETE"
+    assert [t.state.name for t in trials[1:]] == ["PRUNED", "PRUNED"]
+    assert all(t.user_attrs["reason"].startswith("pruned: median") for t in trials[1:])
+    assert all(t.user_attrs["metrics"]["windows_measured"] == 2 for t in trials[1:])  # stopped after 2 of 4
+
+
+def test_patience_ends_a_sweep_that_stopped_paying(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "other_app" / "app.py"), "-m", f"hydra.sweep.dir={tmp_path / 's'}",
+         f"hydra.sweeper.storage=sqlite:///{tmp_path / 'study.db'}", "hydra.sweeper.study_name=test",
+         "hydra.sweeper.n_trials=50", "hydra.sweeper.patience=2", "hydra.sweeper.confirm.top_k=0"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "stopped: patience: 2 trials without a gain beyond the noise" in proc.stdout
