@@ -64,7 +64,13 @@ def sweep(tmp: Path, name: str, *extra: str) -> tuple[optuna.Study, float, str]:
     wall = time.monotonic() - started
     if proc.returncode:
         sys.exit(proc.stdout[-2000:] + proc.stderr[-2000:])
-    return optuna.load_study(study_name=name, storage=f"sqlite:///{tmp / 'bench.db'}"), wall, proc.stdout
+    return load(tmp, name), wall, proc.stdout
+
+
+def load(tmp: Path, name: str) -> optuna.Study:
+    """The sweep's study (its name carries the hardware class: see sweep.json)."""
+    study_name = json.loads((tmp / name / "sweep.json").read_text())["study"]
+    return optuna.load_study(study_name=study_name, storage=f"sqlite:///{tmp / 'bench.db'}")
 
 
 def measure(knobs: dict, out: Path) -> float:
@@ -96,6 +102,10 @@ def grid(tmp: Path) -> None:
     study, wall, _ = sweep(tmp, "grid", *GRID_BASE, "hydra.sweeper.sampler._target_=optuna.samplers.GridSampler",
                            "hydra.sweeper.n_trials=200", "hydra.sweeper.confirm.top_k=0",
                            "hydra.sweeper.prune_ratio=null", "hydra.sweeper.objectives=[samples_per_sec]")
+    export_grid(study, wall)
+
+
+def export_grid(study: optuna.Study, wall: float) -> None:
     rows = [{**measured_knobs(t), "status": t.user_attrs["status"],
              "samples_per_sec": t.user_attrs.get("samples_per_sec"),
              "peak_memory_mb": t.user_attrs.get("metrics", {}).get("peak_memory_mb")}
