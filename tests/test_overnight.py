@@ -115,16 +115,22 @@ def test_kill_9_then_rerun_completes_the_study(tmp_path):
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     slow = ["measure.windows=3", "measure.window_s=1"]
     proc = start_sweep(tmp_path, *QUICK, *slow, "hydra.sweeper.n_trials=3", name="a", storage=storage, lock_dir=tmp_path)
-    wait_for(lambda: trial_running(tmp_path / "a", 1))
+    # a trial after the baseline is being measured (a duplicate suggestion has no directory)
+    wait_for(lambda: any((d / "worker.log").exists() for d in (tmp_path / "a").glob("[1-9]*")))
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     before = load_study(tmp_path, "a").get_trials()
-    assert before[0].state.name == "COMPLETE" and before[1].state.name == "RUNNING"
+    running = [t.number for t in before if t.state.name == "RUNNING"]
+    assert before[0].state.name == "COMPLETE" and len(running) == 1
 
     run_multirun(tmp_path, *QUICK, *slow, "hydra.sweeper.n_trials=3", name="b", study="night")
     after = load_study(tmp_path, "b").get_trials()
-    assert after[0].datetime_complete == before[0].datetime_complete  # kept, not repeated
-    assert after[1].state.name == "FAIL" and after[1].user_attrs["status"] == "interrupted"
+    for old in before:
+        if old.state.name != "RUNNING":  # kept as they were, not measured again
+            assert after[old.number].datetime_complete == old.datetime_complete
+            assert after[old.number].user_attrs["knobs"] == old.user_attrs["knobs"]
+    orphan = after[running[0]]
+    assert orphan.state.name == "FAIL" and orphan.user_attrs["status"] == "interrupted"
     measured = [t for t in after if t.user_attrs.get("reused_from") is None and t.user_attrs.get("status") != "interrupted"]
     assert len(measured) == 3 and all(t.state.name in ("COMPLETE", "PRUNED", "FAIL") for t in after)
 
