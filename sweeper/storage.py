@@ -30,9 +30,14 @@ def open_storage(url: str) -> Any:
         path = Path(url[len(JOURNAL_PREFIX):].removeprefix("//")).expanduser()
         path.parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(JournalFileBackend(str(path)))
+    import warnings
+
+    from optuna.exceptions import ExperimentalWarning
     from optuna.storages import RDBStorage
 
-    return RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)  # heartbeats: stable since Optuna 2.x
+        return RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S)
 
 
 def stale_trial_ids(storage: Any, study_id: int) -> list[int]:

@@ -71,6 +71,12 @@ def load_study(tmp_path: Path, name: str = "s"):
     return optuna.load_study(study_name=info["study"], storage=f"sqlite:///{tmp_path / 'study.db'}")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _own_measurement_lock(tmp_path_factory):
+    """Tests take turns among themselves, not with a real sweep that may run on this machine."""
+    os.environ.setdefault("SWEEPER_LOCK_DIR", str(tmp_path_factory.mktemp("locks")))
+
+
 @pytest.fixture
 def sweeper_run(tmp_path):
     def _run(*overrides: str, **kw: Any) -> Run:
