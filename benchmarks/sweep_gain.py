@@ -171,7 +171,6 @@ def time_to_target(events: list[tuple[float, tuple, float]], grid: dict[tuple, f
 
 def anchor(tmp: Path) -> None:
     grid, grid_best = _grid_lookup()
-    target = 0.95 * grid_best
     # sweeper: a 30-trial sweep (isolated trials), its trial completion times
     start = time.time()
     study, wall, _ = sweep(tmp, "race", *GRID_BASE, "hydra.sweeper.n_trials=30", "hydra.sweeper.confirm.top_k=0",

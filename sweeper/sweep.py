@@ -255,10 +255,6 @@ class Sweep:
     def _setup_trials(self) -> list[FrozenTrial]:
         return [t for t in self.study.get_trials(deepcopy=False) if history.same_setup(t, self.fixed)]
 
-    def _measured(self) -> list[FrozenTrial]:
-        """Trials that ran a measurement: these count toward n_trials (reuses and skips don't)."""
-        return [t for t in self._setup_trials() if history.was_measured(t)]
-
     def _fail_orphans(self) -> None:
         """RUNNING trials whose sweep is gone: on any host, no heartbeat for the grace period
         (RDB storages); on this host, at once, when their sweep process is dead."""
@@ -689,7 +685,7 @@ def signal_name(signum: int | None) -> str:
     return signal.Signals(signum).name if signum else "a signal"
 
 
-def run_sweep(settings: SweepSettings, arguments: Sequence[str], sweep: Sweep) -> dict[str, Any]:
+def run_sweep(sweep: Sweep, arguments: Sequence[str]) -> dict[str, Any]:
     """Entry from the plugin: bad settings become one line on stderr and exit code 2."""
     try:
         return sweep.sweep(arguments)

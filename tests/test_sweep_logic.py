@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import optuna
 import pytest
 import yaml
 from optuna.distributions import CategoricalDistribution

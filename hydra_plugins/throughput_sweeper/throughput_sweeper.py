@@ -30,4 +30,4 @@ class ThroughputSweeper(Sweeper):
     def sweep(self, arguments: List[str]) -> Optional[Any]:
         from sweeper.sweep import run_sweep
 
-        return run_sweep(self._sweep.s, arguments, self._sweep)
+        return run_sweep(self._sweep, arguments)
