@@ -1,85 +1,64 @@
-"""`python -m sweeper [overrides]` measures one configuration; `-m` sweeps (hydra/sweeper=throughput)."""
+"""`python -m sweeper [overrides]` measures one configuration; `-m` sweeps (hydra/sweeper=throughput).
+
+The one place, with the Hydra plugin, where sweeper's exceptions become exit codes.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from . import isolation, resolvers
-from .lock import MeasureLock, describe
+from . import resolvers
+from .errors import ConfigError, Interrupted, RunFailed, SweeperError, exit_code
 from .paths import config_dir
-from .report_text import describe_config, format_result
-from .run import RESULT_FILE, checked_spec, measure_spec
-from .validation import ConfigError
-
-# exit codes of a single measured run
-EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG = 0, 1, 2
-
-
-@contextlib.contextmanager
-def exclusive_measurement() -> Iterator[None]:
-    """Wait while another sweeper measures on this machine: both figures would be wrong."""
-    lock = MeasureLock("cpu", {"what": "python -m sweeper"})
-    lock.acquire(on_wait=lambda h: print(f"waiting: this machine is measuring for {describe(h)}",
-                                         file=sys.stderr, flush=True))
-    try:
-        yield
-    finally:
-        lock.release()
+from .result import RunResult, Status
+from .runner.lock import claim_for, held
+from .runner.run import RESULT_FILE, checked_spec, measure_spec
+from .runner.signals import stop_on_signals
+from .runner.text import describe_config, format_result
 
 
-@contextlib.contextmanager
-def interruptible() -> Iterator[list[int]]:
-    """SIGTERM/SIGINT stop the run's whole process group; the caller exits 128 + signal."""
-    stopped: list[int] = []
+def measure_once(cfg: DictConfig, out_dir: Path) -> RunResult:
+    """A single run, as a person starts it: holds the machine (the same lock a sweep on this
+    device takes), stops on SIGTERM/SIGINT, prints its figures."""
+    spec = checked_spec(cfg)
+    print(f"sweeper: measuring {describe_config(cfg)}", flush=True)
+    claim = claim_for(str(spec["backend"]["device"]))
+    with held(claim.resource, "python -m sweeper", on_wait=lambda line: print(line, file=sys.stderr, flush=True)), \
+            stop_on_signals("the run") as stop:
+        result = measure_spec(spec, out_dir, env=claim.env)
+    if stop.signum is not None:
+        print(f"interrupted: {result.reason}", file=sys.stderr)
+        raise Interrupted(stop.signum)
+    if result.status == Status.INVALID:
+        raise ConfigError(result.reason or "invalid configuration")
+    print(format_result(result))
+    print(f"  {'result':<16}  {out_dir / RESULT_FILE}")
+    if not result.ok:
+        print(f"  worker log: {result.log}", file=sys.stderr)
+        raise RunFailed(result.reason or str(result.status))
+    return result
 
-    def handler(signum: int, frame: Any) -> None:
-        stopped.append(signum)
-        isolation.interrupt(f"stopped by {signal.Signals(signum).name}")
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield stopped
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
-def measure_job(cfg: DictConfig) -> dict[str, Any]:
-    """The Hydra task function: a single run prints its figures, a sweep job returns them."""
+def measure_job(cfg: DictConfig) -> RunResult:
+    """The Hydra task function: a sweep's job returns its result, a single run prints it."""
     hydra_cfg = HydraConfig.get()
     out_dir = Path(hydra_cfg.runtime.output_dir)
     if hydra_cfg.mode == RunMode.MULTIRUN:
-        return {**measure_spec(checked_spec(cfg), out_dir), "job_dir": str(out_dir)}
+        result = measure_spec(checked_spec(cfg), out_dir)
+        result.job_dir = str(out_dir)
+        return result
     try:
-        spec = checked_spec(cfg)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(EXIT_BAD_CONFIG)
-    print(f"sweeper: measuring {describe_config(cfg)}", flush=True)
-    with exclusive_measurement(), interruptible() as stopped:
-        result = measure_spec(spec, out_dir)
-    if stopped:
-        print(f"interrupted: {result.get('reason')}", file=sys.stderr)
-        sys.exit(128 + stopped[0])
-    if result["status"] == "invalid":
-        print(f"error: {result['reason']}", file=sys.stderr)
-        sys.exit(EXIT_BAD_CONFIG)
-    print(format_result(result))
-    print(f"  {'result':<16}  {out_dir / RESULT_FILE}")
-    if result["status"] != "ok":
-        print(f"  worker log: {result['log']}", file=sys.stderr)
-        sys.exit(EXIT_FAILED)
-    return result
+        return measure_once(cfg, out_dir)
+    except SweeperError as exc:
+        if isinstance(exc, ConfigError):  # the others have printed what happened
+            print(f"error: {exc}", file=sys.stderr)
+        sys.exit(exit_code(exc))
 
 
 def register_plugin() -> None:

@@ -10,14 +10,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .errors import ConfigError
+
 PRECISIONS = ("fp32", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
 COMPILE_MODES = ("off", "default", "max-autotune")
 MODES = ("train", "inference")
-
-
-class ConfigError(ValueError):
-    """A configuration that cannot run; the message is one line for the user."""
 
 
 def normalize_compile(value: Any) -> str:

@@ -1,55 +1,7 @@
-"""A workload: model + dataset + loss, built by a factory named in the task config."""
+"""The public name of the Workload type a task factory returns (see sweeper.measure.workload)."""
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from .measure.workload import Workload
 
-from .errors import InvalidConfig
-
-
-@dataclass
-class Workload:
-    """What a task factory returns. Batches from `dataset` are (inputs, targets) pairs."""
-
-    model: Any  # torch.nn.Module
-    dataset: Any  # torch.utils.data.Dataset
-    # loss_fn(model_output, targets) -> scalar tensor; needed in train mode
-    loss_fn: Callable[[Any, Any], Any] | None = None
-    # optimizer_fn(parameters) -> torch.optim.Optimizer; default SGD(lr=task.lr or 0.01)
-    optimizer_fn: Callable[[Any], Any] | None = None
-    collate_fn: Callable[[list[Any]], Any] | None = None
-    # channels_last only means something for convolutional models
-    convolutional: bool = False
-
-
-def load_factory(spec: str) -> Callable[[dict[str, Any]], Any]:
-    module_name, _, attr = spec.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise InvalidConfig(
-            f"task.factory={spec!r}: cannot import module {module_name!r} ({exc}); "
-            "run from the directory that holds it or install it."
-        ) from exc
-    try:
-        return getattr(module, attr)
-    except AttributeError as exc:
-        raise InvalidConfig(
-            f"task.factory={spec!r}: module {module_name!r} has no attribute {attr!r}."
-        ) from exc
-
-
-def build_workload(task: Mapping[str, Any]) -> Workload:
-    """Call the task's factory and accept a Workload or a (model, dataset, loss_fn) tuple."""
-    built = load_factory(task["factory"])(dict(task))
-    if isinstance(built, Workload):
-        return built
-    if isinstance(built, tuple) and len(built) == 3:
-        return Workload(model=built[0], dataset=built[1], loss_fn=built[2])
-    raise InvalidConfig(
-        f"task.factory={task['factory']!r} returned {type(built).__name__}: expected a "
-        "sweeper.workload.Workload or a (model, dataset, loss_fn) tuple."
-    )
+__all__ = ["Workload"]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.isolation import run_isolated, thread_env
+from sweeper.protocol import thread_env
+from sweeper.runner.isolation import run_isolated
 
 FAKE = [sys.executable, str(Path(__file__).with_name("fake_worker.py"))]
 
@@ -38,9 +39,9 @@ def test_ok_result_and_events(tmp_path):
         env=thread_env(3),
         on_event=events.append,
     )
-    assert result["status"] == "ok"
-    assert result["samples_per_sec"] == 10.0
-    assert result["threads"] == "3"  # thread env reached the child before it started
+    assert result.status == "ok"
+    assert result.samples_per_sec == 10.0
+    assert result.get("threads") == "3"  # thread env reached the child before it started
     assert [e["event"] for e in events] == ["phase", "window"]
 
 
@@ -52,9 +53,9 @@ def test_hang_is_killed_with_its_children(tmp_path):
         log_path=tmp_path / "w.log",
         command=FAKE,
     )
-    assert result["status"] == "timeout"
-    assert "window 1" in result["reason"]
-    assert result["wall_s"] < 15
+    assert result.status == "timeout"
+    assert "window 1" in result.reason
+    assert result.wall_s < 15
     pids = json.loads(pid_file.read_text())
     deadline = time.monotonic() + 5
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
@@ -72,8 +73,8 @@ def test_hang_is_killed_with_its_children(tmp_path):
 )
 def test_failures_are_classified(tmp_path, mode, status, reason_part):
     result = run_isolated({"mode": mode}, timeout_s=20, log_path=tmp_path / "w.log", command=FAKE)
-    assert result["status"] == status
-    assert reason_part in result["reason"]
+    assert result.status == status
+    assert reason_part in result.reason
 
 
 def test_result_counts_even_if_a_grandchild_holds_the_pipe(tmp_path):
@@ -81,5 +82,5 @@ def test_result_counts_even_if_a_grandchild_holds_the_pipe(tmp_path):
     result = run_isolated(
         {"mode": "result_then_linger"}, timeout_s=30, log_path=tmp_path / "w.log", command=FAKE
     )
-    assert result["status"] == "ok"
+    assert result.status == "ok"
     assert time.monotonic() - started < 20

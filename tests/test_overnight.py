@@ -15,12 +15,12 @@ import optuna
 import pytest
 
 from conftest import ROOT, TINY, load_study, run_multirun
-from sweeper.lock import MeasureLock, choose_resource
+from sweeper.runner.lock import MeasureLock, choose_resource
 
 QUICK = ["search=quick", "task.num_samples=2048", "hydra.sweeper.confirm.top_k=0"]
 HOLD_LOCK = """
 import sys, time
-from sweeper.lock import MeasureLock
+from sweeper.runner.lock import MeasureLock
 lock = MeasureLock("cpu", {"what": "test holder"})
 assert lock.try_acquire()
 print("held", flush=True)
@@ -158,7 +158,7 @@ def _two_processes_one_study(tmp_path: Path, storage: str) -> list[optuna.trial.
     outputs = [p.communicate(timeout=600) for p in procs]
     assert all(p.returncode == 0 for p in procs), outputs
     study_name = json.loads((tmp_path / "h0" / "sweep.json").read_text())["study"]
-    from sweeper.storage import open_storage
+    from sweeper.store.storage import open_storage
 
     trials = optuna.load_study(study_name=study_name, storage=open_storage(storage)).get_trials()
     numbers = [t.number for t in trials]
@@ -193,21 +193,26 @@ def test_postgres_two_processes_and_no_password_anywhere(tmp_path):
 
 
 def test_a_trial_without_heartbeats_is_failed_on_the_next_start(tmp_path):
-    """A sweep on another host died: no pid to check here, but its heartbeats stopped."""
-    from optuna.storages import RDBStorage
+    """A sweep on another host died: no pid to check here, but its heartbeats stopped. One
+    whose host still beats is left alone. Works on any storage (Optuna's public API only)."""
+    from sweeper.result import TrialRecord
+    from sweeper.search.loop import fail_orphans
+    from sweeper.store.heartbeat import heartbeat
+    from sweeper.store.study import StoredStudy
 
-    from sweeper.sweep import Sweep, SweepSettings
-
-    storage = RDBStorage(f"sqlite:///{tmp_path / 's.db'}", heartbeat_interval=1, grace_period=1)
-    study = optuna.create_study(storage=storage, study_name="x", directions=["maximize"])
-    trial = study.ask()
-    trial.set_user_attr("knobs", {"loader.batch_size": 64})
-    trial.set_user_attr("host", "another-host")
-    storage.record_heartbeat(trial._trial_id)
-    time.sleep(2.5)
-    sweep = Sweep(SweepSettings(sampler={}))
-    sweep.study = study
-    sweep._fail_orphans()
-    frozen = study.get_trials()[0]
-    assert frozen.state.name == "FAIL" and frozen.user_attrs["status"] == "interrupted"
-    assert "heartbeats" in frozen.user_attrs["reason"]
+    stored = StoredStudy.open(f"journal:{tmp_path / 's.journal'}", "x")
+    silent, beating = stored.study.ask(), stored.study.ask()
+    for trial in (silent, beating):
+        attrs = TrialRecord.started(baseline=False, knobs={"loader.batch_size": 64}, fixed=[], workload="w",
+                                    sweep_dir="d", host="another-host", pid=1, pid_started=None, hardware_class="h")
+        for key, value in attrs.items():
+            trial.set_user_attr(key, value)
+    for key, value in TrialRecord.heartbeat(time.time() - 600).items():
+        silent.set_user_attr(key, value)
+    with heartbeat(stored, beating.number):
+        fail_orphans(stored)
+    after = {t.number: t for t in stored.trials()}
+    assert after[silent.number].state.name == "FAIL"
+    assert after[silent.number].user_attrs["status"] == "interrupted"
+    assert "heartbeats" in after[silent.number].user_attrs["reason"]
+    assert after[beating.number].state.name == "RUNNING"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper import measure, outcome
+from sweeper.measure import timing
+from sweeper.runner import outcome
 from sweeper.resolvers import powers_of_two_upto
 from sweeper.stats import Spread, quantile
 
@@ -54,7 +55,7 @@ def test_measure_splits_wait_and_compute_on_a_fake_clock():
     def step(batch):
         clock.now += 0.07  # compute
 
-    t = measure.measure(
+    t = timing.measure(
         next_batch, step, lambda b: 10, lambda: None,
         warmup_s=0.5, warmup_steps=2, windows=3, window_s=1.0, clock=clock,
     )
@@ -73,7 +74,7 @@ def test_measure_prunes_a_slow_run_after_two_windows():
     def step(batch):
         clock.now += 0.1
 
-    t = measure.measure(
+    t = timing.measure(
         lambda: None, step, lambda b: 1, lambda: None,
         warmup_s=0.1, warmup_steps=1, windows=10, window_s=1.0, prune_below=50.0, clock=clock,
     )
@@ -88,7 +89,7 @@ def test_compile_time_is_first_step_minus_typical():
         calls["n"] += 1
         clock.now += 5.0 if calls["n"] == 1 else 0.1
 
-    t = measure.measure(
+    t = timing.measure(
         lambda: None, step, lambda b: 1, lambda: None,
         warmup_s=0.0, warmup_steps=2, windows=1, window_s=0.5, clock=clock,
     )
@@ -99,3 +100,15 @@ def test_thread_choices():
     assert powers_of_two_upto(1) == [1]
     assert powers_of_two_upto(2) == [1, 2]
     assert powers_of_two_upto(12) == [1, 2, 4, 8, 12]
+
+
+def test_run_result_round_trips_through_result_json():
+    from sweeper.result import RunResult, Status
+
+    flat = {"status": "ok", "samples_per_sec": 10.0, "window_samples_per_sec": [9.0, 11.0], "wall_s": 3.0,
+            "fingerprint": {"cpu": "X"}, "log": "w.log", "started_at": 1.0, "ended_at": 4.0}
+    run = RunResult.from_dict(flat)
+    assert run.status is Status.OK and run.samples_per_sec == 10.0 and run.fingerprint == {"cpu": "X"}
+    assert run.to_dict() == flat
+    assert run.metrics() == {"samples_per_sec": 10.0, "wall_s": 3.0}
+    assert f"{Status.OOM}" == "oom" and Status("pruned") == "pruned"

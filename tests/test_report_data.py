@@ -9,29 +9,19 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
-from sweeper.report import build_report_data, pareto_front
+from sweeper.report import build_report_data
 from sweeper.report.index import Figure, find_regressions
 from sweeper.report.page import render
-from sweeper.storage import has_password, redact
+from sweeper.search.outputs import optimization_results
+from sweeper.store.storage import has_password, redact
+from sweeper.store.trials import pareto_trials
 
 T0 = dt.datetime(2026, 11, 21, 22, 0)
 
 
-@pytest.mark.parametrize(
-    ("points", "front"),
-    [
-        pytest.param([(10, 100), (20, 200), (5, 300)], [0, 1], id="trade-off"),
-        pytest.param([(10, 100), (20, 50)], [1], id="dominated"),
-        pytest.param([(10, 100), (10, 100)], [0, 1], id="ties-both-kept"),
-        pytest.param([], [], id="empty"),
-    ],
-)
-def test_pareto_front(points, front):
-    assert pareto_front(points) == front
-
-
-def make(number, batch, sps=None, memory=500.0, status="ok", baseline=False, wait=0.5, reason=None):
+def make(number, batch, sps=None, memory=500.0, status="ok", baseline=False, wait=0.5, reason=None, over_gb=None):
     state = TrialState.COMPLETE if status == "ok" else TrialState.FAIL
+    system_attrs = {"constraints": [over_gb]} if over_gb is not None else {}
     metrics = {"samples_per_sec": sps, "peak_memory_mb": memory, "step_time_p95_ms": 10.0,
                "step_time_p50_ms": 8.0, "data_wait_fraction": wait, "samples_per_sec_rel_iqr": 0.01} if sps else {}
     t = create_trial(
@@ -40,6 +30,7 @@ def make(number, batch, sps=None, memory=500.0, status="ok", baseline=False, wai
         user_attrs={"knobs": {"loader.batch_size": batch}, "status": status, "reason": reason,
                     "baseline": baseline, "metrics": metrics, "samples_per_sec": sps,
                     "fixed_overrides": [], "fingerprint": json.dumps({"hostname": "lab1", "cpu": "X", "cpus_available": 2})},
+        system_attrs=system_attrs,
     )
     t.number = number
     t.datetime_start = T0 + dt.timedelta(minutes=number)
@@ -72,6 +63,41 @@ def test_report_data_from_trials():
     assert d.command == "python -m sweeper loader.batch_size=256 task.num_samples=10"
     assert d.trials_failed == 1 and d.trials_measured == 4
     assert "lab1" in d.machine
+
+
+@pytest.mark.parametrize(
+    ("points", "directions", "front"),
+    [
+        pytest.param([(10, 100), (20, 200), (5, 300)], ["maximize", "minimize"], {0, 1}, id="trade-off"),
+        pytest.param([(10, 100), (20, 50)], ["maximize", "minimize"], {1}, id="dominated"),
+        pytest.param([(10, 100), (10, 100)], ["maximize", "minimize"], {0, 1}, id="ties-both-kept"),
+        pytest.param([(10, 100), (20, 50)], ["maximize", "maximize"], {0, 1}, id="directions-honoured"),
+        pytest.param([(10, 100), (20, 50)], ["maximize"], {1}, id="single-objective"),
+        pytest.param([], ["maximize", "minimize"], set(), id="empty"),
+    ],
+)
+def test_pareto_front_is_optunas(points, directions, front):
+    trials = [make(i, 64, sps, memory) for i, (sps, memory) in enumerate(points)]
+    for t in trials:
+        t.values = t.values[: len(directions)]
+    assert {t.number for t in pareto_trials(trials, directions)} == front
+
+
+def test_report_and_optimization_results_agree_on_a_constrained_front():
+    """One Optuna call decides both: an infeasible trial (over the memory ceiling) never makes
+    the front, though it would dominate on speed and memory."""
+    trials = [
+        make(0, 64, 1000.0, 400.0, baseline=True, over_gb=-1.0),
+        make(1, 256, 2500.0, 600.0, over_gb=-0.5),
+        make(2, 512, 9000.0, 300.0, over_gb=2.0),  # fastest and smallest, but infeasible
+        make(3, 128, 1500.0, 700.0, over_gb=-0.1),  # dominated by #1
+    ]
+    directions = ["maximize", "minimize"]
+    d = build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None, directions=directions)
+    charted = {p.number for p in d.points if p.pareto}
+    results = optimization_results("s", ["samples_per_sec", "peak_memory_mb"], pareto_trials(trials, directions), None)
+    assert charted == {s["number"] for s in results["solutions"]} == {0, 1}
+    assert d.front_on == "memory"
 
 
 def test_unconfirmed_winner_says_so():

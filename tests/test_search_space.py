@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from sweeper import search_space as ss
-from sweeper.validation import ConfigError
+from sweeper.errors import ConfigError
+from sweeper.search import space as ss
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,11 @@ import yaml
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
-from sweeper import confirm, history, objectives, sweep_outputs
-from sweeper.budget import parse_duration
-from sweeper.validation import ConfigError
+from sweeper import overrides
+from sweeper.errors import ConfigError
+from sweeper.search import confirm, history, objectives, outputs
+from sweeper.search.budget import parse_duration
+from sweeper.store import trials
 
 
 def trial(number, knobs, state=TrialState.COMPLETE, status="ok", sps=100.0, rel_iqr=0.01, fixed=()):
@@ -53,7 +55,7 @@ def test_gain_must_beat_the_measured_noise():
 
 def test_ranked_skips_failed_infeasible_and_reused():
     done = [trial(0, {}, sps=50), trial(1, {}, sps=80), trial(2, {}, state=TrialState.FAIL, status="oom")]
-    assert [t.number for t in history.ranked(done)] == [1, 0]
+    assert [t.number for t in trials.ranked(done)] == [1, 0]
 
 
 def test_interleaved_order():
@@ -98,25 +100,104 @@ def test_objective_directions():
 def test_winner_yaml_and_command():
     fixed = ["task=image_classification", "task.model=resnet50", "search=quick", "hydra.sweeper.n_trials=5"]
     knobs = {"loader.batch_size": 256, "backend.threads": None, "backend.compile": "max-autotune"}
-    doc = yaml.safe_load(sweep_outputs.winner_yaml(fixed, knobs, "note"))
+    doc = yaml.safe_load(overrides.winner_yaml(fixed, knobs, "note"))
     assert doc["defaults"] == ["config", {"override task": "image_classification"}, "_self_"]
     assert doc["task"] == {"model": "resnet50"}
     assert doc["loader"] == {"batch_size": 256}
     assert doc["backend"] == {"threads": None, "compile": "max-autotune"}
-    command = sweep_outputs.winner_command(fixed, knobs)
+    command = overrides.winner_command(fixed, knobs)
     assert command == ("python -m sweeper task=image_classification backend.compile=max-autotune "
                        "backend.threads=null loader.batch_size=256 task.model=resnet50")
 
 
 def test_override_values_read_back():
-    assert history.override_value(None) == "null"
-    assert history.override_value(False) == "false"
-    assert history.override_value("a b") == "'a b'"
+    assert overrides.override_value(None) == "null"
+    assert overrides.override_value(False) == "false"
+    assert overrides.override_value("a b") == "'a b'"
 
 
 def test_optimization_results_single_objective():
     t = trial(2, {"loader.batch_size": 64}, sps=123.0)
-    r = sweep_outputs.optimization_results("s", ["samples_per_sec"], [t], t)
+    r = outputs.optimization_results("s", ["samples_per_sec"], [t], t)
     assert r == {"name": "s", "best_params": {"loader.batch_size": 64}, "best_value": 123.0}
     t.values = [math.nan]
-    assert sweep_outputs.optimization_results("s", ["samples_per_sec"], [t], t)["best_value"] is None
+    assert outputs.optimization_results("s", ["samples_per_sec"], [t], t)["best_value"] is None
+
+
+@pytest.mark.parametrize(
+    ("state", "kw", "why"),
+    [
+        pytest.param({}, {"measured": 5}, "n_trials=5 reached", id="n-trials"),
+        pytest.param({"sampler_done": True}, {}, "the sampler has tried everything", id="grid-done"),
+        pytest.param({"unmeasured_in_a_row": 20}, {}, "search space exhausted", id="exhausted"),
+        pytest.param({"since_gain": 3}, {"patience": 3}, "patience: 3 trials", id="patience"),
+        pytest.param({"since_gain": 2}, {"patience": 3}, None, id="patience-not-yet"),
+        pytest.param({}, {"remaining_s": 50.0, "reserve_s": 60.0}, "timeout budget reached", id="budget"),
+        pytest.param({}, {"remaining_s": 500.0, "reserve_s": 60.0}, None, id="budget-left"),
+        pytest.param({}, {}, None, id="go-on"),
+    ],
+)
+def test_stop_rules(state, kw, why):
+    from sweeper.search.loop import LoopState, stop_reason
+
+    args = {"measured": 1, "n_trials": 5, "patience": None, "remaining_s": None, "reserve_s": 0.0, **kw}
+    got = stop_reason(LoopState(**state), **args)
+    assert (got is None) if why is None else got.startswith(why)
+
+
+def test_orphans_by_process_here_and_by_heartbeat_elsewhere():
+    import datetime as dt
+
+    from sweeper.result import TrialRecord
+    from sweeper.store.heartbeat import DIED, SILENT, orphans
+
+    now = 10_000.0
+
+    def running(number, host, pid, beat=None, started=now - 1000):
+        attrs = TrialRecord.started(baseline=False, knobs={}, fixed=[], workload="w", sweep_dir="d", host=host,
+                                    pid=pid, pid_started=None, hardware_class="h")
+        if beat is not None:
+            attrs.update(TrialRecord.heartbeat(beat))
+        t = create_trial(state=TrialState.RUNNING, user_attrs=attrs)
+        t.number = number
+        t.datetime_start = dt.datetime.fromtimestamp(started)
+        return t
+
+    trials = [
+        running(0, "here", pid=1),  # its process is gone
+        running(1, "here", pid=2),  # alive, though it never beat
+        running(2, "there", pid=3, beat=now - 500),  # silent for longer than the grace
+        running(3, "there", pid=4, beat=now - 10),  # beating
+        running(4, "there", pid=5, started=now - 5),  # just asked, first beat pending
+        trial(5, {}),  # finished trials are never orphans
+    ]
+    found = orphans(trials, host="here", now=now, alive=lambda pid, started: pid == 2, grace_s=120)
+    assert [(t.number, why) for t, why in found] == [(0, DIED), (2, SILENT)]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [({"lock": "maybe"}, "hydra.sweeper.lock='maybe' is invalid"), ({"n_trials": 0}, "n_trials=0 is invalid")],
+)
+def test_settings_are_checked(values, message):
+    from sweeper.search.settings import SweepSettings
+
+    with pytest.raises(ConfigError, match=message):
+        SweepSettings.from_config(values)
+    assert SweepSettings.from_config({"confirm": {"rounds": 5}}).confirm_runs == 4 * 5
+
+
+@pytest.mark.parametrize(
+    ("value", "status", "figures"),
+    [
+        pytest.param(3.5, "ok", {"samples_per_sec": 3.5}, id="number"),
+        pytest.param({"samples_per_sec": 2.0, "peak_memory_mb": 1.0}, "ok",
+                     {"samples_per_sec": 2.0, "peak_memory_mb": 1.0}, id="mapping"),
+        pytest.param("fast", "error", {}, id="string"),
+    ],
+)
+def test_other_apps_job_values(value, status, figures):
+    from sweeper.search.launch import as_result
+
+    result = as_result(value, ["samples_per_sec", "peak_memory_mb"])
+    assert result.status == status and result.figures == figures

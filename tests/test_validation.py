@@ -6,7 +6,8 @@ import copy
 
 import pytest
 
-from sweeper.validation import ConfigError, check_config
+from sweeper.errors import ConfigError
+from sweeper.validation import check_config
 
 GOOD = {
     "task": {"name": "mnist_mlp", "factory": "tasks.mnist_mlp:build", "mode": "train", "root": None},

@@ -1,1 +1,1 @@
-"""Hydra sweeper plugin `hydra/sweeper=throughput` (a thin shell over sweeper.sweep)."""
+"""Hydra sweeper plugin `hydra/sweeper=throughput` (a thin shell over sweeper.search)."""

@@ -1,64 +1,20 @@
-"""The config of `hydra/sweeper=throughput`; keys follow hydra-optuna-sweeper where they overlap."""
+"""The config of `hydra/sweeper=throughput`: sweeper.search.settings.SweepSettings (one
+declaration, documented there) plus what Hydra needs to instantiate the plugin."""
 # No `from __future__ import annotations`: Hydra execs plugin modules outside sys.modules,
 # where dataclasses cannot resolve string annotations.
 
-
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from dataclasses import dataclass
 
 from hydra.core.config_store import ConfigStore
 
-
-@dataclass
-class ConfirmConf:
-    # candidates re-measured against the baseline at the end (0 = no confirmation)
-    top_k: int = 3
-    # interleaved rounds: A B C base, A B C base, ...
-    rounds: int = 3
+from sweeper.search.settings import SweepSettings
 
 
 @dataclass
-class ConstraintsConf:
-    # a configuration whose peak memory passes this many GB is infeasible, never "best"
-    max_memory_gb: Optional[float] = None
-
-
-@dataclass
-class ThroughputSweeperConf:
+class ThroughputSweeperConf(SweepSettings):
     _target_: str = "hydra_plugins.throughput_sweeper.throughput_sweeper.ThroughputSweeper"
     # the sampler is built by the sweeper, which first knows the search space (GridSampler)
     _recursive_: bool = False
-    # any Optuna sampler as a _target_ node (TPESampler, NSGAIISampler, GPSampler, RandomSampler,
-    # GridSampler: its search_space comes from params); TPE starts after 5 random trials unless
-    # sampler.n_startup_trials says otherwise
-    sampler: Dict[str, Any] = field(
-        default_factory=lambda: {"_target_": "optuna.samplers.TPESampler", "seed": None}
-    )
-    # minimize/maximize per objective; null = each objective's natural direction
-    direction: Any = None
-    # any Optuna storage URL; null = sqlite:///outputs/sweeper.db under the working directory
-    storage: Optional[str] = None
-    # null = <task>-<mode>-<device>-<hardware class>; the same name continues the study
-    study_name: Optional[str] = None
-    # trials in the study in total (a second run of the same command continues up to this)
-    n_trials: int = 20
-    # knob -> Hydra sweep expression, e.g. loader.batch_size: choice(64,256); added to the preset
-    params: Optional[Dict[str, str]] = None
-    # wall budget for the whole sweep including the confirmation: 8h, 30m, 90s; null = none
-    timeout: Optional[str] = None
-    # measured figures to optimise: samples_per_sec, peak_memory_mb, step_time_p95_ms, ...
-    objectives: List[str] = field(default_factory=lambda: ["samples_per_sec", "peak_memory_mb"])
-    constraints: ConstraintsConf = field(default_factory=ConstraintsConf)
-    confirm: ConfirmConf = field(default_factory=ConfirmConf)
-    # stop after this many trials without a gain beyond the measured noise; null = never
-    patience: Optional[int] = None
-    # stop a trial whose first windows run below this share of the best samples/sec; null = never
-    prune_ratio: Optional[float] = 0.5
-    # measure a configuration again even when the study already holds its result
-    remeasure: bool = False
-    # one measurement per machine (per GPU): wait for another sweeper's trial, fail at once
-    # when the machine is busy at the start (exit code 75), or off
-    lock: str = "wait"
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="throughput", node=ThroughputSweeperConf, provider="sweeper")

@@ -1,33 +1,37 @@
-"""The Sweeper Hydra instantiates; the work happens in sweeper.sweep (imported lazily)."""
+"""The Sweeper Hydra instantiates; the work happens in sweeper.search (imported lazily, so
+Optuna is not imported when Hydra starts). sweeper's exceptions become exit codes here."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any, List, Optional
 
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from .config import ConfirmConf, ConstraintsConf  # noqa: F401  (registers the config)
+from .config import ThroughputSweeperConf  # noqa: F401  (registers the config)
 
 
 class ThroughputSweeper(Sweeper):
     def __init__(self, **settings: Any) -> None:
-        self._settings = {
-            k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
-            for k, v in settings.items()
-        }
+        self._settings = settings
         self._sweep: Any = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         from sweeper import resolvers
-        from sweeper.sweep import Sweep, SweepSettings
+        from sweeper.search.sweep import Sweep
 
         resolvers.register()
-        self._sweep = Sweep(SweepSettings(**self._settings))
-        self._sweep.setup(hydra_context=hydra_context, task_function=task_function, config=config)
+        self._sweep = Sweep(hydra_context=hydra_context, task_function=task_function, config=config,
+                            settings=self._settings)
 
     def sweep(self, arguments: List[str]) -> Optional[Any]:
-        from sweeper.sweep import run_sweep
+        from sweeper.errors import Interrupted, SweeperError, exit_code
 
-        return run_sweep(self._sweep, arguments)
+        try:
+            return self._sweep.sweep(arguments)
+        except SweeperError as exc:
+            if not isinstance(exc, Interrupted):  # an interrupted sweep has said so already
+                print(f"error: {exc}", file=sys.stderr)
+            sys.exit(exit_code(exc))

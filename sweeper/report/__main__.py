@@ -10,10 +10,9 @@ import json
 import sys
 from pathlib import Path
 
+from ..paths import SWEEP_FILE
 from .load import load_report_data
 from .page import write_report
-
-SWEEP_FILE = "sweep.json"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from .data import Failure, Point, StepBreakdown  # noqa: E402
+from .data import Failure, Point  # noqa: E402
+from .why import StepBreakdown  # noqa: E402
 
 plt.rcParams.update({"svg.fonttype": "path", "svg.hashsalt": "sweeper", "font.size": 9,
                      "axes.spines.top": False, "axes.spines.right": False})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -10,9 +9,14 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
-from ..history import config_of, primary_value, ranked
-from ..measure import DATA_BOUND_THRESHOLD
-from ..sweep_outputs import winner_command, winner_yaml
+from ..overrides import winner_command, winner_yaml
+from ..result import TrialRecord
+from ..store.trials import baseline_of, config_of, measured_results, pareto_trials, primary_value, ranked
+from .code import code_diff
+from .why import StepBreakdown, breakdown
+
+# the chart whose x axis is the study's second objective carries the Pareto front
+_FRONT_AXIS = {"peak_memory_mb": "memory", "peak_rss_mb": "memory", "step_time_p95_ms": "latency"}
 
 
 @dataclass(frozen=True)
@@ -34,30 +38,19 @@ class Failure:
 
 
 @dataclass(frozen=True)
-class StepBreakdown:
-    """Where one step's time goes, for the 'why' section."""
-
-    label: str
-    number: int
-    step_ms: float
-    wait_ms: float
-    compute_ms: float
-    wait_fraction: float
-    verdict: str
-    compute_bound_samples_per_sec: float | None
-    samples_per_sec: float
-
-
-@dataclass(frozen=True)
 class ReportData:
-    title: str
+    title: str  # workload, machine and date: what a browser tab or a bookmark says
+    study: str
     workload: str
     machine: str
     date: str
     trials_measured: int
     trials_failed: int
     trials_reused: int
-    budget_used_s: float
+    budget_used_s: float  # from the first trial's start to the last trial's end
+    # the last sweep of this setup, start to end, the confirmation included; None: not known
+    sweep_wall_s: float | None
+    sweep_finished: bool
     baseline: int | None
     winner: int | None
     winner_samples_per_sec: float | None
@@ -70,7 +63,11 @@ class ReportData:
     winner_memory_mb: float | None
     command: str | None
     yaml: str | None
+    # the winner against the baseline as PyTorch lines: "-..." baseline, "+..." winner
+    code_diff: tuple[str, ...]
     points: tuple[Point, ...]
+    # which chart draws the Pareto front ("memory", "latency"), None when no chart's axes are the objectives
+    front_on: str | None
     failures: tuple[Failure, ...]
     breakdowns: tuple[StepBreakdown, ...]
     # knob -> [(value as text, samples/sec)]
@@ -85,50 +82,41 @@ class ReportData:
     siblings: tuple[tuple[str, str, float, str], ...] = field(default_factory=tuple)
 
 
-def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
-    """Indices of points not dominated when maximizing x[0] and minimizing x[1]."""
-    front = []
-    for i, (speed, memory) in enumerate(points):
-        dominated = any(
-            (s >= speed and m <= memory) and (s > speed or m < memory)
-            for j, (s, m) in enumerate(points) if j != i
-        )
-        if not dominated:
-            front.append(i)
-    return front
-
-
-def verdict(wait_fraction: float) -> str:
-    if wait_fraction > DATA_BOUND_THRESHOLD:
-        return (f"data-bound: {wait_fraction:.0%} of each step waits for the next batch: more workers "
-                "or a cheaper transform would help")
-    return (f"compute-bound: the loader keeps up ({wait_fraction:.0%} of each step waits); "
-            "precision, channels_last, compile or a bigger batch change the step itself")
-
-
-def breakdown(label: str, trial: FrozenTrial) -> StepBreakdown | None:
-    metrics = trial.user_attrs.get("metrics", {})
-    sps, wait = metrics.get("samples_per_sec"), metrics.get("data_wait_fraction")
-    batch = config_of(trial).get("loader.batch_size") or metrics.get("batch_size")
-    if not sps or wait is None:
-        return None
-    # mean step time from throughput when the batch is known, else the median step
-    step_ms = 1e3 * batch / sps if batch else float(metrics.get("step_time_p50_ms", 0.0))
-    return StepBreakdown(
-        label=label, number=trial.number, step_ms=step_ms, wait_ms=step_ms * wait,
-        compute_ms=step_ms * (1 - wait), wait_fraction=wait, verdict=verdict(wait),
-        compute_bound_samples_per_sec=metrics.get("compute_bound_samples_per_sec"), samples_per_sec=sps,
-    )
+# what PyTorch does when a knob is left at null, for the knob-effect charts
+_DEFAULTS = {"loader.prefetch_factor": lambda fp: 2, "backend.threads": lambda fp: fp.get("threads"),
+             "backend.interop_threads": lambda fp: fp.get("interop_threads")}
+# short trial states for the table
+STATE_LABELS = {"COMPLETE": "done", "FAIL": "failed", "PRUNED": "pruned", "RUNNING": "running", "WAITING": "waiting"}
 
 
 def _text(value: Any) -> str:
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def knob_label(key: str, value: Any, fingerprint: Mapping[str, Any]) -> str:
+    """A knob's value as the effect charts label it: null says what it means, e.g. `default (2)`."""
+    if value is None:
+        meant = _DEFAULTS.get(key, lambda fp: None)(fingerprint)
+        return f"default ({meant})" if meant is not None else "default"
+    return _text(value)
+
+
+def batch_note(baseline: FrozenTrial | None, winner: FrozenTrial | None) -> str | None:
+    """When the winner changes the batch, what that means for the optimizer (one sentence)."""
+    if baseline is None or winner is None:
+        return None
+    before, after = config_of(baseline).get("loader.batch_size"), config_of(winner).get("loader.batch_size")
+    if not before or not after or before == after:
+        return None
+    return (f"The winner trains with batch {after} instead of {before}: the optimizer sees a different batch, so "
+            f"scale the learning rate with it (the linear scaling rule, x{after / before:g}, is the usual start) "
+            "or keep the effective batch with gradient accumulation.")
+
+
 def machine_of(trials: Sequence[FrozenTrial]) -> str:
     for t in trials:
-        if "fingerprint" in t.user_attrs:
-            fp = json.loads(t.user_attrs["fingerprint"])
+        if TrialRecord.of(t).has_fingerprint:
+            fp = TrialRecord.of(t).fingerprint
             gpu = fp.get("gpu") or "no GPU"
             return (f"{fp.get('hostname')}: {fp.get('cpu')}, {fp.get('cpus_available')} cores, {gpu}, "
                     f"torch {fp.get('torch')}" + (f", CUDA {fp['cuda']}" if fp.get("cuda") else ""))
@@ -146,27 +134,30 @@ def build_report_data(
     workload: str,
     fixed: Sequence[str],
     confirmation: Mapping[str, Any] | None,
+    objectives: Sequence[str] = ("samples_per_sec", "peak_memory_mb"),
+    directions: Sequence[str] = ("maximize", "minimize"),
     importances: Mapping[str, float] | None = None,
+    sweep_span: Mapping[str, Any] | None = None,
 ) -> ReportData:
     trials = sorted(trials, key=lambda t: t.number)
-    measured = [t for t in trials if t.user_attrs.get("reused_from") is None]
-    done = [t for t in measured if t.state == TrialState.COMPLETE and "metrics" in t.user_attrs]
-    baseline = next((t for t in measured if t.user_attrs.get("baseline")), None)
+    measured = measured_results(trials)
+    done = [t for t in measured if t.state == TrialState.COMPLETE and TrialRecord.of(t).metrics]
+    baseline = baseline_of(measured)
     best = ranked(measured)
     winner_number = int(confirmation["winner"]) if confirmation else (best[0].number if best else None)
     by_number = {t.number: t for t in trials}
     winner = by_number.get(winner_number) if winner_number is not None else None
 
-    metric = lambda t, k: float(t.user_attrs.get("metrics", {}).get(k) or 0.0)  # noqa: E731
-    coords = [(metric(t, "samples_per_sec"), metric(t, "peak_memory_mb")) for t in done]
-    front = set(pareto_front(coords))
+    metric = lambda t, k: float(TrialRecord.of(t).metric(k) or 0.0)  # noqa: E731
+    # the same Optuna call as optimization_results.yaml: directions and constraints honoured
+    front = {t.number for t in pareto_trials(trials, directions)}
     points = tuple(
         Point(t.number, metric(t, "samples_per_sec"), metric(t, "peak_memory_mb"), metric(t, "step_time_p95_ms"),
-              i in front, bool(t.user_attrs.get("baseline")), t.number == winner_number)
-        for i, t in enumerate(done)
+              t.number in front, TrialRecord.of(t).baseline, t.number == winner_number)
+        for t in done
     )
     failures = tuple(
-        Failure(t.number, str(t.user_attrs.get("status") or t.state.name.lower()), str(t.user_attrs.get("reason") or ""))
+        Failure(t.number, str(TrialRecord.of(t).status or t.state.name.lower()), str(TrialRecord.of(t).reason or ""))
         for t in measured if t.state != TrialState.COMPLETE
     )
 
@@ -180,7 +171,8 @@ def build_report_data(
     effects: dict[str, list[tuple[str, float]]] = {}
     for t in done:
         for key, value in config_of(t).items():
-            effects.setdefault(key, []).append((_text(value), metric(t, "samples_per_sec")))
+            label = knob_label(key, value, TrialRecord.of(t).fingerprint)
+            effects.setdefault(key, []).append((label, metric(t, "samples_per_sec")))
     effects = {k: v for k, v in effects.items() if len({x for x, _ in v}) > 1}
 
     starts = [t.datetime_start for t in measured if t.datetime_start]
@@ -196,14 +188,15 @@ def build_report_data(
     knob_keys = sorted({k for t in measured for k in config_of(t)})
     columns = ("trial", "state", "status", "reason", *knob_keys, *TABLE_METRICS)
     rows = tuple(
-        (t.number, t.state.name, t.user_attrs.get("status"), t.user_attrs.get("reason") or "",
+        (t.number, STATE_LABELS.get(t.state.name, t.state.name.lower()), TrialRecord.of(t).status,
+         TrialRecord.of(t).reason or "",
          *(_text(config_of(t).get(k)) if k in config_of(t) else "" for k in knob_keys),
-         *(t.user_attrs.get("metrics", {}).get(m) for m in TABLE_METRICS))
+         *(TrialRecord.of(t).metric(m) for m in TABLE_METRICS))
         for t in measured
     )
 
     confirmed = confirmation is not None
-    wm = winner.user_attrs.get("metrics", {}) if winner else {}
+    wm = TrialRecord.of(winner).metrics if winner else {}
     if confirmed:
         med = {int(k): v for k, v in confirmation["median"].items()}
         winner_sps, base_sps = med.get(winner_number), med.get(int(confirmation["baseline"]))
@@ -214,22 +207,29 @@ def build_report_data(
         base_sps = primary_value(baseline) if baseline else None
         speedup = winner_sps / base_sps if winner_sps and base_sps else None
         low = high = win_share = None
-    notes = []
+    notes = [note] if (note := batch_note(baseline, winner)) else []
     if not confirmed and winner is not None:
         notes.append("The winner was not confirmed by interleaved re-measurement: the speedup is from single search runs.")
-    noisy = [t.number for t in done if t.user_attrs.get("metrics", {}).get("samples_per_sec_rel_iqr", 0) > 0.1]
+    noisy = [t.number for t in done if (TrialRecord.of(t).metric("samples_per_sec_rel_iqr") or 0) > 0.1]
     if noisy:
         notes.append(f"{len(noisy)} trial(s) had a window spread above 10% of their median (noisy machine): "
                      + ", ".join(f"#{n}" for n in noisy[:10]) + ("..." if len(noisy) > 10 else ""))
+    machine = machine_of(measured)
+    date = (f"{first:%Y-%m-%d %H:%M}" + (f" to {max(ends):%Y-%m-%d %H:%M}" if ends else "")) if first else ""
+    span = sweep_span or {}
+    device = "cuda" if (TrialRecord.of(winner).fingerprint.get("gpu") if winner else None) else "cpu"
     return ReportData(
-        title=f"sweeper report: {study_name}",
+        title=f"sweeper: {workload} on {machine.split(':')[0]}, {date.split(' to ')[0] or 'no trial yet'}",
+        study=study_name,
         workload=workload,
-        machine=machine_of(measured),
-        date=(f"{first:%Y-%m-%d %H:%M}" + (f" to {max(ends):%Y-%m-%d %H:%M}" if ends else "")) if first else "",
+        machine=machine,
+        date=date,
         trials_measured=len(measured),
         trials_failed=len(failures),
         trials_reused=len(trials) - len(measured),
         budget_used_s=(max(ends) - first).total_seconds() if first and ends else 0.0,
+        sweep_wall_s=(span["ended_at"] - span["started_at"]) if span.get("ended_at") else None,
+        sweep_finished=bool(span.get("ended_at")),
         baseline=baseline.number if baseline else None,
         winner=winner_number,
         winner_samples_per_sec=winner_sps,
@@ -242,7 +242,9 @@ def build_report_data(
         winner_memory_mb=wm.get("peak_memory_mb"),
         command=winner_command(fixed, config_of(winner)) if winner else None,
         yaml=winner_yaml(fixed, config_of(winner), f"winner of study {study_name}: trial {winner_number}") if winner else None,
+        code_diff=code_diff(config_of(baseline), config_of(winner), device) if winner and baseline else (),
         points=points,
+        front_on=_FRONT_AXIS.get(objectives[1]) if len(objectives) > 1 else None,
         failures=failures,
         breakdowns=breakdowns,
         effects=effects,

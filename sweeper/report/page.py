@@ -132,10 +132,10 @@ def render(d: ReportData) -> str:
         sections += [
             "<h2>Speed against memory</h2>",
             img(charts.scatter_chart(d.points, d.failures, x="memory", xlabel="peak memory (MB, lower is better)",
-                                     pareto=True), "samples/sec against peak memory, Pareto front"),
+                                     pareto=d.front_on == "memory"), "samples/sec against peak memory, Pareto front"),
             "<h2>Speed against step latency</h2>",
             img(charts.scatter_chart(d.points, d.failures, x="latency", xlabel="p95 step time (ms, lower is better)",
-                                     pareto=False), "samples/sec against p95 step latency"),
+                                     pareto=d.front_on == "latency"), "samples/sec against p95 step latency"),
         ]
     sections += ["<h2>Why: where step time goes</h2>", why(d)]
     if d.importances or d.effects:

@@ -1,0 +1,80 @@
+"""Device, precision and global torch settings for one measured run (imports torch)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..errors import InvalidConfig
+from ..validation import normalize_compile
+
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def resolve_device(requested: str) -> torch.device:
+    """auto -> cuda when visible, else cpu; cuda without a GPU is a configuration error."""
+    cuda = torch.cuda.is_available()
+    if requested == "auto":
+        return torch.device("cuda" if cuda else "cpu")
+    if requested == "cuda" and not cuda:
+        raise InvalidConfig(
+            "backend.device='cuda' but no CUDA device is visible (torch.cuda.is_available() "
+            "is False): use backend.device=cpu or backend.device=auto."
+        )
+    return torch.device(requested)
+
+
+def check_precision(device: torch.device, precision: str) -> None:
+    if precision == "fp16" and device.type != "cuda":
+        raise InvalidConfig(
+            f"backend.precision='fp16' needs a CUDA device (fp16 AMP with a GradScaler); "
+            f"the device is {device.type}: use backend.precision=bf16 or fp32."
+        )
+    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise InvalidConfig(
+            f"backend.precision='bf16' is not supported by {torch.cuda.get_device_name(device)}: "
+            "use backend.precision=fp16 or fp32."
+        )
+
+
+def apply_threads(threads: int | None, interop_threads: int | None) -> None:
+    """Must run before the first parallel op: inter-op threads can be set once per process."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+    if interop_threads is not None:
+        torch.set_num_interop_threads(interop_threads)
+
+
+def apply_cuda_flags(cudnn_benchmark: bool, tf32: bool) -> None:
+    torch.backends.cudnn.benchmark = bool(cudnn_benchmark)
+    torch.backends.cuda.matmul.allow_tf32 = bool(tf32)
+    torch.backends.cudnn.allow_tf32 = bool(tf32)
+
+
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager[Any]:
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=_DTYPES[precision])
+
+
+def grad_scaler(device: torch.device, precision: str, training: bool) -> Any:
+    """fp16 training needs loss scaling; bf16 has fp32's range and does not."""
+    if training and precision == "fp16":
+        return torch.amp.GradScaler(device.type)
+    return None
+
+
+def maybe_compile(model: torch.nn.Module, mode: Any) -> Callable[..., Any]:
+    mode = normalize_compile(mode)
+    if mode == "off":
+        return model
+    return torch.compile(model, mode=mode)
+
+
+def synchronize(device: torch.device) -> Callable[[], None]:
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None

@@ -1,0 +1,25 @@
+"""The device fingerprint of a run, as torch sees it (threads, GPU, CUDA, cuDNN)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..machine import hardware_class, host_facts
+
+
+def fingerprint(device: torch.device) -> dict[str, Any]:
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    info: dict[str, Any] = {
+        **host_facts(),
+        "threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+        "gpu": gpu,
+        "gpu_count": torch.cuda.device_count() if torch.cuda.is_available() else 0,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+    }
+    info["hardware_class"] = hardware_class(info)
+    return info

@@ -1,0 +1,154 @@
+"""The child process of one measured run: `python -m sweeper.measure.worker`, spec as JSON on stdin.
+
+The parent (sweeper.runner.isolation) has already set the thread environment; this module imports torch,
+builds the workload, measures, and sends JSON-line events on $SWEEPER_EVENT_FD, the last one
+the result. Exceptions become results (`oom`, `invalid`, `error`); signals are seen by the parent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+from ..errors import InvalidConfig
+from ..protocol import EVENT_FD_ENV
+from ..result import Status, looks_like_oom
+
+
+class Events:
+    def __init__(self) -> None:
+        fd = os.environ.get(EVENT_FD_ENV)
+        self._out = os.fdopen(int(fd), "w", buffering=1) if fd else sys.stdout
+
+    def send(self, **event: Any) -> None:
+        self._out.write(json.dumps(event, default=str) + "\n")
+        self._out.flush()
+
+
+def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
+    started = time.perf_counter()
+    if spec.get("cwd") and spec["cwd"] not in sys.path:
+        sys.path.insert(0, spec["cwd"])  # the user's own workload modules
+    events.send(event="phase", phase="import")
+    import torch
+
+    from . import backend, loader, memory, timing
+    from .fingerprint import fingerprint
+    from .steps import make_step
+    from .workload import build_workload
+
+    imported = time.perf_counter()
+    task, load, back, meas = spec["task"], spec["loader"], spec["backend"], spec["measure"]
+    backend.apply_threads(back["threads"], back["interop_threads"])
+    device = backend.resolve_device(back["device"])
+    backend.check_precision(device, back["precision"])
+    backend.apply_cuda_flags(back["cudnn_benchmark"], back["tf32"])
+    training = task["mode"] == "train"
+
+    with memory.PeakRSS() as peak:
+        events.send(event="phase", phase="build")
+        torch.manual_seed(0)
+        workload = build_workload(task)
+        model = workload.model.to(device)
+        if back["channels_last"]:
+            model = model.to(memory_format=torch.channels_last)
+        model.train(training)
+        compiled = backend.maybe_compile(model, back["compile"])
+        step = make_step(workload, compiled, device, back["precision"], training, task.get("lr") or 0.01)
+        data = loader.make_loader(workload, load, device, training)
+        non_blocking = bool(load["pin_memory"]) and device.type == "cuda"
+        stream = loader.BatchStream(data)
+        sync = backend.synchronize(device)
+
+        def next_batch() -> Any:
+            batch = stream()
+            return loader.to_device(batch, device, non_blocking, back["channels_last"])
+
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        events.send(event="phase", phase="measure")
+        built = time.perf_counter()
+        timings = timing.measure(
+            next_batch,
+            step,
+            loader.batch_size_of,
+            sync,
+            warmup_s=meas["warmup_s"],
+            warmup_steps=meas["warmup_steps"],
+            windows=meas["windows"],
+            window_s=meas["window_s"],
+            prune_below=meas.get("prune_below"),
+            on_window=lambda i, rate: events.send(
+                event="window", phase=f"window {i + 1}", index=i, samples_per_sec=rate
+            ),
+        )
+        result: dict[str, Any] = {
+            "status": Status.PRUNED if timings.pruned else Status.OK,
+            **timings.summary(),
+            # where a trial's wall time goes besides measuring (process start is wall_s - these)
+            "import_s": imported - started,
+            "build_s": built - imported,
+            "measure_s": time.perf_counter() - built,
+        }
+        if timings.pruned:
+            result["reason"] = (
+                f"pruned: median {result['samples_per_sec']:.1f} samples/s after "
+                f"{result['windows_measured']} windows is below {meas['prune_below']:.1f}"
+            )
+        if meas.get("compute_bound") and not timings.pruned:
+            events.send(event="phase", phase="compute_bound")
+            held = next_batch()  # one batch kept on the device: no loader in the loop
+            bound = timing.measure(
+                lambda: held,
+                step,
+                loader.batch_size_of,
+                sync,
+                warmup_s=min(1.0, meas["warmup_s"]),
+                warmup_steps=1,
+                windows=meas["windows"],
+                window_s=meas["window_s"],
+            ).summary()
+            result["compute_bound_samples_per_sec"] = bound["samples_per_sec"]
+            result["compute_bound_samples_per_sec_iqr"] = bound["samples_per_sec_iqr"]
+            result["data_path_cost"] = 1.0 - result["samples_per_sec"] / bound["samples_per_sec"]
+        del stream, data  # shut the DataLoader workers down before the last memory sample
+
+    result["peak_rss_mb"] = peak.peak_bytes / 2**20
+    result["dataloader_processes"] = peak.peak_workers
+    result["cuda_max_allocated_mb"] = (
+        torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
+    )
+    result["peak_memory_mb"] = result["cuda_max_allocated_mb"] or result["peak_rss_mb"]
+    result["device"] = str(device)
+    # the sweep learns from the workload itself whether channels_last means anything
+    result["convolutional"] = bool(workload.convolutional)
+    result["fingerprint"] = fingerprint(device)
+    return result
+
+
+def main() -> None:
+    events = Events()
+    try:
+        spec = json.load(sys.stdin)
+        result = run(spec, events)
+    except InvalidConfig as exc:
+        result = {"status": Status.INVALID, "reason": str(exc)}
+    except BaseException as exc:  # noqa: BLE001 - every failure is data for the parent
+        message = f"{type(exc).__name__}: {exc}".strip()
+        traceback.print_exc()
+        status = Status.OOM if isinstance(exc, MemoryError) or looks_like_oom(message) else Status.ERROR
+        result = {"status": status, "reason": message.splitlines()[0][:500] if message else status}
+    events.send(event="result", **result)
+    # Skip interpreter teardown: DataLoader workers and CUDA contexts can hang it; the parent
+    # kills the process group after the result anyway.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

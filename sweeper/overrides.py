@@ -1,0 +1,75 @@
+"""Hydra command-line overrides for a trial: quoting values so Hydra reads them back, and the
+winner as a command line or a primary config (pure; used by the sweep's outputs and the report)."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml
+
+# Config groups of conf/: an override `task=x` selects an option, it does not set a value.
+GROUPS = ("task", "loader", "backend", "measure")
+# Per-run overrides the sweeper itself adds; a winner does not carry them.
+SWEEP_ONLY = ("measure.prune_below", "measure.timeout_s")
+
+
+def override_value(value: Any) -> str:
+    """A value as Hydra's command line reads it back."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = str(value)
+    if any(c in text for c in " ,()[]{}'\"=\\") or text == "":
+        return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return text
+
+
+def to_overrides(values: Mapping[str, Any]) -> list[str]:
+    return [f"{k}={override_value(v)}" for k, v in sorted(values.items())]
+
+
+def split_fixed(fixed: Sequence[str]) -> tuple[dict[str, str], dict[str, Any]]:
+    """Group selections (task=image_classification) and values (task.model=resnet50)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    groups: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    for override in OverridesParser.create().parse_overrides(list(fixed)):
+        key = override.key_or_group
+        if key.startswith("hydra") or key in SWEEP_ONLY or key == "search":
+            continue
+        if key in GROUPS:
+            groups[key] = override.value()
+        else:
+            values[key] = override.value()
+    return groups, values
+
+
+def _nest(flat: dict[str, Any]) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
+    for dotted, value in sorted(flat.items()):
+        node = tree
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return tree
+
+
+def winner_yaml(fixed: Sequence[str], knobs: dict[str, Any], note: str) -> str:
+    """A primary config for `python -m sweeper --config-dir DIR --config-name winner`."""
+    groups, values = split_fixed(fixed)
+    defaults: list[Any] = ["config", *({f"override {g}": v} for g, v in groups.items()), "_self_"]
+    body = {"defaults": defaults, **_nest({**values, **knobs})}
+    header = f"# @package _global_\n# {note}\n"
+    return header + yaml.safe_dump(body, sort_keys=False)
+
+
+def winner_command(fixed: Sequence[str], knobs: dict[str, Any]) -> str:
+    groups, values = split_fixed(fixed)
+    parts = [f"{g}={override_value(v)}" for g, v in groups.items()]
+    parts += to_overrides({**values, **knobs})
+    return "python -m sweeper " + " ".join(shlex.quote(p) for p in parts)

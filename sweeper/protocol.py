@@ -1,0 +1,21 @@
+"""The wire between the sweep's side and the measuring child (no torch).
+
+The parent starts `python -m sweeper.measure.worker` with the run's spec as JSON on stdin and
+an inherited pipe whose number is in $SWEEPER_EVENT_FD; the child writes JSON lines on it
+(phases, windows) and last {"event": "result", ...}.
+"""
+
+from __future__ import annotations
+
+EVENT_FD_ENV = "SWEEPER_EVENT_FD"
+WORKER_MODULE = "sweeper.measure.worker"
+PROBE_MODULE = "sweeper.measure.probe"
+# fixed before torch is imported in the child: OpenMP/MKL read them once
+THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def thread_env(threads: int | None) -> dict[str, str]:
+    """Environment that fixes intra-op threads before torch is imported in the child."""
+    if threads is None:
+        return {}
+    return {name: str(threads) for name in THREAD_ENV_VARS}

@@ -1,0 +1,92 @@
+"""The winner as the lines to change in the reader's own training script, against the baseline
+(pure). Only the settings that differ appear; each as the PyTorch line that sets it."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
+_DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}
+_LOADER_ARGS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+
+
+def _threads(knobs: Mapping[str, Any]) -> list[str]:
+    lines = []
+    if "backend.threads" in knobs:
+        n = knobs["backend.threads"]
+        lines.append("# torch.set_num_threads: PyTorch's default" if n is None else
+                     f"torch.set_num_threads({n})  # or export OMP_NUM_THREADS={n} before start-up")
+    if "backend.interop_threads" in knobs:
+        n = knobs["backend.interop_threads"]
+        lines.append("# torch.set_num_interop_threads: PyTorch's default" if n is None else
+                     f"torch.set_num_interop_threads({n})  # once, before any parallel work")
+    return lines
+
+
+def _flags(knobs: Mapping[str, Any]) -> list[str]:
+    lines = []
+    if "backend.cudnn_benchmark" in knobs:
+        lines.append(f"torch.backends.cudnn.benchmark = {bool(knobs['backend.cudnn_benchmark'])}")
+    if "backend.tf32" in knobs:
+        on = bool(knobs["backend.tf32"])
+        lines += [f"torch.backends.cuda.matmul.allow_tf32 = {on}", f"torch.backends.cudnn.allow_tf32 = {on}"]
+    return lines
+
+
+def _loader(knobs: Mapping[str, Any], device: str) -> list[str]:
+    args = [f"{name}={knobs[f'loader.{name}']!r}" for name in _LOADER_ARGS if f"loader.{name}" in knobs]
+    if not args:
+        return []
+    lines = [f"loader = DataLoader(dataset, {', '.join(args)})"]
+    if knobs.get("loader.pin_memory") and device == "cuda":
+        lines.append("inputs = inputs.to(device, non_blocking=True)  # pinned batches copy asynchronously")
+    return lines
+
+
+def _model(knobs: Mapping[str, Any]) -> list[str]:
+    lines = []
+    if "backend.channels_last" in knobs:
+        if knobs["backend.channels_last"]:
+            lines += ["model = model.to(memory_format=torch.channels_last)",
+                      "inputs = inputs.contiguous(memory_format=torch.channels_last)"]
+        else:
+            lines.append("# channels_last: off (PyTorch's contiguous NCHW)")
+    if "backend.compile" in knobs:
+        mode = str(knobs["backend.compile"])
+        lines.append("# torch.compile: off" if mode in ("off", "False", "None") else
+                     "model = torch.compile(model)" if mode in ("default", "True") else
+                     f"model = torch.compile(model, mode={mode!r})")
+    return lines
+
+
+def _precision(knobs: Mapping[str, Any], device: str) -> list[str]:
+    if "backend.precision" not in knobs:
+        return []
+    precision = knobs["backend.precision"]
+    if precision not in _DTYPES:
+        return ["# fp32: no autocast"]
+    lines = [f"with torch.autocast(device_type={device!r}, dtype={_DTYPES[precision]}):  # forward and loss"]
+    if precision == "fp16":
+        lines.append(f"scaler = torch.amp.GradScaler({device!r})  # scaler.scale(loss).backward(); "
+                     "scaler.step(optimizer); scaler.update()")
+    return lines
+
+
+def script_lines(knobs: Mapping[str, Any], device: str) -> list[str]:
+    """The lines of a training script that set these knobs, in the order a script sets them."""
+    known = {*(f"loader.{a}" for a in _LOADER_ARGS), "backend.threads", "backend.interop_threads",
+             "backend.cudnn_benchmark", "backend.tf32", "backend.channels_last", "backend.compile",
+             "backend.precision"}
+    others = [f"# {key} = {value!r}" for key, value in sorted(knobs.items()) if key not in known]
+    return [*_threads(knobs), *_flags(knobs), *_loader(knobs, device), *_model(knobs),
+            *_precision(knobs, device), *others]
+
+
+def code_diff(baseline: Mapping[str, Any], winner: Mapping[str, Any], device: str) -> tuple[str, ...]:
+    """`-` baseline / `+` winner lines for the knobs whose values differ; empty when none do."""
+    changed = sorted(k for k in {*baseline, *winner} if baseline.get(k) != winner.get(k))
+    before = script_lines({k: baseline.get(k) for k in changed}, device)
+    after = script_lines({k: winner.get(k) for k in changed}, device)
+    return tuple(line for line in difflib.unified_diff(before, after, lineterm="", n=0)
+                 if line[:1] in "+-" and not line.startswith(("---", "+++")))

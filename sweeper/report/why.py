@@ -1,0 +1,74 @@
+"""The report's "why": where a trial's step time goes, and what the evidence says to try (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from optuna.trial import FrozenTrial
+
+from ..result import DATA_BOUND_THRESHOLD, TrialRecord
+from ..store.trials import config_of
+
+# within this of the threshold, a verdict is called borderline
+BORDERLINE = 0.03
+# waiting below this share of the step: the loader is out of the picture
+NEAR_ZERO = 0.05
+# the compute-only bound this far above the full pipeline: the data path is the limit
+FAR_ABOVE = 0.5
+
+
+@dataclass(frozen=True)
+class StepBreakdown:
+    """Where one step's time goes, for the 'why' section."""
+
+    label: str
+    number: int
+    step_ms: float
+    wait_ms: float
+    compute_ms: float
+    wait_fraction: float
+    verdict: str
+    compute_bound_samples_per_sec: float | None
+    samples_per_sec: float
+
+
+def verdict(wait: float, *, workers: int | None = None, cores: int | None = None,
+            data_path_cost: float | None = None) -> str:
+    """What the measured split says, and what would change it, from this trial's own evidence."""
+    borderline = abs(wait - DATA_BOUND_THRESHOLD) < BORDERLINE
+    edge = f" (borderline: the line is {DATA_BOUND_THRESHOLD:.0%})" if borderline else ""
+    if wait > DATA_BOUND_THRESHOLD:
+        said = f"data-bound: {wait:.0%} of each step waits for the next batch{edge}"
+        if workers is not None and cores is not None and workers >= cores:
+            return (f"{said}; the {workers} loader workers already match the {cores} cores, so more would compete "
+                    "with compute: make each sample cheaper (a cheaper transform, decoded samples cached)")
+        if data_path_cost is not None and data_path_cost >= FAR_ABOVE:
+            more = f", or more workers ({workers} of {cores} cores)" if workers is not None and cores else ""
+            return (f"{said}; a batch held in memory runs {1 / (1 - data_path_cost):.1f}x faster, so the data path "
+                    f"is the limit: a cheaper per-sample transform or cached decoded samples{more}")
+        used = f" ({workers} now, {cores} cores)" if workers is not None and cores else ""
+        return f"{said}; more loader workers{used} or a cheaper per-sample transform would help"
+    if wait < NEAR_ZERO:
+        return (f"compute-bound: the loader keeps up ({wait:.0%} of each step waits); the step itself decides: "
+                "precision, batch size, channels_last or compile")
+    return (f"compute-bound{edge}: the loader mostly keeps up ({wait:.0%} of each step waits); precision, "
+            "channels_last, compile or a bigger batch change the step itself")
+
+
+def breakdown(label: str, trial: FrozenTrial) -> StepBreakdown | None:
+    record = TrialRecord.of(trial)
+    metrics = record.metrics
+    sps, wait = metrics.get("samples_per_sec"), metrics.get("data_wait_fraction")
+    batch = config_of(trial).get("loader.batch_size") or metrics.get("batch_size")
+    if not sps or wait is None:
+        return None
+    # mean step time from throughput when the batch is known, else the median step
+    step_ms = 1e3 * batch / sps if batch else float(metrics.get("step_time_p50_ms", 0.0))
+    workers = metrics.get("dataloader_processes")
+    text = verdict(wait, workers=int(workers) if workers is not None else None,
+                   cores=record.fingerprint.get("cpus_available"), data_path_cost=metrics.get("data_path_cost"))
+    return StepBreakdown(
+        label=label, number=trial.number, step_ms=step_ms, wait_ms=step_ms * wait,
+        compute_ms=step_ms * (1 - wait), wait_fraction=wait, verdict=text,
+        compute_bound_samples_per_sec=metrics.get("compute_bound_samples_per_sec"), samples_per_sec=sps,
+    )

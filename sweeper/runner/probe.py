@@ -1,0 +1,23 @@
+"""What this machine can run, asked once per sweep in a child process, so torch stays out of
+the sweep's own process (the child is sweeper.measure.probe)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from ..errors import ConfigError
+from ..machine import Machine
+from ..protocol import PROBE_MODULE
+
+
+def probe(device: str, timeout_s: float = 120) -> Machine:
+    proc = subprocess.run(
+        [sys.executable, "-m", PROBE_MODULE, device],
+        capture_output=True, text=True, timeout=timeout_s,
+    )
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ConfigError(last.removeprefix("error: "))
+    return Machine.from_dict(json.loads(proc.stdout.strip().splitlines()[-1]))

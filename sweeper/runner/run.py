@@ -1,0 +1,59 @@
+"""One measured run of a composed config: validate, run isolated, write result.json."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from ..protocol import thread_env
+from ..result import RunResult
+from ..validation import check_config
+from .isolation import run_isolated
+
+RESULT_FILE = "result.json"
+WORKER_LOG = "worker.log"
+
+
+def worker_spec(cfg: DictConfig) -> dict[str, Any]:
+    """The plain-data part of the config the worker needs (no Hydra node)."""
+    spec: dict[str, Any] = {
+        key: OmegaConf.to_container(cfg[key], resolve=True)
+        for key in ("task", "loader", "backend", "measure")
+    }
+    spec["cwd"] = os.getcwd()
+    return spec
+
+
+def checked_spec(cfg: DictConfig) -> dict[str, Any]:
+    """The worker spec, or ConfigError naming the first bad value."""
+    spec = worker_spec(cfg)
+    check_config(spec)
+    return spec
+
+
+def measure_spec(
+    spec: dict[str, Any],
+    out_dir: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+) -> RunResult:
+    """Measure a checked spec; the result says what the run ended as
+    (ok, oom, timeout, crash, error, invalid, pruned, interrupted); never raises for the child's sake."""
+    result = run_isolated(
+        spec,
+        timeout_s=float(spec["measure"]["timeout_s"]),
+        log_path=out_dir / WORKER_LOG,
+        env={**thread_env(spec["backend"]["threads"]), **(env or {})},
+        memory_limit_gb=spec["measure"]["memory_limit_gb"],
+        on_event=on_event,
+    )
+    result.config = {k: spec[k] for k in ("task", "loader", "backend")}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / RESULT_FILE).write_text(json.dumps(result.to_dict(), indent=2, default=str) + "\n")
+    return result

@@ -1,0 +1,113 @@
+"""Interleaved re-measurement of the top candidates and the baseline (A B C base, A B C base, ...),
+so that a winner is crowned on numbers taken side by side, not on one lucky run."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+from optuna.trial import TrialState
+
+from ..result import TrialRecord
+from ..stats import Spread, quantile
+from ..store.study import StoredStudy
+from ..store.trials import config_of, ranked
+from . import progress
+from .launch import Run, measure_overrides
+from .plan import SweepPlan
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    winner: int  # trial number
+    baseline: int
+    # per trial number: samples/sec in each round (None where the run failed)
+    rounds: dict[int, list[float | None]]
+    median: dict[int, float]
+    speedup: float  # median over rounds of winner / baseline in the same round
+    speedup_low: float  # 25th percentile of the per-round ratios
+    speedup_high: float  # 75th percentile
+    # share of rounds in which the winner beat every other candidate
+    win_share: float
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["rounds"] = {str(k): v for k, v in self.rounds.items()}
+        d["median"] = {str(k): v for k, v in self.median.items()}
+        return d
+
+
+def interleaved_order(candidates: Sequence[int], baseline: int, rounds: int) -> list[tuple[int, int]]:
+    """(round, trial) in the order to run: every candidate then the baseline, each round."""
+    members = [c for c in candidates if c != baseline] + [baseline]
+    return [(r, m) for r in range(rounds) for m in members]
+
+
+def decide(rounds: Mapping[int, Sequence[float | None]], baseline: int) -> Confirmation | None:
+    """The winner is the highest median over rounds; None if the baseline never ran."""
+    medians = {t: statistics.median(v for v in runs if v is not None)
+               for t, runs in rounds.items() if any(v is not None for v in runs)}
+    if baseline not in medians:
+        return None
+    winner = max(medians, key=lambda t: medians[t])
+    n = len(rounds[baseline])
+    ratios = [
+        rounds[winner][r] / rounds[baseline][r]  # type: ignore[operator]
+        for r in range(n)
+        if rounds[winner][r] is not None and rounds[baseline][r]
+    ]
+    wins = sum(
+        1 for r in range(n)
+        if rounds[winner][r] is not None
+        and all(rounds[t][r] is None or rounds[winner][r] >= rounds[t][r] for t in rounds)  # type: ignore[operator]
+    )
+    return Confirmation(
+        winner=winner,
+        baseline=baseline,
+        rounds={t: list(v) for t, v in rounds.items()},
+        median=medians,
+        speedup=Spread.of(ratios).median if ratios else float("nan"),
+        speedup_low=quantile(ratios, 0.25) if ratios else float("nan"),
+        speedup_high=quantile(ratios, 0.75) if ratios else float("nan"),
+        win_share=wins / n if n else 0.0,
+    )
+
+
+def plan_rounds(candidates: Sequence[int], baseline: int, rounds: int, remaining_s: float | None,
+                typical_wall_s: float) -> list[tuple[int, int]]:
+    """The interleaved order, with fewer rounds when the budget can't hold them all (at least one)."""
+    order = interleaved_order(candidates, baseline, rounds)
+    per_round = len(order) // rounds
+    if remaining_s is not None and remaining_s < (typical_wall_s or 1.0) * len(order):
+        rounds = max(1, int(remaining_s // ((typical_wall_s or 1.0) * per_round)))
+        order = interleaved_order(candidates, baseline, rounds)
+    return order
+
+
+def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: Run, *, remaining: Callable[[], float | None],
+                     typical_wall_s: float, stopped: Callable[[], bool]) -> Confirmation | None:
+    """Re-measure the top candidates and the baseline interleaved; store and return the decision."""
+    top_k, rounds = plan.settings.confirm.top_k, plan.settings.confirm.rounds
+    trials = stored.trials(plan.fixed)
+    baseline = next((t for t in trials if TrialRecord.of(t).baseline and t.state == TrialState.COMPLETE), None)
+    candidates = [t.number for t in ranked(trials) if t.number != baseline.number][:top_k] if baseline else []
+    if baseline is None or top_k < 1 or rounds < 1 or not candidates:
+        return None
+    by_number = {t.number: t for t in trials}
+    order = plan_rounds(candidates, baseline.number, rounds, remaining(), typical_wall_s)
+    rounds = order[-1][0] + 1
+    progress.say(f"confirming: trials {candidates} and baseline {baseline.number}, {rounds} interleaved rounds")
+    measured: dict[int, list[float | None]] = {n: [None] * rounds for _, n in order}
+    for r, number in order:
+        if stopped():
+            break
+        overrides = [*plan.overrides_for(config_of(by_number[number])), *measure_overrides(plan, None, remaining()),
+                     f"hydra.sweep.subdir=confirm/round{r + 1}-trial{number}"]
+        result = run(overrides, job_idx=number)
+        measured[number][r] = result.samples_per_sec if result.ok else None
+        progress.confirm_line(r, rounds, number, result)
+    decision = decide(measured, baseline.number)
+    if decision is not None:
+        stored.save_confirmation(plan.fixed, decision.to_dict())
+    return decision

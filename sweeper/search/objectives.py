@@ -1,0 +1,33 @@
+"""The figures a sweep can optimise, and which way is better for each (pure)."""
+
+from __future__ import annotations
+
+from ..errors import ConfigError
+
+DIRECTIONS = {
+    "samples_per_sec": "maximize",
+    "peak_memory_mb": "minimize",
+    "step_time_p95_ms": "minimize",
+    "step_time_p50_ms": "minimize",
+    "peak_rss_mb": "minimize",
+}
+
+
+def resolve_directions(objectives: list[str], direction: str | list[str] | None) -> list[str]:
+    for name in objectives:
+        if name not in DIRECTIONS:
+            raise ConfigError(
+                f"hydra.sweeper.objectives: {name!r} is not a measured figure: expected some of "
+                f"{', '.join(DIRECTIONS)}."
+            )
+    if not objectives:
+        raise ConfigError("hydra.sweeper.objectives is empty: name at least samples_per_sec.")
+    if direction is None:
+        return [DIRECTIONS[o] for o in objectives]
+    given = [direction] if isinstance(direction, str) else list(direction)
+    if len(given) != len(objectives) or any(d not in ("minimize", "maximize") for d in given):
+        raise ConfigError(
+            f"hydra.sweeper.direction={direction!r} is invalid: expected one of minimize/maximize "
+            f"per objective ({len(objectives)}: {', '.join(objectives)})."
+        )
+    return given

@@ -1,0 +1,159 @@
+"""What a sweep will do, decided before trial 1 and frozen: the fixed overrides, the search
+space with the baseline in it, the machine, the study's name and storage, the lock. Everything
+that can be wrong with the input is found here and raised as one ConfigError line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+
+from ..errors import ConfigError
+from ..machine import Machine
+from ..overrides import to_overrides
+from ..runner.lock import DeviceClaim, claim_for
+from ..runner.probe import probe
+from ..runner.run import worker_spec
+from ..store.storage import default_storage
+from ..validation import check_config
+from . import space as sp
+from .budget import parse_duration
+from .objectives import resolve_directions
+from .settings import SweepSettings
+
+_MISSING = object()
+# the groups a config of sweeper's own app has; another Hydra app's jobs measure themselves
+OWN_GROUPS = ("task", "loader", "backend", "measure")
+
+Compose = Callable[[Sequence[str]], DictConfig]
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    settings: SweepSettings
+    fixed: tuple[str, ...]  # the non-sweep overrides: what every trial runs with
+    base: DictConfig  # the config as composed from them: the baseline
+    own_app: bool  # sweeper's own workloads (else another Hydra app's jobs)
+    machine: Machine
+    workload: str  # "mnist_mlp train", "image_classification train (resnet18)", ...
+    directions: tuple[str, ...]
+    deadline_s: float | None  # the whole sweep's budget
+    space: Mapping[str, BaseDistribution]  # the baseline's values included
+    order: tuple[str, ...]  # knobs others depend on first
+    baseline_knobs: Mapping[str, Any]
+    study_name: str  # <name>@<hardware class>
+    storage_url: str
+    claim: DeviceClaim  # what each measurement locks (the same as a single run's)
+    sweep_dir: Path
+
+    @property
+    def objectives(self) -> list[str]:
+        return list(self.settings.objectives)
+
+    @property
+    def hardware_class(self) -> str:
+        return self.machine.hardware_class
+
+    def context(self, convolutional: bool | None) -> sp.Context:
+        return sp.Context(cuda=self.machine.cuda, bf16=self.machine.bf16, convolutional=convolutional)
+
+    def base_value(self, key: str) -> Any:
+        return OmegaConf.select(self.base, key)
+
+    def overrides_for(self, knobs: Mapping[str, Any]) -> list[str]:
+        """The command-line overrides of a trial with these knobs."""
+        return [*self.fixed, *to_overrides(knobs)]
+
+
+def split_arguments(arguments: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """Fixed overrides, and knob -> sweep expression for the swept ones."""
+    fixed, swept = [], {}
+    for override in OverridesParser.create().parse_overrides(list(arguments)):
+        if override.is_sweep_override():
+            swept[override.get_key_element()] = override.input_line.split("=", 1)[1]
+        else:
+            fixed.append(override.input_line)
+    return fixed, swept
+
+
+def preset_params(base: DictConfig, compose: Compose, fixed: list[str], device_kind: str) -> dict[str, str]:
+    """The search= preset's knobs; `auto` picks gpu or cpu by the device."""
+    if "search" not in base or base.search is None:
+        return {}
+    if base.search.get("preset") == "auto":
+        base = compose([*fixed, f"search={'gpu' if device_kind == 'cuda' else 'cpu'}"])
+    return {k: str(v) for k, v in (OmegaConf.to_container(base.search.params, resolve=True) or {}).items()}
+
+
+def check_space(base: DictConfig, space: Mapping[str, BaseDistribution], own_app: bool) -> None:
+    """Every knob is a key of the config and every value of its range is one a run accepts."""
+    for key in space:
+        if OmegaConf.select(base, key, default=_MISSING) is _MISSING:
+            raise ConfigError(f"search param {key!r} is not a key of the config (typo?).")
+    if not own_app:
+        return
+    spec = worker_spec(base)
+    for key, dist in space.items():
+        group, _, leaf = key.partition(".")
+        if group not in spec or "." in leaf:
+            continue
+        if isinstance(dist, CategoricalDistribution):
+            values = list(dist.choices)
+        elif isinstance(dist, (IntDistribution, FloatDistribution)):
+            values = [dist.low, dist.high]
+        for value in values:
+            trial_spec = json.loads(json.dumps(spec))
+            trial_spec[group][leaf] = value
+            if key in ("loader.prefetch_factor", "loader.persistent_workers"):
+                trial_spec["loader"]["num_workers"] = max(1, trial_spec["loader"]["num_workers"])
+            try:
+                check_config(trial_spec)
+            except ConfigError as exc:
+                raise ConfigError(f"search param {key}: {exc}") from exc
+
+
+def workload_label(base: DictConfig) -> str:
+    task = base.task
+    return f"{task.name} {task.mode}" + (f" ({task.model})" if "model" in task else "")
+
+
+def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Compose, app_name: str,
+              sweep_dir: Path, probe_machine: Callable[[str], Machine] = probe) -> SweepPlan:
+    """Everything a sweep needs before trial 1; ConfigError names the first thing that is wrong."""
+    fixed, swept = split_arguments(arguments)
+    base = compose(fixed)
+    directions = resolve_directions(list(settings.objectives), settings.direction)
+    deadline_s = parse_duration(settings.timeout)
+    own_app = all(key in base for key in OWN_GROUPS)
+    if own_app:
+        check_config(worker_spec(base))
+        machine = probe_machine(str(base.backend.device))
+    else:
+        machine = Machine.this_host()
+    params = {**preset_params(base, compose, fixed, machine.device), **(settings.params or {}), **swept}
+    space = sp.build_space(params)
+    check_space(base, space, own_app)
+    workload = workload_label(base) if own_app else app_name
+    space = sp.restrict_to_machine(space, sp.Context(cuda=machine.cuda, bf16=machine.bf16, convolutional=None))
+    # the baseline is a point of the space
+    baseline_knobs = {k: OmegaConf.select(base, k) for k in space}
+    space = {k: sp.include_value(d, baseline_knobs[k]) for k, d in space.items()}
+    # numbers from different hardware never mix: one study per hardware class
+    study_name = (
+        f"{settings.study_name}@{machine.hardware_class}" if settings.study_name
+        else f"{workload.split(' (')[0].replace(' ', '-')}-{machine.device}-{machine.hardware_class}"
+    )
+    device = str(base.backend.device) if own_app else "cpu"
+    return SweepPlan(
+        settings=settings, fixed=tuple(fixed), base=base, own_app=own_app, machine=machine, workload=workload,
+        directions=tuple(directions), deadline_s=deadline_s, space=space,
+        order=tuple(sp.suggestion_order(list(space))), baseline_knobs=baseline_knobs, study_name=study_name,
+        storage_url=settings.storage or default_storage(), claim=claim_for(device), sweep_dir=sweep_dir,
+    )

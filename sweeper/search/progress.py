@@ -1,0 +1,92 @@
+"""Lines a person reads while a sweep runs, on a terminal or in a cron log."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from optuna.trial import FrozenTrial
+
+from ..result import RunResult, Status, TrialRecord
+from ..store.trials import config_of, primary_value
+from .budget import format_duration
+
+_SHORT = {"loader.": "", "backend.": ""}
+_LOG: list[Path] = []
+
+
+def open_log(path: Path) -> None:
+    """Also append every progress line to `path` (the sweep's sweep.log, for cron users)."""
+    _LOG[:] = [path]
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+    for path in _LOG:
+        with path.open("a") as f:
+            f.write(line + "\n")
+
+
+def short_knobs(knobs: dict[str, Any]) -> str:
+    parts = []
+    for key, value in sorted(knobs.items()):
+        for prefix, repl in _SHORT.items():
+            key = key.replace(prefix, repl)
+        parts.append(f"{key}={value}")
+    return " ".join(parts)
+
+
+def _bar(done: int, total: int, width: int = 20) -> str:
+    filled = int(width * min(done, total) / max(total, 1))
+    return "[" + "#" * filled + "-" * (width - filled) + "] "
+
+
+def trial_line(trial: FrozenTrial, n: int, total: int, ranked: Sequence[FrozenTrial],
+               remaining_s: float | None) -> None:
+    record = TrialRecord.of(trial)
+    value = primary_value(trial)
+    if value is not None:
+        outcome = f"{value:,.0f} samples/s, {record.metric('peak_memory_mb') or 0:,.0f} MB"
+    elif record.status == Status.PRUNED:
+        outcome = f"pruned ({record.metric('samples_per_sec') or 0:,.0f} samples/s)"
+    else:
+        outcome = f"{record.status}: {record.reason}"
+    if record.reused:
+        outcome += f" (reused trial {record.reused_from})"
+    tag = " baseline" if record.baseline else ""
+    best = f" | best {primary_value(ranked[0]):,.0f} (#{ranked[0].number})" if ranked else ""
+    left = f" | {format_duration(remaining_s)} left" if remaining_s is not None else ""
+    bar = _bar(n, total) if sys.stdout.isatty() else ""
+    if bar:
+        print(bar, end="")
+    say(f"trial {n}/{total} #{trial.number}{tag} {short_knobs(config_of(trial))} -> {outcome}{best}{left}")
+
+
+def confirm_line(round_index: int, rounds: int, number: int, result: RunResult) -> None:
+    shown = f"{result.samples_per_sec:,.0f} samples/s" if result.ok else f"{result.status}: {result.reason}"
+    say(f"  confirm round {round_index + 1}/{rounds} trial #{number}: {shown}")
+
+
+def final_summary(summary: dict[str, Any], winner: FrozenTrial | None, baseline: FrozenTrial | None,
+                  decision: Any, out_dir: Path) -> None:
+    say(f"sweep done: {summary['measured']} trials measured ({summary['failed']} failed or pruned, "
+          f"{summary['reused']} suggestions answered from earlier results); {summary['stopped']}")
+    if winner is None:
+        say("no configuration completed: see trials.csv for the reasons")
+    else:
+        record = TrialRecord.of(winner)
+        speed = record.samples_per_sec or 0
+        say(f"winner: trial #{winner.number} {short_knobs(config_of(winner))}: {speed:,.0f} samples/s "
+            f"(search run), peak {record.metric('peak_memory_mb') or 0:,.0f} MB")
+        if decision is not None:
+            say(f"confirmed over {len(decision.rounds[decision.baseline])} interleaved rounds: "
+                  f"{decision.median[decision.winner]:,.0f} vs baseline {decision.median[decision.baseline]:,.0f} "
+                  f"samples/s = {decision.speedup:.2f}x (IQR {decision.speedup_low:.2f}-{decision.speedup_high:.2f}x), "
+                  f"won {100 * decision.win_share:.0f}% of rounds")
+        elif baseline is not None and TrialRecord.of(baseline).samples_per_sec:
+            say(f"speedup over baseline (search runs, unconfirmed): "
+                f"{speed / TrialRecord.of(baseline).samples_per_sec:.2f}x")
+        say(f"reproduce: {summary['command']}")
+    say(f"outputs: {out_dir} (report.html, trials.csv, trials.parquet, winner.yaml, optimization_results.yaml)")

@@ -1,0 +1,163 @@
+"""Hydra's sweep grammar -> Optuna distributions, and which knobs mean something where.
+
+choice(a,b) / a,b    -> CategoricalDistribution
+range(a,b[,s])       -> IntDistribution(a, b - s, step=s)   (Hydra's range excludes b)
+interval(a,b)        -> FloatDistribution, or IntDistribution when both ends are written as ints
+int(interval(a,b))   -> IntDistribution
+tag(log, interval)   -> log=True
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
+
+from ..errors import ConfigError
+
+_INT_INTERVAL = re.compile(r"^\s*(tag\([^,]*,\s*)?interval\(\s*-?\d+\s*,\s*-?\d+\s*\)\)?\s*$")
+
+# Knobs that only mean something when another knob has a given value. Value given when dead.
+NEUTRAL: dict[str, Any] = {
+    "loader.prefetch_factor": None,
+    "loader.persistent_workers": False,
+    "loader.pin_memory": False,
+    "backend.channels_last": False,
+    "backend.cudnn_benchmark": False,
+    "backend.tf32": False,
+}
+# Knobs that change speed but not how much memory a batch needs (for "OOM at batch b").
+MEMORY_NEUTRAL = {
+    "loader.batch_size",
+    "loader.num_workers",
+    "loader.prefetch_factor",
+    "loader.persistent_workers",
+    "loader.pin_memory",
+    "backend.threads",
+    "backend.interop_threads",
+    "backend.cudnn_benchmark",
+    "backend.tf32",
+}
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the machine and workload allow, from the device probe and the task config."""
+
+    cuda: bool
+    bf16: bool
+    convolutional: bool | None  # None: unknown (a custom workload)
+
+
+def parse_override(key: str, text: str) -> Override:
+    try:
+        return OverridesParser.create().parse_override(f"{key}={text}")
+    except Exception as exc:  # hydra's grammar errors carry the position; keep them one line
+        raise ConfigError(f"search param {key}={text!r}: {str(exc).splitlines()[0]}") from exc
+
+
+def to_distribution(key: str, text: str) -> BaseDistribution | None:
+    """The Optuna distribution a sweep expression stands for; None for a fixed value."""
+    override = parse_override(key, str(text))
+    if not override.is_sweep_override():
+        return None
+    value = override.value()
+    log = "log" in getattr(value, "tags", set())
+    if isinstance(value, ChoiceSweep):
+        if log:
+            raise ConfigError(f"search param {key}={text!r}: tag(log, ...) needs interval(...), not a choice.")
+        return CategoricalDistribution(list(value.list))
+    if isinstance(value, RangeSweep):
+        start, stop, step = value.start, value.stop, value.step
+        if not all(isinstance(x, int) for x in (start, stop, step)):
+            raise ConfigError(f"search param {key}={text!r}: range() needs integer start, stop and step.")
+        if step <= 0 or stop <= start:
+            raise ConfigError(f"search param {key}={text!r}: range(start,stop,step) needs start < stop and step > 0.")
+        high = start + ((stop - 1 - start) // step) * step
+        if log and step != 1:
+            raise ConfigError(
+                f"search param {key}={text!r}: Optuna cannot combine log with step {step}; "
+                "use choice(...) for powers of two."
+            )
+        return IntDistribution(start, high, step=step, log=log)
+    if isinstance(value, IntervalSweep):
+        low, high = value.start, value.end
+        if low >= high:
+            raise ConfigError(f"search param {key}={text!r}: interval(low,high) needs low < high.")
+        if log and low <= 0:
+            raise ConfigError(f"search param {key}={text!r}: a log interval needs low > 0.")
+        if isinstance(low, int) and isinstance(high, int) or _INT_INTERVAL.match(str(text)):
+            return IntDistribution(int(low), int(high), log=log)
+        return FloatDistribution(float(low), float(high), log=log)
+    raise ConfigError(f"search param {key}={text!r}: {type(value).__name__} is not supported.")
+
+
+def build_space(params: Mapping[str, Any]) -> dict[str, BaseDistribution]:
+    space = {}
+    for key, text in params.items():
+        dist = to_distribution(key, text)
+        if dist is None:
+            raise ConfigError(
+                f"search param {key}={text!r} is a single value, not a sweep: "
+                f"set it as a normal override ({key}={text}) or give choice(...)/range(...)/interval(...)."
+            )
+        space[key] = dist
+    return space
+
+
+def restrict_to_machine(space: dict[str, BaseDistribution], ctx: Context) -> dict[str, BaseDistribution]:
+    """Drop precisions the device can't run; a knob left with nothing to choose is dropped."""
+    out = dict(space)
+    dist = out.get("backend.precision")
+    if isinstance(dist, CategoricalDistribution):
+        runnable = [p for p in dist.choices if p != "fp16" or ctx.cuda]
+        runnable = [p for p in runnable if p != "bf16" or ctx.bf16]
+        out["backend.precision"] = CategoricalDistribution(runnable)
+    return {k: v for k, v in out.items() if not (isinstance(v, CategoricalDistribution) and len(v.choices) < 2)}
+
+
+def include_value(dist: BaseDistribution, value: Any) -> BaseDistribution:
+    """Widen a distribution so it holds `value` (the baseline is a point of the space)."""
+    if isinstance(dist, CategoricalDistribution):
+        return dist if value in dist.choices else CategoricalDistribution([*dist.choices, value])
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return dist
+    if isinstance(dist, IntDistribution):
+        if not isinstance(value, int) or (value - dist.low) % dist.step:
+            return dist
+        return IntDistribution(min(dist.low, value), max(dist.high, value), step=dist.step, log=dist.log)
+    assert isinstance(dist, FloatDistribution)
+    return FloatDistribution(min(dist.low, value), max(dist.high, value), log=dist.log, step=dist.step)
+
+
+def contains(dist: BaseDistribution, value: Any) -> bool:
+    try:
+        return dist._contains(dist.to_internal_repr(value))
+    except (ValueError, TypeError):
+        return False
+
+
+def is_active(key: str, chosen: Mapping[str, Any], ctx: Context) -> bool:
+    """Whether a knob means something given the values chosen so far (and the base config)."""
+    if key in ("loader.prefetch_factor", "loader.persistent_workers"):
+        return (chosen.get("loader.num_workers") or 0) > 0
+    if key in ("loader.pin_memory", "backend.cudnn_benchmark", "backend.tf32"):
+        return ctx.cuda
+    if key == "backend.channels_last":
+        return ctx.convolutional is not False
+    return True
+
+
+def suggestion_order(keys: list[str]) -> list[str]:
+    """Knobs others depend on first, so define-by-run can skip the dead ones."""
+    return sorted(keys, key=lambda k: (k in NEUTRAL, k))

@@ -1,0 +1,143 @@
+"""The sweep behind `python -m sweeper -m`, as the Hydra plugin calls it: a thin front that
+makes the plan, opens the study, runs the loop and the confirmation, writes the outputs.
+
+Raises sweeper.errors exceptions (ConfigError, MachineBusy, Interrupted); the plugin turns them
+into exit codes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.core.plugins import Plugins
+from hydra.types import HydraContext, TaskFunction
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+
+from ..errors import EXIT_LOCKED, ConfigError, Interrupted, MachineBusy, signal_name
+from ..runner.lock import MeasureLock, describe
+from ..runner.signals import stop_on_signals
+from ..store.storage import redact, scrub_files
+from ..store.study import StoredStudy
+from . import progress
+from .confirm import run_confirmation
+from .launch import JobRunner
+from .loop import optimize, typical_wall
+from .outputs import write_outputs, write_sweep_info
+from .plan import SweepPlan, make_plan
+from .settings import SweepSettings
+
+TPE_STARTUP_TRIALS = 5
+
+
+def grid_space(space: Mapping[str, BaseDistribution]) -> dict[str, list[Any]]:
+    """GridSampler's search_space from the distributions (ints expanded, floats refused)."""
+    grid: dict[str, list[Any]] = {}
+    for key, dist in space.items():
+        if isinstance(dist, CategoricalDistribution):
+            grid[key] = list(dist.choices)
+        elif isinstance(dist, IntDistribution) and not dist.log:
+            grid[key] = list(range(dist.low, dist.high + 1, dist.step))
+        else:
+            raise ConfigError(f"GridSampler needs finite choices: {key} is {dist}; use choice(...) or range(...).")
+    return grid
+
+
+def make_sampler(plan: SweepPlan) -> Any:
+    config = dict(plan.settings.sampler or {"_target_": "optuna.samplers.TPESampler"})
+    target = str(config.get("_target_", ""))
+    if target.endswith("GridSampler") and "search_space" not in config:
+        config["search_space"] = grid_space(plan.space)
+    if target.endswith("TPESampler"):
+        # a sweep has tens of trials, not hundreds: model the space sooner than TPE's 10
+        config.setdefault("n_startup_trials", TPE_STARTUP_TRIALS)
+    try:
+        return instantiate(config, _convert_="all")
+    except Exception as exc:  # noqa: BLE001
+        raise ConfigError(f"hydra.sweeper.sampler: cannot instantiate {config.get('_target_')!r}: {exc}") from exc
+
+
+def open_study(plan: SweepPlan) -> StoredStudy:
+    stored = StoredStudy.open(plan.storage_url, plan.study_name, directions=plan.directions,
+                              sampler=make_sampler(plan))
+    existing = [d.name.lower() for d in stored.study.directions]
+    if existing != list(plan.directions):
+        raise ConfigError(
+            f"study {plan.study_name!r} optimises {existing}, not {list(plan.directions)}: "
+            "use another hydra.sweeper.study_name or the same objectives."
+        )
+    stored.describe(plan.objectives, plan.hardware_class)
+    return stored
+
+
+def check_lock_at_start(plan: SweepPlan) -> None:
+    """lock=fail: a busy machine ends the sweep at once, with its own exit code (for cron)."""
+    if plan.settings.lock != "fail":
+        return
+    lock = MeasureLock(plan.claim.resource, {"what": f"study {plan.study_name}"})
+    if not lock.try_acquire():
+        raise MachineBusy(f"this machine is measuring for {describe(lock.holder())}; "
+                          f"hydra.sweeper.lock=fail: exiting with {EXIT_LOCKED}.")
+    lock.release()
+
+
+class Sweep:
+    def __init__(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig,
+                 settings: Mapping[str, Any]) -> None:
+        self.config = config
+        self.hydra_context = hydra_context
+        self.raw_settings = settings
+        self.launcher = Plugins.instance().instantiate_launcher(
+            config=config, hydra_context=hydra_context, task_function=task_function
+        )
+        # one progress line per trial is ours; Hydra's "Launching 1 jobs locally" is noise
+        logging.getLogger("hydra._internal.core_plugins.basic_launcher").setLevel(logging.WARNING)
+
+    def compose(self, overrides: Sequence[str]) -> DictConfig:
+        try:
+            return self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+        except Exception as exc:  # noqa: BLE001 - Hydra's own message names the bad key
+            raise ConfigError(" ".join(str(exc).split())) from exc
+
+    def sweep(self, arguments: Sequence[str]) -> dict[str, Any]:
+        started, started_at = time.monotonic(), time.time()
+        settings = SweepSettings.from_config(self.raw_settings)
+        plan = make_plan(settings, arguments, compose=self.compose, app_name=str(self.config.hydra.job.name),
+                         sweep_dir=Path(str(self.config.hydra.sweep.dir)))
+        stored = open_study(plan)
+        stored.save_sweep_span(plan.fixed, started_at, None)
+        write_sweep_info(plan)
+        progress.open_log(plan.sweep_dir / "sweep.log")
+        if plan.claim.pin is not None:  # the launcher's jobs, and their children, run there
+            os.environ.update(plan.claim.env)
+            progress.say(f"pinned to GPU {plan.claim.pin}")
+        progress.say(
+            f"sweeper: study {plan.study_name!r} in {redact(plan.storage_url)}; "
+            f"{len(plan.space)} knobs: {', '.join(plan.order)}; objectives "
+            f"{', '.join(f'{o} ({d})' for o, d in zip(plan.objectives, plan.directions))}"
+        )
+        check_lock_at_start(plan)
+
+        def remaining() -> float | None:
+            return None if plan.deadline_s is None else plan.deadline_s - (time.monotonic() - started)
+
+        with stop_on_signals("the sweep") as stop:
+            run = JobRunner(self.launcher, plan, stored, stop)
+            why = optimize(stored, plan, run, remaining=remaining,
+                           stopped=lambda: f"stopped by {signal_name(stop.signum)}" if stop.requested else None)
+            progress.say(f"stopped: {why}")
+            decision = None if stop.requested else run_confirmation(
+                stored, plan, run, remaining=remaining, typical_wall_s=typical_wall(stored, plan),
+                stopped=lambda: stop.requested)
+            summary = write_outputs(stored, plan, decision, why, started_at)
+        scrub_files(plan.sweep_dir, plan.storage_url)
+        if stop.signum is not None:
+            progress.say(f"interrupted by {signal_name(stop.signum)}: results and report are written")
+            raise Interrupted(stop.signum)
+        return summary

@@ -1,0 +1,120 @@
+"""Asking the study for a configuration (define-by-run over the conditional knobs) and telling
+it how the trial ended: measured, reused, skipped. Each tell says whether the sampler is done."""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import FrozenTrial, Trial, TrialState
+
+from ..result import RunResult, Status, TrialRecord
+from ..store.heartbeat import process_started
+from ..store.study import StoredStudy
+from . import space as sp
+from .plan import SweepPlan
+
+
+class Told(NamedTuple):
+    trial: FrozenTrial
+    # the sampler said it has nothing left (GridSampler calls study.stop())
+    sampler_done: bool
+
+
+def suggest(trial: Trial, key: str, dist: BaseDistribution) -> Any:
+    if isinstance(dist, CategoricalDistribution):
+        return trial.suggest_categorical(key, list(dist.choices))
+    if isinstance(dist, IntDistribution):
+        return trial.suggest_int(key, dist.low, dist.high, step=dist.step, log=dist.log)
+    assert isinstance(dist, FloatDistribution)
+    return trial.suggest_float(key, dist.low, dist.high, step=dist.step, log=dist.log)
+
+
+def choose_knobs(plan: SweepPlan, ctx: sp.Context, pick: Any) -> dict[str, Any]:
+    """Every knob of the trial: `pick(key, dist)` for the live ones, neutral values for dead ones
+    (also dead knobs the user set outside the space, or the trial could not run)."""
+    chosen: dict[str, Any] = {}
+    context = {k: plan.base_value(k) for k in sp.NEUTRAL}
+    context["loader.num_workers"] = plan.base_value("loader.num_workers")
+    for key in plan.order:
+        if sp.is_active(key, {**context, **chosen}, ctx):
+            chosen[key] = pick(key, plan.space[key])
+        else:
+            chosen[key] = sp.NEUTRAL[key]
+    for key, neutral in (sp.NEUTRAL.items() if plan.own_app else ()):
+        if key not in chosen and not sp.is_active(key, {**context, **chosen}, ctx):
+            if plan.base_value(key) != neutral:
+                chosen[key] = neutral
+    return chosen
+
+
+def ask(stored: StoredStudy, plan: SweepPlan, ctx: sp.Context, *, baseline: bool) -> tuple[Trial, dict[str, Any]]:
+    """The next trial (the baseline when it has not run), recorded with who runs it."""
+    if baseline:
+        stored.study.enqueue_trial(dict(plan.baseline_knobs))
+    trial = stored.study.ask()
+    knobs = choose_knobs(plan, ctx, lambda key, dist: suggest(trial, key, dist))
+    attrs = TrialRecord.started(
+        baseline=baseline, knobs=knobs, fixed=list(plan.fixed), workload=plan.workload,
+        sweep_dir=str(plan.sweep_dir), host=socket.gethostname(), pid=os.getpid(),
+        pid_started=process_started(os.getpid()), hardware_class=plan.hardware_class,
+    )
+    for key, value in attrs.items():
+        trial.set_user_attr(key, value)
+    return trial, knobs
+
+
+def _tell(stored: StoredStudy, trial: Trial, values: Sequence[float] | None = None,
+          state: TrialState | None = None) -> Told:
+    """study.tell, except that a sampler saying it is done (GridSampler calls study.stop(),
+    which Optuna only allows inside optimize()) ends the sweep instead of crashing it; the
+    trial itself is stored either way (Optuna saves it in a finally)."""
+    done = False
+    try:
+        stored.study.tell(trial, values, state=state)
+    except RuntimeError as exc:
+        if "Study.stop" not in str(exc):
+            raise
+        done = True
+    return Told(stored.trial(trial.number), done)
+
+
+def _set(trial: Trial, attrs: Mapping[str, Any]) -> None:
+    for key, value in attrs.items():
+        trial.set_user_attr(key, value)
+
+
+def tell_result(stored: StoredStudy, trial: Trial, result: RunResult, plan: SweepPlan) -> Told:
+    _set(trial, TrialRecord.finished(result))
+    if result.status == Status.OK:
+        values = [result.get(o) for o in plan.objectives]
+        if all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
+            max_gb = plan.settings.constraints.max_memory_gb
+            if max_gb is not None:
+                trial.set_constraint("max_memory_gb", result.get("peak_memory_mb") / 1024 - float(max_gb))
+            return _tell(stored, trial, values)
+        _set(trial, TrialRecord.ended(Status.ERROR, f"non-finite objective values {values}"))
+        return _tell(stored, trial, state=TrialState.FAIL)
+    if result.status == Status.PRUNED:
+        return _tell(stored, trial, state=TrialState.PRUNED)
+    return _tell(stored, trial, state=TrialState.FAIL)
+
+
+def reuse(stored: StoredStudy, trial: Trial, source: FrozenTrial) -> Told:
+    """Answer with the result of an identical configuration measured before."""
+    _set(trial, TrialRecord.reused_result(TrialRecord.of(source), source.number))
+    if source.state == TrialState.COMPLETE:
+        for key, value in source.constraints.items():
+            trial.set_constraint(key, value)
+        return _tell(stored, trial, list(source.values))
+    return _tell(stored, trial, state=source.state)
+
+
+def skip(stored: StoredStudy, trial: Trial, status: Status, reason: str) -> Told:
+    """End a trial without measuring it (a predicted OOM, a surplus trial)."""
+    _set(trial, TrialRecord.ended(status, reason))
+    return _tell(stored, trial, state=TrialState.FAIL)

@@ -1,0 +1,83 @@
+"""Is anyone still running this trial? A sweep beats a heartbeat (a trial attribute, so every
+storage hears it: RDB and journal alike) while its trial waits for the machine and runs; a
+RUNNING trial nobody beats for is an orphan, failed by the next sweep of the study, on any host.
+On the sweep's own host the answer is quicker: its process is gone."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+from optuna.trial import FrozenTrial, TrialState
+
+from ..result import TrialRecord
+from .study import StoredStudy
+
+HEARTBEAT_S = 30
+# a RUNNING trial with no heartbeat for this long is failed by the next sweep, on any host
+GRACE_S = 120
+DIED = "its sweep process died"
+SILENT = "its sweep stopped sending heartbeats (killed, or its host went down)"
+
+
+@contextlib.contextmanager
+def heartbeat(stored: StoredStudy, number: int | None, interval_s: float = HEARTBEAT_S) -> Iterator[None]:
+    """Beat for trial `number` while inside (nothing for None: a confirmation run)."""
+    if number is None:
+        yield
+        return
+    trial_id = stored.trial_id(number)
+    stop = threading.Event()
+
+    def beat() -> None:
+        while True:
+            try:
+                for key, value in TrialRecord.heartbeat(time.time()).items():
+                    stored.storage.set_trial_user_attr(trial_id, key, value)
+            except Exception:  # noqa: BLE001 - a missed beat must not stop a measurement
+                pass
+            if stop.wait(interval_s):
+                return
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def orphans(trials: Sequence[FrozenTrial], *, host: str, now: float, alive: Callable[[int, float | None], bool],
+            grace_s: float = GRACE_S) -> list[tuple[FrozenTrial, str]]:
+    """RUNNING trials with no live sweep behind them, each with why (pure)."""
+    found = []
+    for t in trials:
+        if t.state != TrialState.RUNNING:
+            continue
+        record = TrialRecord.of(t)
+        if record.host == host and record.sweeper_pid is not None:
+            if not alive(record.sweeper_pid, record.sweeper_started):
+                found.append((t, DIED))
+            continue
+        last = record.heartbeat_at or (t.datetime_start.timestamp() if t.datetime_start else None)
+        if last is not None and now - last > grace_s:
+            found.append((t, SILENT))
+    return found
+
+
+def process_started(pid: int) -> float | None:
+    import psutil
+
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def process_alive(pid: int, started: float | None) -> bool:
+    """The process that ran the trial is still alive (not merely its pid, reused after a reboot)."""
+    now = process_started(pid)
+    return now is not None and (started is None or abs(now - float(started)) < 1.0)

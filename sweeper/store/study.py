@@ -1,0 +1,98 @@
+"""A study in its storage, through Optuna's public API: create or load it, write attributes on
+a trial by number, fail a trial with its reason."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from ..result import Status, TrialRecord
+from .storage import open_storage
+from .trials import of_setup
+
+
+# study attributes: spelled here only (trial attributes: sweeper.result.TrialRecord)
+_OBJECTIVES, _HARDWARE_CLASS = "objectives", "hardware_class"
+
+
+@dataclass
+class StoredStudy:
+    study: optuna.Study
+    storage: Any  # the optuna storage object the study was opened on
+
+    @classmethod
+    def open(cls, url: str, name: str, *, directions: Sequence[str] | None = None, sampler: Any = None,
+             create: bool = True) -> StoredStudy:
+        storage = open_storage(url)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        if create:
+            study = optuna.create_study(storage=storage, sampler=sampler, study_name=name,
+                                        directions=list(directions or ["maximize"]), load_if_exists=True)
+        else:
+            study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+        return cls(study, storage)
+
+    @property
+    def name(self) -> str:
+        return self.study.study_name
+
+    @cached_property
+    def study_id(self) -> int:
+        return self.storage.get_study_id_from_name(self.name)
+
+    def trial_id(self, number: int) -> int:
+        return self.storage.get_trial_id_from_study_id_trial_number(self.study_id, number)
+
+    def trials(self, fixed: Sequence[str] | None = None) -> list[FrozenTrial]:
+        every = self.study.get_trials(deepcopy=False)
+        return every if fixed is None else of_setup(every, fixed)
+
+    def trial(self, number: int) -> FrozenTrial:
+        return self.storage.get_trial(self.trial_id(number))
+
+    def set_attrs(self, number: int, attrs: Mapping[str, Any]) -> None:
+        trial_id = self.trial_id(number)
+        for key, value in attrs.items():
+            self.storage.set_trial_user_attr(trial_id, key, value)
+
+    # ---- study attributes: what the sweep stores beside the trials ----
+    @staticmethod
+    def _confirmation_key(fixed: Sequence[str]) -> str:
+        return f"confirmation:{json.dumps(list(fixed))}"
+
+    def save_confirmation(self, fixed: Sequence[str], decision: Mapping[str, Any]) -> None:
+        self.study.set_user_attr(self._confirmation_key(fixed), dict(decision))
+
+    def confirmation(self, fixed: Sequence[str]) -> dict[str, Any] | None:
+        """The interleaved confirmation of this setup's last sweep."""
+        return self.study.user_attrs.get(self._confirmation_key(fixed))
+
+    @staticmethod
+    def _span_key(fixed: Sequence[str]) -> str:
+        return f"sweep:{json.dumps(list(fixed))}"
+
+    def save_sweep_span(self, fixed: Sequence[str], started_at: float, ended_at: float | None) -> None:
+        """When this setup's latest sweep started and ended (epoch seconds; None: running)."""
+        self.study.set_user_attr(self._span_key(fixed), {"started_at": started_at, "ended_at": ended_at})
+
+    def sweep_span(self, fixed: Sequence[str]) -> dict[str, Any] | None:
+        return self.study.user_attrs.get(self._span_key(fixed))
+
+    def describe(self, objectives: Sequence[str], hardware_class: str) -> None:
+        self.study.set_user_attr(_OBJECTIVES, list(objectives))
+        self.study.set_user_attr(_HARDWARE_CLASS, hardware_class)
+
+    def objectives(self, default: Sequence[str]) -> list[str]:
+        """The figures the study's values are, in order (a study made elsewhere: `default`)."""
+        return list(self.study.user_attrs.get(_OBJECTIVES, default))
+
+    def fail(self, number: int, status: Status, reason: str) -> None:
+        """End a RUNNING trial as failed, with why."""
+        self.set_attrs(number, TrialRecord.ended(status, reason))
+        self.study.tell(number, state=TrialState.FAIL)

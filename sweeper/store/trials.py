@@ -1,0 +1,73 @@
+"""Reading the trials of a study (pure: FrozenTrial lists in, answers out). The report and the
+sweep read trials only through these and TrialRecord."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from optuna.trial import FrozenTrial, TrialState
+
+from ..result import Status, TrialRecord
+
+
+def config_of(trial: FrozenTrial) -> dict[str, Any]:
+    """Every knob a trial set: sampled params plus the neutral values of dead knobs."""
+    knobs = TrialRecord.of(trial).knobs
+    return knobs if knobs is not None else dict(trial.params)
+
+
+def same_setup(trial: FrozenTrial, fixed: Sequence[str]) -> bool:
+    """Run with the same fixed overrides: a study can hold several setups."""
+    return TrialRecord.of(trial).fixed_overrides == list(fixed)
+
+
+def of_setup(trials: Sequence[FrozenTrial], fixed: Sequence[str]) -> list[FrozenTrial]:
+    return [t for t in trials if same_setup(t, fixed)]
+
+
+def primary_value(trial: FrozenTrial) -> float | None:
+    """samples/sec of a completed trial."""
+    return TrialRecord.of(trial).samples_per_sec if trial.state == TrialState.COMPLETE else None
+
+
+def feasible(trial: FrozenTrial) -> bool:
+    return all(v <= 0 for v in trial.constraints.values()) if trial.constraints else True
+
+
+def was_measured(trial: FrozenTrial) -> bool:
+    """Ran a measurement (or is running one): not a reused result, not a predicted OOM, not
+    interrupted (measured again when the sweep resumes)."""
+    record = TrialRecord.of(trial)
+    return not record.reused and not record.skipped and record.status != Status.INTERRUPTED
+
+
+def measured_results(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
+    """Trials that hold their own result (a reused result counts once, at its source)."""
+    return [t for t in trials if not TrialRecord.of(t).reused]
+
+
+def ranked(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
+    """Completed, feasible trials, fastest first; a reused result counts once."""
+    done = [t for t in measured_results(trials) if primary_value(t) is not None and feasible(t)]
+    return sorted(done, key=lambda t: -primary_value(t))  # type: ignore[operator]
+
+
+def baseline_of(trials: Sequence[FrozenTrial]) -> FrozenTrial | None:
+    """The baseline trial (possibly answered from an earlier sweep's identical run)."""
+    return next((t for t in trials if TrialRecord.of(t).baseline), None)
+
+
+def pareto_trials(trials: Sequence[FrozenTrial], directions: Sequence[str]) -> list[FrozenTrial]:
+    """The Pareto-optimal trials among these (one setup's own results), as Optuna decides them:
+    `Study.best_trials` honours the directions and the constraints (infeasible trials never
+    make the front). Computed on an in-memory copy, so other setups of the study don't count."""
+    import optuna
+
+    done = [t for t in measured_results(trials) if t.state == TrialState.COMPLETE]
+    if not done:
+        return []
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    copy = optuna.create_study(directions=list(directions))
+    copy.add_trials(done)  # numbered 0.. in this order
+    return [done[t.number] for t in copy.best_trials]
