@@ -44,11 +44,15 @@ def test_report_is_self_contained_and_escaped(swept):
     assert html.count("<img") >= 5
 
 
-def test_report_opens_in_chromium(swept):
+def need_chromium() -> None:
     if CHROMIUM is None:
         if os.environ.get("CI"):
             pytest.fail("Chromium is missing in CI: .ci/run installs Debian's chromium")
         pytest.skip("needs Debian's chromium (apt-get install chromium)")
+
+
+def test_report_opens_in_chromium(swept):
+    need_chromium()
     from playwright.sync_api import sync_playwright
 
     _, sweep_dir = swept
@@ -80,6 +84,32 @@ def test_report_opens_in_chromium(swept):
     assert problems == []
 
 
+def test_the_morning_read_in_chromium(swept):
+    """At 1200 px: the winner's code against the baseline names only what changed, no table
+    cell wraps, the tab says what the page is, the headline has both times."""
+    need_chromium()
+    from playwright.sync_api import sync_playwright
+
+    _, sweep_dir = swept
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.goto((sweep_dir / "report.html").as_uri())
+        diff = page.inner_text("#code-diff")
+        assert "batch_size=" in diff
+        assert not any(word in diff for word in ("num_workers", "autocast", "set_num_threads", "channels_last"))
+        # one line per cell: every row as tall as the shortest (a wrapped cell would double it)
+        heights = page.eval_on_selector_all("#trials tbody td", "els => els.map(e => e.getBoundingClientRect().height)")
+        assert heights and max(heights) < 1.5 * min(heights), (min(heights), max(heights))
+        title = page.title()
+        assert title.startswith("sweeper: custom train on ") and re.search(r"\d{4}-\d{2}-\d{2}", title)
+        cards = page.inner_text(".headline")
+        assert "wall time of the trials" in cards and "the sweep took, confirmation included" in cards
+        page.click("#trials tbody tr:first-child a.link")
+        assert page.evaluate("location.hash").startswith("#trial-")
+        browser.close()
+
+
 def test_report_regenerates_from_the_storage(swept):
     import json
 
@@ -96,7 +126,7 @@ def test_report_regenerates_from_the_storage(swept):
     cli = [sys.executable, "-m", "sweeper.report"]
     subprocess.run([*cli, str(sweep_dir)], cwd=ROOT, check=True, capture_output=True)
     assert (sweep_dir / "report.html").stat().st_size > 10_000
-    assert "RUNNING" in (sweep_dir / "report.html").read_text()
+    assert ">running<" in (sweep_dir / "report.html").read_text()
     out = tmp / "again.html"
     subprocess.run([*cli, "--storage", f"sqlite:///{tmp / 'study.db'}", "--study", info["study"], "--out", str(out)],
                    cwd=ROOT, check=True, capture_output=True)

@@ -108,8 +108,8 @@ def test_unconfirmed_winner_says_so():
 
 def test_every_string_is_escaped():
     evil = "<script>alert(1)</script>"
-    trials = [*TRIALS[:2], make(3, 1024, status="error", reason=evil)]
-    trials[1].user_attrs["knobs"]["backend.compile"] = evil
+    trials = [TRIALS[0], make(1, 256, 2500.0, 600.0, wait=0.1), make(3, 1024, status="error", reason=evil)]
+    trials[1].user_attrs["knobs"]["backend.compile"] = evil  # a fresh trial: TRIALS stays as it is
     d = build_report_data(trials, study_name=evil, workload=evil, fixed=[f"task.name='{evil}'"], confirmation=None)
     html = render(d)
     assert evil not in html
@@ -146,3 +146,69 @@ def test_other_hardware_classes_are_listed_side_by_side(tmp_path):
     rows = siblings(storage, "night@aaa")
     assert [(n, v) for n, _, v, _ in rows] == [("night@bbb", 300.0)]
     assert "lab1" in rows[0][1] and "loader.batch_size=64" in rows[0][3]
+
+
+def test_code_diff_names_only_what_changed():
+    from sweeper.report.code import code_diff
+
+    baseline = {"loader.batch_size": 64, "loader.num_workers": 2, "backend.threads": None, "backend.precision": "fp32"}
+    winner = {"loader.batch_size": 1024, "loader.num_workers": 2, "backend.threads": 1, "backend.precision": "fp16"}
+    diff = code_diff(baseline, winner, "cuda")
+    assert diff == (
+        "-# torch.set_num_threads: PyTorch's default",
+        "-loader = DataLoader(dataset, batch_size=64)",
+        "-# fp32: no autocast",
+        "+torch.set_num_threads(1)  # or export OMP_NUM_THREADS=1 before start-up",
+        "+loader = DataLoader(dataset, batch_size=1024)",
+        "+with torch.autocast(device_type='cuda', dtype=torch.float16):  # forward and loss",
+        "+scaler = torch.amp.GradScaler('cuda')  # scaler.scale(loss).backward(); scaler.step(optimizer); scaler.update()",
+    )
+    assert code_diff(baseline, dict(baseline), "cpu") == ()
+
+
+def test_winner_code_in_the_report_and_the_batch_sentence():
+    trials = [make(0, 64, 1000.0, 400.0, baseline=True), make(1, 256, 2500.0, 600.0)]
+    d = build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None)
+    assert d.code_diff == ("-loader = DataLoader(dataset, batch_size=64)", "+loader = DataLoader(dataset, batch_size=256)")
+    assert any("batch 256 instead of 64" in n and "learning rate" in n for n in d.notes)
+    html = render(d)
+    assert 'id="code-diff"' in html and "Apply it to your code" in html
+    same = build_report_data(trials[:1], study_name="s", workload="w", fixed=[], confirmation=None)
+    assert same.code_diff == () and not any("instead of" in n for n in same.notes)
+
+
+@pytest.mark.parametrize(
+    ("wait", "kw", "says"),
+    [
+        pytest.param(0.6, {"workers": 2, "cores": 2}, "already match the 2 cores", id="workers-at-cores"),
+        pytest.param(0.6, {"workers": 0, "cores": 2, "data_path_cost": 0.8}, "runs 5.0x faster", id="bound-far-above"),
+        pytest.param(0.6, {"workers": 1, "cores": 4}, "more loader workers (1 now, 4 cores)", id="more-workers"),
+        pytest.param(0.21, {}, "borderline", id="borderline-data"),
+        pytest.param(0.19, {}, "compute-bound (borderline", id="borderline-compute"),
+        pytest.param(0.01, {}, "the step itself decides", id="near-zero"),
+    ],
+)
+def test_why_follows_the_evidence(wait, kw, says):
+    from sweeper.report.why import verdict
+
+    assert says in verdict(wait, **kw)
+
+
+def test_null_knob_values_say_what_they_mean():
+    from sweeper.report.charts import axis_order
+    from sweeper.report.data import knob_label
+
+    assert knob_label("backend.threads", None, {"threads": 2}) == "default (2)"
+    assert knob_label("loader.prefetch_factor", None, {}) == "default (2)"
+    assert knob_label("backend.compile", None, {}) == "default"
+    assert knob_label("backend.channels_last", True, {}) == "true"
+    assert sorted(["4", "1", "default (2)", "2", "bf16"], key=axis_order) == ["1", "default (2)", "2", "4", "bf16"]
+
+
+def test_table_rows_have_anchors_short_states_and_reasons_on_hover():
+    long = "RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 1099511627776 bytes"
+    trials = [*TRIALS[:2], make(3, 1024, status="oom", reason=long)]
+    html = render(build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None))
+    assert 'id="trial-3"' in html and 'href="#trial-3"' in html
+    assert f'title="{long.replace(chr(39), "&#x27;")}"' in html and "&hellip;" in html
+    assert ">done<" in html and ">failed<" in html and "COMPLETE" not in html

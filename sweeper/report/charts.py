@@ -104,7 +104,7 @@ def effects_chart(effects: dict[str, list[tuple[str, float]]]) -> str:
     fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols, 2.5 * rows), squeeze=False)
     for ax, key in zip(axes.flat, keys):
         pairs = effects[key]
-        values = sorted({v for v, _ in pairs}, key=lambda s: (not _is_number(s), float(s) if _is_number(s) else 0, s))
+        values = sorted({v for v, _ in pairs}, key=axis_order)
         index = {v: i for i, v in enumerate(values)}
         ax.scatter([index[v] for v, _ in pairs], [y for _, y in pairs], alpha=0.7, color="#3182bd")
         ax.set_xticks(range(len(values)), values, rotation=30, fontsize=7)
@@ -118,12 +118,21 @@ def effects_chart(effects: dict[str, list[tuple[str, float]]]) -> str:
     return to_svg(fig)
 
 
-def _is_number(text: str) -> bool:
+def _number(text: str) -> float | None:
     try:
-        float(text)
+        return float(text)
     except ValueError:
-        return False
-    return True
+        return None
+
+
+def axis_order(label: str) -> tuple[int, float, int, str]:
+    """Numbers in order; `default (N)` where N stands (before an equal number), a bare
+    `default` first; words after the numbers."""
+    inner = label.removeprefix("default (").removesuffix(")") if label.startswith("default (") else None
+    value = _number(inner) if inner is not None else _number(label)
+    if value is not None:
+        return (1, value, 0 if inner is not None else 1, label)
+    return (0, 0.0, 0, label) if label == "default" else (2, 0.0, 0, label)
 
 
 def history_chart(history: Sequence[tuple[int, float, float]]) -> str:

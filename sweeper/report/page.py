@@ -19,11 +19,14 @@ h1{font-size:22px;margin:8px 0}h2{font-size:17px;margin:28px 0 8px;border-bottom
 .card b{display:block;font-size:20px}.card span{color:#555;font-size:12px}
 pre{background:#f6f8fa;border:1px solid #e1e4e8;border-radius:6px;padding:10px;overflow-x:auto;white-space:pre-wrap;word-break:break-all}
 img.chart{max-width:100%;height:auto;display:block;margin:8px 0}
-table{border-collapse:collapse;font-size:12px;width:100%}th,td{border:1px solid #e1e4e8;padding:3px 6px;text-align:left;vertical-align:top}
+table{border-collapse:collapse;font-size:12px}th,td{border:1px solid #e1e4e8;padding:3px 6px;text-align:left;vertical-align:top;white-space:nowrap}
 th{background:#f6f8fa;cursor:pointer;user-select:none;position:sticky;top:0}th:hover{background:#eaeef2}
-td{max-width:280px;overflow-wrap:anywhere}td.num{text-align:right;font-variant-numeric:tabular-nums}tr.fail td{color:#8b0000}
+td.num{text-align:right;font-variant-numeric:tabular-nums}tr.fail td{color:#8b0000}td.reason{cursor:help}
+tr:target td{background:#fff8c5}a.link{color:#888;text-decoration:none;margin-left:4px}a.link:hover{color:#0969da}
+pre.diff{white-space:pre;word-break:normal}pre.diff .del{color:#b31d28;background:#ffeef0;display:block}
+pre.diff .ins{color:#22863a;background:#f0fff4;display:block}pre.diff .mark{user-select:none}
 .note{background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;padding:6px 10px;margin:6px 0}
-.muted{color:#666}.tablewrap{max-height:600px;overflow:auto}
+.muted{color:#666}.tablewrap{max-height:600px;overflow:auto;max-width:100%}
 @media print{body{max-width:none;padding:0}.tablewrap{max-height:none;overflow:visible}th{position:static}h2{break-after:avoid}img.chart{break-inside:avoid}}
 """
 
@@ -49,7 +52,15 @@ document.querySelectorAll('table.sortable').forEach(function(table){
     });
   });
 });
+document.querySelectorAll('a.link').forEach(function(a){
+  a.addEventListener('click', function(){
+    var url = location.href.split('#')[0] + a.getAttribute('href');
+    if (navigator.clipboard) { navigator.clipboard.writeText(url).catch(function(){}); }
+  });
+});
 """
+# a reason longer than this shows its start in the table, the whole on hover
+REASON_CHARS = 60
 
 
 def img(svg: str, alt: str) -> str:
@@ -81,8 +92,12 @@ def headline(d: ReportData) -> str:
         cards.append(_card(f"{d.winner_memory_mb:,.0f} MB", "peak memory of the winner"))
     cards.append(_card(f"{d.trials_measured} / {d.trials_failed}", "trials measured / failed or pruned"))
     cards.append(_card(f"{d.budget_used_s / 60:,.1f} min", "wall time of the trials"))
+    if d.sweep_wall_s is not None:
+        cards.append(_card(f"{d.sweep_wall_s / 60:,.1f} min", "the sweep took, confirmation included"))
+    elif not d.sweep_finished:
+        cards.append(_card("running", "the sweep is not over: this is a view of the trials so far"))
     facts = (f"<p><b>Workload</b> {escape(d.workload)} &middot; <b>Machine</b> {escape(d.machine)} &middot; "
-             f"<b>Date</b> {escape(d.date)}"
+             f"<b>Date</b> {escape(d.date)} &middot; <b>Study</b> {escape(d.study)}"
              + (f" &middot; {d.trials_reused} suggestion(s) answered from earlier results" if d.trials_reused else "")
              + "</p>")
     notes = "".join(f'<div class="note">{escape(n)}</div>' for n in d.notes)
@@ -104,22 +119,43 @@ def why(d: ReportData) -> str:
     return img(charts.breakdown_chart(d.breakdowns), "where step time goes") + f"<ul>{''.join(items)}</ul>"
 
 
+def _reason_cell(reason: str) -> str:
+    if len(reason) <= REASON_CHARS:
+        return f'<td data-v="{escape(reason)}">{escape(reason)}</td>'
+    return (f'<td class="reason" data-v="{escape(reason)}" title="{escape(reason)}">'
+            f"{escape(reason[:REASON_CHARS].rstrip())}&hellip;</td>")
+
+
 def trials_table(d: ReportData) -> str:
     head = "".join(f"<th>{escape(c)}</th>" for c in d.columns)
+    reason_col = d.columns.index("reason") if "reason" in d.columns else -1
     body = []
     for row in d.rows:
-        cells = []
-        for value in row:
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = row[0]
+        cells = [f'<td class="num" data-v="{number}">{number}<a class="link" href="#trial-{number}" '
+                 f'title="copy link to this trial">#</a></td>']
+        for col, value in enumerate(row[1:], start=1):
+            if col == reason_col:
+                cells.append(_reason_cell(str(value or "")))
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
                 cells.append(f'<td class="num" data-v="{value}">{escape(_fmt(value))}</td>')
             elif value is None:
                 cells.append('<td class="num" data-v=""></td>')
             else:
                 cells.append(f"<td>{escape(str(value))}</td>")
-        cls = ' class="fail"' if row[1] != "COMPLETE" else ""
-        body.append(f"<tr{cls}>{''.join(cells)}</tr>")
+        cls = ' class="fail"' if row[1] != "done" else ""
+        body.append(f'<tr id="trial-{number}"{cls}>{"".join(cells)}</tr>')
     return (f'<div class="tablewrap"><table class="sortable" id="trials"><thead><tr>{head}</tr></thead>'
             f"<tbody>{''.join(body)}</tbody></table></div>")
+
+
+def code_block(lines: tuple[str, ...]) -> str:
+    """The diff, with its -/+ marks left out of a copy: what is copied is code."""
+    out = []
+    for line in lines:
+        kind = "del" if line.startswith("-") else "ins"
+        out.append(f'<span class="{kind}"><span class="mark">{escape(line[0])} </span>{escape(line[1:])}</span>')
+    return f'<pre class="diff" id="code-diff">{"".join(out)}</pre>'
 
 
 def render(d: ReportData) -> str:
@@ -128,6 +164,10 @@ def render(d: ReportData) -> str:
         sections += ["<h2>The winner</h2>", "<p>Reproduce it:</p>", f"<pre>{escape(d.command)}</pre>",
                      "<p>As a config (<code>python -m sweeper --config-dir &lt;this sweep's directory&gt; "
                      "--config-name winner</code>):</p>", f"<pre>{escape(d.yaml or '')}</pre>"]
+    if d.code_diff:
+        sections += ["<h2>Apply it to your code</h2>",
+                     "<p>What the winner changes in a training script of your own, against your baseline "
+                     "(only the settings that differ):</p>", code_block(d.code_diff)]
     if d.points or d.failures:
         sections += [
             "<h2>Speed against memory</h2>",
