@@ -71,7 +71,45 @@ def register_plugin() -> None:
     Plugins.instance().register(ThroughputSweeper)
 
 
+# Hydra's flags that take a value: what follows them is not an override
+_FLAG_VALUES = {"-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir", "-p", "--package",
+                "--experimental-rerun"}
+
+
+def overrides_of(argv: list[str]) -> list[str]:
+    """The key=value overrides of a command line (Hydra's flags and their values left out)."""
+    found, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in _FLAG_VALUES:
+            skip = True
+        elif not arg.startswith("-") and "=" in arg:
+            found.append(arg)
+    return found
+
+
+def check_overrides(argv: list[str]) -> None:
+    """Hydra's grammar errors as one line (Hydra's own message is several, and exits 1)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    for override in overrides_of(argv):
+        try:
+            parser.parse_overrides([override])
+        except Exception as exc:  # noqa: BLE001 - OverrideParseException and the grammar's own
+            lines = [line for line in str(exc).splitlines()[1:] if line.strip() and not line.startswith("See https")]
+            why = " ".join(lines) or str(exc).splitlines()[0]
+            raise ConfigError(f"cannot read {override!r}: {why} (Hydra's override grammar: choice(a,b), "
+                              "range(start,stop[,step]), interval(low,high), tag(log,...), shuffle(...)).") from exc
+
+
 def main() -> None:
+    try:
+        check_overrides(sys.argv[1:])
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(exit_code(exc))
     resolvers.register()
     register_plugin()
     hydra.main(config_path=config_dir(), config_name="config", version_base="1.3")(measure_job)()

@@ -8,6 +8,10 @@ an inherited pipe whose number is in $SWEEPER_EVENT_FD; the child writes JSON li
 from __future__ import annotations
 
 EVENT_FD_ENV = "SWEEPER_EVENT_FD"
+# the parent's pid: the child dies with it, and at once if it is already gone
+PARENT_PID_ENV = "SWEEPER_PARENT_PID"
+# a mark every process of one run inherits: escapees from its process group are found by it
+RUN_MARK_ENV = "SWEEPER_RUN_MARK"
 WORKER_MODULE = "sweeper.measure.worker"
 PROBE_MODULE = "sweeper.measure.probe"
 # fixed before torch is imported in the child: OpenMP/MKL read them once

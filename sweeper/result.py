@@ -142,6 +142,7 @@ _SPS, _REL_IQR = "samples_per_sec", "samples_per_sec_rel_iqr"
 _FINGERPRINT, _HARDWARE, _JOB_DIR = "fingerprint", "hardware_class", "job_dir"
 _REUSED_FROM, _WORKLOAD, _SWEEP_DIR = "reused_from", "workload", "sweep_dir"
 _HOST, _PID, _PID_STARTED, _HEARTBEAT = "host", "sweeper_pid", "sweeper_started", "heartbeat_at"
+_RERUN = "rerun_reason"
 # the attributes of a result, copied when a result is reused for an identical configuration
 _RESULT_ATTRS = (_STATUS, _REASON, _METRICS, _SPS, _REL_IQR, _FINGERPRINT, _HARDWARE)
 SKIPPED_PREFIX = "skipped:"
@@ -255,6 +256,10 @@ class TrialRecord:
         return self.attrs.get(_HEARTBEAT)
 
     @property
+    def rerun_reason(self) -> str | None:
+        return self.attrs.get(_RERUN)
+
+    @property
     def has_result(self) -> bool:
         return _STATUS in self.attrs
 
@@ -290,6 +295,11 @@ class TrialRecord:
     def reused_result(source: TrialRecord, source_number: int) -> dict[str, Any]:
         """An identical configuration measured before: its result, and where it came from."""
         return {_REUSED_FROM: source_number, **{k: source.attrs[k] for k in _RESULT_ATTRS if k in source.attrs}}
+
+    @staticmethod
+    def rerun(reason: str) -> dict[str, Any]:
+        """A configuration the study had, measured again, and why."""
+        return {_RERUN: reason}
 
     @staticmethod
     def heartbeat(now: float) -> dict[str, Any]:

@@ -47,3 +47,24 @@ elif mode == "result_then_linger":
         os._exit(0)
     send(event="result", status="ok", samples_per_sec=1.0)
     os._exit(0)
+elif mode == "oom_result_then_linger":
+    send(event="result", status="oom", reason="RuntimeError: CUDA out of memory")
+    time.sleep(60)
+elif mode == "escape":
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()  # leaves the run's session and process group
+        with open(spec["pid_file"], "w") as f:
+            f.write(str(os.getpid()))
+        time.sleep(600)
+        os._exit(0)
+    while True:
+        time.sleep(1)
+elif mode == "abort_with_fd_holder":
+    if os.fork() == 0:  # a descendant that keeps the event pipe open
+        time.sleep(60)
+        os._exit(0)
+    time.sleep(0.2)
+    os.abort()
+elif mode == "sigkill_self":
+    os.kill(os.getpid(), 9)

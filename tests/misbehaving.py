@@ -81,3 +81,35 @@ def fails_at_batch(task: dict[str, Any]):
     params = task.get("params") or {}
     model = FailsAtBatch(params.get("crash"), params.get("oom_from"))
     return model, _data(), nn.functional.mse_loss
+
+
+class DiesInLoaderWorker(Dataset):
+    """Kills the DataLoader worker that loads it with `signum` (SIGKILL as the OOM killer
+    sends, SIGSEGV as a crashing native extension gets)."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+
+    def __len__(self) -> int:
+        return 1024
+
+    def __getitem__(self, index: int) -> Any:
+        import signal
+
+        from torch.utils.data import get_worker_info
+
+        if get_worker_info() is not None:
+            os.kill(os.getpid(), self.signum)
+        return torch.randn(4), torch.randn(1)
+
+
+def kill_loader_worker(task: dict[str, Any]):
+    import signal
+
+    return nn.Linear(4, 1), DiesInLoaderWorker(signal.SIGKILL), nn.functional.mse_loss
+
+
+def segfault_loader_worker(task: dict[str, Any]):
+    import signal
+
+    return nn.Linear(4, 1), DiesInLoaderWorker(signal.SIGSEGV), nn.functional.mse_loss

@@ -77,6 +77,6 @@ def test_a_single_run_and_a_sweep_take_the_same_lock(tmp_path, monkeypatch, two_
         with pytest.raises(RunFailed):
             cli.measure_once(cfg, tmp_path / "run")
         plan = make_plan(SweepSettings(), [], compose=lambda overrides: compose("config", overrides=list(overrides)),
-                         app_name="sweeper", sweep_dir=tmp_path / "sweep", probe_machine=lambda device: CUDA_MACHINE)
+                         app_name="sweeper", sweep_dir=tmp_path / "sweep", probe_machine=lambda *probed: CUDA_MACHINE)
     assert seen["resource"] == plan.claim.resource == "gpu1"
     assert seen["env"] == plan.claim.env == {"CUDA_VISIBLE_DEVICES": "1"}

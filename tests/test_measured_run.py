@@ -64,12 +64,12 @@ def test_workers_threads_compute_bound_and_bf16(sweeper_run):
 def test_image_folder_of_jpegs(sweeper_run, tmp_path):
     from PIL import Image
 
+    images = tmp_path / "my photos" / "über"  # spaces and non-ASCII in the path, as users have them
     for cls in ("cat", "dog"):
-        (tmp_path / "images" / cls).mkdir(parents=True)
+        (images / cls).mkdir(parents=True)
         for i in range(8):
-            Image.new("RGB", (40, 36), (i * 20, 100, 50)).save(tmp_path / "images" / cls / f"{i}.jpg")
-    run = sweeper_run(*IMAGE, f"task.data_dir={tmp_path / 'images'}", "loader.batch_size=4",
-                      "backend.channels_last=true")
+            Image.new("RGB", (40, 36), (i * 20, 100, 50)).save(images / cls / f"{i}.jpg")
+    run = sweeper_run(*IMAGE, f"task.data_dir='{images}'", "loader.batch_size=4", "backend.channels_last=true")
     assert run.returncode == 0, run.stderr
     assert run.result["status"] == "ok"
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -9,7 +11,22 @@ import torch
 from torch.utils.data import DataLoader
 
 from ..errors import InvalidConfig
+from ..protocol import EVENT_FD_ENV
+from .lifeline import die_with_parent
 from .workload import Workload
+
+
+def start_worker(worker_id: int, *, parent: int) -> None:
+    """In each DataLoader worker: die with the measuring process (not seconds later, when
+    torch's watchdog would notice), and let go of the run's event pipe, so a worker that
+    outlives a crashed run cannot keep the parent waiting for an end of file."""
+    die_with_parent(parent)
+    fd = os.environ.get(EVENT_FD_ENV)
+    if fd:
+        try:
+            os.close(int(fd))
+        except OSError:
+            pass
 
 
 def make_loader(
@@ -36,6 +53,7 @@ def make_loader(
         pin_memory=bool(loader["pin_memory"]) and device.type == "cuda",
         drop_last=True,  # equal batch shapes: no recompiles, no odd last step
         collate_fn=workload.collate_fn,
+        worker_init_fn=functools.partial(start_worker, parent=os.getpid()) if workers > 0 else None,
         **extra,
     )
 

@@ -13,22 +13,9 @@ import threading
 
 import psutil
 
+from .. import procs
+
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-def _children(pid: int) -> list[int]:
-    kids: list[int] = []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return kids
-    for tid in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                kids.extend(int(c) for c in f.read().split())
-        except OSError:
-            pass
-    return kids
 
 
 def _rss(pid: int) -> int:
@@ -44,12 +31,7 @@ def tree(pid: int) -> list[int]:
     if not os.path.exists(f"/proc/{pid}/task"):
         proc = psutil.Process(pid)  # not Linux: slower, but correct
         return [pid, *(c.pid for c in proc.children(recursive=True))]
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        todo.extend(_children(p))
-    return found
+    return procs.tree(pid)
 
 
 def tree_rss_bytes(pid: int) -> tuple[int, int]:

@@ -1,5 +1,6 @@
-"""The child side of the machine probe: `python -m sweeper.measure.probe <device>` prints what
-this machine can run as one JSON line (sweeper.machine.Machine), or one error line and exit 2."""
+"""The child side of the machine probe: `python -m sweeper.measure.probe <device> [factory]`
+prints what this machine can run as one JSON line (sweeper.machine.Machine), or one error line
+and exit 2. Given a task factory it imports its module too: a broken one is found before trial 1."""
 
 from __future__ import annotations
 
@@ -13,9 +14,13 @@ def main() -> None:
     from ..errors import EXIT_BAD_CONFIG, InvalidConfig
     from .backend import resolve_device
     from .fingerprint import fingerprint
+    from .workload import load_factory
 
     try:
         device = resolve_device(sys.argv[1])
+        if len(sys.argv) > 2:
+            sys.path.insert(0, ".")  # the user's own modules, as the worker finds them
+            load_factory(sys.argv[2])
     except InvalidConfig as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_BAD_CONFIG)

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import resource
 import sys
 import time
 import traceback
 from typing import Any
 
 from ..errors import InvalidConfig
-from ..protocol import EVENT_FD_ENV
+from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV
 from ..result import Status, looks_like_oom
+from .lifeline import die_with_parent
 
 
 class Events:
@@ -27,6 +30,24 @@ class Events:
     def send(self, **event: Any) -> None:
         self._out.write(json.dumps(event, default=str) + "\n")
         self._out.flush()
+
+
+# torch's words for a DataLoader worker that died (a signal, the OOM killer, a segfault)
+_LOADER_DIED = re.compile(r"DataLoader worker \(pid.*?\) (is killed by signal|exited unexpectedly)")
+
+
+def limit_memory(limit_gb: float | None, device_type: str) -> None:
+    """measure.memory_limit_gb as an address-space limit: the run's own allocations fail beyond
+    it (CPU). The CUDA libraries map far more address space than they use, so not there."""
+    if limit_gb is None:
+        return
+    if device_type == "cuda":
+        raise InvalidConfig(
+            f"measure.memory_limit_gb={limit_gb} limits the address space, which the CUDA libraries need "
+            "far more of than they use: set measure.memory_limit_gb=null on a GPU."
+        )
+    limit = int(limit_gb * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
 def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
@@ -45,6 +66,7 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
     task, load, back, meas = spec["task"], spec["loader"], spec["backend"], spec["measure"]
     backend.apply_threads(back["threads"], back["interop_threads"])
     device = backend.resolve_device(back["device"])
+    limit_memory(meas.get("memory_limit_gb"), device.type)
     backend.check_precision(device, back["precision"])
     backend.apply_cuda_flags(back["cudnn_benchmark"], back["tf32"])
     training = task["mode"] == "train"
@@ -131,6 +153,7 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
 
 
 def main() -> None:
+    die_with_parent(int(os.environ.get(PARENT_PID_ENV) or 0))
     events = Events()
     try:
         spec = json.load(sys.stdin)
@@ -140,7 +163,12 @@ def main() -> None:
     except BaseException as exc:  # noqa: BLE001 - every failure is data for the parent
         message = f"{type(exc).__name__}: {exc}".strip()
         traceback.print_exc()
-        status = Status.OOM if isinstance(exc, MemoryError) or looks_like_oom(message) else Status.ERROR
+        if isinstance(exc, MemoryError) or looks_like_oom(message):
+            status = Status.OOM
+        elif _LOADER_DIED.search(message):
+            status = Status.CRASH  # the parent makes it oom when the kernel's OOM killer did it
+        else:
+            status = Status.ERROR
         result = {"status": status, "reason": message.splitlines()[0][:500] if message else status}
     events.send(event="result", **result)
     # Skip interpreter teardown: DataLoader workers and CUDA contexts can hang it; the parent

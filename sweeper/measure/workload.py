@@ -34,6 +34,11 @@ def load_factory(spec: str) -> Callable[[dict[str, Any]], Any]:
             f"task.factory={spec!r}: cannot import module {module_name!r} ({exc}); "
             "run from the directory that holds it or install it."
         ) from exc
+    except Exception as exc:  # noqa: BLE001 - the user's module raised while it was imported
+        first = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        raise InvalidConfig(
+            f"task.factory={spec!r}: importing module {module_name!r} failed ({first}); fix the module."
+        ) from exc
     try:
         return getattr(module, attr)
     except AttributeError as exc:

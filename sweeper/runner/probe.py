@@ -12,9 +12,10 @@ from ..machine import Machine
 from ..protocol import PROBE_MODULE
 
 
-def probe(device: str, timeout_s: float = 120) -> Machine:
+def probe(device: str, factory: str | None = None, timeout_s: float = 120) -> Machine:
+    """The machine, and (given a task factory) that its module imports: found out before trial 1."""
     proc = subprocess.run(
-        [sys.executable, "-m", PROBE_MODULE, device],
+        [sys.executable, "-m", PROBE_MODULE, device, *([factory] if factory else [])],
         capture_output=True, text=True, timeout=timeout_s,
     )
     if proc.returncode != 0:

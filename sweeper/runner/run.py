@@ -50,7 +50,6 @@ def measure_spec(
         timeout_s=float(spec["measure"]["timeout_s"]),
         log_path=out_dir / WORKER_LOG,
         env={**thread_env(spec["backend"]["threads"]), **(env or {})},
-        memory_limit_gb=spec["measure"]["memory_limit_gb"],
         on_event=on_event,
     )
     result.config = {k: spec[k] for k in ("task", "loader", "backend")}

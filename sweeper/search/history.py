@@ -16,17 +16,31 @@ from .space import MEMORY_NEUTRAL
 BATCH = "loader.batch_size"
 
 
+# outcomes that measuring again would repeat: reused for an identical configuration (an oom
+# trial's knobs are its memory settings). timeout, crash, error, surplus, pruned and
+# interrupted depend on the moment (a budget-capped timeout, a noisy neighbour): measured again.
+REUSABLE = (Status.OK, Status.INVALID, Status.OOM)
+
+
+def _same(t: FrozenTrial, knobs: Mapping[str, Any], fixed: Sequence[str]) -> bool:
+    return t.state in (TrialState.COMPLETE, TrialState.FAIL) and same_setup(t, fixed) and config_of(t) == dict(knobs)
+
+
 def find_measured(trials: Sequence[FrozenTrial], knobs: Mapping[str, Any], fixed: Sequence[str]) -> FrozenTrial | None:
-    """A finished trial of exactly this configuration, whose result can be reused."""
+    """A finished trial of exactly this configuration whose result can be reused."""
     for t in trials:
-        status = TrialRecord.of(t).status
-        if (
-            t.state in (TrialState.COMPLETE, TrialState.FAIL)
-            and same_setup(t, fixed)
-            and config_of(t) == dict(knobs)
-            and status not in (None, Status.INTERRUPTED)
-        ):
+        record = TrialRecord.of(t)
+        if _same(t, knobs, fixed) and record.status in REUSABLE and not record.skipped:
             return t
+    return None
+
+
+def rerun_reason(trials: Sequence[FrozenTrial], knobs: Mapping[str, Any], fixed: Sequence[str]) -> str | None:
+    """Why this configuration is measured although the study has it: its last run's outcome."""
+    for t in reversed(trials):
+        record = TrialRecord.of(t)
+        if _same(t, knobs, fixed) and record.status not in (None, *REUSABLE):
+            return f"measured again: trial {t.number} ended {record.status} ({record.reason}), which may not repeat"
     return None
 
 

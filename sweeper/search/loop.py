@@ -127,6 +127,9 @@ def _run_or_answer(stored: StoredStudy, plan: SweepPlan, run: Run, trial: Trial,
         return skip(stored, trial, Status.OOM,
                     f"skipped: batch {knobs[history.BATCH]} >= {config_of(dominating).get(history.BATCH)} which ran "
                     f"out of memory in trial {dominating.number} with the same memory settings")
+    if (why := history.rerun_reason(trials, knobs, plan.fixed)) is not None:
+        for key, value in TrialRecord.rerun(why).items():
+            trial.set_user_attr(key, value)
     prune_below = None
     ratio = plan.settings.prune_ratio
     if has_baseline and best is not None and ratio and plan.objectives[0] == "samples_per_sec":

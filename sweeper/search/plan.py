@@ -75,7 +75,11 @@ class SweepPlan:
 def split_arguments(arguments: Sequence[str]) -> tuple[list[str], dict[str, str]]:
     """Fixed overrides, and knob -> sweep expression for the swept ones."""
     fixed, swept = [], {}
-    for override in OverridesParser.create().parse_overrides(list(arguments)):
+    try:
+        overrides = OverridesParser.create().parse_overrides(list(arguments))
+    except Exception as exc:  # noqa: BLE001 - Hydra's grammar error: keep its first line
+        raise ConfigError(f"cannot parse the overrides: {str(exc).splitlines()[0]}") from exc
+    for override in overrides:
         if override.is_sweep_override():
             swept[override.get_key_element()] = override.input_line.split("=", 1)[1]
         else:
@@ -125,7 +129,7 @@ def workload_label(base: DictConfig) -> str:
 
 
 def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Compose, app_name: str,
-              sweep_dir: Path, probe_machine: Callable[[str], Machine] = probe) -> SweepPlan:
+              sweep_dir: Path, probe_machine: Callable[[str, str], Machine] = probe) -> SweepPlan:
     """Everything a sweep needs before trial 1; ConfigError names the first thing that is wrong."""
     fixed, swept = split_arguments(arguments)
     base = compose(fixed)
@@ -134,9 +138,12 @@ def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Com
     own_app = all(key in base for key in OWN_GROUPS)
     if own_app:
         check_config(worker_spec(base))
-        machine = probe_machine(str(base.backend.device))
+        machine = probe_machine(str(base.backend.device), str(base.task.factory))
     else:
         machine = Machine.this_host()
+    if machine.cuda and own_app and base.measure.memory_limit_gb is not None:
+        raise ConfigError(f"measure.memory_limit_gb={base.measure.memory_limit_gb} limits the address space, which "
+                          "the CUDA libraries need far more of than they use: set measure.memory_limit_gb=null on a GPU.")
     params = {**preset_params(base, compose, fixed, machine.device), **(settings.params or {}), **swept}
     space = sp.build_space(params)
     check_space(base, space, own_app)

@@ -76,7 +76,12 @@ def to_distribution(key: str, text: str) -> BaseDistribution | None:
     if isinstance(value, ChoiceSweep):
         if log:
             raise ConfigError(f"search param {key}={text!r}: tag(log, ...) needs interval(...), not a choice.")
-        return CategoricalDistribution(list(value.list))
+        choices = list(value.list)
+        if not choices:
+            raise ConfigError(f"search param {key}={text!r}: choice() needs at least one value.")
+        if any(c is not None and not isinstance(c, (bool, int, float, str)) for c in choices):
+            raise ConfigError(f"search param {key}={text!r}: choices must be numbers, words, true/false or null.")
+        return CategoricalDistribution(choices)
     if isinstance(value, RangeSweep):
         start, stop, step = value.start, value.stop, value.step
         if not all(isinstance(x, int) for x in (start, stop, step)):
@@ -132,6 +137,8 @@ def include_value(dist: BaseDistribution, value: Any) -> BaseDistribution:
         return dist if value in dist.choices else CategoricalDistribution([*dist.choices, value])
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         return dist
+    if dist.log and value <= 0:  # a log scale can't reach it: the baseline stays outside
+        return dist
     if isinstance(dist, IntDistribution):
         if not isinstance(value, int) or (value - dist.low) % dist.step:
             return dist
@@ -141,10 +148,15 @@ def include_value(dist: BaseDistribution, value: Any) -> BaseDistribution:
 
 
 def contains(dist: BaseDistribution, value: Any) -> bool:
-    try:
-        return dist._contains(dist.to_internal_repr(value))
-    except (ValueError, TypeError):
+    """Whether a suggestion from `dist` can be `value` (null and words never fit a number range)."""
+    if isinstance(dist, CategoricalDistribution):
+        return value in dist.choices
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
+    if isinstance(dist, IntDistribution):
+        return isinstance(value, int) and dist.low <= value <= dist.high and (value - dist.low) % dist.step == 0
+    assert isinstance(dist, FloatDistribution)
+    return dist.low <= value <= dist.high
 
 
 def is_active(key: str, chosen: Mapping[str, Any], ctx: Context) -> bool:

@@ -64,8 +64,16 @@ def make_sampler(plan: SweepPlan) -> Any:
 
 
 def open_study(plan: SweepPlan) -> StoredStudy:
-    stored = StoredStudy.open(plan.storage_url, plan.study_name, directions=plan.directions,
-                              sampler=make_sampler(plan))
+    sampler = make_sampler(plan)
+    try:
+        stored = StoredStudy.open(plan.storage_url, plan.study_name, directions=plan.directions, sampler=sampler)
+    except Exception as exc:  # noqa: BLE001 - SQLAlchemy's and the journal's many errors: one line
+        first = " ".join(str(exc).split())[:300]
+        raise ConfigError(
+            f"hydra.sweeper.storage={redact(plan.storage_url)!r}: cannot open study {plan.study_name!r} "
+            f"({type(exc).__name__}: {first}); check that the server is up and the URL right, or that "
+            "no other program holds the SQLite file (use a journal: or PostgreSQL storage for parallel sweeps)."
+        ) from exc
     existing = [d.name.lower() for d in stored.study.directions]
     if existing != list(plan.directions):
         raise ConfigError(
@@ -110,9 +118,13 @@ class Sweep:
         settings = SweepSettings.from_config(self.raw_settings)
         plan = make_plan(settings, arguments, compose=self.compose, app_name=str(self.config.hydra.job.name),
                          sweep_dir=Path(str(self.config.hydra.sweep.dir)))
+        try:
+            write_sweep_info(plan)
+        except OSError as exc:
+            raise ConfigError(f"hydra.sweep.dir={str(plan.sweep_dir)!r} cannot be written ({exc.strerror}): "
+                              "choose a directory you can write, e.g. hydra.sweep.dir=/tmp/sweeps/x.") from exc
         stored = open_study(plan)
         stored.save_sweep_span(plan.fixed, started_at, None)
-        write_sweep_info(plan)
         progress.open_log(plan.sweep_dir / "sweep.log")
         if plan.claim.pin is not None:  # the launcher's jobs, and their children, run there
             os.environ.update(plan.claim.env)

@@ -54,10 +54,15 @@ def choose_knobs(plan: SweepPlan, ctx: sp.Context, pick: Any) -> dict[str, Any]:
 
 def ask(stored: StoredStudy, plan: SweepPlan, ctx: sp.Context, *, baseline: bool) -> tuple[Trial, dict[str, Any]]:
     """The next trial (the baseline when it has not run), recorded with who runs it."""
+    # a baseline value no distribution can hold (threads: null under range(1,3)) is kept as it is,
+    # outside the space: the baseline is the user's config exactly, and the sampler never sees it
+    outside: dict[str, Any] = {}
     if baseline:
-        stored.study.enqueue_trial(dict(plan.baseline_knobs))
+        inside = {k: v for k, v in plan.baseline_knobs.items() if sp.contains(plan.space[k], v)}
+        outside = {k: v for k, v in plan.baseline_knobs.items() if k not in inside}
+        stored.study.enqueue_trial(inside)
     trial = stored.study.ask()
-    knobs = choose_knobs(plan, ctx, lambda key, dist: suggest(trial, key, dist))
+    knobs = choose_knobs(plan, ctx, lambda key, dist: outside[key] if key in outside else suggest(trial, key, dist))
     attrs = TrialRecord.started(
         baseline=baseline, knobs=knobs, fixed=list(plan.fixed), workload=plan.workload,
         sweep_dir=str(plan.sweep_dir), host=socket.gethostname(), pid=os.getpid(),

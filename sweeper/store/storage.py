@@ -11,7 +11,13 @@ JOURNAL_PREFIX = "journal:"
 
 def default_storage() -> str:
     path = Path.cwd() / "outputs" / "sweeper.db"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"cannot create {str(path.parent)!r} for the default study storage ({exc.strerror}): "
+                          "run from a directory you can write, or set hydra.sweeper.storage.") from exc
     return f"sqlite:///{path}"
 
 

@@ -1,0 +1,60 @@
+"""The processes of this machine as Linux's /proc shows them (no torch, no psutil on the hot
+path): children from the kernel's own child lists, a process's group, session and state."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+def children(pid: int) -> list[int]:
+    kids: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return kids
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return kids
+
+
+def tree(pid: int) -> list[int]:
+    """pid and all its descendants."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo.extend(children(p))
+    return found
+
+
+@dataclass(frozen=True)
+class Stat:
+    state: str  # "R", "S", "Z", ...
+    ppid: int
+    pgrp: int
+    session: int
+
+
+def stat(pid: int) -> Stat | None:
+    """From /proc/<pid>/stat (readable for zombies too); None when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()  # the name may hold spaces and parentheses
+    return Stat(state=fields[0], ppid=int(fields[1]), pgrp=int(fields[2]), session=int(fields[3]))
+
+
+def environ_has(pid: int, entry: str) -> bool:
+    """Whether `NAME=value` is in the process's environment (it inherits it from its parent)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return entry.encode() in f.read().split(b"\0")
+    except OSError:
+        return False
