@@ -95,6 +95,9 @@ def check_overrides(argv: list[str]) -> None:
 
     parser = OverridesParser.create()
     for override in overrides_of(argv):
+        if "\n" in override or "\r" in override:
+            raise ConfigError(f"{override.partition('=')[0]}: a value cannot hold a line break "
+                              f"(got {override.partition('=')[2]!r}): write it on one line.")
         try:
             parser.parse_overrides([override])
         except Exception as exc:  # noqa: BLE001 - OverrideParseException and the grammar's own

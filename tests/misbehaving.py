@@ -113,3 +113,21 @@ def segfault_loader_worker(task: dict[str, Any]):
     import signal
 
     return nn.Linear(4, 1), DiesInLoaderWorker(signal.SIGSEGV), nn.functional.mse_loss
+
+
+class CudaMemoryPerSample(nn.Module):
+    """Holds task.params.gb_per_sample GB on the device per sample of the batch: a real CUDA OOM
+    from a batch size chosen to exceed the GPU."""
+
+    def __init__(self, gb_per_sample: float) -> None:
+        super().__init__()
+        self.gb = gb_per_sample
+        self.lin = nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        held = torch.empty(int(self.gb * 2**30 * x.shape[0]) // 4, device=x.device)
+        return self.lin(x) + held[:1]
+
+
+def cuda_memory_per_sample(task: dict[str, Any]):
+    return CudaMemoryPerSample(float(task["params"]["gb_per_sample"])), _data(), nn.functional.mse_loss

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -190,6 +191,24 @@ def test_bad_environments_are_one_line_before_trial_1(tmp_path, overrides, messa
     assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
     assert "s3cret" not in proc.stdout + proc.stderr
     assert not list((tmp_path / "s").glob("*/worker.log"))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(["-m", "backend.threads=choice(null,1)"], "NoneType is incompatible", id="null-in-choice"),
+        pytest.param(["-m", "loader.batch_size=range(1,3"], "cannot read 'loader.batch_size=range(1,3'", id="unclosed"),
+        pytest.param(["-m", "hydra.sweeper.study_name=a\nb"], "a value cannot hold a line break", id="newline"),
+        pytest.param(["--config-name", "x=y", "-m", "loader.batch_size=choice()"], "empty choice", id="after-flags"),
+    ],
+)
+def test_grammar_errors_are_one_line_before_hydra_starts(argv, message):
+    from sweeper.__main__ import check_overrides
+    from sweeper.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=re.escape(message)) as caught:
+        check_overrides(argv)
+    assert "\n" not in str(caught.value)
 
 
 @pytest.mark.slow

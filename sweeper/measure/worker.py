@@ -146,6 +146,9 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
     )
     result["peak_memory_mb"] = result["cuda_max_allocated_mb"] or result["peak_rss_mb"]
     result["device"] = str(device)
+    # the global flags as torch has them now: what the run really ran with
+    result["cudnn_benchmark_in_effect"] = bool(torch.backends.cudnn.benchmark)
+    result["tf32_in_effect"] = bool(torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32)
     # the sweep learns from the workload itself whether channels_last means anything
     result["convolutional"] = bool(workload.convolutional)
     result["fingerprint"] = fingerprint(device)

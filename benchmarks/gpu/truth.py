@@ -1,0 +1,72 @@
+"""Issue 14, item 2: sweeper's samples/sec on the GPU against a plain loop with no
+synchronization inside it, interleaved (sweeper, plain, sweeper, plain, ...) in fresh processes.
+
+    python benchmarks/gpu/truth.py [rounds] [out.json]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SECONDS = 10.0
+# name: (task, batch, workers, pin, precision, channels_last, extra task overrides)
+CONFIGS = {
+    "mnist_mlp defaults (batch 64, 0 workers)": ("mnist_mlp", 64, 0, False, "fp32", False, []),
+    "mnist_mlp 8 workers + pin_memory": ("mnist_mlp", 64, 8, True, "fp32", False, []),
+    "resnet18 224 px, batch 256, 8 workers, bf16, channels_last": ("image_classification", 256, 8, True, "bf16", True, []),
+    "language model, batch 64, bf16": ("language_model", 64, 0, False, "bf16", False, []),
+}
+
+
+def sweeper_run(cfg: tuple, out: Path) -> float:
+    task, batch, workers, pin, precision, cl, extra = cfg
+    subprocess.run(
+        [sys.executable, "-m", "sweeper", f"task={task}", "backend.device=cuda", f"loader.batch_size={batch}",
+         f"loader.num_workers={workers}", f"loader.pin_memory={str(pin).lower()}", f"backend.precision={precision}",
+         f"backend.channels_last={str(cl).lower()}", f"backend.cudnn_benchmark={str(cl).lower()}",
+         f"loader.persistent_workers={str(workers > 0).lower()}", "measure.windows=5", "measure.window_s=2",
+         *extra, f"hydra.run.dir={out}"],
+        cwd=ROOT, check=True, capture_output=True,
+    )
+    return float(json.loads((out / "result.json").read_text())["samples_per_sec"])
+
+
+def plain_run(cfg: tuple) -> float:
+    task, batch, workers, pin, precision, cl, extra = cfg
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu" / "plain_loop.py"), task, str(batch), str(workers),
+         str(pin).lower(), precision, str(cl).lower(), str(SECONDS), *extra],
+        cwd=ROOT, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+    )
+    return float(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    tmp = Path(tempfile.mkdtemp())
+    ours = {k: [] for k in CONFIGS}
+    plain = {k: [] for k in CONFIGS}
+    for r in range(rounds):
+        for i, (name, cfg) in enumerate(CONFIGS.items()):
+            ours[name].append(sweeper_run(cfg, tmp / f"{r}-{i}"))
+            plain[name].append(plain_run(cfg))
+    print(f"| configuration | sweeper samples/s | plain loop samples/s | ratio of medians ({rounds} interleaved rounds) |")
+    print("|---|---:|---:|---:|")
+    rows = {}
+    for name in CONFIGS:
+        a, b = statistics.median(ours[name]), statistics.median(plain[name])
+        rows[name] = {"sweeper": ours[name], "plain": plain[name], "ratio": a / b}
+        print(f"| {name} | {a:,.0f} | {b:,.0f} | {a / b:.3f} |")
+    if len(sys.argv) > 2:
+        Path(sys.argv[2]).write_text(json.dumps(rows, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
