@@ -8,15 +8,15 @@ import hydra
 import torch
 from torch.utils.data import DataLoader
 
-from tasks.mnist_mlp import MNIST_TRANSFORM, GeneratedMNIST, mlp
+from tasks.mnist_mlp import MNIST_TRANSFORM, generated_mnist, mlp
 
 
 @hydra.main(config_path="anchor_conf", config_name="config", version_base="1.3")
 def objective(cfg) -> float:
     torch.set_num_threads(cfg.threads)
     model = mlp()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    data = DataLoader(GeneratedMNIST(60000, MNIST_TRANSFORM), batch_size=cfg.batch_size, shuffle=True,
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)  # the published experiment
+    data = DataLoader(generated_mnist(60000, MNIST_TRANSFORM), batch_size=cfg.batch_size, shuffle=True,
                       num_workers=cfg.num_workers, drop_last=True)
     dtype = torch.bfloat16 if cfg.precision == "bf16" else None
 

@@ -201,7 +201,8 @@ def kill(n: int) -> int:
     rng = random.Random(0)
     tally: dict[str, int] = {"killed": 0, "completed trials lost": 0, "left RUNNING": 0, "duplicate numbers": 0,
                              "wrong final count": 0, "processes left behind": 0, "terminated": 0,
-                             "exit 143 with table and report": 0, "finished before the signal": 0}
+                             "exit 143 with table and report": 0,
+                             "exit 143 before the sweep began (nothing to write)": 0, "finished before the signal": 0}
     phases: dict[str, int] = {}
     started = time.monotonic()
     probe = Path(tempfile.mkdtemp())
@@ -224,6 +225,8 @@ def kill(n: int) -> int:
                 tally["finished before the signal"] += 1
             elif proc.returncode == 143 and (tmp / "a" / "trials.csv").exists() and (tmp / "a" / "report.html").exists():
                 tally["exit 143 with table and report"] += 1
+            elif proc.returncode == 143 and not (tmp / "a" / "sweep.json").exists():
+                tally["exit 143 before the sweep began (nothing to write)"] += 1
             else:
                 print(f"  run {i}: SIGTERM {phase}: exit {proc.returncode}")
         else:

@@ -5,8 +5,10 @@ The one place, with the Hydra plugin, where sweeper's exceptions become exit cod
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -14,7 +16,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from . import resolvers
-from .errors import ConfigError, Interrupted, RunFailed, SweeperError, exit_code
+from .errors import ConfigError, Interrupted, RunFailed, SweeperError, exit_code, signal_name
 from .paths import config_dir
 from .result import RunResult, Status
 from .runner.lock import claim_for, held
@@ -107,7 +109,15 @@ def check_overrides(argv: list[str]) -> None:
                               "range(start,stop[,step]), interval(low,high), tag(log,...), shuffle(...)).") from exc
 
 
+def _stopped_while_starting(signum: int, frame: Any) -> None:
+    """SIGTERM/SIGINT before a run or sweep has its own handlers: nothing was measured yet."""
+    print(f"interrupted by {signal_name(signum)} while starting: nothing was measured", file=sys.stderr)
+    sys.exit(128 + signum)
+
+
 def main() -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _stopped_while_starting)
     try:
         check_overrides(sys.argv[1:])
     except ConfigError as exc:

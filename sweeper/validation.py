@@ -16,6 +16,7 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
 COMPILE_MODES = ("off", "default", "max-autotune")
 MODES = ("train", "inference")
+OPTIMIZERS = ("adam", "sgd")
 
 
 def normalize_compile(value: Any) -> str:
@@ -63,6 +64,8 @@ def check_config(cfg: Mapping[str, Any]) -> None:
             "e.g. task.factory=my_bench:build."
         )
     _check_choice("task.mode", task.get("mode"), MODES)
+    if "optimizer" in task:
+        _check_choice("task.optimizer", task["optimizer"], OPTIMIZERS)
     for key in ("root", "data_dir", "token_file"):
         _check_existing_path(f"task.{key}", task.get(key))
 

@@ -168,3 +168,20 @@ def test_typo_key_gets_hydras_error(sweeper_run):
     run = sweeper_run("loader.batchsize=3")
     assert run.returncode != 0
     assert "Key 'batchsize' is not in struct" in run.stderr
+
+
+def test_generated_mnist_is_torchvisions_own_class_and_adam_the_default():
+    import torch
+    from torchvision.datasets import MNIST
+
+    from tasks.mnist_mlp import build
+
+    workload = build({"mode": "train", "num_samples": 100, "root": None})
+    assert type(workload.dataset) is MNIST and type(workload.dataset).__getitem__ is MNIST.__getitem__
+    assert workload.dataset.data.dtype == torch.uint8 and workload.dataset.targets.dtype == torch.int64
+    image, label = workload.dataset[3]
+    assert image.shape == (1, 28, 28) and isinstance(label, int)
+    params = list(workload.model.parameters())
+    assert isinstance(workload.optimizer_fn(params), torch.optim.Adam)
+    sgd = build({"mode": "train", "num_samples": 100, "root": None, "optimizer": "sgd", "lr": 0.01})
+    assert isinstance(sgd.optimizer_fn(params), torch.optim.SGD)

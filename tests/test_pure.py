@@ -81,6 +81,25 @@ def test_measure_prunes_a_slow_run_after_two_windows():
     assert t.pruned and len(t.window_samples_per_sec) == 2
 
 
+def test_the_first_batch_wait_is_not_compile_time():
+    clock = FakeClock()
+    calls = {"batches": 0, "steps": 0}
+
+    def next_batch():
+        calls["batches"] += 1
+        clock.now += 3.0 if calls["batches"] == 1 else 0.01  # workers starting, then a queue
+        return "batch"
+
+    def step(batch):
+        calls["steps"] += 1
+        clock.now += 2.0 if calls["steps"] == 1 else 0.1  # compiling, then a typical step
+
+    s = timing.measure(next_batch, step, lambda b: 1, lambda: None, warmup_s=0.0, warmup_steps=2, windows=1,
+                       window_s=0.5, clock=clock).summary()
+    assert s["first_batch_wait_s"] == pytest.approx(3.0)
+    assert s["compile_s"] == pytest.approx(1.9)
+
+
 def test_compile_time_is_first_step_minus_typical():
     clock = FakeClock()
     calls = {"n": 0}

@@ -59,7 +59,8 @@ def test_ranked_skips_failed_infeasible_and_reused():
 
 
 def test_interleaved_order():
-    assert confirm.interleaved_order([4, 2], 0, 2) == [(0, 4), (0, 2), (0, 0), (1, 4), (1, 2), (1, 0)]
+    assert confirm.interleaved_order([4, 2], 0, 3) == [(0, 4), (0, 2), (0, 0), (1, 2), (1, 0), (1, 4),
+                                                       (2, 0), (2, 4), (2, 2)]
 
 
 def test_confirmation_crowns_on_side_by_side_numbers():

@@ -5,10 +5,15 @@ and exit 2. Given a task factory it imports its module too: a broken one is foun
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 
 def main() -> None:
+    from ..protocol import PARENT_PID_ENV
+    from .lifeline import die_with_parent
+
+    die_with_parent(int(os.environ.get(PARENT_PID_ENV) or 0))  # a killed sweep leaves no probe behind
     import torch
 
     from ..errors import EXIT_BAD_CONFIG, InvalidConfig

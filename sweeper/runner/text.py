@@ -68,7 +68,8 @@ def format_result(run: RunResult) -> str:
         (
             "warm-up",
             f"{result['warmup_s']:.1f} s, {result['warmup_steps']} steps "
-            f"(first step {result['first_step_s']:.2f} s, compile/autotune {result['compile_s']:.2f} s)",
+            f"(first batch {result.get('first_batch_wait_s', 0.0):.2f} s of loader start-up, "
+            f"compile/autotune {result['compile_s']:.2f} s)",
         ),
         (
             "machine",

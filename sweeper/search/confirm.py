@@ -1,4 +1,4 @@
-"""Interleaved re-measurement of the top candidates and the baseline (A B C base, A B C base, ...),
+"""Interleaved re-measurement of the top candidates and the baseline (A B base, B base A, base A B, ...),
 so that a winner is crowned on numbers taken side by side, not on one lucky run."""
 
 from __future__ import annotations
@@ -39,9 +39,11 @@ class Confirmation:
 
 
 def interleaved_order(candidates: Sequence[int], baseline: int, rounds: int) -> list[tuple[int, int]]:
-    """(round, trial) in the order to run: every candidate then the baseline, each round."""
+    """(round, trial) in the order to run: every candidate and the baseline each round, the order
+    rotated from round to round (A B base, B base A, base A B) so that position effects (a
+    machine warming up, a neighbour's cron job) fall on each in turn."""
     members = [c for c in candidates if c != baseline] + [baseline]
-    return [(r, m) for r in range(rounds) for m in members]
+    return [(r, members[(r + i) % len(members)]) for r in range(rounds) for i in range(len(members))]
 
 
 def decide(rounds: Mapping[int, Sequence[float | None]], baseline: int) -> Confirmation | None:

@@ -17,7 +17,7 @@ LOCK_MODES = ("wait", "fail", "off")
 class ConfirmConf:
     # candidates re-measured against the baseline at the end (0 = no confirmation)
     top_k: int = 3
-    # interleaved rounds: A B C base, A B C base, ...
+    # interleaved rounds, the order rotated each round: A B base, B base A, ...
     rounds: int = 3
 
 
