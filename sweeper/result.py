@@ -117,10 +117,6 @@ class RunResult:
             job_dir=d.get("job_dir"),
         )
 
-    @classmethod
-    def failed(cls, status: Status, reason: str) -> RunResult:
-        return cls(status=status, reason=reason)
-
     def to_dict(self) -> dict[str, Any]:
         """Flat, as result.json has always been."""
         out: dict[str, Any] = {"status": self.status.value}
@@ -258,10 +254,6 @@ class TrialRecord:
     @property
     def rerun_reason(self) -> str | None:
         return self.attrs.get(_RERUN)
-
-    @property
-    def has_result(self) -> bool:
-        return _STATUS in self.attrs
 
     # -- what to store --
     @staticmethod
