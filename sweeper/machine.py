@@ -60,6 +60,8 @@ class Machine:
     fingerprint: dict[str, Any] = field(default_factory=host_fingerprint)
     # channels_last only means something for convolutional models; None = not known
     convolutional: bool | None = None
+    # DataLoader(in_order=...) exists in the installed torch (2.6 and later)
+    loader_in_order: bool = True
 
     @property
     def hardware_class(self) -> str:
@@ -72,7 +74,8 @@ class Machine:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Machine:
         return cls(device=d["device"], cuda=bool(d["cuda"]), bf16=bool(d["bf16"]),
-                   fingerprint=d["fingerprint"], convolutional=d.get("convolutional"))
+                   fingerprint=d["fingerprint"], convolutional=d.get("convolutional"),
+                   loader_in_order=bool(d.get("loader_in_order", True)))
 
     @classmethod
     def this_host(cls) -> Machine:

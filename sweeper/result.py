@@ -52,8 +52,17 @@ def looks_like_oom(text: str) -> bool:
     return any(marker in lowered for marker in _OOM_MARKERS)
 
 
-def bottleneck(data_wait_fraction: float) -> str:
-    return "data-bound" if data_wait_fraction > DATA_BOUND_THRESHOLD else "compute-bound"
+def waiting_share(data_wait_fraction: float, device_busy_fraction: float | None = None) -> float:
+    """The share of the step the run loses to data: on the host, the wait for the next batch;
+    with a device that runs ahead of the host, only as much as the device sits idle too."""
+    if device_busy_fraction is None:
+        return data_wait_fraction
+    return min(data_wait_fraction, 1.0 - device_busy_fraction)
+
+
+def bottleneck(data_wait_fraction: float, device_busy_fraction: float | None = None) -> str:
+    share = waiting_share(data_wait_fraction, device_busy_fraction)
+    return "data-bound" if share > DATA_BOUND_THRESHOLD else "compute-bound"
 
 
 # The scalar figures of a run a sweep keeps on its trial (the rest stays in result.json).
@@ -62,7 +71,9 @@ METRIC_KEYS = (
     "step_time_p95_ms", "data_wait_fraction", "bottleneck", "peak_memory_mb", "peak_rss_mb",
     "cuda_max_allocated_mb", "dataloader_processes", "warmup_s", "compile_s", "first_step_s",
     "compute_bound_samples_per_sec", "data_path_cost", "windows_measured", "wall_s", "device",
-    "import_s", "build_s", "measure_s", "convolutional",
+    "import_s", "build_s", "measure_s", "convolutional", "first_batch_wait_s", "epoch_ends_measured",
+    "epoch_restart_s", "epoch_samples", "cpu_util_main_pct", "cpu_util_workers_pct", "gpu_util_pct",
+    "gpu_mem_util_pct", "gpu_power_w", "gpu_power_cap_w", "device_busy_fraction", "device_step_time_p50_ms",
 )
 # what the parent adds to the child's figures; result.json holds all of it, flat
 _RUN_FIELDS = ("status", "reason", "fingerprint", "wall_s", "started_at", "ended_at", "log", "config", "job_dir")

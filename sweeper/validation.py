@@ -17,6 +17,8 @@ DEVICES = ("auto", "cpu", "cuda")
 COMPILE_MODES = ("off", "default", "max-autotune")
 MODES = ("train", "inference")
 OPTIMIZERS = ("adam", "sgd")
+MP_CONTEXTS = ("fork", "forkserver", "spawn")
+SYNC_MODES = ("window", "step")
 
 
 def normalize_compile(value: Any) -> str:
@@ -66,6 +68,7 @@ def check_config(cfg: Mapping[str, Any]) -> None:
     _check_choice("task.mode", task.get("mode"), MODES)
     if "optimizer" in task:
         _check_choice("task.optimizer", task["optimizer"], OPTIMIZERS)
+    _check_int("task.epoch_samples", task.get("epoch_samples"), 1, allow_none=True)
     for key in ("root", "data_dir", "token_file"):
         _check_existing_path(f"task.{key}", task.get(key))
 
@@ -83,6 +86,19 @@ def check_config(cfg: Mapping[str, Any]) -> None:
             "set loader.persistent_workers=false or add workers."
         )
 
+    if not isinstance(loader.get("in_order", True), bool):
+        raise ConfigError(f"loader.in_order={loader['in_order']!r} is invalid: expected true or false.")
+    context = loader.get("multiprocessing_context")
+    if context is not None and context not in MP_CONTEXTS:
+        raise ConfigError(f"loader.multiprocessing_context={context!r} is invalid: expected null (the platform's "
+                          f"default) or one of {', '.join(MP_CONTEXTS)}.")
+    for knob, idle in (("in_order", True), ("multiprocessing_context", None)):
+        if loader["num_workers"] == 0 and loader.get(knob, idle) != idle:
+            raise ConfigError(
+                f"loader.{knob}={loader[knob]!r} needs loader.num_workers > 0 (got 0): "
+                f"set loader.{knob}={'true' if idle else 'null'} or add workers."
+            )
+
     _check_choice("backend.device", backend["device"], DEVICES)
     _check_choice("backend.precision", backend["precision"], PRECISIONS)
     _check_choice("backend.compile", normalize_compile(backend["compile"]), COMPILE_MODES)
@@ -93,5 +109,6 @@ def check_config(cfg: Mapping[str, Any]) -> None:
     _check_int("measure.warmup_steps", measure["warmup_steps"], 1)
     _check_int("measure.windows", measure["windows"], 1)
     _check_positive("measure.window_s", measure["window_s"])
+    _check_choice("measure.sync", measure.get("sync", "window"), SYNC_MODES)
     _check_positive("measure.timeout_s", measure["timeout_s"])
     _check_positive("measure.memory_limit_gb", measure["memory_limit_gb"], allow_none=True)

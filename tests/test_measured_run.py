@@ -59,6 +59,25 @@ def test_workers_threads_compute_bound_and_bf16(sweeper_run):
     assert result["fingerprint"]["threads"] == 1
     assert result["compute_bound_samples_per_sec"] > 0
     assert "compute-only" in run.stdout
+    # what top would show over the windows: percent of one core, within the machine's cores
+    cores = result["fingerprint"]["cpus_available"]
+    assert 0 < result["cpu_util_main_pct"] <= 100 * cores + 5
+    assert 0 < result["cpu_util_workers_pct"] <= 100 * cores + 5
+    assert "gpu_util_pct" not in result  # no GPU here: not recorded rather than zero
+    assert "epoch_restart_s" not in result  # persistent workers do not restart
+
+
+def test_worker_restarts_at_epoch_ends_are_measured_once_and_counted(sweeper_run):
+    # 256 stored samples shown as 512-sample epochs: batch 64 ends an epoch every 8 steps
+    run = sweeper_run("task.num_samples=256", "task.epoch_samples=512", "loader.num_workers=2",
+                      "loader.multiprocessing_context=forkserver", "loader.in_order=false", "backend.threads=1")
+    assert run.returncode == 0, run.stderr
+    result = run.result
+    assert (result["epoch_samples"], result["stored_samples"]) == (512, 256)
+    assert result["epoch_ends_measured"] > 0
+    assert result["epoch_restart_s"] > 0
+    assert result["samples_per_sec_steady"] > 0
+    assert "each epoch end restarts the workers" in run.stdout
 
 
 def test_image_folder_of_jpegs(sweeper_run, tmp_path):

@@ -212,3 +212,22 @@ def test_table_rows_have_anchors_short_states_and_reasons_on_hover():
     assert 'id="trial-3"' in html and 'href="#trial-3"' in html
     assert f'title="{long.replace(chr(39), "&#x27;")}"' in html and "&hellip;" in html
     assert ">done<" in html and ">failed<" in html and "COMPLETE" not in html
+
+
+def test_why_shows_utilization_and_goes_by_the_device_on_a_gpu():
+    from sweeper.report.why import breakdown
+
+    trial = make(5, 256, 2000.0, wait=0.6)
+    trial.user_attrs["metrics"].update({
+        "cpu_util_main_pct": 98.0, "cpu_util_workers_pct": 310.0, "device_busy_fraction": 0.97,
+        "gpu_util_pct": 96.0, "gpu_mem_util_pct": 41.0, "gpu_power_w": 512.0, "gpu_power_cap_w": 700.0,
+    })
+    b = breakdown("winner", trial)
+    # the host waited 60% of its time, but the GPU was busy 97%: the step is the limit
+    assert b.verdict.startswith("compute-bound") and b.wait_fraction == pytest.approx(0.03)
+    assert b.utilization == ("CPU 98% in the training process, 310% in loader workers (100% = one core); "
+                             "device busy 97% of the time; GPU-Util 96%, memory controller 41%, 512 W of a 700 W cap")
+    html = render(build_report_data([*TRIALS, trial], study_name="s", workload="w", fixed=[], confirmation=None))
+    assert "GPU-Util 96%" in html
+    # a CPU trial without NVML says only what it has
+    assert "GPU" not in breakdown("cpu", make(6, 64, 900.0)).utilization

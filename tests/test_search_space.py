@@ -69,6 +69,8 @@ GPU = ss.Context(cuda=True, bf16=False, convolutional=True)
         pytest.param("backend.channels_last", {}, ss.Context(False, True, None), True, id="channels-last-unknown"),
         pytest.param("backend.tf32", {}, CPU, False, id="tf32-cpu"),
         pytest.param("loader.batch_size", {}, CPU, True, id="batch"),
+        pytest.param("loader.in_order", {"loader.num_workers": 0}, CPU, False, id="in-order-0"),
+        pytest.param("loader.multiprocessing_context", {"loader.num_workers": 3}, CPU, True, id="mp-context"),
     ],
 )
 def test_conditional_space(key, chosen, ctx, active):
@@ -81,6 +83,14 @@ def test_precisions_the_machine_cannot_run_are_dropped():
     assert ss.restrict_to_machine(space, GPU)["backend.precision"].choices == ("fp32", "fp16")
     only_fp16 = {"backend.precision": CategoricalDistribution(["fp32", "fp16"])}
     assert "backend.precision" not in ss.restrict_to_machine(only_fp16, CPU)  # nothing left to choose
+
+
+def test_in_order_is_dropped_where_the_installed_torch_lacks_it():
+    space = {"loader.in_order": CategoricalDistribution([True, False]),
+             "loader.multiprocessing_context": CategoricalDistribution(["forkserver", "spawn"])}
+    old_torch = ss.Context(cuda=False, bf16=True, convolutional=False, loader_in_order=False)
+    assert set(ss.restrict_to_machine(space, old_torch)) == {"loader.multiprocessing_context"}
+    assert set(ss.restrict_to_machine(space, CPU)) == set(space)
 
 
 def test_baseline_value_is_made_part_of_the_space():

@@ -47,6 +47,15 @@ def test_good_config_passes():
         pytest.param("task.factory", "nocolon", "expected 'module:function'", id="factory"),
         pytest.param("measure.windows", 0, "measure.windows=0 is invalid", id="windows0"),
         pytest.param("backend.threads", 0, "backend.threads=0 is invalid: expected an integer >= 1 or null", id="threads0"),
+        pytest.param("loader.in_order", False, "loader.in_order=False needs loader.num_workers > 0", id="in-order-no-workers"),
+        pytest.param("loader.in_order", "maybe", "loader.in_order='maybe' is invalid: expected true or false", id="in-order"),
+        pytest.param("loader.multiprocessing_context", "threads", "expected null (the platform's default) or one of "
+                     "fork, forkserver, spawn", id="mp-context"),
+        pytest.param("loader.multiprocessing_context", "spawn", "loader.multiprocessing_context='spawn' needs "
+                     "loader.num_workers > 0", id="mp-context-no-workers"),
+        pytest.param("measure.sync", "never", "measure.sync='never' is invalid: expected one of window, step", id="sync"),
+        pytest.param("task.epoch_samples", 0, "task.epoch_samples=0 is invalid: expected an integer >= 1 or null",
+                     id="epoch-samples"),
     ],
 )
 def test_bad_values(path, value, message):

@@ -78,3 +78,30 @@ def synchronize(device: torch.device) -> Callable[[], None]:
     if device.type == "cuda":
         return lambda: torch.cuda.synchronize(device)
     return lambda: None
+
+
+class CudaStepTimer:
+    """Device time of each step from CUDA events recorded around it on the current stream;
+    read after the window's synchronize, so timing adds no synchronization of its own."""
+
+    def __init__(self) -> None:
+        self._pairs: list[tuple[Any, Any]] = []
+        self._begun: Any = None
+
+    def begin(self) -> None:
+        self._begun = torch.cuda.Event(enable_timing=True)
+        self._begun.record()
+
+    def end(self) -> None:
+        done = torch.cuda.Event(enable_timing=True)
+        done.record()
+        self._pairs.append((self._begun, done))
+
+    def collect(self) -> list[float]:
+        seconds = [begun.elapsed_time(done) / 1e3 for begun, done in self._pairs]
+        self._pairs.clear()
+        return seconds
+
+
+def step_timer(device: torch.device) -> CudaStepTimer | None:
+    return CudaStepTimer() if device.type == "cuda" else None

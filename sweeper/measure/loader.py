@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
 
 from ..errors import InvalidConfig
 from ..protocol import EVENT_FD_ENV
@@ -29,14 +31,21 @@ def start_worker(worker_id: int, *, parent: int) -> None:
             pass
 
 
+def supports_in_order() -> bool:
+    """DataLoader(in_order=...) exists from torch 2.6."""
+    return "in_order" in inspect.signature(DataLoader).parameters
+
+
 def make_loader(
-    workload: Workload, loader: Mapping[str, Any], device: torch.device, training: bool
+    workload: Workload, loader: Mapping[str, Any], device: torch.device, training: bool,
+    epoch_samples: int | None = None,
 ) -> DataLoader:
+    dataset = with_epoch_length(workload.dataset, epoch_samples)
     batch_size = loader["batch_size"]
-    if len(workload.dataset) < batch_size:
+    if len(dataset) < batch_size:  # type: ignore[arg-type]
         raise InvalidConfig(
             f"loader.batch_size={batch_size} is larger than the dataset "
-            f"({len(workload.dataset)} samples): lower it or use a larger dataset."
+            f"({len(dataset)} samples): lower it or use a larger dataset."  # type: ignore[arg-type]
         )
     workers = loader["num_workers"]
     extra: dict[str, Any] = {}
@@ -44,8 +53,17 @@ def make_loader(
         extra["persistent_workers"] = bool(loader["persistent_workers"])
         if loader["prefetch_factor"] is not None:
             extra["prefetch_factor"] = loader["prefetch_factor"]
+        if loader.get("multiprocessing_context") is not None:
+            extra["multiprocessing_context"] = loader["multiprocessing_context"]
+        if loader.get("in_order", True) is False:
+            if not supports_in_order():
+                raise InvalidConfig(
+                    f"loader.in_order=false needs torch >= 2.6 (installed: {torch.__version__}): "
+                    "set loader.in_order=true or upgrade torch."
+                )
+            extra["in_order"] = False
     return DataLoader(
-        workload.dataset,
+        dataset,
         batch_size=batch_size,
         shuffle=training,
         num_workers=workers,
@@ -80,16 +98,50 @@ def batch_size_of(batch: Any) -> int:
     return int(first.shape[0])
 
 
+class RealRateEpoch(Dataset):
+    """A stored set presented with the epoch length of the data it stands for (task.epoch_samples):
+    index i is stored sample i mod n, through the set's own __getitem__, so epoch ends (and,
+    without persistent workers, worker restarts) come as often as in real training."""
+
+    def __init__(self, stored: Dataset, epoch_samples: int) -> None:
+        self.stored, self.epoch_samples = stored, epoch_samples
+        self._n = len(stored)  # type: ignore[arg-type]
+
+    def __len__(self) -> int:
+        return self.epoch_samples
+
+    def __getitem__(self, index: int) -> Any:
+        return self.stored[index % self._n]
+
+
+def with_epoch_length(dataset: Dataset, epoch_samples: int | None) -> Dataset:
+    if epoch_samples is None or epoch_samples == len(dataset):  # type: ignore[arg-type]
+        return dataset
+    return RealRateEpoch(dataset, int(epoch_samples))
+
+
 class BatchStream:
     """Batches without end: a new epoch starts when the loader runs out, as in real training."""
 
-    def __init__(self, loader: DataLoader) -> None:
+    def __init__(self, loader: DataLoader, clock: Callable[[], float] = time.perf_counter) -> None:
         self._loader = loader
+        self._clock = clock
         self._it = iter(loader)
+        self.epochs_started = 1
 
     def __call__(self) -> Any:
         try:
             return next(self._it)
         except StopIteration:
             self._it = iter(self._loader)
+            self.epochs_started += 1
             return next(self._it)
+
+    def restart_cost_s(self) -> float:
+        """The wait for the first batch of a new epoch (without persistent workers: workers
+        forked again and their first samples), measured once, apart from the windows."""
+        began = self._clock()
+        self._it = iter(self._loader)
+        self.epochs_started += 1
+        next(self._it)
+        return self._clock() - began

@@ -18,6 +18,7 @@ def main() -> None:
 
     from ..errors import EXIT_BAD_CONFIG, InvalidConfig
     from .backend import resolve_device
+    from .loader import supports_in_order
     from .fingerprint import fingerprint
     from .workload import load_factory
 
@@ -35,6 +36,7 @@ def main() -> None:
         "cuda": cuda,
         "bf16": torch.cuda.is_bf16_supported() if cuda else True,
         "fingerprint": fingerprint(device),
+        "loader_in_order": supports_in_order(),
     }))
 
 

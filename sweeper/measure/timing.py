@@ -1,21 +1,38 @@
 """The timing loop: warm-up, then timed windows of whole steps (clock injectable for tests).
 
-Each step is timed as [wait for the next batch][copy + compute + synchronize], so the share of
-step time spent waiting for data says whether the run is data-bound or compute-bound.
+Each step is timed on the host as [wait for the next batch][copy + launch compute], so the share
+of step time spent waiting for data says whether the run is data-bound or compute-bound. The
+device is synchronized only at window edges, as a real loop never synchronizes per step: the
+host queues step n+1 (and fetches its batch) while the device still runs step n, and the
+window's time, taken after the synchronize, is exact. Device busy time per step comes from a
+step timer (CUDA events) read after each window.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ..result import bottleneck
 from ..stats import Spread, quantile
 
-# Above this share of step time spent waiting for the next batch, a run is data-bound.
-DATA_BOUND_THRESHOLD = 0.2
+
+class StepTimer(Protocol):
+    """Times each step on the device: marks around the step, read after the window's sync."""
+
+    def begin(self) -> None: ...
+    def end(self) -> None: ...
+    def collect(self) -> list[float]: ...
+
+
+class Monitor(Protocol):
+    """Watches the measured windows (CPU or GPU utilization): started when the first window
+    starts, stopped when the last one ends, returns its figures (result.json keys)."""
+
+    def start(self) -> None: ...
+    def stop(self) -> dict[str, float]: ...
 
 
 @dataclass
@@ -25,9 +42,13 @@ class Timings:
     first_step_s: float = 0.0
     first_wait_s: float = 0.0  # the first batch: loader start-up (workers forking, first samples)
     window_samples_per_sec: list[float] = field(default_factory=list)
+    window_s: list[float] = field(default_factory=list)
     step_s: list[float] = field(default_factory=list)
     wait_s: list[float] = field(default_factory=list)
+    device_step_s: list[float] = field(default_factory=list)  # from the step timer, if any
     samples: int = 0
+    epoch_ends: int = 0  # epoch ends that fell inside the measured windows
+    monitored: dict[str, float] = field(default_factory=dict)
     pruned: bool = False
 
     def summary(self) -> dict[str, Any]:
@@ -37,7 +58,7 @@ class Timings:
         # the first step's compute beyond a typical step's is compilation / autotuning; its wait
         # for the first batch is the loader starting, reported on its own
         typical_compute = quantile([s - w for s, w in zip(self.step_s, self.wait_s)], 0.5)
-        return {
+        out: dict[str, Any] = {
             "samples_per_sec": spread.median,
             "samples_per_sec_iqr": spread.iqr,
             "samples_per_sec_rel_iqr": spread.relative_iqr,
@@ -50,12 +71,20 @@ class Timings:
             "bottleneck": bottleneck(wait_fraction),
             "steps_measured": len(self.step_s),
             "samples_measured": self.samples,
+            "epoch_ends_measured": self.epoch_ends,
             "warmup_s": self.warmup_s,
             "warmup_steps": self.warmup_steps,
             "first_step_s": self.first_step_s,
             "first_batch_wait_s": self.first_wait_s,
             "compile_s": max(0.0, self.first_step_s - self.first_wait_s - typical_compute),
+            **self.monitored,
         }
+        if self.device_step_s:
+            busy = min(1.0, sum(self.device_step_s) / sum(self.window_s))
+            out["device_step_time_p50_ms"] = 1e3 * quantile(self.device_step_s, 0.5)
+            out["device_busy_fraction"] = busy
+            out["bottleneck"] = bottleneck(wait_fraction, busy)
+        return out
 
 
 def measure(
@@ -69,11 +98,17 @@ def measure(
     windows: int,
     window_s: float,
     prune_below: float | None = None,
+    sync_every_step: bool = False,
+    step_timer: StepTimer | None = None,
+    monitors: Sequence[Monitor] = (),
+    epochs_started: Callable[[], int] = lambda: 0,
     on_window: Callable[[int, float], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> Timings:
     """Run warm-up then `windows` windows; stop early (pruned) when the median window so far,
-    after two windows, is below `prune_below` samples/sec."""
+    after two windows, is below `prune_below` samples/sec. `sync` runs after the first step
+    (its time is compile time), at the end of warm-up and at each window's end; after every
+    step too with `sync_every_step` (the old, pessimistic way, kept for comparison)."""
     t = Timings()
     start = clock()
     while t.warmup_steps < warmup_steps or clock() - start < warmup_s:
@@ -81,12 +116,17 @@ def measure(
         batch = next_batch()
         t1 = clock()
         step(batch)
-        sync()
+        if t.warmup_steps == 0 or sync_every_step:
+            sync()
         if t.warmup_steps == 0:
             t.first_step_s, t.first_wait_s = clock() - t0, t1 - t0
         t.warmup_steps += 1
+    sync()
     t.warmup_s = clock() - start
 
+    epochs_before = epochs_started()
+    for monitor in monitors:
+        monitor.start()
     for index in range(windows):
         window_start = clock()
         samples = 0
@@ -94,16 +134,26 @@ def measure(
             t0 = clock()
             batch = next_batch()
             t1 = clock()
+            if step_timer is not None:
+                step_timer.begin()
             step(batch)
-            sync()
+            if step_timer is not None:
+                step_timer.end()
+            if sync_every_step:
+                sync()
             t2 = clock()
             t.wait_s.append(t1 - t0)
             t.step_s.append(t2 - t0)
             samples += samples_of(batch)
             if t2 - window_start >= window_s:
                 break
-        rate = samples / (t2 - window_start)
+        sync()  # the window ends when the device has done its work
+        elapsed = clock() - window_start
+        if step_timer is not None:
+            t.device_step_s.extend(step_timer.collect())
+        rate = samples / elapsed
         t.window_samples_per_sec.append(rate)
+        t.window_s.append(elapsed)
         t.samples += samples
         if on_window is not None:
             on_window(index, rate)
@@ -114,4 +164,18 @@ def measure(
         ):
             t.pruned = True
             break
+    for monitor in monitors:
+        t.monitored.update(monitor.stop())
+    t.epoch_ends = epochs_started() - epochs_before
     return t
+
+
+def with_epoch_restarts(summary: dict[str, Any], epoch_samples: int, restart_s: float) -> dict[str, Any]:
+    """The figure over whole epochs: each epoch pays one worker restart on top of its steady
+    steps. When fewer than half the windows held an epoch end, their median is the steady rate
+    and the restart is added once per epoch; otherwise the median already holds restarts."""
+    steady = summary["samples_per_sec"]
+    out = {**summary, "samples_per_sec_steady": steady, "epoch_restart_s": restart_s}
+    if steady > 0 and 2 * summary["epoch_ends_measured"] < summary["windows_measured"]:
+        out["samples_per_sec"] = epoch_samples / (epoch_samples / steady + restart_s)
+    return out

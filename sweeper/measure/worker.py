@@ -50,6 +50,11 @@ def limit_memory(limit_gb: float | None, device_type: str) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+def _cuda_uuid(torch: Any, device: Any) -> str | None:
+    uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
+    return str(uuid) if uuid is not None else None
+
+
 def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
     started = time.perf_counter()
     if spec.get("cwd") and spec["cwd"] not in sys.path:
@@ -57,7 +62,7 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
     events.send(event="phase", phase="import")
     import torch
 
-    from . import backend, loader, memory, timing
+    from . import backend, loader, memory, timing, utilization
     from .fingerprint import fingerprint
     from .steps import make_step
     from .workload import build_workload
@@ -81,10 +86,14 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
         model.train(training)
         compiled = backend.maybe_compile(model, back["compile"])
         step = make_step(workload, compiled, device, back["precision"], training, task.get("lr") or 0.01)
-        data = loader.make_loader(workload, load, device, training)
+        data = loader.make_loader(workload, load, device, training, task.get("epoch_samples"))
         non_blocking = bool(load["pin_memory"]) and device.type == "cuda"
         stream = loader.BatchStream(data)
         sync = backend.synchronize(device)
+        monitors: list[timing.Monitor] = [utilization.CpuMonitor()]
+        if device.type == "cuda":
+            gpu = utilization.nvml_monitor(_cuda_uuid(torch, device))
+            monitors += [gpu] if gpu is not None else []
 
         def next_batch() -> Any:
             batch = stream()
@@ -104,6 +113,10 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
             windows=meas["windows"],
             window_s=meas["window_s"],
             prune_below=meas.get("prune_below"),
+            sync_every_step=meas.get("sync", "window") == "step",
+            step_timer=backend.step_timer(device),
+            monitors=monitors,
+            epochs_started=lambda: stream.epochs_started,
             on_window=lambda i, rate: events.send(
                 event="window", phase=f"window {i + 1}", index=i, samples_per_sec=rate
             ),
@@ -116,6 +129,12 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
             "build_s": built - imported,
             "measure_s": time.perf_counter() - built,
         }
+        result["epoch_samples"] = len(data.dataset)
+        result["stored_samples"] = len(workload.dataset)
+        if load["num_workers"] > 0 and not load["persistent_workers"] and not timings.pruned:
+            # every epoch end starts the workers again: its cost measured once, on its own
+            events.send(event="phase", phase="epoch_restart")
+            result = timing.with_epoch_restarts(result, result["epoch_samples"], stream.restart_cost_s())
         if timings.pruned:
             result["reason"] = (
                 f"pruned: median {result['samples_per_sec']:.1f} samples/s after "
@@ -133,6 +152,7 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
                 warmup_steps=1,
                 windows=meas["windows"],
                 window_s=meas["window_s"],
+                sync_every_step=meas.get("sync", "window") == "step",
             ).summary()
             result["compute_bound_samples_per_sec"] = bound["samples_per_sec"]
             result["compute_bound_samples_per_sec_iqr"] = bound["samples_per_sec_iqr"]

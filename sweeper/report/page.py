@@ -114,8 +114,9 @@ def why(d: ReportData) -> str:
             cost = 1 - b.samples_per_sec / b.compute_bound_samples_per_sec
             bound = (f" Compute-only bound (one batch held in memory): {b.compute_bound_samples_per_sec:,.0f} "
                      f"samples/sec; the data path costs {cost:.0%}.")
+        use = f" Utilization: {b.utilization}." if b.utilization else ""
         items.append(f"<li><b>{escape(b.label)}</b> (trial #{b.number}, {b.samples_per_sec:,.0f} samples/sec): "
-                     f"{escape(b.verdict)}.{escape(bound)}</li>")
+                     f"{escape(b.verdict)}.{escape(bound)}{escape(use)}</li>")
     return img(charts.breakdown_chart(d.breakdowns), "where step time goes") + f"<ul>{''.join(items)}</ul>"
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from optuna.trial import FrozenTrial
 
-from ..result import DATA_BOUND_THRESHOLD, TrialRecord
+from ..result import DATA_BOUND_THRESHOLD, TrialRecord, waiting_share
 from ..store.trials import config_of
 
 # within this of the threshold, a verdict is called borderline
@@ -30,6 +30,25 @@ class StepBreakdown:
     verdict: str
     compute_bound_samples_per_sec: float | None
     samples_per_sec: float
+    utilization: str  # what top and nvidia-smi would have shown during the windows; "" if not recorded
+
+
+def utilization_text(metrics: dict) -> str:
+    """CPU use of the run and its workers (percent of one core, as top), the device's busy share
+    from step events, and NVML's GPU-Util, memory-controller use and power against the cap."""
+    parts = []
+    if metrics.get("cpu_util_main_pct") is not None:
+        parts.append(f"CPU {metrics['cpu_util_main_pct']:.0f}% in the training process, "
+                     f"{metrics.get('cpu_util_workers_pct', 0.0):.0f}% in loader workers (100% = one core)")
+    if metrics.get("device_busy_fraction") is not None:
+        parts.append(f"device busy {metrics['device_busy_fraction']:.0%} of the time")
+    if metrics.get("gpu_util_pct") is not None:
+        gpu = f"GPU-Util {metrics['gpu_util_pct']:.0f}%, memory controller {metrics.get('gpu_mem_util_pct', 0.0):.0f}%"
+        if metrics.get("gpu_power_w") is not None:
+            gpu += f", {metrics['gpu_power_w']:.0f} W"
+            gpu += f" of a {metrics['gpu_power_cap_w']:.0f} W cap" if metrics.get("gpu_power_cap_w") else ""
+        parts.append(gpu)
+    return "; ".join(parts)
 
 
 def verdict(wait: float, *, workers: int | None = None, cores: int | None = None,
@@ -58,10 +77,11 @@ def verdict(wait: float, *, workers: int | None = None, cores: int | None = None
 def breakdown(label: str, trial: FrozenTrial) -> StepBreakdown | None:
     record = TrialRecord.of(trial)
     metrics = record.metrics
-    sps, wait = metrics.get("samples_per_sec"), metrics.get("data_wait_fraction")
+    sps, host_wait = metrics.get("samples_per_sec"), metrics.get("data_wait_fraction")
     batch = config_of(trial).get("loader.batch_size") or metrics.get("batch_size")
-    if not sps or wait is None:
+    if not sps or host_wait is None:
         return None
+    wait = waiting_share(host_wait, metrics.get("device_busy_fraction"))
     # mean step time from throughput when the batch is known, else the median step
     step_ms = 1e3 * batch / sps if batch else float(metrics.get("step_time_p50_ms", 0.0))
     workers = metrics.get("dataloader_processes")
@@ -71,4 +91,5 @@ def breakdown(label: str, trial: FrozenTrial) -> StepBreakdown | None:
         label=label, number=trial.number, step_ms=step_ms, wait_ms=step_ms * wait,
         compute_ms=step_ms * (1 - wait), wait_fraction=wait, verdict=text,
         compute_bound_samples_per_sec=metrics.get("compute_bound_samples_per_sec"), samples_per_sec=sps,
+        utilization=utilization_text(metrics),
     )

@@ -52,6 +52,28 @@ def format_result(run: RunResult) -> str:
             f"{100 * result['data_wait_fraction']:.0f}% of step time: {result['bottleneck']}",
         ),
     ]
+    if "device_busy_fraction" in result:
+        rows.append(("device busy", f"{100 * result['device_busy_fraction']:.0f}% of the windows "
+                     f"(device step p50 {result['device_step_time_p50_ms']:.2f} ms, CUDA events)"))
+    if "cpu_util_main_pct" in result:
+        rows.append(("CPU use", f"main process {result['cpu_util_main_pct']:.0f}%, loader workers "
+                     f"{result.get('cpu_util_workers_pct', 0.0):.0f}% (percent of one core, as top shows it)"))
+    if "gpu_util_pct" in result:
+        power = (f", power {result['gpu_power_w']:.0f} W" + (f" of {result['gpu_power_cap_w']:.0f} W cap"
+                 if "gpu_power_cap_w" in result else "")) if "gpu_power_w" in result else ""
+        rows.append(("GPU use", f"GPU-Util {result['gpu_util_pct']:.0f}%, memory controller "
+                     f"{result.get('gpu_mem_util_pct', 0.0):.0f}%{power} (NVML)"))
+    if "epoch_samples" in result:
+        stored = result.get("stored_samples")
+        text = f"{result['epoch_samples']:,} samples" + (
+            f" ({stored:,} stored, repeating)" if stored and stored != result["epoch_samples"] else "")
+        text += f"; {result.get('epoch_ends_measured', 0)} epoch ends inside the windows"
+        if "epoch_restart_s" in result:
+            text += f"; each epoch end restarts the workers: {result['epoch_restart_s']:.2f} s (measured once"
+            steady = result.get("samples_per_sec_steady")
+            text += (f"; samples/sec counts it once per epoch, {_num(steady)} between restarts)"
+                     if steady and steady != result["samples_per_sec"] else ")")
+        rows.append(("epoch", text))
     if "compute_bound_samples_per_sec" in result:
         rows.append(
             (

@@ -62,7 +62,8 @@ class SweepPlan:
         return self.machine.hardware_class
 
     def context(self, convolutional: bool | None) -> sp.Context:
-        return sp.Context(cuda=self.machine.cuda, bf16=self.machine.bf16, convolutional=convolutional)
+        return sp.Context(cuda=self.machine.cuda, bf16=self.machine.bf16, convolutional=convolutional,
+                          loader_in_order=self.machine.loader_in_order)
 
     def base_value(self, key: str) -> Any:
         return OmegaConf.select(self.base, key)
@@ -115,7 +116,7 @@ def check_space(base: DictConfig, space: Mapping[str, BaseDistribution], own_app
         for value in values:
             trial_spec = json.loads(json.dumps(spec))
             trial_spec[group][leaf] = value
-            if key in ("loader.prefetch_factor", "loader.persistent_workers"):
+            if key in sp.NEEDS_WORKERS:
                 trial_spec["loader"]["num_workers"] = max(1, trial_spec["loader"]["num_workers"])
             try:
                 check_config(trial_spec)
@@ -148,7 +149,8 @@ def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Com
     space = sp.build_space(params)
     check_space(base, space, own_app)
     workload = workload_label(base) if own_app else app_name
-    space = sp.restrict_to_machine(space, sp.Context(cuda=machine.cuda, bf16=machine.bf16, convolutional=None))
+    space = sp.restrict_to_machine(space, sp.Context(cuda=machine.cuda, bf16=machine.bf16, convolutional=None,
+                                                       loader_in_order=machine.loader_in_order))
     # the baseline is a point of the space
     baseline_knobs = {k: OmegaConf.select(base, k) for k in space}
     space = {k: sp.include_value(d, baseline_knobs[k]) for k, d in space.items()}

@@ -31,17 +31,24 @@ _INT_INTERVAL = re.compile(r"^\s*(tag\([^,]*,\s*)?interval\(\s*-?\d+\s*,\s*-?\d+
 NEUTRAL: dict[str, Any] = {
     "loader.prefetch_factor": None,
     "loader.persistent_workers": False,
+    "loader.in_order": True,
+    "loader.multiprocessing_context": None,
     "loader.pin_memory": False,
     "backend.channels_last": False,
     "backend.cudnn_benchmark": False,
     "backend.tf32": False,
 }
+# DataLoader knobs that only exist with worker processes.
+NEEDS_WORKERS = ("loader.prefetch_factor", "loader.persistent_workers", "loader.in_order",
+                 "loader.multiprocessing_context")
 # Knobs that change speed but not how much memory a batch needs (for "OOM at batch b").
 MEMORY_NEUTRAL = {
     "loader.batch_size",
     "loader.num_workers",
     "loader.prefetch_factor",
     "loader.persistent_workers",
+    "loader.in_order",
+    "loader.multiprocessing_context",
     "loader.pin_memory",
     "backend.threads",
     "backend.interop_threads",
@@ -57,6 +64,7 @@ class Context:
     cuda: bool
     bf16: bool
     convolutional: bool | None  # None: unknown (a custom workload)
+    loader_in_order: bool = True  # the installed torch's DataLoader has in_order
 
 
 def parse_override(key: str, text: str) -> Override:
@@ -121,8 +129,11 @@ def build_space(params: Mapping[str, Any]) -> dict[str, BaseDistribution]:
 
 
 def restrict_to_machine(space: dict[str, BaseDistribution], ctx: Context) -> dict[str, BaseDistribution]:
-    """Drop precisions the device can't run; a knob left with nothing to choose is dropped."""
+    """Drop precisions the device can't run and knobs the installed torch lacks; a knob left
+    with nothing to choose is dropped."""
     out = dict(space)
+    if not ctx.loader_in_order:
+        out.pop("loader.in_order", None)
     dist = out.get("backend.precision")
     if isinstance(dist, CategoricalDistribution):
         runnable = [p for p in dist.choices if p != "fp16" or ctx.cuda]
@@ -161,7 +172,7 @@ def contains(dist: BaseDistribution, value: Any) -> bool:
 
 def is_active(key: str, chosen: Mapping[str, Any], ctx: Context) -> bool:
     """Whether a knob means something given the values chosen so far (and the base config)."""
-    if key in ("loader.prefetch_factor", "loader.persistent_workers"):
+    if key in NEEDS_WORKERS:
         return (chosen.get("loader.num_workers") or 0) > 0
     if key in ("loader.pin_memory", "backend.cudnn_benchmark", "backend.tf32"):
         return ctx.cuda

@@ -1,0 +1,130 @@
+"""Utilization over the measured windows, as practitioners read it: `top`'s CPU percent (of one
+core, summed over threads) for the measuring process and its loader workers apart, and on
+NVIDIA GPUs what `nvidia-smi` shows (GPU-Util, memory-controller util, power against the cap)
+through NVML, when the optional nvidia-ml-py is installed."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .. import procs
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _stat_fields(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(CPU seconds of pid itself, of its descendants: the live ones plus those it has reaped).
+    A worker that exits inside the measurement moves from the live sum into pid's own
+    cutime/cstime when it is joined, so differences of these counters stay whole."""
+    try:
+        own = _stat_fields(pid)
+    except OSError:
+        return 0.0, 0.0
+    # after the command name: state is field 0, utime 11, stime 12, cutime 13, cstime 14
+    main = (int(own[11]) + int(own[12])) / _TICKS
+    reaped = (int(own[13]) + int(own[14])) / _TICKS
+    live = 0.0
+    for child in procs.tree(pid)[1:]:
+        try:
+            fields = _stat_fields(child)
+        except OSError:
+            continue  # exited between the listing and the read
+        live += (int(fields[11]) + int(fields[12])) / _TICKS
+    return main, reaped + live
+
+
+class CpuMonitor:
+    """cpu_util_main_pct and cpu_util_workers_pct over the windows."""
+
+    def __init__(self, pid: int | None = None, *, read: Callable[[int], tuple[float, float]] = cpu_seconds,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self._pid = pid or os.getpid()
+        self._read, self._clock = read, clock
+        self._start: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    def start(self) -> None:
+        main, workers = self._read(self._pid)
+        self._start = (self._clock(), main, workers)
+
+    def stop(self) -> dict[str, float]:
+        main, workers = self._read(self._pid)
+        began, main0, workers0 = self._start
+        elapsed = self._clock() - began
+        if elapsed <= 0:
+            return {}
+        return {"cpu_util_main_pct": 100 * (main - main0) / elapsed,
+                "cpu_util_workers_pct": 100 * max(0.0, workers - workers0) / elapsed}
+
+
+def _nvml() -> Any | None:
+    try:
+        import pynvml  # nvidia-ml-py
+    except ImportError:
+        return None
+    return pynvml
+
+
+class NvmlMonitor:
+    """gpu_util_pct, gpu_mem_util_pct and gpu_power_w sampled in a thread (NVML reports each
+    as a recent average), and gpu_power_cap_w, for the GPU the run uses."""
+
+    def __init__(self, nvml: Any, handle: Any, interval_s: float = 0.1) -> None:
+        self._nvml, self._handle, self._interval = nvml, handle, interval_s
+        self._samples: list[tuple[float, float, float]] = []
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sample(self) -> None:
+        rates = self._nvml.nvmlDeviceGetUtilizationRates(self._handle)
+        power_w = self._nvml.nvmlDeviceGetPowerUsage(self._handle) / 1e3  # milliwatts
+        self._samples.append((float(rates.gpu), float(rates.memory), power_w))
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self._interval):
+            try:
+                self.sample()
+            except Exception:  # noqa: BLE001 - a failing sample must not fail the run
+                return
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> dict[str, float]:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join()
+        if not self._samples:
+            return {}
+        n = len(self._samples)
+        figures = {"gpu_util_pct": sum(s[0] for s in self._samples) / n,
+                   "gpu_mem_util_pct": sum(s[1] for s in self._samples) / n,
+                   "gpu_power_w": sum(s[2] for s in self._samples) / n}
+        try:
+            figures["gpu_power_cap_w"] = self._nvml.nvmlDeviceGetEnforcedPowerLimit(self._handle) / 1e3
+        except Exception:  # noqa: BLE001 - some boards do not report a cap
+            pass
+        return figures
+
+
+def nvml_monitor(uuid: str | None, nvml: Any | None = None) -> NvmlMonitor | None:
+    """The GPU's monitor by its UUID (NVML ignores CUDA_VISIBLE_DEVICES; the UUID does not
+    depend on it); None without nvidia-ml-py, without a driver, or for an unknown device."""
+    nvml = nvml if nvml is not None else _nvml()
+    if nvml is None or not uuid:
+        return None
+    try:
+        nvml.nvmlInit()
+        wanted = uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+        return NvmlMonitor(nvml, nvml.nvmlDeviceGetHandleByUUID(wanted))
+    except Exception:  # noqa: BLE001 - NVMLError and friends: no figures, not a failed run
+        return None

@@ -1,0 +1,224 @@
+"""What the timing loop measures, on fake clocks and devices: where it synchronizes, device
+time from step events, epoch ends inside the windows, the restart cost, utilization."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import time
+import types
+
+import pytest
+
+from sweeper.measure import timing, utilization
+
+
+class FakeGpu:
+    """A device that runs each step for `device_s` after the host queues it; the host only
+    waits for it in synchronize(). Events are stamped when the device reaches them."""
+
+    def __init__(self, clock, device_s: float) -> None:
+        self.clock, self.device_s = clock, device_s
+        self.free_at = 0.0
+        self.syncs = 0
+        self._marks: list[tuple[float, float]] = []
+        self._begun = 0.0
+
+    def launch(self) -> None:
+        start = max(self.clock.now, self.free_at)
+        self.free_at = start + self.device_s
+
+    def synchronize(self) -> None:
+        self.syncs += 1
+        self.clock.now = max(self.clock.now, self.free_at)
+
+    # the StepTimer protocol, as CUDA events would answer
+    def begin(self) -> None:
+        self._begun = max(self.clock.now, self.free_at)
+
+    def end(self) -> None:
+        self._marks.append((self._begun, self.free_at))
+
+    def collect(self) -> list[float]:
+        done = [b - a for a, b in self._marks]
+        self._marks.clear()
+        return done
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def gpu_loop(sync_every_step: bool, loader_s: float = 0.05, launch_s: float = 0.01, device_s: float = 0.1):
+    clock = Clock()
+    gpu = FakeGpu(clock, device_s)
+
+    def next_batch():
+        clock.now += loader_s  # the host fetches the next batch while the device works
+        return "batch"
+
+    def step(batch):
+        clock.now += launch_s
+        gpu.launch()
+
+    t = timing.measure(next_batch, step, lambda b: 10, gpu.synchronize, warmup_s=0.5, warmup_steps=2, windows=4,
+                       window_s=5.0, sync_every_step=sync_every_step, step_timer=gpu, clock=clock)
+    return t, gpu
+
+
+def test_the_device_is_synchronized_only_at_window_edges():
+    t, gpu = gpu_loop(sync_every_step=False)
+    # after the first step (compile time), at the end of warm-up, and at each window's end
+    assert gpu.syncs == 2 + 4
+    s = t.summary()
+    # host and device overlap as in a real loop: the device's 0.1 s per step is the pace
+    assert s["samples_per_sec"] == pytest.approx(100.0, rel=0.01)
+    assert s["device_step_time_p50_ms"] == pytest.approx(100.0)
+    assert s["device_busy_fraction"] == pytest.approx(1.0, abs=0.02)
+    # the host spends most of its time waiting for batches, but the device never idles:
+    # the verdict goes by the device, so a GPU-bound run reads as one
+    assert s["data_wait_fraction"] == pytest.approx(0.05 / 0.06, rel=0.01)
+    assert s["bottleneck"] == "compute-bound"
+
+
+def test_a_sync_per_step_removes_the_overlap_and_under_reads():
+    per_window, _ = gpu_loop(sync_every_step=False)
+    per_step, gpu = gpu_loop(sync_every_step=True)
+    assert gpu.syncs > 4 * 30  # once per step
+    # per step: loader 0.05 + launch 0.01 + device 0.1 in series = 0.16 s per 10 samples
+    assert per_step.summary()["samples_per_sec"] == pytest.approx(62.5, rel=0.01)
+    assert per_step.summary()["bottleneck"] == "data-bound"  # the device idles while the host waits
+    assert per_window.summary()["samples_per_sec"] / per_step.summary()["samples_per_sec"] == pytest.approx(1.6, rel=0.02)
+
+
+def test_without_a_step_timer_there_is_no_device_time():
+    clock = Clock()
+
+    def step(batch):
+        clock.now += 0.1
+
+    s = timing.measure(lambda: None, step, lambda b: 1, lambda: None, warmup_s=0.1, warmup_steps=1, windows=2,
+                       window_s=0.5, clock=clock).summary()
+    assert "device_busy_fraction" not in s and "device_step_time_p50_ms" not in s
+
+
+def _stream(dataset_len: int, batch: int, clock: Clock, step_s: float):
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from sweeper.measure import loader
+
+    stored = TensorDataset(torch.arange(dataset_len))
+    return stored, loader, lambda epoch_samples: loader.BatchStream(
+        DataLoader(loader.with_epoch_length(stored, epoch_samples), batch_size=batch, drop_last=True), clock=clock)
+
+
+@pytest.mark.parametrize(("epoch_samples", "ends"), [(None, 8), (1_281_167, 0)])
+def test_epoch_ends_inside_the_windows_are_counted(epoch_samples, ends):
+    clock = Clock()
+    _, _, make = _stream(8, 2, clock, 0.1)  # 4 steps an epoch when the stored set is the epoch
+    stream = make(epoch_samples)
+
+    def step(batch):
+        clock.now += 0.1
+
+    # warm-up: 3 steps; windows: 3 x 10 steps = batches 4..33; epochs start at batches 5, 9, ..., 33
+    s = timing.measure(stream, step, lambda b: 2, lambda: None, warmup_s=0.0, warmup_steps=3, windows=3,
+                       window_s=0.95, epochs_started=lambda: stream.epochs_started, clock=clock).summary()
+    assert s["steps_measured"] == 30
+    assert s["epoch_ends_measured"] == ends
+
+
+def test_a_real_rate_epoch_repeats_the_stored_samples_through_their_own_getitem():
+    clock = Clock()
+    stored, loader, _ = _stream(8, 2, clock, 0.1)
+    presented = loader.with_epoch_length(stored, 1_281_167)
+    assert len(presented) == 1_281_167
+    assert int(presented[8 * 1000 + 3][0]) == int(stored[3][0])
+    assert loader.with_epoch_length(stored, None) is stored and loader.with_epoch_length(stored, 8) is stored
+
+
+def test_the_restart_cost_is_timed_once_and_counted_once_per_epoch():
+    clock = Clock()
+    _, _, make = _stream(8, 2, clock, 0.1)
+    stream = make(None)
+    before = stream.epochs_started
+    assert stream.restart_cost_s() == 0.0  # nothing on the fake clock moves while iterating
+    assert stream.epochs_started == before + 1
+
+    summary = {"samples_per_sec": 1000.0, "epoch_ends_measured": 0, "windows_measured": 5}
+    out = timing.with_epoch_restarts(summary, 60_000, 3.0)
+    # 60 s of steady steps plus one 3 s restart per epoch
+    assert out["samples_per_sec"] == pytest.approx(60_000 / 63.0)
+    assert out["samples_per_sec_steady"] == 1000.0 and out["epoch_restart_s"] == 3.0
+    # when most windows already held an epoch end, the median has the restarts in it
+    busy = {**summary, "epoch_ends_measured": 4}
+    assert timing.with_epoch_restarts(busy, 60_000, 3.0)["samples_per_sec"] == 1000.0
+
+
+def _burn(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def test_cpu_utilization_of_the_process_and_of_its_workers():
+    monitor = utilization.CpuMonitor()
+    monitor.start()
+    worker = multiprocessing.get_context("fork").Process(target=_burn, args=(0.4,))
+    worker.start()
+    _burn(0.3)
+    worker.join()  # reaped: its time moves into our cutime, and still counts
+    figures = monitor.stop()
+    cores = len(os.sched_getaffinity(0))
+    assert 0 < figures["cpu_util_main_pct"] <= 100 * cores + 5
+    assert 0 < figures["cpu_util_workers_pct"] <= 100 * cores + 5
+    # the split is the one the scripted counters give
+    reads = iter([(1.0, 2.0), (2.5, 5.0)])
+    ticks = iter([10.0, 12.0])
+    scripted = utilization.CpuMonitor(read=lambda pid: next(reads), clock=lambda: next(ticks))
+    scripted.start()
+    assert scripted.stop() == {"cpu_util_main_pct": 75.0, "cpu_util_workers_pct": 150.0}
+
+
+def fake_nvml(**overrides):
+    rates = types.SimpleNamespace(gpu=80, memory=30)
+    calls = {
+        "nvmlInit": lambda: None,
+        "nvmlDeviceGetHandleByUUID": lambda uuid: uuid,
+        "nvmlDeviceGetUtilizationRates": lambda handle: rates,
+        "nvmlDeviceGetPowerUsage": lambda handle: 350_000,  # milliwatts
+        "nvmlDeviceGetEnforcedPowerLimit": lambda handle: 700_000,
+    }
+    calls.update(overrides)
+    return types.SimpleNamespace(**calls)
+
+
+def test_nvml_figures_for_the_runs_gpu():
+    seen = []
+    nvml = fake_nvml(nvmlDeviceGetHandleByUUID=lambda uuid: seen.append(uuid) or uuid)
+    monitor = utilization.nvml_monitor("5e2d6b1a-0000-1111-2222-333344445555", nvml=nvml)
+    assert seen == ["GPU-5e2d6b1a-0000-1111-2222-333344445555"]  # NVML's spelling of torch's UUID
+    monitor.sample()
+    monitor.sample()
+    assert monitor.stop() == {"gpu_util_pct": 80.0, "gpu_mem_util_pct": 30.0, "gpu_power_w": 350.0,
+                              "gpu_power_cap_w": 700.0}
+
+
+def test_no_nvml_means_no_gpu_figures_and_no_failure(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # nvidia-ml-py not installed
+    assert utilization.nvml_monitor("5e2d6b1a") is None
+
+    def no_driver():
+        raise RuntimeError("NVML Shared Library Not Found")
+
+    assert utilization.nvml_monitor("5e2d6b1a", nvml=fake_nvml(nvmlInit=no_driver)) is None
+    assert utilization.nvml_monitor(None, nvml=fake_nvml()) is None
+    # a monitor whose samples all failed reports nothing rather than zeros
+    silent = utilization.NvmlMonitor(fake_nvml(), "h", interval_s=0.01)
+    assert silent.stop() == {}
