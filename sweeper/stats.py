@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -43,3 +44,20 @@ class Spread:
             iqr=quantile(values, 0.75) - quantile(values, 0.25),
             n=len(values),
         )
+
+
+def rounds_to_separate(ratios: list[float], confidence: float = 0.95) -> float | None:
+    """Paired rounds needed for the mean log-ratio of two configurations' samples/sec (each
+    round measured side by side) to have a `confidence` interval that excludes zero: the
+    normal approximation n = (z * sd / mean)^2. None with fewer than two ratios; inf when
+    the two are equal on average."""
+    logs = [math.log(r) for r in ratios if r and r > 0]
+    if len(logs) < 2:
+        return None
+    mean, sd = statistics.fmean(logs), statistics.stdev(logs)
+    if sd == 0:
+        return float(len(logs)) if mean else math.inf
+    if mean == 0:
+        return math.inf
+    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+    return (z * sd / abs(mean)) ** 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import json
 
 import pytest
@@ -231,3 +232,28 @@ def test_why_shows_utilization_and_goes_by_the_device_on_a_gpu():
     assert "GPU-Util 96%" in html
     # a CPU trial without NVML says only what it has
     assert "GPU" not in breakdown("cpu", make(6, 64, 900.0)).utilization
+
+
+def test_noisy_top_two_say_how_many_rounds_would_separate_them():
+    from sweeper.report.data import separation_note
+    from sweeper.stats import rounds_to_separate
+
+    # a steady 10% gap is told apart in a few rounds; no gap on average never is
+    assert rounds_to_separate([1.1, 1.1, 1.1]) == 3
+    assert rounds_to_separate([1.2, 0.8333333333333334]) == float("inf")
+    assert rounds_to_separate([1.1]) is None
+
+    noisy = {"winner": 1, "baseline": 0, "rounds": {"1": [1200.0, 900.0, 1300.0], "2": [1000.0, 1000.0, 1100.0],
+                                                   "0": [500.0, 520.0, 510.0]},
+             "median": {"1": 1200.0, "2": 1000.0, "0": 510.0}}
+    note = separation_note(noisy)
+    ratios = [1.2, 0.9, 1300 / 1100]
+    more = math.ceil(rounds_to_separate(ratios)) - 3
+    assert note.startswith("The top two of the confirmation (#1 and #2) differ by 20.0%")
+    assert f"about {more} more interleaved round(s)" in note and f"sweeper.confirm.rounds={3 + more}" in note
+    # equal on average: no number of rounds helps
+    even = {**noisy, "rounds": {**noisy["rounds"], "1": [1100.0, 900.0, 1000.0], "2": [900.0, 1100.0, 1000.0]}}
+    assert "treat them as equal" in separation_note(even)
+    # quiet rounds need no note
+    quiet = {**noisy, "rounds": {**noisy["rounds"], "1": [1200.0, 1210.0, 1190.0]}}
+    assert separation_note(quiet) is None

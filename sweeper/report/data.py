@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -11,6 +12,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ..overrides import winner_command, winner_yaml
 from ..result import TrialRecord
+from ..stats import IQR_WARN_THRESHOLD, Spread, rounds_to_separate
 from ..store.trials import baseline_of, config_of, measured_results, pareto_trials, primary_value, ranked
 from .code import code_diff
 from .why import StepBreakdown, breakdown
@@ -99,6 +101,38 @@ def knob_label(key: str, value: Any, fingerprint: Mapping[str, Any]) -> str:
         meant = _DEFAULTS.get(key, lambda fp: None)(fingerprint)
         return f"default ({meant})" if meant is not None else "default"
     return _text(value)
+
+
+# beyond this many rounds, two configurations are called equal on this machine
+MAX_USEFUL_ROUNDS = 50
+
+
+def separation_note(confirmation: Mapping[str, Any] | None) -> str | None:
+    """When the interleaved rounds of the top two are noisy, how many rounds would tell them apart."""
+    if not confirmation:
+        return None
+    rounds = {int(k): v for k, v in confirmation.get("rounds", {}).items()}
+    medians = {int(k): v for k, v in confirmation.get("median", {}).items()}
+    if len(medians) < 2:
+        return None
+    first, second = sorted(medians, key=lambda n: -medians[n])[:2]
+    ratios = [a / b for a, b in zip(rounds.get(first, []), rounds.get(second, [])) if a and b]
+    spreads = [Spread.of(ratios).relative_iqr] if ratios else []
+    spreads += [Spread.of([v for v in rounds[n] if v]).relative_iqr for n in (first, second) if any(rounds.get(n, []))]
+    needed = rounds_to_separate(ratios)
+    if needed is None or not spreads or max(spreads) <= IQR_WARN_THRESHOLD:
+        return None
+    done = len(ratios)
+    gap = medians[first] / medians[second] - 1
+    pair = f"The top two of the confirmation (#{first} and #{second}) differ by {gap:.1%} with a spread above 10%"
+    if needed > MAX_USEFUL_ROUNDS:
+        return (f"{pair}: more than {MAX_USEFUL_ROUNDS} interleaved rounds would be needed to tell them apart "
+                "on this machine; treat them as equal.")
+    more = max(0, math.ceil(needed) - done)
+    if more == 0:
+        return f"{pair}, yet their {done} interleaved rounds are enough to tell them apart (95% confidence)."
+    return (f"{pair}: about {more} more interleaved round(s) would tell them apart (95% confidence; "
+            f"sweeper.confirm.rounds={done + more}).")
 
 
 def batch_note(baseline: FrozenTrial | None, winner: FrozenTrial | None) -> str | None:
@@ -208,6 +242,7 @@ def build_report_data(
         speedup = winner_sps / base_sps if winner_sps and base_sps else None
         low = high = win_share = None
     notes = [note] if (note := batch_note(baseline, winner)) else []
+    notes += [note] if (note := separation_note(confirmation)) else []
     if not confirmed and winner is not None:
         notes.append("The winner was not confirmed by interleaved re-measurement: the speedup is from single search runs.")
     noisy = [t.number for t in done if (TrialRecord.of(t).metric("samples_per_sec_rel_iqr") or 0) > 0.1]
