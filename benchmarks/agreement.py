@@ -1,4 +1,4 @@
-"""Issue 2, benchmark 1 and 2: does sweeper report what a hand-written loop measures, and what
+"""Issue 2, benchmarks 1 and 2, and issue 10, benchmark 1: does sweeper report what a hand-written loop measures, and what
 does a trial cost besides measuring?  python benchmarks/agreement.py [rounds]
 
 Both run in fresh processes, interleaved (sweeper, hand, sweeper, hand, ...), same workload.
@@ -15,26 +15,30 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# name: (batch, workers, persistent_workers)
 CONFIGS = {
-    "default (batch 64, 0 workers)": (64, 0),
-    "many workers (batch 64, 4 workers)": (64, 4),
-    "large batch (batch 1024, 0 workers)": (1024, 0),
+    "default (batch 64, 0 workers)": (64, 0, False),
+    "4 workers, persistent_workers=false": (64, 4, False),
+    "4 workers, persistent_workers=true": (64, 4, True),
+    "large batch (batch 1024, 0 workers)": (1024, 0, False),
 }
 WINDOWS, WINDOW_S = 5, 2.0
 
 
-def sweeper_run(batch: int, workers: int, out: Path) -> dict:
+def sweeper_run(batch: int, workers: int, persistent: bool, out: Path) -> dict:
     subprocess.run(
         [sys.executable, "-m", "sweeper", f"loader.batch_size={batch}", f"loader.num_workers={workers}",
+         f"loader.persistent_workers={str(persistent).lower()}",
          f"measure.windows={WINDOWS}", f"measure.window_s={WINDOW_S}", f"hydra.run.dir={out}"],
         cwd=ROOT, check=True, capture_output=True,
     )
     return json.loads((out / "result.json").read_text())
 
 
-def hand_run(batch: int, workers: int) -> float:
+def hand_run(batch: int, workers: int, persistent: bool) -> float:
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "hand_loop.py"), str(batch), str(workers), str(WINDOWS * WINDOW_S)],
+        [sys.executable, str(ROOT / "benchmarks" / "hand_loop.py"), str(batch), str(workers), str(WINDOWS * WINDOW_S),
+         str(persistent).lower()],
         cwd=ROOT, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     return float(proc.stdout.strip().splitlines()[-1])
@@ -47,11 +51,11 @@ def main() -> None:
     hand: dict[str, list[float]] = {k: [] for k in CONFIGS}
     overhead: list[dict] = []
     for r in range(rounds):
-        for name, (batch, workers) in CONFIGS.items():
-            result = sweeper_run(batch, workers, tmp / f"{r}-{batch}-{workers}")
+        for name, (batch, workers, persistent) in CONFIGS.items():
+            result = sweeper_run(batch, workers, persistent, tmp / f"{r}-{batch}-{workers}-{persistent}")
             ours[name].append(result["samples_per_sec"])
             overhead.append(result)
-            hand[name].append(hand_run(batch, workers))
+            hand[name].append(hand_run(batch, workers, persistent))
     print(f"agreement, median of {rounds} interleaved rounds ({WINDOWS} x {WINDOW_S:g} s windows; hand loop {WINDOWS * WINDOW_S:g} s):")
     print("| configuration | sweeper samples/s | hand loop samples/s | ratio of medians | per-round ratios: median (min-max) |")
     print("|---|---:|---:|---:|---:|")
