@@ -1,5 +1,6 @@
-"""Issue 14, item 2: sweeper's samples/sec on the GPU against a plain loop with no
-synchronization inside it, interleaved (sweeper, plain, sweeper, plain, ...) in fresh processes.
+"""Issue 14, item 2, and issue 10, benchmark 3: sweeper's samples/sec on the GPU, synchronized
+per window (the default) and per step (measure.sync=step, the old way), against a plain loop
+with no synchronization inside it, interleaved in fresh processes.
 
     python benchmarks/gpu/truth.py [rounds] [out.json]
 """
@@ -25,14 +26,14 @@ CONFIGS = {
 }
 
 
-def sweeper_run(cfg: tuple, out: Path) -> float:
+def sweeper_run(cfg: tuple, out: Path, sync: str = "window") -> float:
     task, batch, workers, pin, precision, cl, extra = cfg
     subprocess.run(
         [sys.executable, "-m", "sweeper", f"task={task}", "backend.device=cuda", f"loader.batch_size={batch}",
          f"loader.num_workers={workers}", f"loader.pin_memory={str(pin).lower()}", f"backend.precision={precision}",
          f"backend.channels_last={str(cl).lower()}", f"backend.cudnn_benchmark={str(cl).lower()}",
          f"loader.persistent_workers={str(workers > 0).lower()}", "measure.windows=5", "measure.window_s=2",
-         *extra, f"hydra.run.dir={out}"],
+         f"measure.sync={sync}", *extra, f"hydra.run.dir={out}"],
         cwd=ROOT, check=True, capture_output=True,
     )
     return float(json.loads((out / "result.json").read_text())["samples_per_sec"])
@@ -52,18 +53,23 @@ def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     tmp = Path(tempfile.mkdtemp())
     ours = {k: [] for k in CONFIGS}
+    per_step = {k: [] for k in CONFIGS}
     plain = {k: [] for k in CONFIGS}
     for r in range(rounds):
         for i, (name, cfg) in enumerate(CONFIGS.items()):
             ours[name].append(sweeper_run(cfg, tmp / f"{r}-{i}"))
+            per_step[name].append(sweeper_run(cfg, tmp / f"{r}-{i}-step", sync="step"))
             plain[name].append(plain_run(cfg))
-    print(f"| configuration | sweeper samples/s | plain loop samples/s | ratio of medians ({rounds} interleaved rounds) |")
-    print("|---|---:|---:|---:|")
+    print(f"median of {rounds} interleaved rounds")
+    print("| configuration | sweeper (sync per window) | sweeper (sync per step) | plain loop, no sync | "
+          "per window / plain | per step / plain |")
+    print("|---|---:|---:|---:|---:|---:|")
     rows = {}
     for name in CONFIGS:
-        a, b = statistics.median(ours[name]), statistics.median(plain[name])
-        rows[name] = {"sweeper": ours[name], "plain": plain[name], "ratio": a / b}
-        print(f"| {name} | {a:,.0f} | {b:,.0f} | {a / b:.3f} |")
+        a, s, b = (statistics.median(x[name]) for x in (ours, per_step, plain))
+        rows[name] = {"sweeper": ours[name], "sweeper_sync_per_step": per_step[name], "plain": plain[name],
+                      "ratio": a / b, "ratio_per_step": s / b}
+        print(f"| {name} | {a:,.0f} | {s:,.0f} | {b:,.0f} | {a / b:.3f} | {s / b:.3f} |")
     if len(sys.argv) > 2:
         Path(sys.argv[2]).write_text(json.dumps(rows, indent=2) + "\n")
 
