@@ -22,6 +22,15 @@ def children(pid: int) -> list[int]:
     return kids
 
 
+def comm(pid: int) -> str | None:
+    """The process's name (what a forked process inherits from its parent's)."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
 def tree(pid: int) -> list[int]:
     """pid and all its descendants."""
     found, todo = [], [pid]

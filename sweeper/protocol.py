@@ -14,6 +14,9 @@ PARENT_PID_ENV = "SWEEPER_PARENT_PID"
 RUN_MARK_ENV = "SWEEPER_RUN_MARK"
 WORKER_MODULE = "sweeper.measure.worker"
 PROBE_MODULE = "sweeper.measure.probe"
+# the fork server of forked trials (measure.isolation=fork) and its socket's fd number
+ZYGOTE_MODULE = "sweeper.measure.zygote"
+ZYGOTE_FD_ENV = "SWEEPER_ZYGOTE_FD"
 # fixed before torch is imported in the child: OpenMP/MKL read them once
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 

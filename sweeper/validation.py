@@ -19,6 +19,7 @@ MODES = ("train", "inference")
 OPTIMIZERS = ("adam", "sgd")
 MP_CONTEXTS = ("fork", "forkserver", "spawn")
 SYNC_MODES = ("window", "step")
+ISOLATIONS = ("fork", "spawn")
 
 
 def normalize_compile(value: Any) -> str:
@@ -110,5 +111,6 @@ def check_config(cfg: Mapping[str, Any]) -> None:
     _check_int("measure.windows", measure["windows"], 1)
     _check_positive("measure.window_s", measure["window_s"])
     _check_choice("measure.sync", measure.get("sync", "window"), SYNC_MODES)
+    _check_choice("measure.isolation", measure.get("isolation", "spawn"), ISOLATIONS)
     _check_positive("measure.timeout_s", measure["timeout_s"])
     _check_positive("measure.memory_limit_gb", measure["memory_limit_gb"], allow_none=True)

@@ -131,3 +131,16 @@ class CudaMemoryPerSample(nn.Module):
 
 def cuda_memory_per_sample(task: dict[str, Any]):
     return CudaMemoryPerSample(float(task["params"]["gb_per_sample"])), _data(), nn.functional.mse_loss
+
+
+# a module global a trial changes: forked trials must each start from the zygote's value
+BUILDS = 0
+
+
+def count_builds(task: dict[str, Any]):
+    """Appends how many builds this process's copy of the module has seen to params.out."""
+    global BUILDS
+    BUILDS += 1
+    with open(task["params"]["out"], "a") as f:
+        f.write(f"{BUILDS}\n")
+    return nn.Linear(4, 1), _data(), nn.functional.mse_loss

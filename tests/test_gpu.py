@@ -37,6 +37,19 @@ def test_every_workload_on_cuda(sweeper_run, workload, mode):
     ok(sweeper_run(*CUDA, *SMALL[workload], f"task.mode={mode}"))
 
 
+def test_device_time_and_nvml_figures_on_cuda(sweeper_run):
+    result = ok(sweeper_run(*CUDA, *SMALL["image_classification"], "loader.num_workers=2"))
+    # CUDA events around each step, read after each window's synchronize
+    assert 0 < result["device_busy_fraction"] <= 1 and result["device_step_time_p50_ms"] > 0
+    try:
+        import pynvml  # noqa: F401
+    except ImportError:
+        assert "gpu_util_pct" not in result
+        return
+    assert 0 <= result["gpu_util_pct"] <= 100 and 0 <= result["gpu_mem_util_pct"] <= 100
+    assert 0 < result["gpu_power_w"] <= result["gpu_power_cap_w"] * 1.2
+
+
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
 def test_mixed_precision_on_cuda(sweeper_run, precision):
     # fp16 training runs through a GradScaler (backend.grad_scaler); bf16 needs none

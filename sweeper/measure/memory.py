@@ -59,6 +59,7 @@ class PeakRSS:
         self._stop = threading.Event()
         self.peak_bytes = 0
         self.peak_workers = 0
+        self.peak_threads = 0  # of the measuring process itself: its thread pools as they ran
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
@@ -69,6 +70,10 @@ class PeakRSS:
         total, workers = tree_rss_bytes(self._pid)
         self.peak_bytes = max(self.peak_bytes, total)
         self.peak_workers = max(self.peak_workers, workers)
+        try:
+            self.peak_threads = max(self.peak_threads, len(os.listdir(f"/proc/{self._pid}/task")))
+        except OSError:
+            pass
 
     def __enter__(self) -> PeakRSS:
         self._thread.start()

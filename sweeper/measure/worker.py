@@ -68,6 +68,8 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
     from .workload import build_workload
 
     imported = time.perf_counter()
+    # a forked trial inherits no CUDA context: the zygote never creates one
+    cuda_at_start = bool(torch.cuda.is_initialized())
     task, load, back, meas = spec["task"], spec["loader"], spec["backend"], spec["measure"]
     backend.apply_threads(back["threads"], back["interop_threads"])
     device = backend.resolve_device(back["device"])
@@ -160,6 +162,8 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
         del stream, data  # shut the DataLoader workers down before the last memory sample
 
     result["peak_rss_mb"] = peak.peak_bytes / 2**20
+    result["process_threads_peak"] = peak.peak_threads
+    result["cuda_initialized_at_start"] = cuda_at_start
     result["dataloader_processes"] = peak.peak_workers
     result["cuda_max_allocated_mb"] = (
         torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
@@ -175,11 +179,9 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
     return result
 
 
-def main() -> None:
-    die_with_parent(int(os.environ.get(PARENT_PID_ENV) or 0))
-    events = Events()
+def serve(spec: dict[str, Any], events: Events) -> None:
+    """Measure `spec` and send the result (or the failure) as the last event; never returns."""
     try:
-        spec = json.load(sys.stdin)
         result = run(spec, events)
     except InvalidConfig as exc:
         result = {"status": Status.INVALID, "reason": str(exc)}
@@ -199,6 +201,17 @@ def main() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def main() -> None:
+    die_with_parent(int(os.environ.get(PARENT_PID_ENV) or 0))
+    events = Events()
+    try:
+        spec = json.load(sys.stdin)
+    except ValueError as exc:
+        events.send(event="result", status=Status.ERROR, reason=f"unreadable spec: {exc}")
+        os._exit(0)
+    serve(spec, events)
 
 
 if __name__ == "__main__":

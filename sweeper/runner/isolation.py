@@ -18,15 +18,16 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import procs
-from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV, RUN_MARK_ENV, WORKER_MODULE
+from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV, RUN_MARK_ENV, THREAD_ENV_VARS, WORKER_MODULE
 from ..result import RunResult, Status
 from .evidence import oom_killed, oom_kills
 from .outcome import classify_exit
+from .zygote import ForkedTrial, ZygoteUnavailable, zygote_for
 
 _LOG_TAIL_BYTES = 8192
 # after its result, a child gets this long to shut down before its group is killed
@@ -66,15 +67,17 @@ def become_subreaper() -> None:
         pass
 
 
-def kill_leftovers(session: int, mark: str, rounds: int = 5) -> list[int]:
+def kill_leftovers(session: int, mark: str, name: str | None = None, rounds: int = 5) -> list[int]:
     """Kill and reap this process's children that belong to the run: in its session (the
-    group's members, re-parented here when the child died) or carrying its mark (escapees)."""
+    group's members, re-parented here when the child died) or carrying its mark (escapees:
+    in their environment, or as the process name a forked trial's descendants inherit)."""
     killed: list[int] = []
     for _ in range(rounds):
         found = []
         for pid in procs.children(os.getpid()):
             info = procs.stat(pid)
-            if info is not None and (info.session == session or procs.environ_has(pid, mark)):
+            if info is not None and (info.session == session or procs.environ_has(pid, mark)
+                                     or (name is not None and procs.comm(pid) == name)):
                 found.append(pid)
         if not found:
             break
@@ -133,6 +136,33 @@ class _EventReader:
             pass
 
 
+def _zygote_env() -> dict[str, str]:
+    """The fork server's environment: ours, the run's own working directory importable, no
+    per-run thread settings (each trial applies its own)."""
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_ENV_VARS}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def _fork(spec: Mapping[str, Any], child_env: Mapping[str, str], log_path: Path, write_fd: int, mark: str,
+          preload: Sequence[str]) -> tuple[Any, str | None]:
+    """A trial forked from the zygote, or (None, why not): a zygote that died is replaced once."""
+    why = None
+    for _ in range(2):
+        try:
+            zygote = zygote_for(preload, _zygote_env())
+            if zygote.hazard:
+                return None, f"spawned: forking is unsafe here ({zygote.hazard})"
+            return zygote.fork(spec, child_env, str(log_path), write_fd, _process_name(mark)), None
+        except ZygoteUnavailable as exc:
+            why = str(exc)
+    return None, f"spawned: the zygote failed twice ({why})"
+
+
+def _process_name(mark: str) -> str:
+    return f"sw-{mark.partition('=')[2][:12]}"
+
+
 def run_isolated(
     spec: Mapping[str, Any],
     *,
@@ -141,9 +171,13 @@ def run_isolated(
     env: Mapping[str, str] | None = None,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     command: list[str] | None = None,
+    isolation: str = "spawn",
+    preload: Sequence[str] = (),
 ) -> RunResult:
     """Run the worker on `spec`; return its result, or a failure with status and reason.
 
+    `isolation="fork"` forks the run from a zygote that has imported torch and `preload`
+    (falling back to a fresh process, with the reason recorded, where that is unsafe);
     `command` replaces the worker (tests use fake workers); the child reads `spec` as JSON on
     stdin and writes JSON lines on the fd named by $SWEEPER_EVENT_FD, the last being
     {"event": "result", "status": ..., ...}. A result received stands, whatever happens after.
@@ -161,16 +195,25 @@ def run_isolated(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     oom_before = oom_kills()
     started = time.monotonic()
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            command or [sys.executable, "-m", WORKER_MODULE],
-            stdin=subprocess.PIPE,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=child_env,
-            pass_fds=(write_fd,),
-            start_new_session=True,  # its own session and group: killed as one
-        )
+    proc: Any = None
+    note = None
+    if isolation == "fork" and command is None:
+        log_path.write_bytes(b"")
+        proc, note = _fork(spec, child_env, log_path, write_fd, mark, preload)
+    if proc is None:
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
+                command or [sys.executable, "-m", WORKER_MODULE],
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=child_env,
+                pass_fds=(write_fd,),
+                start_new_session=True,  # its own session and group: killed as one
+            )
+        spec_pipe = proc.stdin
+    else:
+        spec_pipe = None
     os.close(write_fd)
     pgid = proc.pid
     _RUNNING.add(pgid)
@@ -179,12 +222,12 @@ def run_isolated(
     reader = _EventReader(read_fd, on_event)
     timed_out = False
     try:
-        assert proc.stdin is not None
-        try:
-            proc.stdin.write(json.dumps(spec).encode())
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass
+        if spec_pipe is not None:
+            try:
+                spec_pipe.write(json.dumps(spec).encode())
+                spec_pipe.close()
+            except BrokenPipeError:
+                pass
         while reader.result is None:
             remaining = timeout_s - (time.monotonic() - started)
             if remaining <= 0:
@@ -210,10 +253,15 @@ def run_isolated(
                 timed_out = reader.result is None
     finally:
         kill_group(pgid)  # DataLoader workers and anything else the child started
+        if proc.poll() is None:  # a forked trial stopped before it made its own group
+            try:
+                os.kill(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         proc.wait()
         _RUNNING.discard(pgid)
         os.close(read_fd)
-        kill_leftovers(pgid, mark)
+        kill_leftovers(pgid, mark, _process_name(mark))
     wall_s = time.monotonic() - started
     if reader.result is not None:
         run = RunResult.from_dict(reader.result)
@@ -228,6 +276,9 @@ def run_isolated(
         how = "SIGKILL" if (run.reason or "").startswith("killed by SIGKILL") else run.reason
         run = RunResult(Status.OOM, f"killed by the kernel's OOM killer: the memory cgroup's oom_kill count rose "
                         f"during the run ({how})", figures=run.figures, fingerprint=run.fingerprint)
+    run.figures["isolation"] = "fork" if isinstance(proc, ForkedTrial) else "spawn"
+    if note:
+        run.figures["isolation_note"] = note
     run.wall_s = wall_s
     run.ended_at = time.time()
     run.started_at = run.ended_at - wall_s

@@ -29,6 +29,12 @@ def worker_spec(cfg: DictConfig) -> dict[str, Any]:
     return spec
 
 
+def preload_modules(task: Mapping[str, Any]) -> list[str]:
+    """What a forked trial's zygote imports besides torch and torchvision: the task factory's module."""
+    factory = str(task.get("factory") or "")
+    return [factory.partition(":")[0]] if ":" in factory else []
+
+
 def checked_spec(cfg: DictConfig) -> dict[str, Any]:
     """The worker spec, or ConfigError naming the first bad value."""
     spec = worker_spec(cfg)
@@ -51,6 +57,8 @@ def measure_spec(
         log_path=out_dir / WORKER_LOG,
         env={**thread_env(spec["backend"]["threads"]), **(env or {})},
         on_event=on_event,
+        isolation=str(spec["measure"].get("isolation", "spawn")),
+        preload=preload_modules(spec["task"]),
     )
     result.config = {k: spec[k] for k in ("task", "loader", "backend")}
     out_dir.mkdir(parents=True, exist_ok=True)

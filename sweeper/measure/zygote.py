@@ -1,0 +1,160 @@
+"""The warm trial engine's child side: `python -m sweeper.measure.zygote`, a fork server.
+
+It imports torch, torchvision and the workload's modules once per sweep and builds nothing
+that holds threads or a device, then forks one trial per request. The trial is forked twice
+(zygote -> intermediate -> trial) and the intermediate exits at once, so the trial is re-parented
+to the sweep's process (a child subreaper): the sweep waits for it, reads its exit status and
+kills its session like any child of its own. The trial starts its own session, takes its
+environment, thread settings and log from the request, and measures exactly as a spawned worker.
+
+Requests and replies are JSON lines on a socket ($SWEEPER_ZYGOTE_FD); each request carries the
+run's event pipe as a passed file descriptor.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import socket
+import sys
+import time
+import traceback
+from typing import Any
+
+from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV, ZYGOTE_FD_ENV
+from .lifeline import die_with_parent
+
+# the trial waits at most this long to be re-parented to the sweep after the intermediate exits
+_REPARENT_S = 5.0
+
+
+def thread_count() -> int:
+    return len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1
+
+
+def fork_hazard(allowed_threads: int) -> str | None:
+    """Why forking this process would be unsafe, or None: a thread beyond numpy's OpenBLAS pool
+    (which shuts itself down at fork: pthread_atfork), whose locks would be copied mid-use, or an
+    initialized CUDA context."""
+    threads = thread_count()
+    if threads > allowed_threads:
+        return f"the workload's modules started {threads - allowed_threads} thread(s) at import"
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return "the workload's modules initialized CUDA at import"
+    return None
+
+
+def preload(modules: list[str]) -> dict[str, str]:
+    """Import what every trial needs; a module that fails to import is left to the trial, which
+    reports the error as its own."""
+    failed = {}
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except BaseException as exc:  # noqa: BLE001 - the trial reports it as data
+            failed[name] = f"{type(exc).__name__}: {exc}"
+    return failed
+
+
+def _become_trial(request: dict[str, Any], event_fd: int, intermediate: int, channel: socket.socket) -> None:
+    """In the forked trial: own session, the run's log and environment, then measure."""
+    channel.close()
+    os.setsid()
+    deadline = time.monotonic() + _REPARENT_S
+    while os.getppid() == intermediate and time.monotonic() < deadline:
+        time.sleep(0.001)
+    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    env = dict(request["env"])
+    env[EVENT_FD_ENV] = str(event_fd)
+    os.environ.clear()
+    os.environ.update(env)
+    die_with_parent(int(env.get(PARENT_PID_ENV) or 0))
+    _name_process(request.get("name"))
+
+    from .worker import Events, serve
+
+    serve(request["spec"], Events())
+
+
+def _name_process(name: str | None) -> None:
+    """The run's mark as the process name, which forked descendants inherit: escapees are found
+    by it (a forked process's /proc environ is the zygote's, not the run's)."""
+    if not name:
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_name = 15
+        libc.prctl(pr_set_name, name.encode()[:15], 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _fork_trial(request: dict[str, Any], event_fd: int, channel: socket.socket) -> int:
+    """Fork the trial through an intermediate that exits at once; return the trial's pid."""
+    read_pid, write_pid = os.pipe()
+    intermediate = os.fork()
+    if intermediate == 0:
+        try:
+            os.close(read_pid)
+            trial = os.fork()
+            if trial == 0:
+                os.close(write_pid)
+                try:
+                    _become_trial(request, event_fd, os.getppid(), channel)
+                except BaseException:  # noqa: BLE001 - reported in the run's log; exit status 70
+                    traceback.print_exc()
+                os._exit(70)
+            os.write(write_pid, str(trial).encode())
+        finally:
+            os._exit(0)
+    os.close(write_pid)
+    os.close(event_fd)
+    data = b""
+    while chunk := os.read(read_pid, 64):
+        data += chunk
+    os.close(read_pid)
+    os.waitpid(intermediate, 0)  # once reaped, the trial has been re-parented to the sweep
+    return int(data or 0)
+
+
+def _lines(channel: socket.socket):
+    """(request, passed fds) per line from the sweep; ends when the sweep closes its side."""
+    buffer = b""
+    fds: list[int] = []
+    while True:
+        data, new_fds, _, _ = socket.recv_fds(channel, 1 << 20, 4)
+        if not data:
+            return
+        fds += new_fds
+        buffer += data
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            yield json.loads(line), fds.pop(0) if fds else -1
+
+
+def main() -> None:
+    die_with_parent(int(os.environ.get(PARENT_PID_ENV) or 0))
+    channel = socket.socket(fileno=int(os.environ.pop(ZYGOTE_FD_ENV)))
+    modules = json.loads(sys.argv[1]) if len(sys.argv) > 1 else []
+    failed = preload(["numpy"])
+    allowed = thread_count()
+    failed.update(preload(["torch", "torchvision", *modules]))
+    hazard = fork_hazard(allowed)
+    channel.sendall((json.dumps({"ready": True, "hazard": hazard, "failed": failed}) + "\n").encode())
+    for request, event_fd in _lines(channel):
+        pid = _fork_trial(request, event_fd, channel) if hazard is None else 0
+        channel.sendall((json.dumps({"pid": pid}) + "\n").encode())
+
+
+if __name__ == "__main__":
+    main()

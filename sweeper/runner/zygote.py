@@ -1,0 +1,149 @@
+"""The warm trial engine's parent side: one fork server per set of preloaded modules, started
+on first use, replaced when it dies, and the trials it forks handled like our own children.
+
+A forked trial skips the interpreter start, the torch import and the workload module's import
+(seconds per trial); it is re-parented to this process (a child subreaper), so its exit status,
+its session and its kill are ours exactly as for a spawned worker (sweeper.measure.zygote).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..protocol import PARENT_PID_ENV, ZYGOTE_FD_ENV, ZYGOTE_MODULE
+
+# starting the zygote imports torch: generous, it happens once per sweep
+_READY_TIMEOUT_S = 120.0
+
+
+class ZygoteUnavailable(Exception):
+    """The zygote could not start or fork; the reason says why (the run is spawned instead)."""
+
+
+class ForkedTrial:
+    """A forked trial with the part of subprocess.Popen's interface the isolation uses."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere: its status is lost
+                self.returncode = -signal.SIGKILL
+                return self.returncode
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout or 0.0)
+            time.sleep(0.01)
+        assert self.returncode is not None
+        return self.returncode
+
+
+class Zygote:
+    """A running fork server (sweeper.measure.zygote) that has imported `modules`."""
+
+    def __init__(self, modules: Sequence[str], env: Mapping[str, str]) -> None:
+        self.modules = tuple(modules)
+        ours, theirs = socket.socketpair()
+        self._channel = ours
+        self._buffer = b""
+        child_env = {**env, ZYGOTE_FD_ENV: str(theirs.fileno()), PARENT_PID_ENV: str(os.getpid())}
+        self._stderr = tempfile.TemporaryFile()  # read only when it fails to start
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", ZYGOTE_MODULE, json.dumps(list(modules))],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
+            env=child_env, pass_fds=(theirs.fileno(),),
+        )
+        theirs.close()
+        ready = self._reply(_READY_TIMEOUT_S)
+        # why forking it is unsafe (threads or CUDA at import), or None
+        self.hazard: str | None = ready.get("hazard")
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def _reply(self, timeout_s: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        self._channel.settimeout(timeout_s)
+        while b"\n" not in self._buffer:
+            try:
+                self._channel.settimeout(max(0.01, deadline - time.monotonic()))
+                chunk = self._channel.recv(65536)
+            except (TimeoutError, OSError) as exc:
+                raise ZygoteUnavailable(f"the zygote did not answer ({exc})") from exc
+            if not chunk:
+                raise ZygoteUnavailable(f"the zygote exited ({self._stderr_tail()})")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def _stderr_tail(self) -> str:
+        if self._proc.poll() is None:
+            return "still running"
+        self._stderr.seek(0)
+        tail = self._stderr.read()[-300:].decode(errors="replace").strip()
+        return tail.splitlines()[-1] if tail else f"exit status {self._proc.returncode}"
+
+    def fork(self, spec: Mapping[str, Any], env: Mapping[str, str], log_path: str, event_fd: int,
+             name: str) -> ForkedTrial:
+        """A trial measuring `spec`, forked, in its own session, re-parented to this process."""
+        request = {"spec": spec, "env": dict(env), "log": log_path, "name": name}
+        try:
+            socket.send_fds(self._channel, [(json.dumps(request) + "\n").encode()], [event_fd])
+        except OSError as exc:
+            raise ZygoteUnavailable(f"the zygote is gone ({exc})") from exc
+        pid = int(self._reply(60.0).get("pid") or 0)
+        if not pid:
+            raise ZygoteUnavailable(f"the zygote would not fork: {self.hazard}")
+        return ForkedTrial(pid)
+
+    def close(self) -> None:
+        self._channel.close()  # the zygote exits at the end of its requests
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._stderr.close()
+
+
+_ZYGOTES: dict[tuple[str, ...], Zygote] = {}
+
+
+def zygote_for(modules: Sequence[str], env: Mapping[str, str]) -> Zygote:
+    """The live zygote that has imported `modules`, started (again) when there is none."""
+    key = tuple(modules)
+    found = _ZYGOTES.get(key)
+    if found is not None and found.alive():
+        return found
+    if found is not None:
+        found.close()
+    _ZYGOTES[key] = Zygote(modules, env)
+    return _ZYGOTES[key]
+
+
+def close_all() -> None:
+    while _ZYGOTES:
+        _ZYGOTES.popitem()[1].close()
