@@ -61,3 +61,19 @@ def rounds_to_separate(ratios: list[float], confidence: float = 0.95) -> float |
         return math.inf
     z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
     return (z * sd / abs(mean)) ** 2
+
+
+# two-sided 95% Student t quantiles by degrees of freedom (1..30); beyond, the normal's
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+        2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+        2.045, 2.042)
+
+
+def mean_interval(values: list[float]) -> tuple[float, float]:
+    """The 95% interval of the mean of `values` (Student t); one value is its own interval."""
+    if len(values) < 2:
+        return (values[0], values[0]) if values else (math.nan, math.nan)
+    mean, sd = statistics.fmean(values), statistics.stdev(values)
+    t = _T95[len(values) - 2] if len(values) - 1 <= len(_T95) else 1.96
+    half = t * sd / math.sqrt(len(values))
+    return mean - half, mean + half

@@ -109,6 +109,14 @@ def check_config(cfg: Mapping[str, Any]) -> None:
     _check_positive("measure.warmup_s", measure["warmup_s"])
     _check_int("measure.warmup_steps", measure["warmup_steps"], 1)
     _check_int("measure.windows", measure["windows"], 1)
+    _check_int("measure.min_windows", measure.get("min_windows"), 1, allow_none=True)
+    _check_positive("measure.warmup_max_s", measure.get("warmup_max_s"), allow_none=True)
+    _check_positive("measure.steady_tol", measure.get("steady_tol", 0.05))
+    _check_positive("measure.rel_precision", measure.get("rel_precision"), allow_none=True)
+    race = measure.get("race")
+    if race is not None and (not isinstance(race, (list, tuple)) or len(race) != 2
+                             or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in race)):
+        raise ConfigError(f"measure.race={race!r} is invalid: expected null or [low, high] samples/sec.")
     _check_positive("measure.window_s", measure["window_s"])
     _check_choice("measure.sync", measure.get("sync", "window"), SYNC_MODES)
     _check_choice("measure.isolation", measure.get("isolation", "spawn"), ISOLATIONS)

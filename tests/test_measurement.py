@@ -3,6 +3,7 @@ time from step events, epoch ends inside the windows, the restart cost, utilizat
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import sys
@@ -66,8 +67,9 @@ def gpu_loop(sync_every_step: bool, loader_s: float = 0.05, launch_s: float = 0.
         clock.now += launch_s
         gpu.launch()
 
-    t = timing.measure(next_batch, step, lambda b: 10, gpu.synchronize, warmup_s=0.5, warmup_steps=2, windows=4,
-                       window_s=5.0, sync_every_step=sync_every_step, step_timer=gpu, clock=clock)
+    rule = timing.Rule(warmup_s=0.5, warmup_steps=2, max_windows=4, window_s=5.0)
+    t = timing.measure(next_batch, step, lambda b: 10, gpu.synchronize, rule, sync_every_step=sync_every_step,
+                       step_timer=gpu, clock=clock)
     return t, gpu
 
 
@@ -102,8 +104,8 @@ def test_without_a_step_timer_there_is_no_device_time():
     def step(batch):
         clock.now += 0.1
 
-    s = timing.measure(lambda: None, step, lambda b: 1, lambda: None, warmup_s=0.1, warmup_steps=1, windows=2,
-                       window_s=0.5, clock=clock).summary()
+    rule = timing.Rule(warmup_s=0.1, warmup_steps=1, max_windows=2, window_s=0.5)
+    s = timing.measure(lambda: None, step, lambda b: 1, lambda: None, rule, clock=clock).summary()
     assert "device_busy_fraction" not in s and "device_step_time_p50_ms" not in s
 
 
@@ -128,8 +130,9 @@ def test_epoch_ends_inside_the_windows_are_counted(epoch_samples, ends):
         clock.now += 0.1
 
     # warm-up: 3 steps; windows: 3 x 10 steps = batches 4..33; epochs start at batches 5, 9, ..., 33
-    s = timing.measure(stream, step, lambda b: 2, lambda: None, warmup_s=0.0, warmup_steps=3, windows=3,
-                       window_s=0.95, epochs_started=lambda: stream.epochs_started, clock=clock).summary()
+    rule = timing.Rule(warmup_s=0.0, warmup_steps=3, max_windows=3, window_s=0.95)
+    s = timing.measure(stream, step, lambda b: 2, lambda: None, rule, epochs_started=lambda: stream.epochs_started,
+                       clock=clock).summary()
     assert s["steps_measured"] == 30
     assert s["epoch_ends_measured"] == ends
 
@@ -222,3 +225,68 @@ def test_no_nvml_means_no_gpu_figures_and_no_failure(monkeypatch):
     # a monitor whose samples all failed reports nothing rather than zeros
     silent = utilization.NvmlMonitor(fake_nvml(), "h", interval_s=0.01)
     assert silent.stop() == {}
+
+
+def scripted(step_times):
+    """A loop whose n-th step takes step_times(n) seconds on a fake clock (one sample per step)."""
+    clock = Clock()
+    calls = {"n": 0}
+
+    def step(batch):
+        clock.now += step_times(calls["n"])
+        calls["n"] += 1
+
+    return clock, step, calls
+
+
+ADAPTIVE = dict(warmup_s=0.2, warmup_steps=1, max_windows=20, window_s=0.5, warmup_max_s=10.0, steady_tol=0.05,
+                min_windows=3, rel_precision=0.03)
+
+
+def test_warm_up_ends_when_the_step_rate_is_steady():
+    # steps slow at first (caches, allocator, autotuning), settling towards 10 ms
+    settling = lambda n: 0.01 + 0.04 * math.exp(-n / 30)  # noqa: E731
+    clock, step, _ = scripted(settling)
+    t = timing.measure(lambda: None, step, lambda b: 1, lambda: None, timing.Rule(**ADAPTIVE), clock=clock)
+    assert t.warmup_steady and t.warmup_s < ADAPTIVE["warmup_max_s"]
+    assert settling(t.warmup_steps) < 0.0105  # within 5% of the settled step when measuring starts
+    # a rate that never settles stops warming up at the maximum
+    jumpy, jumpy_step, _ = scripted(lambda n: 0.01 if (n // 25) % 2 else 0.02)
+    capped = timing.measure(lambda: None, jumpy_step, lambda b: 1, lambda: None,
+                            timing.Rule(**{**ADAPTIVE, "warmup_max_s": 2.0}), clock=jumpy)
+    assert not capped.warmup_steady and 2.0 <= capped.warmup_s < 2.1
+
+
+def test_windows_stop_at_the_precision_asked():
+    quiet_clock, quiet_step, _ = scripted(lambda n: 0.01)
+    quiet = timing.measure(lambda: None, quiet_step, lambda b: 1, lambda: None, timing.Rule(**ADAPTIVE),
+                           clock=quiet_clock)
+    assert quiet.stopped == "precise" and len(quiet.window_samples_per_sec) == 3  # the minimum
+    # every other window 20% slower: the interval narrows only with more windows
+    noisy_clock, noisy_step, _ = scripted(lambda n: 0.012 if (n // 50) % 2 else 0.01)
+    noisy = timing.measure(lambda: None, noisy_step, lambda b: 1, lambda: None, timing.Rule(**ADAPTIVE),
+                           clock=noisy_clock)
+    s = noisy.summary()
+    assert noisy.stopped in ("precise", "max windows") and len(noisy.window_samples_per_sec) > 3
+    half = (s["samples_per_sec_ci_high"] - s["samples_per_sec_ci_low"]) / 2
+    if noisy.stopped == "precise":
+        assert half <= 0.03 * (s["samples_per_sec_ci_high"] + s["samples_per_sec_ci_low"]) / 2
+
+
+def test_racing_prunes_a_clearly_worse_trial_and_measures_a_close_one_longer():
+    best = (99.0, 101.0)  # the incumbent's interval: 100 samples/s
+    worse_clock, worse_step, _ = scripted(lambda n: 0.0125)  # 80 samples/s
+    worse = timing.measure(lambda: None, worse_step, lambda b: 1, lambda: None,
+                           timing.Rule(**{**ADAPTIVE, "race": best}), clock=worse_clock)
+    assert worse.pruned and worse.stopped == "raced" and len(worse.window_samples_per_sec) == 3
+
+    # 99.5 samples/s, windows alternating +-2%: precise after a few windows, but it overlaps
+    # the best's interval, so it is measured on to the maximum
+    close_clock, close_step, _ = scripted(lambda n: 1 / 99.5 * (1.02 if (n // 50) % 2 else 0.98))
+    close = timing.measure(lambda: None, close_step, lambda b: 1, lambda: None,
+                           timing.Rule(**{**ADAPTIVE, "race": best}), clock=close_clock)
+    assert not close.pruned and close.stopped == "max windows" and len(close.window_samples_per_sec) == 20
+    alone_clock, alone_step, _ = scripted(lambda n: 1 / 99.5 * (1.02 if (n // 50) % 2 else 0.98))
+    alone = timing.measure(lambda: None, alone_step, lambda b: 1, lambda: None, timing.Rule(**ADAPTIVE),
+                           clock=alone_clock)
+    assert alone.stopped == "precise" and len(alone.window_samples_per_sec) < 20

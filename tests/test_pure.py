@@ -57,7 +57,7 @@ def test_measure_splits_wait_and_compute_on_a_fake_clock():
 
     t = timing.measure(
         next_batch, step, lambda b: 10, lambda: None,
-        warmup_s=0.5, warmup_steps=2, windows=3, window_s=1.0, clock=clock,
+        rule=timing.Rule(warmup_s=0.5, warmup_steps=2, max_windows=3, window_s=1.0), clock=clock,
     )
     s = t.summary()
     assert t.warmup_steps == 5
@@ -76,7 +76,7 @@ def test_measure_prunes_a_slow_run_after_two_windows():
 
     t = timing.measure(
         lambda: None, step, lambda b: 1, lambda: None,
-        warmup_s=0.1, warmup_steps=1, windows=10, window_s=1.0, prune_below=50.0, clock=clock,
+        rule=timing.Rule(warmup_s=0.1, warmup_steps=1, max_windows=10, window_s=1.0, prune_below=50.0), clock=clock,
     )
     assert t.pruned and len(t.window_samples_per_sec) == 2
 
@@ -94,8 +94,7 @@ def test_the_first_batch_wait_is_not_compile_time():
         calls["steps"] += 1
         clock.now += 2.0 if calls["steps"] == 1 else 0.1  # compiling, then a typical step
 
-    s = timing.measure(next_batch, step, lambda b: 1, lambda: None, warmup_s=0.0, warmup_steps=2, windows=1,
-                       window_s=0.5, clock=clock).summary()
+    s = timing.measure(next_batch, step, lambda b: 1, lambda: None, rule=timing.Rule(warmup_s=0.0, warmup_steps=2, max_windows=1, window_s=0.5), clock=clock).summary()
     assert s["first_batch_wait_s"] == pytest.approx(3.0)
     assert s["compile_s"] == pytest.approx(1.9)
 
@@ -110,7 +109,7 @@ def test_compile_time_is_first_step_minus_typical():
 
     t = timing.measure(
         lambda: None, step, lambda b: 1, lambda: None,
-        warmup_s=0.0, warmup_steps=2, windows=1, window_s=0.5, clock=clock,
+        rule=timing.Rule(warmup_s=0.0, warmup_steps=2, max_windows=1, window_s=0.5), clock=clock,
     )
     assert t.summary()["compile_s"] == pytest.approx(4.9)
 

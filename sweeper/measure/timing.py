@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..result import bottleneck
-from ..stats import Spread, quantile
+from ..stats import Spread, mean_interval, quantile
 
 
 class StepTimer(Protocol):
@@ -49,10 +49,13 @@ class Timings:
     samples: int = 0
     epoch_ends: int = 0  # epoch ends that fell inside the measured windows
     monitored: dict[str, float] = field(default_factory=dict)
+    warmup_steady: bool = False  # warm-up ended on a steady step rate, not on its maximum
+    stopped: str = ""  # why measuring stopped: precise, raced, pruned, max windows
     pruned: bool = False
 
     def summary(self) -> dict[str, Any]:
         spread = Spread.of(self.window_samples_per_sec)
+        low, high = mean_interval(self.window_samples_per_sec)
         wait_fraction = sum(self.wait_s) / sum(self.step_s) if self.step_s else 0.0
         typical_step = quantile(self.step_s, 0.5)
         # the first step's compute beyond a typical step's is compilation / autotuning; its wait
@@ -65,6 +68,10 @@ class Timings:
             "noisy": spread.noisy,
             "window_samples_per_sec": self.window_samples_per_sec,
             "windows_measured": spread.n,
+            "samples_per_sec_ci_low": low,
+            "samples_per_sec_ci_high": high,
+            "stopped": self.stopped,
+            "warmup_steady": self.warmup_steady,
             "step_time_p50_ms": 1e3 * typical_step,
             "step_time_p95_ms": 1e3 * quantile(self.step_s, 0.95),
             "data_wait_fraction": wait_fraction,
@@ -87,17 +94,100 @@ class Timings:
         return out
 
 
+@dataclass(frozen=True)
+class Rule:
+    """When warm-up and measuring stop: warm-up at least `warmup_s` and `warmup_steps`, then
+    until two successive blocks of steps run within `steady_tol` of each other (at most
+    `warmup_max_s`); windows of `window_s` until the 95% interval of their mean is within
+    `rel_precision` of it (at least `min_windows`, at most `max_windows`). Racing against the
+    best trial's interval `race` = (low, high): a run whose interval lies wholly below it stops
+    (pruned); one whose interval overlaps it is measured on, up to `max_windows`.
+    `prune_below` is a plain floor: the median under it after two windows stops the run."""
+
+    warmup_s: float
+    warmup_steps: int
+    max_windows: int
+    window_s: float
+    warmup_max_s: float | None = None  # None: warm-up stops at its minimums
+    steady_tol: float = 0.05
+    min_windows: int = 1
+    rel_precision: float | None = None  # None: always max_windows
+    prune_below: float | None = None
+    race: tuple[float, float] | None = None
+
+
+def _step_once(next_batch: Callable[[], Any], step: Callable[[Any], None], clock: Callable[[], float],
+               step_timer: StepTimer | None) -> tuple[Any, float, float, float]:
+    t0 = clock()
+    batch = next_batch()
+    t1 = clock()
+    if step_timer is not None:
+        step_timer.begin()
+    step(batch)
+    if step_timer is not None:
+        step_timer.end()
+    return batch, t0, t1, clock()
+
+
+def _warm_up(t: Timings, rule: Rule, next_batch: Callable[[], Any], step: Callable[[Any], None],
+             sync: Callable[[], None], sync_every_step: bool, clock: Callable[[], float]) -> None:
+    """Until the minimums are met and the step rate is steady (or the maximum is reached)."""
+    start = clock()
+    block_start, block_steps, last_rate = start, 0, None
+    while True:
+        _, t0, t1, _ = _step_once(next_batch, step, clock, None)
+        if t.warmup_steps == 0 or sync_every_step:
+            sync()
+        if t.warmup_steps == 0:
+            t.first_step_s, t.first_wait_s = clock() - t0, t1 - t0
+            block_start = clock()  # the first step (compile, loader start) is no block's
+        else:
+            block_steps += 1
+        t.warmup_steps += 1
+        now = clock()
+        if t.warmup_steps < rule.warmup_steps or now - start < rule.warmup_s:
+            continue
+        if rule.warmup_max_s is None:
+            break
+        if now - start >= rule.warmup_max_s:
+            break
+        if block_steps and now - block_start >= rule.window_s / 2:
+            sync()
+            now = clock()
+            rate = block_steps / (now - block_start)
+            if last_rate is not None and abs(rate - last_rate) <= rule.steady_tol * rate:
+                t.warmup_steady = True
+                break
+            block_start, block_steps, last_rate = now, 0, rate
+    sync()
+    t.warmup_s = clock() - start
+
+
+def _verdict(rates: list[float], rule: Rule) -> str | None:
+    """After a window: why to stop now ("precise", "raced", "pruned"), or None to go on."""
+    n = len(rates)
+    if rule.prune_below is not None and n >= 2 and Spread.of(rates).median < rule.prune_below:
+        return "pruned"
+    if n < min(rule.min_windows, rule.max_windows):
+        return None
+    low, high = mean_interval(rates)
+    if rule.race is not None and n >= 2 and high < rule.race[0]:
+        return "raced"
+    mean = (low + high) / 2
+    precise = rule.rel_precision is None or (high - low) / 2 <= rule.rel_precision * mean
+    contending = rule.race is not None and not (low > rule.race[1] or high < rule.race[0])
+    if rule.rel_precision is not None and precise and not contending:
+        return "precise"
+    return None
+
+
 def measure(
     next_batch: Callable[[], Any],
     step: Callable[[Any], None],
     samples_of: Callable[[Any], int],
     sync: Callable[[], None],
+    rule: Rule,
     *,
-    warmup_s: float,
-    warmup_steps: int,
-    windows: int,
-    window_s: float,
-    prune_below: float | None = None,
     sync_every_step: bool = False,
     step_timer: StepTimer | None = None,
     monitors: Sequence[Monitor] = (),
@@ -105,47 +195,26 @@ def measure(
     on_window: Callable[[int, float], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> Timings:
-    """Run warm-up then `windows` windows; stop early (pruned) when the median window so far,
-    after two windows, is below `prune_below` samples/sec. `sync` runs after the first step
-    (its time is compile time), at the end of warm-up and at each window's end; after every
+    """Warm up, then measure windows until `rule` says stop. `sync` runs after the first step
+    (its time is compile time), at warm-up block edges and at each window's end; after every
     step too with `sync_every_step` (the old, pessimistic way, kept for comparison)."""
     t = Timings()
-    start = clock()
-    while t.warmup_steps < warmup_steps or clock() - start < warmup_s:
-        t0 = clock()
-        batch = next_batch()
-        t1 = clock()
-        step(batch)
-        if t.warmup_steps == 0 or sync_every_step:
-            sync()
-        if t.warmup_steps == 0:
-            t.first_step_s, t.first_wait_s = clock() - t0, t1 - t0
-        t.warmup_steps += 1
-    sync()
-    t.warmup_s = clock() - start
-
+    _warm_up(t, rule, next_batch, step, sync, sync_every_step, clock)
     epochs_before = epochs_started()
     for monitor in monitors:
         monitor.start()
-    for index in range(windows):
+    for index in range(rule.max_windows):
         window_start = clock()
         samples = 0
         while True:
-            t0 = clock()
-            batch = next_batch()
-            t1 = clock()
-            if step_timer is not None:
-                step_timer.begin()
-            step(batch)
-            if step_timer is not None:
-                step_timer.end()
+            batch, t0, t1, t2 = _step_once(next_batch, step, clock, step_timer)
             if sync_every_step:
                 sync()
-            t2 = clock()
+                t2 = clock()
             t.wait_s.append(t1 - t0)
             t.step_s.append(t2 - t0)
             samples += samples_of(batch)
-            if t2 - window_start >= window_s:
+            if t2 - window_start >= rule.window_s:
                 break
         sync()  # the window ends when the device has done its work
         elapsed = clock() - window_start
@@ -157,13 +226,11 @@ def measure(
         t.samples += samples
         if on_window is not None:
             on_window(index, rate)
-        if (
-            prune_below is not None
-            and index >= 1
-            and Spread.of(t.window_samples_per_sec).median < prune_below
-        ):
-            t.pruned = True
+        t.stopped = _verdict(t.window_samples_per_sec, rule) or ""
+        if t.stopped:
             break
+    t.pruned = t.stopped in ("pruned", "raced")
+    t.stopped = t.stopped or "max windows"
     for monitor in monitors:
         t.monitored.update(monitor.stop())
     t.epoch_ends = epochs_started() - epochs_before

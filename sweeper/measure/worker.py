@@ -7,6 +7,7 @@ the result. Exceptions become results (`oom`, `invalid`, `error`); signals are s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -48,6 +49,28 @@ def limit_memory(limit_gb: float | None, device_type: str) -> None:
         )
     limit = int(limit_gb * 2**30)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def stopping_rule(meas: dict[str, Any]) -> Any:
+    from .timing import Rule
+
+    race = meas.get("race")
+    return Rule(
+        warmup_s=meas["warmup_s"], warmup_steps=meas["warmup_steps"], max_windows=meas["windows"],
+        window_s=meas["window_s"], warmup_max_s=meas.get("warmup_max_s"), steady_tol=meas.get("steady_tol", 0.05),
+        min_windows=meas.get("min_windows") or meas["windows"], rel_precision=meas.get("rel_precision"),
+        prune_below=meas.get("prune_below"), race=(float(race[0]), float(race[1])) if race else None,
+    )
+
+
+def pruned_reason(result: dict[str, Any], rule: Any) -> str:
+    """Both intervals when raced; the floor when below it."""
+    own = (f"{result['samples_per_sec_ci_low']:,.1f}-{result['samples_per_sec_ci_high']:,.1f} samples/s "
+           f"after {result['windows_measured']} windows")
+    if result.get("stopped") == "raced":
+        return f"pruned: its 95% interval {own} lies below the best trial's {rule.race[0]:,.1f}-{rule.race[1]:,.1f}"
+    return (f"pruned: median {result['samples_per_sec']:,.1f} samples/s after {result['windows_measured']} "
+            f"windows is below {rule.prune_below:,.1f}")
 
 
 def _cuda_uuid(torch: Any, device: Any) -> str | None:
@@ -104,17 +127,14 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         events.send(event="phase", phase="measure")
+        rule = stopping_rule(meas)
         built = time.perf_counter()
         timings = timing.measure(
             next_batch,
             step,
             loader.batch_size_of,
             sync,
-            warmup_s=meas["warmup_s"],
-            warmup_steps=meas["warmup_steps"],
-            windows=meas["windows"],
-            window_s=meas["window_s"],
-            prune_below=meas.get("prune_below"),
+            rule,
             sync_every_step=meas.get("sync", "window") == "step",
             step_timer=backend.step_timer(device),
             monitors=monitors,
@@ -138,10 +158,7 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
             events.send(event="phase", phase="epoch_restart")
             result = timing.with_epoch_restarts(result, result["epoch_samples"], stream.restart_cost_s())
         if timings.pruned:
-            result["reason"] = (
-                f"pruned: median {result['samples_per_sec']:.1f} samples/s after "
-                f"{result['windows_measured']} windows is below {meas['prune_below']:.1f}"
-            )
+            result["reason"] = pruned_reason(result, rule)
         if meas.get("compute_bound") and not timings.pruned:
             events.send(event="phase", phase="compute_bound")
             held = next_batch()  # one batch kept on the device: no loader in the loop
@@ -150,10 +167,7 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
                 step,
                 loader.batch_size_of,
                 sync,
-                warmup_s=min(1.0, meas["warmup_s"]),
-                warmup_steps=1,
-                windows=meas["windows"],
-                window_s=meas["window_s"],
+                dataclasses.replace(rule, warmup_steps=1, prune_below=None, race=None),
                 sync_every_step=meas.get("sync", "window") == "step",
             ).summary()
             result["compute_bound_samples_per_sec"] = bound["samples_per_sec"]

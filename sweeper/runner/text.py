@@ -8,6 +8,11 @@ from typing import Any
 from ..result import RunResult, Status
 
 
+# why the windows stopped, as the summary line says it
+_STOPPED = {"precise": "precise enough", "max windows": "at the window maximum", "raced": "below the best",
+            "pruned": "below the floor"}
+
+
 def _num(x: float) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:,.2f}"
 
@@ -38,8 +43,11 @@ def format_result(run: RunResult) -> str:
     rows = [
         (
             "samples/sec",
-            f"{_num(result['samples_per_sec'])}  (IQR {100 * result['samples_per_sec_rel_iqr']:.1f}% "
-            f"over {result['windows_measured']} windows"
+            f"{_num(result['samples_per_sec'])}  ("
+            + (f"95% interval {_num(result['samples_per_sec_ci_low'])}-{_num(result['samples_per_sec_ci_high'])}, "
+               if result.get("samples_per_sec_ci_low") is not None else "")
+            + f"IQR {100 * result['samples_per_sec_rel_iqr']:.1f}% over {result['windows_measured']} windows"
+            + (f", {_STOPPED[result['stopped']]}" if result.get("stopped") in _STOPPED else "")
             + (", noisy" if result.get("noisy") else "")
             + ")",
         ),
@@ -89,7 +97,8 @@ def format_result(run: RunResult) -> str:
         ("peak memory", memory),
         (
             "warm-up",
-            f"{result['warmup_s']:.1f} s, {result['warmup_steps']} steps "
+            f"{result['warmup_s']:.1f} s, {result['warmup_steps']} steps"
+            + (", steady" if result.get("warmup_steady") else "") + " "
             f"(first batch {result.get('first_batch_wait_s', 0.0):.2f} s of loader start-up, "
             f"compile/autotune {result['compile_s']:.2f} s)",
         ),

@@ -33,13 +33,17 @@ def as_result(value: Any, objectives: Sequence[str]) -> RunResult:
                      f"with {', '.join(objectives)}")
 
 
-def measure_overrides(plan: SweepPlan, prune_below: float | None, remaining_s: float | None) -> list[str]:
-    """What the sweep adds to a job's overrides: the prune threshold, a timeout within the budget."""
+def measure_overrides(plan: SweepPlan, prune_below: float | None, remaining_s: float | None,
+                      race: tuple[float, float] | None = None) -> list[str]:
+    """What the sweep adds to a job's overrides: the prune threshold, the incumbent's interval to
+    race against, a timeout within the budget."""
     extra: list[str] = []
     if not plan.own_app:  # another app's jobs measure themselves
         return extra
     if prune_below is not None:
         extra.append(f"measure.prune_below={prune_below:.6g}")
+    if race is not None:
+        extra.append(f"measure.race=[{race[0]:.6g},{race[1]:.6g}]")
     if remaining_s is not None:
         cap = max(10.0, remaining_s)
         if cap < float(plan.base_value("measure.timeout_s")):

@@ -36,6 +36,13 @@ class LoopState:
     sampler_done: bool = False
 
 
+def race_interval(best: FrozenTrial) -> tuple[float, float] | None:
+    """The incumbent's 95% interval of samples/sec, when its run measured one."""
+    metrics = TrialRecord.of(best).metrics
+    low, high = metrics.get("samples_per_sec_ci_low"), metrics.get("samples_per_sec_ci_high")
+    return (float(low), float(high)) if low is not None and high is not None else None
+
+
 def stop_reason(state: LoopState, *, measured: int, n_trials: int, patience: int | None,
                 remaining_s: float | None, reserve_s: float) -> str | None:
     """Why the sweep stops before the next trial, or None to go on (pure)."""
@@ -130,10 +137,11 @@ def _run_or_answer(stored: StoredStudy, plan: SweepPlan, run: Run, trial: Trial,
     if (why := history.rerun_reason(trials, knobs, plan.fixed)) is not None:
         for key, value in TrialRecord.rerun(why).items():
             trial.set_user_attr(key, value)
-    prune_below = None
+    prune_below, race = None, None
     ratio = plan.settings.prune_ratio
-    if has_baseline and best is not None and ratio and plan.objectives[0] == "samples_per_sec":
-        prune_below = ratio * primary_value(best)
-    overrides = plan.overrides_for(knobs) + measure_overrides(plan, prune_below, remaining_s)
+    if has_baseline and best is not None and plan.objectives[0] == "samples_per_sec":
+        prune_below = ratio * primary_value(best) if ratio else None
+        race = race_interval(best) if plan.settings.race else None
+    overrides = plan.overrides_for(knobs) + measure_overrides(plan, prune_below, remaining_s, race)
     result = run(overrides, job_idx=trial.number, trial_number=trial.number)
     return tell_result(stored, trial, result, plan)

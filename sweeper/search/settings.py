@@ -55,6 +55,10 @@ class SweepSettings:
     patience: Optional[int] = None
     # stop a trial whose first windows run below this share of the best samples/sec; null = never
     prune_ratio: Optional[float] = 0.5
+    # race each trial against the best so far: one whose 95% interval lies wholly below the
+    # best's stops early (pruned, both intervals in its reason); one that overlaps is measured
+    # on, up to measure.windows; the baseline is never raced
+    race: bool = True
     # measure a configuration again even when the study already holds its result
     remeasure: bool = False
     # one measurement per machine (per GPU): wait for another sweeper's trial, fail at once
