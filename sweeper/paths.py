@@ -1,8 +1,11 @@
 """Where things are: the configs (`conf/` in a checkout, `sweeper/conf` in an installed package),
-and the file that names a sweep directory's study."""
+the file that names a sweep directory's study, and the per-machine cache (probe answers,
+generated datasets, dataset indexes)."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -15,3 +18,27 @@ def config_dir() -> str:
     if (checkout / "config.yaml").is_file():
         return str(checkout)
     return str(_PACKAGE / "conf")
+
+
+CACHE_ENV = "SWEEPER_CACHE_DIR"
+
+
+def cache_dir() -> Path:
+    """$SWEEPER_CACHE_DIR, else $XDG_CACHE_HOME/sweeper, else ~/.cache/sweeper."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "sweeper"
+
+
+def write_atomically(path: Path, write: Callable[[Path], None]) -> bool:
+    """write(tmp) then rename over `path`, so a reader never sees half a file; False when the
+    cache cannot be written (a read-only home): the caller goes on without it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        write(tmp)
+        tmp.replace(path)
+        return True
+    except OSError:
+        return False

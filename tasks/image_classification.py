@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from typing import Any
 
 from torch import nn
 from torchvision import datasets, models, transforms
 
 from sweeper.errors import InvalidConfig
+from sweeper.paths import cache_dir, write_atomically
 from sweeper.workload import Workload
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -43,11 +47,32 @@ def make_model(name: str, num_classes: int, image_size: int) -> nn.Module:
     return models.get_model(name, **kwargs)
 
 
+class IndexedImageFolder(datasets.ImageFolder):
+    """torchvision's ImageFolder (its __getitem__: open, decode, transform) whose file index, the
+    walk over every class folder, is kept per folder: a later run on the same files does not list
+    1.28M JPEGs again. The key holds every class folder's modification time, which changes
+    when a file is added or removed."""
+
+    def make_dataset(self, directory: str, class_to_idx: dict[str, int], *args: Any, **kwargs: Any) -> list:
+        stamps = [(name, os.stat(os.path.join(directory, name)).st_mtime_ns) for name in sorted(class_to_idx)]
+        key = hashlib.sha1(json.dumps([os.path.abspath(directory), stamps, repr(args), repr(sorted(kwargs))])
+                           .encode()).hexdigest()[:16]
+        path = cache_dir() / "indexes" / f"imagefolder-{key}.json"
+        if path.exists():
+            try:
+                return [tuple(s) for s in json.loads(path.read_text())]
+            except (OSError, ValueError):
+                pass
+        samples = super().make_dataset(directory, class_to_idx, *args, **kwargs)
+        write_atomically(path, lambda tmp: tmp.write_text(json.dumps(samples)))
+        return samples
+
+
 def build(task: dict[str, Any]) -> Workload:
     size, classes = int(task["image_size"]), int(task["num_classes"])
     transform = image_transform(size, task["mode"] == "train")
     if task.get("data_dir"):
-        data = datasets.ImageFolder(task["data_dir"], transform=transform)
+        data = IndexedImageFolder(task["data_dir"], transform=transform)
         if len(data.classes) > classes:
             raise InvalidConfig(
                 f"task.num_classes={classes} but task.data_dir has {len(data.classes)} class "

@@ -13,6 +13,7 @@ from torch.utils.data import Dataset
 from torchvision import datasets, transforms
 
 from sweeper.errors import InvalidConfig
+from sweeper.paths import cache_dir, write_atomically
 from sweeper.workload import Workload
 
 # torchvision's MNIST normalisation constants
@@ -25,13 +26,28 @@ def generated_mnist(num_samples: int, transform: Any, train: bool = True, seed: 
     """An instance of torchvision's MNIST class holding generated MNIST-shaped images, stored as
     the class stores them (a uint8 tensor of images, an int64 tensor of labels): its
     __getitem__ (tensor indexing, int() on the label, PIL image, transform) is the library's own."""
-    generator = torch.Generator().manual_seed(seed)
     data = datasets.MNIST.__new__(datasets.MNIST)
     datasets.VisionDataset.__init__(data, root="generated", transform=transform)
     data.train = train
-    data.data = torch.randint(0, 256, (num_samples, 28, 28), dtype=torch.uint8, generator=generator)
-    data.targets = torch.randint(0, 10, (num_samples,), dtype=torch.int64, generator=generator)
+    data.data, data.targets = generated_tensors(num_samples, seed)
     return data
+
+
+def generated_tensors(num_samples: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """MNIST-shaped images and labels, generated once per machine and parameters, then memory-
+    mapped from the cache by every run (and shared by its DataLoader workers' page cache)."""
+    path = cache_dir() / "datasets" / f"mnist-{num_samples}-{seed}.pt"
+    if path.exists():
+        try:
+            stored = torch.load(path, mmap=True, weights_only=True)
+            return stored["data"], stored["targets"]
+        except (OSError, RuntimeError, KeyError):
+            pass  # unreadable: generate again
+    generator = torch.Generator().manual_seed(seed)
+    images = torch.randint(0, 256, (num_samples, 28, 28), dtype=torch.uint8, generator=generator)
+    labels = torch.randint(0, 10, (num_samples,), dtype=torch.int64, generator=generator)
+    write_atomically(path, lambda tmp: torch.save({"data": images, "targets": labels}, tmp))
+    return images, labels
 
 
 def mlp() -> nn.Module:

@@ -75,6 +75,8 @@ def load_study(tmp_path: Path, name: str = "s"):
 def _own_measurement_lock(tmp_path_factory):
     """Tests take turns among themselves, not with a real sweep that may run on this machine."""
     os.environ.setdefault("SWEEPER_LOCK_DIR", str(tmp_path_factory.mktemp("locks")))
+    # the machine cache of this test session, not the user's
+    os.environ.setdefault("SWEEPER_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
 
 
 @pytest.fixture

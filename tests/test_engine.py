@@ -95,3 +95,23 @@ def test_a_forked_hang_is_killed_with_its_workers_and_an_abort_is_a_crash(tmp_pa
     assert _live_descendants_besides(engine.pid) == []
     aborted = measure_spec(spec("task=custom", "task.factory=misbehaving:abort"), tmp_path / "abort")
     assert aborted.status == "crash" and "SIGABRT" in aborted.reason and aborted.get("isolation") == "fork"
+
+
+def test_the_machine_probe_is_asked_once_per_machine_and_the_factory_still_checked(tmp_path, monkeypatch):
+    from sweeper.errors import ConfigError
+    from sweeper.runner import probe as probe_module
+
+    monkeypatch.setenv("SWEEPER_CACHE_DIR", str(tmp_path))
+    asked = []
+    real_ask = probe_module._ask
+    monkeypatch.setattr(probe_module, "_ask", lambda *a: asked.append(a) or real_ask(*a))
+    first = probe_module.probe("auto", "tasks.mnist_mlp:build", "fork")
+    second = probe_module.probe("auto", "tasks.mnist_mlp:build", "fork")
+    assert len(asked) == 1 and first == second and first.device == "cpu"
+    assert list((tmp_path / "machines").glob("*.json"))
+    # cached machine, broken factory: found in the zygote the trials would fork from
+    with pytest.raises(ConfigError, match="module 'tasks.mnist_mlp' has no attribute 'nope'"):
+        probe_module.probe("auto", "tasks.mnist_mlp:nope", "fork")
+    with pytest.raises(ConfigError, match="cannot import module 'no_such_module'"):
+        probe_module.probe("auto", "no_such_module:build", "spawn")
+    assert len(asked) == 2  # spawned runs: the factory is checked in a probe child

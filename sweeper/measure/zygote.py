@@ -47,12 +47,20 @@ def fork_hazard(allowed_threads: int) -> str | None:
 
 
 def preload(modules: list[str]) -> dict[str, str]:
-    """Import what every trial needs; a module that fails to import is left to the trial, which
-    reports the error as its own."""
+    """Import what every trial needs (a "module:function" task factory is looked up too); what
+    fails is reported to the sweep, which refuses to start, and left to any trial to report."""
+    from ..errors import InvalidConfig
+    from .workload import load_factory
+
     failed = {}
     for name in modules:
         try:
-            importlib.import_module(name)
+            if ":" in name:
+                load_factory(name)
+            else:
+                importlib.import_module(name)
+        except InvalidConfig as exc:
+            failed[name] = str(exc)
         except BaseException as exc:  # noqa: BLE001 - the trial reports it as data
             failed[name] = f"{type(exc).__name__}: {exc}"
     return failed

@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import procs
-from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV, RUN_MARK_ENV, THREAD_ENV_VARS, WORKER_MODULE
+from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV, RUN_MARK_ENV, WORKER_MODULE
 from ..result import RunResult, Status
 from .evidence import oom_killed, oom_kills
 from .outcome import classify_exit
-from .zygote import ForkedTrial, ZygoteUnavailable, zygote_for
+from .zygote import ForkedTrial, ZygoteUnavailable, zygote_env, zygote_for
 
 _LOG_TAIL_BYTES = 8192
 # after its result, a child gets this long to shut down before its group is killed
@@ -136,21 +136,13 @@ class _EventReader:
             pass
 
 
-def _zygote_env() -> dict[str, str]:
-    """The fork server's environment: ours, the run's own working directory importable, no
-    per-run thread settings (each trial applies its own)."""
-    env = {k: v for k, v in os.environ.items() if k not in THREAD_ENV_VARS}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p)
-    return env
-
-
 def _fork(spec: Mapping[str, Any], child_env: Mapping[str, str], log_path: Path, write_fd: int, mark: str,
           preload: Sequence[str]) -> tuple[Any, str | None]:
     """A trial forked from the zygote, or (None, why not): a zygote that died is replaced once."""
     why = None
     for _ in range(2):
         try:
-            zygote = zygote_for(preload, _zygote_env())
+            zygote = zygote_for(preload, zygote_env())
             if zygote.hazard:
                 return None, f"spawned: forking is unsafe here ({zygote.hazard})"
             return zygote.fork(spec, child_env, str(log_path), write_fd, _process_name(mark)), None

@@ -1,20 +1,57 @@
-"""What this machine can run, asked once per sweep in a child process, so torch stays out of
-the sweep's own process (the child is sweeper.measure.probe)."""
+"""What this machine can run, asked in a child process (torch stays out of the sweep's own
+process; the child is sweeper.measure.probe) and kept per host and hardware: a later sweep on
+the same machine, torch build and visible GPUs reads the answer instead of importing torch again."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
+from importlib import metadata
 
 from ..errors import ConfigError
-from ..machine import Machine
-from ..protocol import PARENT_PID_ENV, PROBE_MODULE
+from ..machine import Machine, host_facts
+from ..paths import cache_dir, write_atomically
+from ..protocol import PARENT_PID_ENV, PROBE_MODULE, THREAD_ENV_VARS
+from .zygote import ZygoteUnavailable, zygote_env, zygote_for
+
+def _gpu_listing() -> list[str]:
+    try:
+        return sorted(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        return []
 
 
-def probe(device: str, factory: str | None = None, timeout_s: float = 120) -> Machine:
-    """The machine, and (given a task factory) that its module imports: found out before trial 1."""
+def machine_key(device: str) -> str:
+    """Everything the probe's answer depends on, known without torch."""
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = None
+    facts = {
+        **host_facts(), "device": device, "torch": torch_version, "executable": sys.executable,
+        "gpus": _gpu_listing(), "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        **{name: os.environ.get(name) for name in THREAD_ENV_VARS},
+    }
+    return hashlib.sha1(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def check_factory(device: str, factory: str, isolation: str, timeout_s: float) -> None:
+    if isolation == "fork":
+        try:
+            zygote = zygote_for([factory], zygote_env())
+        except ZygoteUnavailable:
+            pass  # the trials will be spawned; the probe child checks as they will import
+        else:
+            if factory in zygote.failed:
+                raise ConfigError(zygote.failed[factory])
+            return
+    _ask(device, factory, timeout_s)
+
+
+def _ask(device: str, factory: str | None, timeout_s: float) -> dict:
     proc = subprocess.run(
         [sys.executable, "-m", PROBE_MODULE, device, *([factory] if factory else [])],
         capture_output=True, text=True, timeout=timeout_s, env={**os.environ, PARENT_PID_ENV: str(os.getpid())},
@@ -22,4 +59,24 @@ def probe(device: str, factory: str | None = None, timeout_s: float = 120) -> Ma
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise ConfigError(last.removeprefix("error: "))
-    return Machine.from_dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def probe(device: str, factory: str | None = None, isolation: str = "spawn", timeout_s: float = 120) -> Machine:
+    """The machine, and (given a task factory) that its module imports: found out before trial 1.
+    A machine known from the cache is not asked again; the factory is then checked where the
+    trials will import it: in the zygote they fork from (started now, warm for trial 1), or in
+    a probe child when runs are spawned."""
+    path = cache_dir() / "machines" / f"{machine_key(device)}.json"
+    if path.exists():
+        try:
+            machine = Machine.from_dict(json.loads(path.read_text()))
+        except (ValueError, KeyError, OSError):
+            pass  # unreadable: ask again
+        else:
+            if factory:
+                check_factory(device, factory, isolation, timeout_s)
+            return machine
+    answer = _ask(device, factory, timeout_s)
+    write_atomically(path, lambda tmp: tmp.write_text(json.dumps(answer)))
+    return Machine.from_dict(answer)

@@ -30,9 +30,10 @@ def worker_spec(cfg: DictConfig) -> dict[str, Any]:
 
 
 def preload_modules(task: Mapping[str, Any]) -> list[str]:
-    """What a forked trial's zygote imports besides torch and torchvision: the task factory's module."""
+    """What a forked trial's zygote imports besides torch and torchvision: the task factory
+    ("module:function", looked up as the worker does)."""
     factory = str(task.get("factory") or "")
-    return [factory.partition(":")[0]] if ":" in factory else []
+    return [factory] if ":" in factory else []
 
 
 def checked_spec(cfg: DictConfig) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..protocol import PARENT_PID_ENV, ZYGOTE_FD_ENV, ZYGOTE_MODULE
+from ..protocol import PARENT_PID_ENV, THREAD_ENV_VARS, ZYGOTE_FD_ENV, ZYGOTE_MODULE
 
 # starting the zygote imports torch: generous, it happens once per sweep
 _READY_TIMEOUT_S = 120.0
@@ -76,6 +76,8 @@ class Zygote:
         ready = self._reply(_READY_TIMEOUT_S)
         # why forking it is unsafe (threads or CUDA at import), or None
         self.hazard: str | None = ready.get("hazard")
+        # what failed to import: module or "module:function" -> the error, one line
+        self.failed: dict[str, str] = ready.get("failed") or {}
 
     @property
     def pid(self) -> int:
@@ -127,6 +129,14 @@ class Zygote:
             self._proc.kill()
             self._proc.wait()
         self._stderr.close()
+
+
+def zygote_env() -> dict[str, str]:
+    """The fork server's environment: ours, the working directory importable, no per-run
+    thread settings (each trial applies its own)."""
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_ENV_VARS}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p)
+    return env
 
 
 _ZYGOTES: dict[tuple[str, ...], Zygote] = {}

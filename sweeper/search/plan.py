@@ -130,7 +130,7 @@ def workload_label(base: DictConfig) -> str:
 
 
 def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Compose, app_name: str,
-              sweep_dir: Path, probe_machine: Callable[[str, str], Machine] = probe) -> SweepPlan:
+              sweep_dir: Path, probe_machine: Callable[[str, str, str], Machine] = probe) -> SweepPlan:
     """Everything a sweep needs before trial 1; ConfigError names the first thing that is wrong."""
     fixed, swept = split_arguments(arguments)
     base = compose(fixed)
@@ -139,7 +139,8 @@ def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Com
     own_app = all(key in base for key in OWN_GROUPS)
     if own_app:
         check_config(worker_spec(base))
-        machine = probe_machine(str(base.backend.device), str(base.task.factory))
+        machine = probe_machine(str(base.backend.device), str(base.task.factory),
+                                str(OmegaConf.select(base, "measure.isolation", default="spawn")))
     else:
         machine = Machine.this_host()
     if machine.cuda and own_app and base.measure.memory_limit_gb is not None:
