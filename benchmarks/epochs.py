@@ -46,7 +46,7 @@ def sweep(overrides: list[str], trials: int, out: Path) -> tuple[dict, float, di
         cwd=ROOT, capture_output=True, text=True)
     if proc.returncode:
         sys.exit(proc.stdout[-2000:] + proc.stderr[-2000:])
-    summary = json.loads((out / "sweep.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())
     results = yaml.safe_load((out / "optimization_results.yaml").read_text())
     params = next(s["params"] for s in results["solutions"] if s["number"] == summary["winner"]) \
         if "solutions" in results else results["best_params"]

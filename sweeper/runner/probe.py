@@ -64,19 +64,22 @@ def _ask(device: str, factory: str | None, timeout_s: float) -> dict:
 
 def probe(device: str, factory: str | None = None, isolation: str = "spawn", timeout_s: float = 120) -> Machine:
     """The machine, and (given a task factory) that its module imports: found out before trial 1.
-    A machine known from the cache is not asked again; the factory is then checked where the
-    trials will import it: in the zygote they fork from (started now, warm for trial 1), or in
-    a probe child when runs are spawned."""
+    A machine known from the cache is not asked again. With forked runs the zygote starts now
+    (warm for trial 1) and checks the factory as the trials will import it."""
     path = cache_dir() / "machines" / f"{machine_key(device)}.json"
+    machine = None
     if path.exists():
         try:
             machine = Machine.from_dict(json.loads(path.read_text()))
         except (ValueError, KeyError, OSError):
-            pass  # unreadable: ask again
-        else:
-            if factory:
-                check_factory(device, factory, isolation, timeout_s)
-            return machine
-    answer = _ask(device, factory, timeout_s)
-    write_atomically(path, lambda tmp: tmp.write_text(json.dumps(answer)))
-    return Machine.from_dict(answer)
+            machine = None  # unreadable: ask again
+    if machine is None:
+        answer = _ask(device, factory, timeout_s)
+        write_atomically(path, lambda tmp: tmp.write_text(json.dumps(answer)))
+        machine = Machine.from_dict(answer)
+        checked = True
+    else:
+        checked = False
+    if factory and (isolation == "fork" or not checked):
+        check_factory(device, factory, isolation, timeout_s)
+    return machine
