@@ -49,7 +49,7 @@ def test_named_torchvision_models(sweeper_run, model):
 
 
 def test_workers_threads_compute_bound_and_bf16(sweeper_run):
-    run = sweeper_run(*MNIST, "loader.num_workers=2", "loader.prefetch_factor=4",
+    run = sweeper_run(*MNIST, "loader.num_workers=2", "loader.prefetch_factor=4", "loader.multiprocessing_context=forkserver",
                       "loader.persistent_workers=true", "backend.threads=1",
                       "backend.interop_threads=1", "backend.precision=bf16",
                       "measure.compute_bound=true")

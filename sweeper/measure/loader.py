@@ -22,7 +22,14 @@ def start_worker(worker_id: int, *, parent: int) -> None:
     """In each DataLoader worker: die with the measuring process (not seconds later, when
     torch's watchdog would notice), and let go of the run's event pipe, so a worker that
     outlives a crashed run cannot keep the parent waiting for an end of file."""
-    die_with_parent(parent)
+    if os.getppid() == parent:  # fork and spawn: the measuring process started this worker
+        die_with_parent(parent)
+    else:  # forkserver: the fork server did, and it exits with the measuring process
+        die_with_parent(None)
+        try:
+            os.kill(parent, 0)
+        except ProcessLookupError:
+            os._exit(1)
     fd = os.environ.get(EVENT_FD_ENV)
     if fd:
         try:
