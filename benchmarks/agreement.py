@@ -1,7 +1,10 @@
-"""Issue 2, benchmarks 1 and 2, and issue 10, benchmark 1: does sweeper report what a hand-written loop measures, and what
-does a trial cost besides measuring?  python benchmarks/agreement.py [rounds]
+"""Issue 2, benchmarks 1 and 2; issue 10, benchmark 1; issue 9, benchmark 3: does sweeper report
+what a hand-written loop measures, with forked and with spawned runs, and what does a run cost
+besides measuring?  python benchmarks/agreement.py [rounds]
 
-Both run in fresh processes, interleaved (sweeper, hand, sweeper, hand, ...), same workload.
+sweeper runs with its default measurement (steady warm-up, windows until 3% precision), once
+forked from a zygote and once spawned; the hand loop in a fresh process; interleaved
+(fork, spawn, hand, fork, spawn, hand, ...), same workload.
 """
 
 from __future__ import annotations
@@ -22,14 +25,15 @@ CONFIGS = {
     "4 workers, persistent_workers=true": (64, 4, True),
     "large batch (batch 1024, 0 workers)": (1024, 0, False),
 }
-WINDOWS, WINDOW_S = 5, 2.0
+HAND_S = 10.0
+ISOLATIONS = ("fork", "spawn")
 
 
-def sweeper_run(batch: int, workers: int, persistent: bool, out: Path) -> dict:
+def sweeper_run(batch: int, workers: int, persistent: bool, isolation: str, out: Path) -> dict:
     subprocess.run(
         [sys.executable, "-m", "sweeper", f"loader.batch_size={batch}", f"loader.num_workers={workers}",
-         f"loader.persistent_workers={str(persistent).lower()}",
-         f"measure.windows={WINDOWS}", f"measure.window_s={WINDOW_S}", f"hydra.run.dir={out}"],
+         f"loader.persistent_workers={str(persistent).lower()}", f"measure.isolation={isolation}",
+         f"hydra.run.dir={out}"],
         cwd=ROOT, check=True, capture_output=True,
     )
     return json.loads((out / "result.json").read_text())
@@ -37,7 +41,7 @@ def sweeper_run(batch: int, workers: int, persistent: bool, out: Path) -> dict:
 
 def hand_run(batch: int, workers: int, persistent: bool) -> float:
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "hand_loop.py"), str(batch), str(workers), str(WINDOWS * WINDOW_S),
+        [sys.executable, str(ROOT / "benchmarks" / "hand_loop.py"), str(batch), str(workers), str(HAND_S),
          str(persistent).lower()],
         cwd=ROOT, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
@@ -47,28 +51,35 @@ def hand_run(batch: int, workers: int, persistent: bool) -> float:
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     tmp = Path(tempfile.mkdtemp())
-    ours: dict[str, list[float]] = {k: [] for k in CONFIGS}
+    ours: dict[str, dict[str, list[float]]] = {i: {k: [] for k in CONFIGS} for i in ISOLATIONS}
     hand: dict[str, list[float]] = {k: [] for k in CONFIGS}
-    overhead: list[dict] = []
+    runs: dict[str, list[dict]] = {i: [] for i in ISOLATIONS}
     for r in range(rounds):
         for name, (batch, workers, persistent) in CONFIGS.items():
-            result = sweeper_run(batch, workers, persistent, tmp / f"{r}-{batch}-{workers}-{persistent}")
-            ours[name].append(result["samples_per_sec"])
-            overhead.append(result)
+            for isolation in ISOLATIONS:
+                result = sweeper_run(batch, workers, persistent, isolation,
+                                     tmp / f"{r}-{batch}-{workers}-{persistent}-{isolation}")
+                ours[isolation][name].append(result["samples_per_sec"])
+                runs[isolation].append(result)
             hand[name].append(hand_run(batch, workers, persistent))
-    print(f"agreement, median of {rounds} interleaved rounds ({WINDOWS} x {WINDOW_S:g} s windows; hand loop {WINDOWS * WINDOW_S:g} s):")
-    print("| configuration | sweeper samples/s | hand loop samples/s | ratio of medians | per-round ratios: median (min-max) |")
-    print("|---|---:|---:|---:|---:|")
+    print(f"agreement, median of {rounds} interleaved rounds (sweeper's default measurement; hand loop {HAND_S:g} s):")
+    print("| configuration | hand loop samples/s | forked: samples/s, ratio (per-round min-max) | "
+          "spawned: samples/s, ratio (per-round min-max) |")
+    print("|---|---:|---:|---:|")
     for name in CONFIGS:
-        a, b = statistics.median(ours[name]), statistics.median(hand[name])
-        ratios = [x / y for x, y in zip(ours[name], hand[name])]
-        print(f"| {name} | {a:,.0f} | {b:,.0f} | {a / b:.3f} | "
-              f"{statistics.median(ratios):.3f} ({min(ratios):.2f}-{max(ratios):.2f}) |")
-    med = lambda key: statistics.median(r[key] for r in overhead)  # noqa: E731
-    start = statistics.median(r["wall_s"] - r["import_s"] - r["build_s"] - r["measure_s"] for r in overhead)
-    print(f"\noverhead of one trial, median of {len(overhead)}: wall {med('wall_s'):.2f} s = measuring "
-          f"{med('measure_s'):.2f} s + non-measuring {med('wall_s') - med('measure_s'):.2f} s "
-          f"(process start {start:.2f} s, import torch {med('import_s'):.2f} s, build workload+loader {med('build_s'):.2f} s)")
+        b = statistics.median(hand[name])
+        cells = []
+        for isolation in ISOLATIONS:
+            a = statistics.median(ours[isolation][name])
+            ratios = [x / y for x, y in zip(ours[isolation][name], hand[name])]
+            cells.append(f"{a:,.0f}, {a / b:.3f} ({min(ratios):.2f}-{max(ratios):.2f})")
+        print(f"| {name} | {b:,.0f} | {' | '.join(cells)} |")
+    for isolation in ISOLATIONS:
+        done = runs[isolation]
+        med = lambda key: statistics.median(r[key] for r in done)  # noqa: E731
+        print(f"\n{isolation}: one run, median of {len(done)}: wall {med('wall_s'):.2f} s = measuring "
+              f"{med('measure_s'):.2f} s + non-measuring {med('wall_s') - med('measure_s'):.2f} s "
+              f"(import torch {med('import_s'):.2f} s, build workload+loader {med('build_s'):.2f} s)")
 
 
 if __name__ == "__main__":

@@ -51,12 +51,15 @@ def limit_memory(limit_gb: float | None, device_type: str) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def stopping_rule(meas: dict[str, Any]) -> Any:
+def stopping_rule(meas: dict[str, Any], workers: int = 0) -> Any:
+    """measure.* as a timing.Rule. Warm-up lasts at least two batches per loader worker, so that
+    every worker has started (forkserver and spawn workers start one after another, seconds
+    each) before a steady rate can be declared."""
     from .timing import Rule
 
     race = meas.get("race")
     return Rule(
-        warmup_s=meas["warmup_s"], warmup_steps=meas["warmup_steps"], max_windows=meas["windows"],
+        warmup_s=meas["warmup_s"], warmup_steps=max(meas["warmup_steps"], 2 * workers), max_windows=meas["windows"],
         window_s=meas["window_s"], warmup_max_s=meas.get("warmup_max_s"), steady_tol=meas.get("steady_tol", 0.05),
         min_windows=meas.get("min_windows") or meas["windows"], rel_precision=meas.get("rel_precision"),
         prune_below=meas.get("prune_below"), race=(float(race[0]), float(race[1])) if race else None,
@@ -127,7 +130,7 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         events.send(event="phase", phase="measure")
-        rule = stopping_rule(meas)
+        rule = stopping_rule(meas, int(load["num_workers"]))
         built = time.perf_counter()
         timings = timing.measure(
             next_batch,
