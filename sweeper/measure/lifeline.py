@@ -18,3 +18,13 @@ def die_with_parent(parent: int | None) -> None:
         pass
     if parent and os.getppid() != parent:
         os._exit(1)
+
+
+def die_with_ancestor(ancestor: int) -> None:
+    """For a process started by a server of `ancestor`'s (a multiprocessing fork server): die with
+    that server, which exits with `ancestor`, and at once if `ancestor` is already gone."""
+    die_with_parent(None)
+    try:
+        os.kill(ancestor, 0)
+    except ProcessLookupError:
+        os._exit(1)

@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from ..errors import InvalidConfig
 from ..protocol import EVENT_FD_ENV
-from .lifeline import die_with_parent
+from .lifeline import die_with_ancestor, die_with_parent
 from .workload import Workload
 
 
@@ -25,11 +25,7 @@ def start_worker(worker_id: int, *, parent: int) -> None:
     if os.getppid() == parent:  # fork and spawn: the measuring process started this worker
         die_with_parent(parent)
     else:  # forkserver: the fork server did, and it exits with the measuring process
-        die_with_parent(None)
-        try:
-            os.kill(parent, 0)
-        except ProcessLookupError:
-            os._exit(1)
+        die_with_ancestor(parent)
     fd = os.environ.get(EVENT_FD_ENV)
     if fd:
         try:
