@@ -39,7 +39,9 @@ SPACE = [
 # baseline inside the space, so the grid is exactly batch x workers x {1,2} x precision
 GRID_BASE = ["backend.threads=2"]
 # what a trial measures during the search (shorter than a final figure)
-SEARCH_MEASURE = ["measure.warmup_s=1", "measure.windows=3", "measure.window_s=1.5"]
+# a fixed measurement for the grid (every configuration measured alike: the yardstick)
+SEARCH_MEASURE = ["measure.warmup_s=1", "measure.warmup_max_s=null", "measure.windows=3", "measure.min_windows=3",
+                  "measure.window_s=1.5", "measure.rel_precision=null"]
 # what a side-by-side comparison measures
 FINAL_MEASURE = ["measure.warmup_s=2", "measure.windows=5", "measure.window_s=2"]
 DEFAULT = {"loader.batch_size": 64, "loader.num_workers": 0, "backend.precision": "fp32", "backend.threads": None}
@@ -53,10 +55,10 @@ def overrides(knobs: dict) -> list[str]:
     return [f"{k}={'null' if v is None else str(v).lower() if isinstance(v, bool) else v}" for k, v in knobs.items()]
 
 
-def sweep(tmp: Path, name: str, *extra: str) -> tuple[optuna.Study, float, str]:
+def sweep(tmp: Path, name: str, *extra: str, measure: list[str] = SEARCH_MEASURE) -> tuple[optuna.Study, float, str]:
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "sweeper", "-m", "search=none", *SPACE, *SEARCH_MEASURE,
+        [sys.executable, "-m", "sweeper", "-m", "search=none", *SPACE, *measure,
          f"hydra.sweep.dir={tmp / name}", f"hydra.sweeper.storage=sqlite:///{tmp / 'bench.db'}",
          f"hydra.sweeper.study_name={name}", *extra],
         cwd=ROOT, capture_output=True, text=True,
@@ -171,13 +173,15 @@ def time_to_target(events: list[tuple[float, tuple, float]], grid: dict[tuple, f
 
 def anchor(tmp: Path) -> None:
     grid, grid_best = _grid_lookup()
-    # sweeper: a 30-trial sweep (isolated trials), its trial completion times
+    # sweeper: a 30-trial sweep with its default measurement (forked runs, steady warm-up,
+    # windows until the precision, racing), its trial completion times
     start = time.time()
     study, wall, _ = sweep(tmp, "race", *GRID_BASE, "hydra.sweeper.n_trials=30", "hydra.sweeper.confirm.top_k=0",
-                           "hydra.sweeper.objectives=[samples_per_sec]")
+                           "hydra.sweeper.objectives=[samples_per_sec]", measure=[])
     ours = []
     for t in study.get_trials():
-        if t.state.name == "COMPLETE" and t.user_attrs.get("reused_from") is None:
+        if t.state.name in ("COMPLETE", "PRUNED") and t.user_attrs.get("reused_from") is None \
+                and t.user_attrs.get("samples_per_sec") is not None:
             k = t.user_attrs["knobs"]
             config = (k["loader.batch_size"], k["loader.num_workers"], k["backend.threads"], k["backend.precision"])
             ours.append((t.datetime_complete.timestamp() - start, config, t.user_attrs["samples_per_sec"]))

@@ -6,6 +6,8 @@ import os
 
 from omegaconf import OmegaConf
 
+from . import topology
+
 
 def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -23,6 +25,13 @@ def powers_of_two_upto(n: int) -> list[int]:
 def register() -> None:
     if not OmegaConf.has_resolver("sweeper.cores"):
         OmegaConf.register_new_resolver("sweeper.cores", cores)
+    if not OmegaConf.has_resolver("sweeper.affinities"):
+        # pinning means something with two cores or more
+        OmegaConf.register_new_resolver(
+            "sweeper.affinities", lambda: ",".join(topology.AFFINITIES if cores() >= 2 else ("none",))
+        )
+    if not OmegaConf.has_resolver("sweeper.allocators"):
+        OmegaConf.register_new_resolver("sweeper.allocators", lambda: ",".join(topology.installed_allocators()))
     if not OmegaConf.has_resolver("sweeper.thread_choices"):
         OmegaConf.register_new_resolver(
             "sweeper.thread_choices", lambda: ",".join(map(str, powers_of_two_upto(cores())))

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from . import topology
 from .errors import ConfigError
 
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -104,6 +105,12 @@ def check_config(cfg: Mapping[str, Any]) -> None:
     _check_choice("backend.precision", backend["precision"], PRECISIONS)
     _check_choice("backend.compile", normalize_compile(backend["compile"]), COMPILE_MODES)
     _check_int("backend.threads", backend["threads"], 1, allow_none=True)
+    _check_choice("backend.affinity", backend.get("affinity", "none"), topology.AFFINITIES)
+    allocator = backend.get("allocator", "default")
+    _check_choice("backend.allocator", allocator, ("default", *topology.ALLOCATORS))
+    if allocator != "default" and topology.allocator_library(allocator) is None:
+        raise ConfigError(f"backend.allocator={allocator!r} is not installed on this machine: install "
+                          f"{topology.ALLOCATORS[allocator][1]} (Debian/Ubuntu) or use backend.allocator=default.")
     _check_int("backend.interop_threads", backend["interop_threads"], 1, allow_none=True)
 
     _check_positive("measure.warmup_s", measure["warmup_s"])

@@ -204,3 +204,23 @@ def test_generated_mnist_is_torchvisions_own_class_and_adam_the_default():
     assert isinstance(workload.optimizer_fn(params), torch.optim.Adam)
     sgd = build({"mode": "train", "num_samples": 100, "root": None, "optimizer": "sgd", "lr": 0.01})
     assert isinstance(sgd.optimizer_fn(params), torch.optim.SGD)
+
+
+def test_affinity_pins_the_run_and_its_workers_and_the_allocator_is_mapped(sweeper_run):
+    from sweeper.topology import allocator_library
+
+    cores = sorted(__import__("os").sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("pinning needs two cores")
+    allocator = "jemalloc" if allocator_library("jemalloc") else "default"
+    run = sweeper_run(*MNIST, "backend.affinity=compact", "backend.threads=1", "loader.num_workers=1",
+                      "loader.persistent_workers=true", f"backend.allocator={allocator}")
+    assert run.returncode == 0, run.stderr
+    result = run.result
+    # as the kernel shows it in /proc/<pid>/status: compute on the first core, the worker on the next
+    assert result["cpus_allowed_main"] == str(cores[0])
+    assert result["cpus_allowed_workers"] == [str(cores[1])]
+    assert result["fingerprint"]["cpus_available"] == len(cores)  # still the machine's hardware class
+    if allocator == "jemalloc":  # in /proc/<pid>/maps: preloaded, in effect
+        assert result["allocator"] == "jemalloc" and result["isolation"] == "spawn"
+        assert "LD_PRELOAD" in result["isolation_note"]

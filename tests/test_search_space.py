@@ -102,3 +102,18 @@ def test_baseline_value_is_made_part_of_the_space():
 def test_conditioned_knobs_are_suggested_last():
     order = ss.suggestion_order(["loader.prefetch_factor", "loader.num_workers", "backend.precision"])
     assert order[-1] == "loader.prefetch_factor"
+
+
+def test_cpu_placement_and_allocator_evidence():
+    from sweeper.topology import Placement, allocator_in_maps, place
+
+    # compact: compute threads on the first cores, loader workers on the rest
+    assert place("compact", range(8), 2, 4) == Placement((0, 1), (2, 3, 4, 5, 6, 7))
+    # spread: compute spaced evenly over the machine
+    assert place("spread", range(8), 2, 4) == Placement((0, 4), (1, 2, 3, 5, 6, 7))
+    # threads unset: the cores the workers leave; no core left over: the workers share
+    assert place("compact", [0, 1], None, 1) == Placement((0,), (1,))
+    assert place("spread", [0, 1], 2, 2) == Placement((0, 1), (0, 1))
+    assert place("none", [0, 1], 1, 1) is None
+    maps = "7f00-7f10 r-xp 00000000 08:01 123 /usr/lib/x86_64-linux-gnu/libjemalloc.so.2\n"
+    assert allocator_in_maps(maps) == "jemalloc" and allocator_in_maps("libc.so.6") == "default"

@@ -32,6 +32,16 @@ def test_good_config_passes():
     check_config(with_("backend.compile", False))  # YAML's `off`
 
 
+def test_a_missing_allocator_is_one_line_naming_the_package(monkeypatch):
+    from sweeper import topology
+
+    monkeypatch.setattr(topology, "allocator_library", lambda name: None)
+    with pytest.raises(ConfigError) as err:
+        check_config(with_("backend.allocator", "tcmalloc"))
+    assert str(err.value) == ("backend.allocator='tcmalloc' is not installed on this machine: install "
+                              "libtcmalloc-minimal4 (Debian/Ubuntu) or use backend.allocator=default.")
+
+
 @pytest.mark.parametrize(
     ("path", "value", "message"),
     [
@@ -53,6 +63,8 @@ def test_good_config_passes():
                      "fork, forkserver, spawn", id="mp-context"),
         pytest.param("loader.multiprocessing_context", "spawn", "loader.multiprocessing_context='spawn' needs "
                      "loader.num_workers > 0", id="mp-context-no-workers"),
+        pytest.param("backend.affinity", "numa", "backend.affinity='numa' is invalid: expected one of none, compact, "
+                     "spread", id="affinity"),
         pytest.param("measure.sync", "never", "measure.sync='never' is invalid: expected one of window, step", id="sync"),
         pytest.param("task.epoch_samples", 0, "task.epoch_samples=0 is invalid: expected an integer >= 1 or null",
                      id="epoch-samples"),

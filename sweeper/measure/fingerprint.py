@@ -9,10 +9,13 @@ import torch
 from ..machine import hardware_class, host_facts
 
 
-def fingerprint(device: torch.device) -> dict[str, Any]:
+def fingerprint(device: torch.device, cpus_available: int | None = None) -> dict[str, Any]:
+    """`cpus_available`: the machine's cores as the run found them before pinning itself
+    (backend.affinity), so that a pinned run is still on the same hardware class."""
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     info: dict[str, Any] = {
         **host_facts(),
+        **({"cpus_available": cpus_available} if cpus_available else {}),
         "threads": torch.get_num_threads(),
         "interop_threads": torch.get_num_interop_threads(),
         "gpu": gpu,

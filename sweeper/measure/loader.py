@@ -12,16 +12,20 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from .. import topology
 from ..errors import InvalidConfig
 from ..protocol import EVENT_FD_ENV
 from .lifeline import die_with_ancestor, die_with_parent
 from .workload import Workload
 
 
-def start_worker(worker_id: int, *, parent: int) -> None:
+def start_worker(worker_id: int, *, parent: int, cpus: tuple[int, ...] | None = None) -> None:
     """In each DataLoader worker: die with the measuring process (not seconds later, when
-    torch's watchdog would notice), and let go of the run's event pipe, so a worker that
-    outlives a crashed run cannot keep the parent waiting for an end of file."""
+    torch's watchdog would notice), let go of the run's event pipe, so a worker that outlives
+    a crashed run cannot keep the parent waiting for an end of file, and run on the loader's
+    cores (backend.affinity)."""
+    if cpus:
+        topology.pin(cpus)
     if os.getppid() == parent:  # fork and spawn: the measuring process started this worker
         die_with_parent(parent)
     else:  # forkserver: the fork server did, and it exits with the measuring process
@@ -41,7 +45,7 @@ def supports_in_order() -> bool:
 
 def make_loader(
     workload: Workload, loader: Mapping[str, Any], device: torch.device, training: bool,
-    epoch_samples: int | None = None,
+    epoch_samples: int | None = None, worker_cpus: tuple[int, ...] | None = None,
 ) -> DataLoader:
     dataset = with_epoch_length(workload.dataset, epoch_samples)
     batch_size = loader["batch_size"]
@@ -74,7 +78,7 @@ def make_loader(
         pin_memory=bool(loader["pin_memory"]) and device.type == "cuda",
         drop_last=True,  # equal batch shapes: no recompiles, no odd last step
         collate_fn=workload.collate_fn,
-        worker_init_fn=functools.partial(start_worker, parent=os.getpid()) if workers > 0 else None,
+        worker_init_fn=functools.partial(start_worker, parent=os.getpid(), cpus=worker_cpus) if workers > 0 else None,
         **extra,
     )
 

@@ -17,6 +17,7 @@ import time
 import traceback
 from typing import Any
 
+from .. import topology
 from ..errors import InvalidConfig
 from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV
 from ..result import Status, looks_like_oom
@@ -98,6 +99,12 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
     cuda_at_start = bool(torch.cuda.is_initialized())
     task, load, back, meas = spec["task"], spec["loader"], spec["backend"], spec["measure"]
     backend.apply_threads(back["threads"], back["interop_threads"])
+    machine_cores = sorted(os.sched_getaffinity(0))
+    placement = topology.place(back.get("affinity", "none"), machine_cores, back["threads"], int(load["num_workers"]))
+    if placement is not None:
+        topology.pin(placement.compute)  # before any thread starts: they inherit it
+        if back["threads"] is None:
+            torch.set_num_threads(len(placement.compute))  # one compute thread per pinned core
     device = backend.resolve_device(back["device"])
     limit_memory(meas.get("memory_limit_gb"), device.type)
     backend.check_precision(device, back["precision"])
@@ -114,7 +121,8 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
         model.train(training)
         compiled = backend.maybe_compile(model, back["compile"])
         step = make_step(workload, compiled, device, back["precision"], training, task.get("lr") or 0.01)
-        data = loader.make_loader(workload, load, device, training, task.get("epoch_samples"))
+        data = loader.make_loader(workload, load, device, training, task.get("epoch_samples"),
+                                  placement.loader if placement is not None else None)
         non_blocking = bool(load["pin_memory"]) and device.type == "cuda"
         stream = loader.BatchStream(data)
         sync = backend.synchronize(device)
@@ -154,6 +162,9 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
             "build_s": built - imported,
             "measure_s": time.perf_counter() - built,
         }
+        # where the run and its loader workers were allowed to run, as the kernel says
+        result["cpus_allowed_main"] = topology.cpus_allowed()
+        result["cpus_allowed_workers"] = sorted({topology.cpus_allowed(p) or "" for p in memory.tree(os.getpid())[1:]})
         result["epoch_samples"] = len(data.dataset)
         result["stored_samples"] = len(workload.dataset)
         if load["num_workers"] > 0 and not load["persistent_workers"] and not timings.pruned:
@@ -181,6 +192,9 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
     result["peak_rss_mb"] = peak.peak_bytes / 2**20
     result["process_threads_peak"] = peak.peak_threads
     result["cuda_initialized_at_start"] = cuda_at_start
+    result["affinity"] = back.get("affinity", "none")
+    with open("/proc/self/maps") as maps:
+        result["allocator"] = topology.allocator_in_maps(maps.read())  # mapped, so in effect
     result["dataloader_processes"] = peak.peak_workers
     result["cuda_max_allocated_mb"] = (
         torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
@@ -192,7 +206,7 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
     result["tf32_in_effect"] = bool(torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32)
     # the sweep learns from the workload itself whether channels_last means anything
     result["convolutional"] = bool(workload.convolutional)
-    result["fingerprint"] = fingerprint(device)
+    result["fingerprint"] = fingerprint(device, len(machine_cores))
     return result
 
 

@@ -8,7 +8,9 @@ from collections.abc import Mapping
 from typing import Any
 
 _DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}
-_LOADER_ARGS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+_LOADER_ARGS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "in_order",
+                "multiprocessing_context")
+_LIBRARIES = {"jemalloc": "libjemalloc.so.2", "tcmalloc": "libtcmalloc_minimal.so.4"}
 
 
 def _threads(knobs: Mapping[str, Any]) -> list[str]:
@@ -21,6 +23,22 @@ def _threads(knobs: Mapping[str, Any]) -> list[str]:
         n = knobs["backend.interop_threads"]
         lines.append("# torch.set_num_interop_threads: PyTorch's default" if n is None else
                      f"torch.set_num_interop_threads({n})  # once, before any parallel work")
+    return lines
+
+
+def _topology(knobs: Mapping[str, Any]) -> list[str]:
+    lines = []
+    affinity = knobs.get("backend.affinity")
+    if affinity in ("compact", "spread"):
+        where = "the first cores" if affinity == "compact" else "cores spaced evenly over the machine"
+        lines.append(f"os.sched_setaffinity(0, compute_cores)  # {affinity}: one per compute thread on {where}, "
+                     "before torch starts its threads; workers on the rest in worker_init_fn")
+    elif "backend.affinity" in knobs:
+        lines.append("# CPU affinity: none (the OS places threads and workers)")
+    if "backend.allocator" in knobs:
+        allocator = knobs["backend.allocator"]
+        lines.append(f"# start with LD_PRELOAD={_LIBRARIES[allocator]} python train.py" if allocator in _LIBRARIES
+                     else "# allocator: glibc's (no LD_PRELOAD)")
     return lines
 
 
@@ -77,9 +95,9 @@ def script_lines(knobs: Mapping[str, Any], device: str) -> list[str]:
     """The lines of a training script that set these knobs, in the order a script sets them."""
     known = {*(f"loader.{a}" for a in _LOADER_ARGS), "backend.threads", "backend.interop_threads",
              "backend.cudnn_benchmark", "backend.tf32", "backend.channels_last", "backend.compile",
-             "backend.precision"}
+             "backend.precision", "backend.affinity", "backend.allocator"}
     others = [f"# {key} = {value!r}" for key, value in sorted(knobs.items()) if key not in known]
-    return [*_threads(knobs), *_flags(knobs), *_loader(knobs, device), *_model(knobs),
+    return [*_topology(knobs), *_threads(knobs), *_flags(knobs), *_loader(knobs, device), *_model(knobs),
             *_precision(knobs, device), *others]
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from .. import topology
 from ..protocol import thread_env
 from ..result import RunResult
 from ..validation import check_config
@@ -36,6 +37,14 @@ def preload_modules(task: Mapping[str, Any]) -> list[str]:
     return [factory] if ":" in factory else []
 
 
+def allocator_env(spec: Mapping[str, Any]) -> dict[str, str]:
+    """LD_PRELOAD for backend.allocator (before anything the run already preloads)."""
+    library = topology.allocator_library(str(spec["backend"].get("allocator", "default")))
+    if library is None:
+        return {}
+    return {"LD_PRELOAD": " ".join(p for p in (library, os.environ.get("LD_PRELOAD", "")) if p)}
+
+
 def checked_spec(cfg: DictConfig) -> dict[str, Any]:
     """The worker spec, or ConfigError naming the first bad value."""
     spec = worker_spec(cfg)
@@ -52,15 +61,22 @@ def measure_spec(
 ) -> RunResult:
     """Measure a checked spec; the result says what the run ended as
     (ok, oom, timeout, crash, error, invalid, pruned, interrupted); never raises for the child's sake."""
+    isolation, note, preloaded = str(spec["measure"].get("isolation", "spawn")), None, allocator_env(spec)
+    if preloaded and isolation == "fork":
+        isolation = "spawn"
+        note = (f"spawned: backend.allocator={spec['backend']['allocator']} is preloaded (LD_PRELOAD) when a "
+                "process starts, which a fork cannot do")
     result = run_isolated(
         spec,
         timeout_s=float(spec["measure"]["timeout_s"]),
         log_path=out_dir / WORKER_LOG,
-        env={**thread_env(spec["backend"]["threads"]), **(env or {})},
+        env={**thread_env(spec["backend"]["threads"]), **preloaded, **(env or {})},
         on_event=on_event,
-        isolation=str(spec["measure"].get("isolation", "spawn")),
+        isolation=isolation,
         preload=preload_modules(spec["task"]),
     )
+    if note:
+        result.figures["isolation_note"] = note
     result.config = {k: spec[k] for k in ("task", "loader", "backend")}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / RESULT_FILE).write_text(json.dumps(result.to_dict(), indent=2, default=str) + "\n")

@@ -29,6 +29,10 @@ def describe_config(cfg: Mapping[str, Any]) -> str:
     ]
     if b["channels_last"]:
         parts.append("channels_last")
+    if b.get("affinity", "none") != "none":
+        parts.append(f"affinity {b['affinity']}")
+    if b.get("allocator", "default") != "default":
+        parts.append(b["allocator"])
     if str(b["compile"]) not in ("off", "False"):
         parts.append(f"compile={b['compile']}")
     return ", ".join(parts)

@@ -52,6 +52,7 @@ MEMORY_NEUTRAL = {
     "loader.pin_memory",
     "backend.threads",
     "backend.interop_threads",
+    "backend.affinity",
     "backend.cudnn_benchmark",
     "backend.tf32",
 }
