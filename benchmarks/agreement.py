@@ -1,6 +1,6 @@
 """Issue 2, benchmarks 1 and 2; issue 10, benchmark 1; issue 9, benchmark 3: does sweeper report
 what a hand-written loop measures, with forked and with spawned runs, and what does a run cost
-besides measuring?  python benchmarks/agreement.py [rounds]
+besides measuring?  python benchmarks/agreement.py [rounds] [name filter, e.g. default]
 
 sweeper runs with its default measurement (steady warm-up, windows until 3% precision), once
 forked from a zygote and once spawned; the hand loop in a fresh process; interleaved
@@ -50,12 +50,14 @@ def hand_run(batch: int, workers: int, persistent: bool) -> float:
 
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    only = sys.argv[2] if len(sys.argv) > 2 else ""  # e.g. "default": the configurations whose name has it
+    configs = {name: cfg for name, cfg in CONFIGS.items() if only in name}
     tmp = Path(tempfile.mkdtemp())
-    ours: dict[str, dict[str, list[float]]] = {i: {k: [] for k in CONFIGS} for i in ISOLATIONS}
-    hand: dict[str, list[float]] = {k: [] for k in CONFIGS}
+    ours: dict[str, dict[str, list[float]]] = {i: {k: [] for k in configs} for i in ISOLATIONS}
+    hand: dict[str, list[float]] = {k: [] for k in configs}
     runs: dict[str, list[dict]] = {i: [] for i in ISOLATIONS}
     for r in range(rounds):
-        for name, (batch, workers, persistent) in CONFIGS.items():
+        for name, (batch, workers, persistent) in configs.items():
             for isolation in ISOLATIONS:
                 result = sweeper_run(batch, workers, persistent, isolation,
                                      tmp / f"{r}-{batch}-{workers}-{persistent}-{isolation}")
@@ -66,7 +68,7 @@ def main() -> None:
     print("| configuration | hand loop samples/s | forked: samples/s, ratio (per-round min-max) | "
           "spawned: samples/s, ratio (per-round min-max) |")
     print("|---|---:|---:|---:|")
-    for name in CONFIGS:
+    for name in configs:
         b = statistics.median(hand[name])
         cells = []
         for isolation in ISOLATIONS:

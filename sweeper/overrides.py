@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 # Config groups of conf/: an override `task=x` selects an option, it does not set a value.
-GROUPS = ("task", "loader", "backend", "measure")
+GROUPS = ("task", "loader", "backend", "measure", "train")
 # Per-run overrides the sweeper itself adds; a winner does not carry them.
 SWEEP_ONLY = ("measure.prune_below", "measure.race", "measure.timeout_s")
 

@@ -75,7 +75,7 @@ METRIC_KEYS = (
     "epoch_restart_s", "epoch_samples", "cpu_util_main_pct", "cpu_util_workers_pct", "gpu_util_pct",
     "gpu_mem_util_pct", "gpu_power_w", "gpu_power_cap_w", "device_busy_fraction", "device_step_time_p50_ms",
     "samples_per_sec_ci_low", "samples_per_sec_ci_high", "stopped", "warmup_steady", "samples_per_sec_steady",
-    "isolation", "isolation_note",
+    "isolation", "isolation_note", "grad_accum_steps", "effective_batch", "affinity", "allocator",
 )
 # what the parent adds to the child's figures; result.json holds all of it, flat
 _RUN_FIELDS = ("status", "reason", "fingerprint", "wall_s", "started_at", "ended_at", "log", "config", "job_dir")

@@ -57,6 +57,32 @@ def _check_existing_path(name: str, value: Any) -> None:
         raise ConfigError(f"{name}={value!r} does not exist: give an existing path or null.")
 
 
+def grad_accum_steps(train: Mapping[str, Any] | None, batch_size: int) -> int:
+    """Micro-batches per optimizer step: derived from train.effective_batch when it is set."""
+    train = train or {}
+    if train.get("effective_batch"):
+        return int(train["effective_batch"]) // batch_size
+    return int(train.get("grad_accum_steps") or 1)
+
+
+def _check_train(cfg: Mapping[str, Any]) -> None:
+    train, batch = cfg.get("train") or {}, cfg["loader"]["batch_size"]
+    accum, effective = train.get("grad_accum_steps", 1), train.get("effective_batch")
+    _check_int("train.grad_accum_steps", accum, 1)
+    _check_int("train.effective_batch", effective, 1, allow_none=True)
+    if (accum > 1 or effective is not None) and cfg["task"].get("mode") != "train":
+        raise ConfigError(f"train.grad_accum_steps={accum} / train.effective_batch={effective} need task.mode=train "
+                          f"(got {cfg['task'].get('mode')!r}): leave them at 1 / null for inference.")
+    if effective is None:
+        return
+    if effective % batch:
+        raise ConfigError(f"train.effective_batch={effective} is not a multiple of loader.batch_size={batch}: "
+                          "pick a batch size that divides it.")
+    if accum not in (1, effective // batch):
+        raise ConfigError(f"train.grad_accum_steps={accum} disagrees with train.effective_batch={effective} / "
+                          f"loader.batch_size={batch} = {effective // batch}: set only one of them.")
+
+
 def check_config(cfg: Mapping[str, Any]) -> None:
     """Raise ConfigError naming the first bad value and what is allowed."""
     task, loader, backend, measure = cfg["task"], cfg["loader"], cfg["backend"], cfg["measure"]
@@ -75,6 +101,7 @@ def check_config(cfg: Mapping[str, Any]) -> None:
         _check_existing_path(f"task.{key}", task.get(key))
 
     _check_int("loader.batch_size", loader["batch_size"], 1)
+    _check_train(cfg)
     _check_int("loader.num_workers", loader["num_workers"], 0)
     _check_int("loader.prefetch_factor", loader["prefetch_factor"], 1, allow_none=True)
     if loader["num_workers"] == 0 and loader["prefetch_factor"] is not None:

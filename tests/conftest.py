@@ -19,6 +19,7 @@ TINY = [
     "measure.warmup_steps=1",
     "measure.windows=2",
     "measure.window_s=0.3",
+    "measure.warmup_max_s=1",  # steady or not, at most a second of warm-up
 ]
 
 

@@ -290,3 +290,28 @@ def test_racing_prunes_a_clearly_worse_trial_and_measures_a_close_one_longer():
     alone = timing.measure(lambda: None, alone_step, lambda b: 1, lambda: None, timing.Rule(**ADAPTIVE),
                            clock=alone_clock)
     assert alone.stopped == "precise" and len(alone.window_samples_per_sec) < 20
+
+
+def test_gradient_accumulation_makes_the_step_of_the_whole_batch():
+    import torch
+    from torch import nn
+
+    from sweeper.measure.steps import make_step
+    from sweeper.measure.workload import Workload
+
+    def trained(accum: int) -> torch.Tensor:
+        torch.manual_seed(0)
+        model = nn.Linear(4, 1)
+        workload = Workload(model=model, dataset=None, loss_fn=nn.functional.mse_loss,
+                            optimizer_fn=lambda ps: torch.optim.SGD(ps, lr=0.1))
+        step = make_step(workload, model, torch.device("cpu"), "fp32", True, 0.1, accum)
+        g = torch.Generator().manual_seed(1)
+        inputs, targets = torch.randn(64, 4, generator=g), torch.randn(64, 1, generator=g)
+        if accum == 1:
+            step((inputs, targets))
+        else:
+            step([(x, y) for x, y in zip(inputs.chunk(accum), targets.chunk(accum))])
+        return model.weight.detach().clone()
+
+    # 4 micro-batches of 16, gradients summed at 1/4 each: the update of one batch of 64
+    assert torch.allclose(trained(4), trained(1), atol=1e-6)

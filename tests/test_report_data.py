@@ -257,3 +257,15 @@ def test_noisy_top_two_say_how_many_rounds_would_separate_them():
     # quiet rounds need no note
     quiet = {**noisy, "rounds": {**noisy["rounds"], "1": [1200.0, 1210.0, 1190.0]}}
     assert separation_note(quiet) is None
+
+
+def test_a_held_effective_batch_says_the_optimizer_sees_the_same():
+    from sweeper.report.data import batch_note
+
+    baseline, winner = make(0, 64, 1000.0, baseline=True), make(1, 256, 2000.0)
+    assert "scale the learning rate" in batch_note(baseline, winner)
+    for trial, accum in ((baseline, 4), (winner, 1)):
+        trial.user_attrs["metrics"].update({"effective_batch": 256, "grad_accum_steps": accum})
+    assert batch_note(baseline, winner) == ("The winner runs batch 256 instead of 64 with 1 gradient accumulation "
+                                            "step(s): the effective batch stays 256, so the optimizer sees what it "
+                                            "saw before.")

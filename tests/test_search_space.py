@@ -117,3 +117,19 @@ def test_cpu_placement_and_allocator_evidence():
     assert place("none", [0, 1], 1, 1) is None
     maps = "7f00-7f10 r-xp 00000000 08:01 123 /usr/lib/x86_64-linux-gnu/libjemalloc.so.2\n"
     assert allocator_in_maps(maps) == "jemalloc" and allocator_in_maps("libc.so.6") == "default"
+
+
+def test_an_effective_batch_keeps_only_the_batch_sizes_that_divide_it():
+    from optuna.distributions import IntDistribution
+
+    from sweeper.errors import ConfigError
+
+    space = {"loader.batch_size": CategoricalDistribution([32, 64, 96, 128, 512]),
+             "backend.threads": CategoricalDistribution([1, 2])}
+    held = ss.hold_effective_batch(space, 256)
+    assert held["loader.batch_size"].choices == (32, 64, 128) and held["backend.threads"] is space["backend.threads"]
+    ranged = ss.hold_effective_batch({"loader.batch_size": IntDistribution(16, 80, step=16)}, 96)
+    assert ranged["loader.batch_size"].choices == (16, 32, 48)
+    assert ss.hold_effective_batch(space, None) is space
+    with pytest.raises(ConfigError, match="train.effective_batch=100: no loader.batch_size of the search space"):
+        ss.hold_effective_batch({"loader.batch_size": CategoricalDistribution([64, 128])}, 100)

@@ -10,6 +10,7 @@ from sweeper.errors import ConfigError
 from sweeper.validation import check_config
 
 GOOD = {
+    "train": {"grad_accum_steps": 1, "effective_batch": None},
     "task": {"name": "mnist_mlp", "factory": "tasks.mnist_mlp:build", "mode": "train", "root": None},
     "loader": {"batch_size": 64, "num_workers": 0, "pin_memory": False, "prefetch_factor": None,
                "persistent_workers": False},
@@ -22,6 +23,9 @@ GOOD = {
 
 def with_(path: str, value):
     cfg = copy.deepcopy(GOOD)
+    if "." not in path:
+        cfg[path] = value
+        return cfg
     group, key = path.split(".")
     cfg[group][key] = value
     return cfg
@@ -30,6 +34,22 @@ def with_(path: str, value):
 def test_good_config_passes():
     check_config(GOOD)
     check_config(with_("backend.compile", False))  # YAML's `off`
+
+
+def test_accumulation_agrees_with_the_effective_batch_and_needs_training():
+    from sweeper.validation import grad_accum_steps
+
+    check_config(with_("train", {"grad_accum_steps": 1, "effective_batch": 256}))
+    assert grad_accum_steps({"grad_accum_steps": 1, "effective_batch": 256}, 64) == 4
+    assert grad_accum_steps({"grad_accum_steps": 3, "effective_batch": None}, 64) == 3
+    assert grad_accum_steps(None, 64) == 1
+    with pytest.raises(ConfigError, match=r"train.grad_accum_steps=2 disagrees with train.effective_batch=256 / "
+                                          r"loader.batch_size=64 = 4: set only one of them."):
+        check_config(with_("train", {"grad_accum_steps": 2, "effective_batch": 256}))
+    inference = with_("task.mode", "inference")
+    inference["train"] = {"grad_accum_steps": 4, "effective_batch": None}
+    with pytest.raises(ConfigError, match="need task.mode=train"):
+        check_config(inference)
 
 
 def test_a_missing_allocator_is_one_line_naming_the_package(monkeypatch):
@@ -65,6 +85,10 @@ def test_a_missing_allocator_is_one_line_naming_the_package(monkeypatch):
                      "loader.num_workers > 0", id="mp-context-no-workers"),
         pytest.param("backend.affinity", "numa", "backend.affinity='numa' is invalid: expected one of none, compact, "
                      "spread", id="affinity"),
+        pytest.param("train.effective_batch", 100, "train.effective_batch=100 is not a multiple of loader.batch_size=64",
+                     id="effective-batch"),
+        pytest.param("train.grad_accum_steps", 0, "train.grad_accum_steps=0 is invalid: expected an integer >= 1",
+                     id="accum0"),
         pytest.param("measure.sync", "never", "measure.sync='never' is invalid: expected one of window, step", id="sync"),
         pytest.param("task.epoch_samples", 0, "task.epoch_samples=0 is invalid: expected an integer >= 1 or null",
                      id="epoch-samples"),

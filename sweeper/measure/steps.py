@@ -19,8 +19,11 @@ def make_step(
     precision: str,
     training: bool,
     lr: float,
+    accum: int = 1,
 ) -> Callable[[Any], None]:
-    """Return step(batch) for a batch already on the device."""
+    """Return step(batch) for a batch already on the device; with `accum` > 1, step(batches)
+    for a list of that many micro-batches: their gradients summed (each loss scaled by 1/accum),
+    then one optimizer step, as gradient accumulation is written."""
     if not training:
         def infer(batch: Any) -> None:
             inputs = batch[0]
@@ -39,17 +42,30 @@ def make_step(
     scaler = backend.grad_scaler(device, precision, training)
     loss_fn = workload.loss_fn
 
-    def train(batch: Any) -> None:
+    def backward(batch: Any, scale: float) -> None:
         inputs, targets = batch[0], batch[1]
         with backend.autocast(device, precision):
             loss = loss_fn(model(inputs), targets)
-        optimizer.zero_grad(set_to_none=True)
+        if scale != 1.0:
+            loss = loss * scale
+        (scaler.scale(loss) if scaler is not None else loss).backward()
+
+    def optimizer_step() -> None:
         if scaler is not None:
-            scaler.scale(loss).backward()
             scaler.step(optimizer)
             scaler.update()
         else:
-            loss.backward()
             optimizer.step()
 
-    return train
+    def train(batch: Any) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        backward(batch, 1.0)
+        optimizer_step()
+
+    def train_accumulated(batches: list[Any]) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        for micro in batches:
+            backward(micro, 1.0 / accum)
+        optimizer_step()
+
+    return train if accum == 1 else train_accumulated

@@ -19,6 +19,7 @@ from typing import Any
 
 from .. import topology
 from ..errors import InvalidConfig
+from ..validation import grad_accum_steps
 from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV
 from ..result import Status, looks_like_oom
 from .lifeline import die_with_parent
@@ -120,7 +121,8 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
             model = model.to(memory_format=torch.channels_last)
         model.train(training)
         compiled = backend.maybe_compile(model, back["compile"])
-        step = make_step(workload, compiled, device, back["precision"], training, task.get("lr") or 0.01)
+        accum = grad_accum_steps(spec.get("train"), int(load["batch_size"])) if training else 1
+        step = make_step(workload, compiled, device, back["precision"], training, task.get("lr") or 0.01, accum)
         data = loader.make_loader(workload, load, device, training, task.get("epoch_samples"),
                                   placement.loader if placement is not None else None)
         non_blocking = bool(load["pin_memory"]) and device.type == "cuda"
@@ -131,9 +133,14 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
             gpu = utilization.nvml_monitor(_cuda_uuid(torch, device))
             monitors += [gpu] if gpu is not None else []
 
-        def next_batch() -> Any:
-            batch = stream()
-            return loader.to_device(batch, device, non_blocking, back["channels_last"])
+        def next_micro_batch() -> Any:
+            return loader.to_device(stream(), device, non_blocking, back["channels_last"])
+
+        def next_batch() -> Any:  # with accumulation: the micro-batches of one optimizer step
+            return next_micro_batch() if accum == 1 else [next_micro_batch() for _ in range(accum)]
+
+        def samples_of(batch: Any) -> int:
+            return loader.batch_size_of(batch) if accum == 1 else sum(map(loader.batch_size_of, batch))
 
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
@@ -143,7 +150,7 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
         timings = timing.measure(
             next_batch,
             step,
-            loader.batch_size_of,
+            samples_of,
             sync,
             rule,
             sync_every_step=meas.get("sync", "window") == "step",
@@ -165,6 +172,10 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
         # where the run and its loader workers were allowed to run, as the kernel says
         result["cpus_allowed_main"] = topology.cpus_allowed()
         result["cpus_allowed_workers"] = sorted({topology.cpus_allowed(p) or "" for p in memory.tree(os.getpid())[1:]})
+        # what the optimizer saw: samples/sec counts samples of optimizer progress either way
+        result["grad_accum_steps"] = accum
+        result["effective_batch"] = int(load["batch_size"]) * accum
+        result["nproc_per_node"] = 1
         result["epoch_samples"] = len(data.dataset)
         result["stored_samples"] = len(workload.dataset)
         if load["num_workers"] > 0 and not load["persistent_workers"] and not timings.pruned:
@@ -179,7 +190,7 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
             bound = timing.measure(
                 lambda: held,
                 step,
-                loader.batch_size_of,
+                samples_of,
                 sync,
                 dataclasses.replace(rule, warmup_steps=1, prune_below=None, race=None),
                 sync_every_step=meas.get("sync", "window") == "step",

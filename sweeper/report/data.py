@@ -142,6 +142,10 @@ def batch_note(baseline: FrozenTrial | None, winner: FrozenTrial | None) -> str 
     before, after = config_of(baseline).get("loader.batch_size"), config_of(winner).get("loader.batch_size")
     if not before or not after or before == after:
         return None
+    held = TrialRecord.of(winner).metrics.get("effective_batch")
+    if held and held == TrialRecord.of(baseline).metrics.get("effective_batch"):
+        return (f"The winner runs batch {after} instead of {before} with {held // after} gradient accumulation "
+                f"step(s): the effective batch stays {held}, so the optimizer sees what it saw before.")
     return (f"The winner trains with batch {after} instead of {before}: the optimizer sees a different batch, so "
             f"scale the learning rate with it (the linear scaling rule, x{after / before:g}, is the usual start) "
             "or keep the effective batch with gradient accumulation.")

@@ -24,7 +24,7 @@ def worker_spec(cfg: DictConfig) -> dict[str, Any]:
     """The plain-data part of the config the worker needs (no Hydra node)."""
     spec: dict[str, Any] = {
         key: OmegaConf.to_container(cfg[key], resolve=True)
-        for key in ("task", "loader", "backend", "measure")
+        for key in ("task", "loader", "backend", "measure", "train") if key in cfg
     }
     spec["cwd"] = os.getcwd()
     return spec
@@ -77,7 +77,7 @@ def measure_spec(
     )
     if note:
         result.figures["isolation_note"] = note
-    result.config = {k: spec[k] for k in ("task", "loader", "backend")}
+    result.config = {k: spec[k] for k in ("task", "loader", "backend", "train") if k in spec}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / RESULT_FILE).write_text(json.dumps(result.to_dict(), indent=2, default=str) + "\n")
     return result

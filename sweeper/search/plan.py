@@ -148,6 +148,8 @@ def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Com
                           "the CUDA libraries need far more of than they use: set measure.memory_limit_gb=null on a GPU.")
     params = {**preset_params(base, compose, fixed, machine.device), **(settings.params or {}), **swept}
     space = sp.build_space(params)
+    if own_app:
+        space = sp.hold_effective_batch(space, OmegaConf.select(base, "train.effective_batch", default=None))
     check_space(base, space, own_app)
     workload = workload_label(base) if own_app else app_name
     space = sp.restrict_to_machine(space, sp.Context(cuda=machine.cuda, bf16=machine.bf16, convolutional=None,

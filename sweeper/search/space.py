@@ -143,6 +143,25 @@ def restrict_to_machine(space: dict[str, BaseDistribution], ctx: Context) -> dic
     return {k: v for k, v in out.items() if not (isinstance(v, CategoricalDistribution) and len(v.choices) < 2)}
 
 
+def hold_effective_batch(space: dict[str, BaseDistribution], effective: int | None) -> dict[str, BaseDistribution]:
+    """With train.effective_batch set, only batch sizes that divide it are sampled (gradient
+    accumulation makes up the rest), so no configuration changes what the optimizer sees."""
+    dist = space.get("loader.batch_size")
+    if not effective or dist is None:
+        return space
+    if isinstance(dist, CategoricalDistribution):
+        values = list(dist.choices)
+    elif isinstance(dist, IntDistribution) and not dist.log:
+        values = list(range(dist.low, dist.high + 1, dist.step))
+    else:
+        values = [v for v in (2**i for i in range(31)) if contains(dist, v)]  # a log range: its powers of two
+    kept = [v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0 and effective % v == 0]
+    if not kept:
+        raise ConfigError(f"train.effective_batch={effective}: no loader.batch_size of the search space divides it "
+                          f"({', '.join(map(str, values[:10]))}): search batch sizes that divide it.")
+    return {**space, "loader.batch_size": CategoricalDistribution(kept)}
+
+
 def include_value(dist: BaseDistribution, value: Any) -> BaseDistribution:
     """Widen a distribution so it holds `value` (the baseline is a point of the space)."""
     if isinstance(dist, CategoricalDistribution):
