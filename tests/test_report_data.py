@@ -269,3 +269,14 @@ def test_a_held_effective_batch_says_the_optimizer_sees_the_same():
     assert batch_note(baseline, winner) == ("The winner runs batch 256 instead of 64 with 1 gradient accumulation "
                                             "step(s): the effective batch stays 256, so the optimizer sees what it "
                                             "saw before.")
+
+
+def test_why_counts_the_workers_asked_for_not_the_helper_processes():
+    from sweeper.report.why import breakdown
+
+    trial = make(7, 64, 900.0, wait=0.6)
+    trial.params["loader.num_workers"] = 1
+    trial.user_attrs["knobs"]["loader.num_workers"] = 1
+    # forkserver: the server, the resource tracker and the worker are 3 processes under the run
+    trial.user_attrs["metrics"]["dataloader_processes"] = 3
+    assert "more loader workers (1 now, 2 cores)" in breakdown("t", trial).verdict

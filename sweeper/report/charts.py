@@ -85,7 +85,7 @@ def breakdown_chart(rows: Sequence[StepBreakdown]) -> str:
         ax.text(r.step_ms, i, f" {r.step_ms:.1f} ms, {r.wait_fraction:.0%} waiting", va="center", fontsize=8)
     ax.set_xlabel("time per step (ms)")
     ax.set_xlim(0, max((r.step_ms for r in rows), default=1) * 1.45)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False)  # clear of the bars' labels
     return to_svg(fig)
 
 

@@ -84,7 +84,9 @@ def breakdown(label: str, trial: FrozenTrial) -> StepBreakdown | None:
     wait = waiting_share(host_wait, metrics.get("device_busy_fraction"))
     # mean step time from throughput when the batch is known, else the median step
     step_ms = 1e3 * batch / sps if batch else float(metrics.get("step_time_p50_ms", 0.0))
-    workers = metrics.get("dataloader_processes")
+    # the workers the trial asked for; the processes counted under it also hold a fork server's
+    # or spawn's helpers, so they are the fallback only
+    workers = config_of(trial).get("loader.num_workers", metrics.get("dataloader_processes"))
     text = verdict(wait, workers=int(workers) if workers is not None else None,
                    cores=record.fingerprint.get("cpus_available"), data_path_cost=metrics.get("data_path_cost"))
     return StepBreakdown(
