@@ -2,9 +2,9 @@
 what a hand-written loop measures, with forked and with spawned runs, and what does a run cost
 besides measuring?  python benchmarks/agreement.py [rounds] [name filter, e.g. default]
 
-sweeper runs with its default measurement (steady warm-up, windows until 3% precision), once
-forked from a zygote and once spawned; the hand loop in a fresh process; interleaved
-(fork, spawn, hand, fork, spawn, hand, ...), same workload.
+sweeper runs with its default measurement (steady warm-up, windows until the precision), once
+forked from a zygote and once spawned; the hand loop in a fresh process; interleaved, the
+order rotated each round (fork spawn hand, spawn hand fork, hand fork spawn), same workload.
 """
 
 from __future__ import annotations
@@ -58,12 +58,16 @@ def main() -> None:
     runs: dict[str, list[dict]] = {i: [] for i in ISOLATIONS}
     for r in range(rounds):
         for name, (batch, workers, persistent) in configs.items():
-            for isolation in ISOLATIONS:
-                result = sweeper_run(batch, workers, persistent, isolation,
-                                     tmp / f"{r}-{batch}-{workers}-{persistent}-{isolation}")
-                ours[isolation][name].append(result["samples_per_sec"])
-                runs[isolation].append(result)
-            hand[name].append(hand_run(batch, workers, persistent))
+            # the order rotates each round (fork spawn hand, spawn hand fork, ...): position
+            # effects of this VM fall on each in turn
+            members = [*ISOLATIONS, "hand"]
+            for who in members[r % len(members):] + members[:r % len(members)]:
+                if who == "hand":
+                    hand[name].append(hand_run(batch, workers, persistent))
+                    continue
+                result = sweeper_run(batch, workers, persistent, who, tmp / f"{r}-{batch}-{workers}-{persistent}-{who}")
+                ours[who][name].append(result["samples_per_sec"])
+                runs[who].append(result)
     print(f"agreement, median of {rounds} interleaved rounds (sweeper's default measurement; hand loop {HAND_S:g} s):")
     print("| configuration | hand loop samples/s | forked: samples/s, ratio (per-round min-max) | "
           "spawned: samples/s, ratio (per-round min-max) |")
