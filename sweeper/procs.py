@@ -41,12 +41,17 @@ def tree(pid: int) -> list[int]:
     return found
 
 
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
 @dataclass(frozen=True)
 class Stat:
     state: str  # "R", "S", "Z", ...
     ppid: int
     pgrp: int
     session: int
+    cpu_s: float = 0.0  # user + system time of the process, all its threads
+    reaped_cpu_s: float = 0.0  # of its children it has waited for
 
 
 def stat(pid: int) -> Stat | None:
@@ -57,7 +62,9 @@ def stat(pid: int) -> Stat | None:
     except OSError:
         return None
     fields = text[text.rindex(")") + 2:].split()  # the name may hold spaces and parentheses
-    return Stat(state=fields[0], ppid=int(fields[1]), pgrp=int(fields[2]), session=int(fields[3]))
+    return Stat(state=fields[0], ppid=int(fields[1]), pgrp=int(fields[2]), session=int(fields[3]),
+                cpu_s=(int(fields[11]) + int(fields[12])) / _TICKS,
+                reaped_cpu_s=(int(fields[13]) + int(fields[14])) / _TICKS)
 
 
 def environ_has(pid: int, entry: str) -> bool:

@@ -7,6 +7,8 @@ an inherited pipe whose number is in $SWEEPER_EVENT_FD; the child writes JSON li
 
 from __future__ import annotations
 
+import os
+
 EVENT_FD_ENV = "SWEEPER_EVENT_FD"
 # the parent's pid: the child dies with it, and at once if it is already gone
 PARENT_PID_ENV = "SWEEPER_PARENT_PID"
@@ -19,6 +21,11 @@ ZYGOTE_MODULE = "sweeper.measure.zygote"
 ZYGOTE_FD_ENV = "SWEEPER_ZYGOTE_FD"
 # fixed before torch is imported in the child: OpenMP/MKL read them once
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def pythonpath_with_cwd() -> str:
+    """PYTHONPATH for a child that must import the user's modules from where sweeper runs."""
+    return os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p)
 
 
 def thread_env(threads: int | None) -> dict[str, str]:

@@ -115,6 +115,20 @@ class Rule:
     prune_below: float | None = None
     race: tuple[float, float] | None = None
 
+    @classmethod
+    def of(cls, measure: dict[str, Any], workers: int = 0) -> Rule:
+        """measure.* as a Rule. Warm-up lasts at least two batches per loader worker, so that
+        every worker has started (forkserver and spawn workers start one after another,
+        seconds each) before a steady rate can be declared."""
+        race = measure.get("race")
+        return cls(
+            warmup_s=measure["warmup_s"], warmup_steps=max(measure["warmup_steps"], 2 * workers),
+            max_windows=measure["windows"], window_s=measure["window_s"], warmup_max_s=measure.get("warmup_max_s"),
+            steady_tol=measure.get("steady_tol", 0.05), min_windows=measure.get("min_windows") or measure["windows"],
+            rel_precision=measure.get("rel_precision"), prune_below=measure.get("prune_below"),
+            race=(float(race[0]), float(race[1])) if race else None,
+        )
+
 
 def _step_once(next_batch: Callable[[], Any], step: Callable[[Any], None], clock: Callable[[], float],
                step_timer: StepTimer | None) -> tuple[Any, float, float, float]:
@@ -147,9 +161,7 @@ def _warm_up(t: Timings, rule: Rule, next_batch: Callable[[], Any], step: Callab
         now = clock()
         if t.warmup_steps < rule.warmup_steps or now - start < rule.warmup_s:
             continue
-        if rule.warmup_max_s is None:
-            break
-        if now - start >= rule.warmup_max_s:
+        if rule.warmup_max_s is None or now - start >= rule.warmup_max_s:
             break
         if block_steps and now - block_start >= rule.window_s / 2:
             sync()
@@ -173,12 +185,11 @@ def _verdict(rates: list[float], rule: Rule) -> str | None:
     low, high = mean_interval(rates)
     if rule.race is not None and n >= 2 and high < rule.race[0]:
         return "raced"
-    mean = (low + high) / 2
-    precise = rule.rel_precision is None or (high - low) / 2 <= rule.rel_precision * mean
+    if rule.rel_precision is None:
+        return None
+    precise = (high - low) / 2 <= rule.rel_precision * (low + high) / 2
     contending = rule.race is not None and not (low > rule.race[1] or high < rule.race[0])
-    if rule.rel_precision is not None and precise and not contending:
-        return "precise"
-    return None
+    return "precise" if precise and not contending else None
 
 
 def measure(

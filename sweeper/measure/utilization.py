@@ -13,33 +13,15 @@ from typing import Any
 
 from .. import procs
 
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def _stat_fields(pid: int) -> list[str]:
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()
-
-
 def cpu_seconds(pid: int) -> tuple[float, float]:
     """(CPU seconds of pid itself, of its descendants: the live ones plus those it has reaped).
     A worker that exits inside the measurement moves from the live sum into pid's own
     cutime/cstime when it is joined, so differences of these counters stay whole."""
-    try:
-        own = _stat_fields(pid)
-    except OSError:
+    own = procs.stat(pid)
+    if own is None:
         return 0.0, 0.0
-    # after the command name: state is field 0, utime 11, stime 12, cutime 13, cstime 14
-    main = (int(own[11]) + int(own[12])) / _TICKS
-    reaped = (int(own[13]) + int(own[14])) / _TICKS
-    live = 0.0
-    for child in procs.tree(pid)[1:]:
-        try:
-            fields = _stat_fields(child)
-        except OSError:
-            continue  # exited between the listing and the read
-        live += (int(fields[11]) + int(fields[12])) / _TICKS
-    return main, reaped + live
+    live = [procs.stat(child) for child in procs.tree(pid)[1:]]
+    return own.cpu_s, own.reaped_cpu_s + sum(s.cpu_s for s in live if s is not None)
 
 
 class CpuMonitor:

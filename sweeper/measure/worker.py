@@ -23,6 +23,7 @@ from ..validation import grad_accum_steps
 from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV
 from ..result import Status, looks_like_oom
 from .lifeline import die_with_parent
+from .timing import Rule
 
 
 class Events:
@@ -53,22 +54,7 @@ def limit_memory(limit_gb: float | None, device_type: str) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def stopping_rule(meas: dict[str, Any], workers: int = 0) -> Any:
-    """measure.* as a timing.Rule. Warm-up lasts at least two batches per loader worker, so that
-    every worker has started (forkserver and spawn workers start one after another, seconds
-    each) before a steady rate can be declared."""
-    from .timing import Rule
-
-    race = meas.get("race")
-    return Rule(
-        warmup_s=meas["warmup_s"], warmup_steps=max(meas["warmup_steps"], 2 * workers), max_windows=meas["windows"],
-        window_s=meas["window_s"], warmup_max_s=meas.get("warmup_max_s"), steady_tol=meas.get("steady_tol", 0.05),
-        min_windows=meas.get("min_windows") or meas["windows"], rel_precision=meas.get("rel_precision"),
-        prune_below=meas.get("prune_below"), race=(float(race[0]), float(race[1])) if race else None,
-    )
-
-
-def pruned_reason(result: dict[str, Any], rule: Any) -> str:
+def pruned_reason(result: dict[str, Any], rule: Rule) -> str:
     """Both intervals when raced; the floor when below it."""
     own = (f"{result['samples_per_sec_ci_low']:,.1f}-{result['samples_per_sec_ci_high']:,.1f} samples/s "
            f"after {result['windows_measured']} windows")
@@ -128,6 +114,7 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
         non_blocking = bool(load["pin_memory"]) and device.type == "cuda"
         stream = loader.BatchStream(data)
         sync = backend.synchronize(device)
+        sync_every_step = meas.get("sync", "window") == "step"
         monitors: list[timing.Monitor] = [utilization.CpuMonitor()]
         if device.type == "cuda":
             gpu = utilization.nvml_monitor(_cuda_uuid(torch, device))
@@ -145,7 +132,7 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         events.send(event="phase", phase="measure")
-        rule = stopping_rule(meas, int(load["num_workers"]))
+        rule = Rule.of(meas, int(load["num_workers"]))
         built = time.perf_counter()
         timings = timing.measure(
             next_batch,
@@ -153,7 +140,7 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
             samples_of,
             sync,
             rule,
-            sync_every_step=meas.get("sync", "window") == "step",
+            sync_every_step=sync_every_step,
             step_timer=backend.step_timer(device),
             monitors=monitors,
             epochs_started=lambda: stream.epochs_started,
@@ -193,7 +180,7 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
                 samples_of,
                 sync,
                 dataclasses.replace(rule, warmup_steps=1, prune_below=None, race=None),
-                sync_every_step=meas.get("sync", "window") == "step",
+                sync_every_step=sync_every_step,
             ).summary()
             result["compute_bound_samples_per_sec"] = bound["samples_per_sec"]
             result["compute_bound_samples_per_sec_iqr"] = bound["samples_per_sec_iqr"]

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import procs
-from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV, RUN_MARK_ENV, WORKER_MODULE
+from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV, RUN_MARK_ENV, WORKER_MODULE, pythonpath_with_cwd
 from ..result import RunResult, Status
 from .evidence import oom_killed, oom_kills
 from .outcome import classify_exit
@@ -181,9 +181,7 @@ def run_isolated(
     read_fd, write_fd = os.pipe()
     child_env = {**os.environ, **(env or {}), EVENT_FD_ENV: str(write_fd), PARENT_PID_ENV: str(os.getpid()),
                  RUN_MARK_ENV: mark.partition("=")[2]}
-    child_env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p
-    )
+    child_env["PYTHONPATH"] = pythonpath_with_cwd()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     oom_before = oom_kills()
     started = time.monotonic()

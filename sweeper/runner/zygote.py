@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..protocol import PARENT_PID_ENV, THREAD_ENV_VARS, ZYGOTE_FD_ENV, ZYGOTE_MODULE
+from ..protocol import PARENT_PID_ENV, THREAD_ENV_VARS, ZYGOTE_FD_ENV, ZYGOTE_MODULE, pythonpath_with_cwd
 
 # starting the zygote imports torch: generous, it happens once per sweep
 _READY_TIMEOUT_S = 120.0
@@ -135,7 +135,7 @@ def zygote_env() -> dict[str, str]:
     """The fork server's environment: ours, the working directory importable, no per-run
     thread settings (each trial applies its own)."""
     env = {k: v for k, v in os.environ.items() if k not in THREAD_ENV_VARS}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = pythonpath_with_cwd()
     return env
 
 
