@@ -315,3 +315,27 @@ def test_gradient_accumulation_makes_the_step_of_the_whole_batch():
 
     # 4 micro-batches of 16, gradients summed at 1/4 each: the update of one batch of 64
     assert torch.allclose(trained(4), trained(1), atol=1e-6)
+
+
+def test_a_worker_closes_the_event_pipe_only_when_it_inherited_it(monkeypatch):
+    from sweeper.measure import loader
+    from sweeper.protocol import EVENT_FD_ENV
+
+    read_fd, write_fd = os.pipe()
+    other_r, other_w = os.pipe()
+    try:
+        monkeypatch.setenv(EVENT_FD_ENV, str(write_fd))
+        pipe = loader.event_pipe()
+        # a spawned worker holds something else at that number (a shared tensor's file): kept
+        loader.start_worker(0, parent=os.getppid(), pipe=(0, 0))
+        os.fstat(write_fd)
+        monkeypatch.setenv(EVENT_FD_ENV, str(other_w))
+        loader.start_worker(0, parent=os.getppid(), pipe=pipe)
+        os.fstat(other_w)  # not the run's pipe: still open
+        monkeypatch.setenv(EVENT_FD_ENV, str(write_fd))
+        loader.start_worker(0, parent=os.getppid(), pipe=pipe)  # a forked worker: the inherited pipe goes
+        with pytest.raises(OSError):
+            os.fstat(write_fd)
+    finally:
+        for fd in (read_fd, other_r, other_w):
+            os.close(fd)

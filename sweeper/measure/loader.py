@@ -19,7 +19,19 @@ from .lifeline import die_with_ancestor, die_with_parent
 from .workload import Workload
 
 
-def start_worker(worker_id: int, *, parent: int, cpus: tuple[int, ...] | None = None) -> None:
+def event_pipe() -> tuple[int, int] | None:
+    """(device, inode) of the run's event pipe: how a worker tells that the fd number it sees
+    is that pipe, inherited by a fork, and not an unrelated fd a spawned worker holds there."""
+    fd = os.environ.get(EVENT_FD_ENV)
+    try:
+        info = os.fstat(int(fd)) if fd else None
+    except (OSError, ValueError):
+        return None
+    return (info.st_dev, info.st_ino) if info else None
+
+
+def start_worker(worker_id: int, *, parent: int, cpus: tuple[int, ...] | None = None,
+                 pipe: tuple[int, int] | None = None) -> None:
     """In each DataLoader worker: die with the measuring process (not seconds later, when
     torch's watchdog would notice), let go of the run's event pipe, so a worker that outlives
     a crashed run cannot keep the parent waiting for an end of file, and run on the loader's
@@ -31,11 +43,8 @@ def start_worker(worker_id: int, *, parent: int, cpus: tuple[int, ...] | None = 
     else:  # forkserver: the fork server did, and it exits with the measuring process
         die_with_ancestor(parent)
     fd = os.environ.get(EVENT_FD_ENV)
-    if fd:
-        try:
-            os.close(int(fd))
-        except OSError:
-            pass
+    if fd and pipe is not None and event_pipe() == pipe:  # closing another fd there aborts a worker
+        os.close(int(fd))
 
 
 def supports_in_order() -> bool:
@@ -78,7 +87,7 @@ def make_loader(
         pin_memory=bool(loader["pin_memory"]) and device.type == "cuda",
         drop_last=True,  # equal batch shapes: no recompiles, no odd last step
         collate_fn=workload.collate_fn,
-        worker_init_fn=functools.partial(start_worker, parent=os.getpid(), cpus=worker_cpus) if workers > 0 else None,
+        worker_init_fn=functools.partial(start_worker, parent=os.getpid(), cpus=worker_cpus, pipe=event_pipe()) if workers > 0 else None,
         **extra,
     )
 
