@@ -62,6 +62,8 @@ class Machine:
     convolutional: bool | None = None
     # DataLoader(in_order=...) exists in the installed torch (2.6 and later)
     loader_in_order: bool = True
+    # the OpenMP runtime torch loads: gnu | intel | none (which OpenMP knobs mean something)
+    openmp: str = "gnu"
 
     @property
     def hardware_class(self) -> str:
@@ -75,7 +77,7 @@ class Machine:
     def from_dict(cls, d: dict[str, Any]) -> Machine:
         return cls(device=d["device"], cuda=bool(d["cuda"]), bf16=bool(d["bf16"]),
                    fingerprint=d["fingerprint"], convolutional=d.get("convolutional"),
-                   loader_in_order=bool(d.get("loader_in_order", True)))
+                   loader_in_order=bool(d.get("loader_in_order", True)), openmp=str(d.get("openmp", "gnu")))
 
     @classmethod
     def this_host(cls) -> Machine:

@@ -23,6 +23,11 @@ ZYGOTE_FD_ENV = "SWEEPER_ZYGOTE_FD"
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
+def process_name(mark: str) -> str:
+    """The process name a run's processes take (PR_SET_NAME, 15 characters) from its mark."""
+    return f"sw-{mark[:12]}"
+
+
 def pythonpath_with_cwd() -> str:
     """PYTHONPATH for a child that must import the user's modules from where sweeper runs."""
     return os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p)

@@ -32,6 +32,14 @@ def register() -> None:
         )
     if not OmegaConf.has_resolver("sweeper.allocators"):
         OmegaConf.register_new_resolver("sweeper.allocators", lambda: ",".join(topology.installed_allocators()))
+    if not OmegaConf.has_resolver("sweeper.nproc_choices"):
+        # data-parallel ranks: with two cores or more, 1, 2, 4, ... up to one per core
+        OmegaConf.register_new_resolver(
+            "sweeper.nproc_choices", lambda: ",".join(map(str, powers_of_two_upto(cores()) if cores() >= 2 else [1]))
+        )
+    if not OmegaConf.has_resolver("sweeper.numa_modes"):
+        # node binding of the ranks where the machine has two NUMA nodes or more
+        OmegaConf.register_new_resolver("sweeper.numa_modes", lambda: ",".join(topology.numa_modes()))
     if not OmegaConf.has_resolver("sweeper.thread_choices"):
         OmegaConf.register_new_resolver(
             "sweeper.thread_choices", lambda: ",".join(map(str, powers_of_two_upto(cores())))

@@ -27,6 +27,7 @@ class Status(str, Enum):
     PRUNED = "pruned"  # clearly slower than the best, stopped early
     INTERRUPTED = "interrupted"  # stopped by SIGTERM/SIGINT of the sweep or run
     SURPLUS = "surplus"  # not run: another process of the study reached n_trials
+    SKIPPED = "skipped"  # not run: a point the preset does not sample (ranks oversubscribing the cores)
 
     def __str__(self) -> str:
         return self.value

@@ -87,3 +87,111 @@ def cpus_allowed(pid: int | str = "self") -> str | None:
 
 def pin(cpus: Sequence[int]) -> None:
     os.sched_setaffinity(0, set(cpus))
+
+
+def rank_cores(cores: Sequence[int], nproc: int, rank: int) -> tuple[int, ...]:
+    """A data-parallel rank's share of the cores: contiguous slices, as run_cpu splits them
+    (more ranks than cores: ranks share, round robin)."""
+    ordered = sorted(cores)
+    if nproc >= len(ordered):
+        return (ordered[rank % len(ordered)],)
+    size, extra = divmod(len(ordered), nproc)
+    begin = rank * size + min(rank, extra)
+    return tuple(ordered[begin:begin + size + (rank < extra)])
+
+
+def threads_per_rank(threads: int | None, cores: int, nproc: int) -> int | None:
+    """backend.threads, or with several ranks and none given, each rank's share of the cores
+    (torchrun would give each rank one thread; a share is what the rank can use)."""
+    if threads is not None or nproc <= 1:
+        return threads
+    return max(1, cores // nproc)
+
+
+def oversubscribes(nproc: int, threads: int | None, workers: int, cores: int) -> bool:
+    """Whether several ranks ask for more cores than there are: ranks x threads or ranks x
+    loader workers beyond the cores. A knob value a user may ask for; the presets skip it.
+    One process keeps the loader range its preset has (workers waiting on I/O may outnumber cores)."""
+    if nproc <= 1:
+        return False
+    return nproc * (threads or 1) > cores or nproc * workers > cores
+
+
+# --- NUMA: one rank per node, bound with numactl -------------------------------------------
+
+NUMA_MODES = ("none", "node")
+_NODE_DIR = "/sys/devices/system/node"
+
+
+def parse_cpulist(text: str) -> tuple[int, ...]:
+    """'0-3,8,10-11' -> (0, 1, 2, 3, 8, 10, 11), the kernel's list format."""
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        low, _, high = part.partition("-")
+        cpus += range(int(low), int(high or low) + 1)
+    return tuple(cpus)
+
+
+def numa_nodes(root: str = _NODE_DIR) -> dict[int, tuple[int, ...]]:
+    """NUMA node -> its CPUs, as sysfs lists them; nodes without CPUs (memory only) left out."""
+    nodes: dict[int, tuple[int, ...]] = {}
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return nodes
+    for name in names:
+        if re.fullmatch(r"node\d+", name):
+            try:
+                with open(os.path.join(root, name, "cpulist")) as f:
+                    cpus = parse_cpulist(f.read())
+            except (OSError, ValueError):
+                continue
+            if cpus:
+                nodes[int(name[4:])] = cpus
+    return dict(sorted(nodes.items()))
+
+
+def numa_modes(root: str = _NODE_DIR) -> tuple[str, ...]:
+    """backend.numa values that mean something here: node binding needs two nodes or more."""
+    return NUMA_MODES if len(numa_nodes(root)) > 1 else ("none",)
+
+
+def rank_node(nodes: Sequence[int], nproc: int, rank: int) -> int:
+    """The node of a rank: ranks in contiguous blocks, one block per node."""
+    return nodes[rank * len(nodes) // nproc]
+
+
+def numactl_command(node: int, argv: Sequence[str]) -> list[str]:
+    """argv run on `node`'s CPUs with its memory, as the PyTorch-on-Linux guide binds a rank."""
+    return ["numactl", f"--cpunodebind={node}", f"--membind={node}", *argv]
+
+
+# --- OpenMP: the environment the runtime torch loaded honours -------------------------------
+
+OMP_BINDS = ("default", "close", "spread")
+OPENMP_RUNTIMES = ("gnu", "intel", "none")
+
+
+def openmp_runtime(maps_text: str) -> str:
+    """Which OpenMP runtime a process has loaded (/proc/<pid>/maps after importing torch)."""
+    if re.search(r"lib(iomp5|omp)[\w.-]*\.so", maps_text):
+        return "intel"  # libiomp5 (Intel) or LLVM's libomp, which reads the KMP_* variables too
+    if re.search(r"libgomp[\w.-]*\.so", maps_text):
+        return "gnu"
+    return "none"
+
+
+def openmp_env(bind: str, blocktime_ms: int | None = None) -> dict[str, str]:
+    """backend.omp_bind and backend.kmp_blocktime as the variables OpenMP reads when it starts:
+    the standard OMP_PROC_BIND/OMP_PLACES (GNU's libgomp and Intel's both read them) and
+    KMP_AFFINITY, which Intel's runtime prefers and GNU's ignores; KMP_BLOCKTIME is Intel's only
+    (the run refuses it under GNU's runtime, where it would change nothing)."""
+    env: dict[str, str] = {}
+    if bind != "default":
+        env.update(OMP_PROC_BIND=bind, OMP_PLACES="cores",
+                   KMP_AFFINITY="granularity=fine,compact,1,0" if bind == "close" else "granularity=fine,scatter")
+    if blocktime_ms is not None:
+        env["KMP_BLOCKTIME"] = str(blocktime_ms)
+    return env

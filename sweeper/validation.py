@@ -7,6 +7,7 @@ them as outcome ``invalid`` before measuring anything.
 from __future__ import annotations
 
 from collections.abc import Mapping
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -57,16 +58,22 @@ def _check_existing_path(name: str, value: Any) -> None:
         raise ConfigError(f"{name}={value!r} does not exist: give an existing path or null.")
 
 
-def grad_accum_steps(train: Mapping[str, Any] | None, batch_size: int) -> int:
-    """Micro-batches per optimizer step: derived from train.effective_batch when it is set."""
+def nproc_of(cfg: Mapping[str, Any]) -> int:
+    return int((cfg.get("dist") or {}).get("nproc_per_node") or 1)
+
+
+def grad_accum_steps(train: Mapping[str, Any] | None, batch_size: int, nproc: int = 1) -> int:
+    """Micro-batches per optimizer step: derived from train.effective_batch when it is set
+    (batch_size x grad_accum_steps x nproc_per_node = effective_batch)."""
     train = train or {}
     if train.get("effective_batch"):
-        return int(train["effective_batch"]) // batch_size
+        return int(train["effective_batch"]) // (batch_size * nproc)
     return int(train.get("grad_accum_steps") or 1)
 
 
 def _check_train(cfg: Mapping[str, Any]) -> None:
-    train, batch = cfg.get("train") or {}, cfg["loader"]["batch_size"]
+    train, nproc = cfg.get("train") or {}, nproc_of(cfg)
+    batch = cfg["loader"]["batch_size"] * nproc  # samples of one micro-step over all ranks
     accum, effective = train.get("grad_accum_steps", 1), train.get("effective_batch")
     _check_int("train.grad_accum_steps", accum, 1)
     _check_int("train.effective_batch", effective, 1, allow_none=True)
@@ -75,12 +82,31 @@ def _check_train(cfg: Mapping[str, Any]) -> None:
                           f"(got {cfg['task'].get('mode')!r}): leave them at 1 / null for inference.")
     if effective is None:
         return
+    per_step = f"loader.batch_size={cfg['loader']['batch_size']}" + (f" x dist.nproc_per_node={nproc}" if nproc > 1 else "")
     if effective % batch:
-        raise ConfigError(f"train.effective_batch={effective} is not a multiple of loader.batch_size={batch}: "
+        raise ConfigError(f"train.effective_batch={effective} is not a multiple of {per_step}: "
                           "pick a batch size that divides it.")
     if accum not in (1, effective // batch):
         raise ConfigError(f"train.grad_accum_steps={accum} disagrees with train.effective_batch={effective} / "
-                          f"loader.batch_size={batch} = {effective // batch}: set only one of them.")
+                          f"{per_step} = {effective // batch}: set only one of them.")
+
+
+def _check_dist(cfg: Mapping[str, Any]) -> None:
+    nproc, numa = (cfg.get("dist") or {}).get("nproc_per_node", 1), cfg["backend"].get("numa", "none")
+    _check_int("dist.nproc_per_node", nproc, 1)
+    _check_choice("backend.numa", numa, topology.NUMA_MODES)
+    if numa == "none":
+        return
+    nodes = topology.numa_nodes()
+    if len(nodes) < 2:
+        raise ConfigError(f"backend.numa={numa!r} binds ranks to NUMA nodes, and this machine has {len(nodes) or 1}: "
+                          "use backend.numa=none.")
+    if nproc % len(nodes):
+        raise ConfigError(f"backend.numa={numa!r} puts the same number of ranks on each of the {len(nodes)} NUMA "
+                          f"nodes: dist.nproc_per_node={nproc} is not a multiple of {len(nodes)}.")
+    if shutil.which("numactl") is None:
+        raise ConfigError(f"backend.numa={numa!r} runs each rank under numactl, which is not installed: install "
+                          "numactl (Debian/Ubuntu) or use backend.numa=none.")
 
 
 def check_config(cfg: Mapping[str, Any]) -> None:
@@ -139,6 +165,9 @@ def check_config(cfg: Mapping[str, Any]) -> None:
         raise ConfigError(f"backend.allocator={allocator!r} is not installed on this machine: install "
                           f"{topology.ALLOCATORS[allocator][1]} (Debian/Ubuntu) or use backend.allocator=default.")
     _check_int("backend.interop_threads", backend["interop_threads"], 1, allow_none=True)
+    _check_choice("backend.omp_bind", backend.get("omp_bind", "default"), topology.OMP_BINDS)
+    _check_int("backend.kmp_blocktime", backend.get("kmp_blocktime"), 0, allow_none=True)
+    _check_dist(cfg)
 
     _check_positive("measure.warmup_s", measure["warmup_s"])
     _check_int("measure.warmup_steps", measure["warmup_steps"], 1)

@@ -144,3 +144,31 @@ def count_builds(task: dict[str, Any]):
     with open(task["params"]["out"], "a") as f:
         f.write(f"{BUILDS}\n")
     return nn.Linear(4, 1), _data(), nn.functional.mse_loss
+
+
+class FailsOnRank(nn.Module):
+    """In a data-parallel run, one rank (params.rank) aborts, hangs or raises at its first
+    forward; every rank writes its pid to params.pids first (a file per rank)."""
+
+    def __init__(self, how: str, rank: int, pids: str) -> None:
+        super().__init__()
+        self.how, self.rank, self.pids = how, rank, pids
+        self.lin = nn.Linear(4, 1)
+        me = int(os.environ.get("RANK", "0"))
+        os.makedirs(pids, exist_ok=True)
+        with open(os.path.join(pids, f"rank{me}"), "w") as f:
+            f.write(str(os.getpid()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if int(os.environ.get("RANK", "0")) == self.rank:
+            if self.how == "abort":
+                os.abort()
+            if self.how == "hang":
+                time.sleep(3600)
+            raise ValueError(f"rank {self.rank} failed on purpose")
+        return self.lin(x)
+
+
+def fails_on_rank(task: dict[str, Any]):
+    params = task["params"]
+    return FailsOnRank(params["how"], int(params.get("rank", 1)), params["pids"]), _data(), nn.functional.mse_loss

@@ -16,7 +16,7 @@ PACKAGE = ROOT / "sweeper"
 # processes' entry points: the CLI, the report's CLI, the measuring child's two mains, and the
 # child's lifeline (a measuring process whose parent is gone ends itself at once)
 ENTRY_POINTS = {"__main__.py", "report/__main__.py", "measure/worker.py", "measure/probe.py", "measure/lifeline.py",
-                "measure/zygote.py"}
+                "measure/zygote.py", "measure/ranks.py"}
 
 
 def modules() -> list[Path]:

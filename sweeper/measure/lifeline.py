@@ -28,3 +28,19 @@ def die_with_ancestor(ancestor: int) -> None:
         os.kill(ancestor, 0)
     except ProcessLookupError:
         os._exit(1)
+
+
+def name_process(name: str | None) -> None:
+    """The run's mark as the process name (protocol.process_name), which forked descendants
+    inherit and a dead process keeps: escapees and a rank's remains are found by it (a forked
+    process's /proc environ is the zygote's, not the run's; a zombie has none)."""
+    if not name:
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_name = 15
+        libc.prctl(pr_set_name, name.encode()[:15], 0, 0, 0)
+    except (OSError, AttributeError):
+        pass

@@ -55,7 +55,10 @@ def supports_in_order() -> bool:
 def make_loader(
     workload: Workload, loader: Mapping[str, Any], device: torch.device, training: bool,
     epoch_samples: int | None = None, worker_cpus: tuple[int, ...] | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> DataLoader:
+    """`shard` = (rank, ranks): each rank reads its own part of every epoch, through a
+    DistributedSampler, as a data-parallel script does."""
     dataset = with_epoch_length(workload.dataset, epoch_samples)
     batch_size = loader["batch_size"]
     if len(dataset) < batch_size:  # type: ignore[arg-type]
@@ -78,10 +81,21 @@ def make_loader(
                     "set loader.in_order=true or upgrade torch."
                 )
             extra["in_order"] = False
+    sampler = None
+    if shard is not None:
+        from torch.utils.data.distributed import DistributedSampler
+
+        sampler = DistributedSampler(dataset, num_replicas=shard[1], rank=shard[0], shuffle=training, drop_last=True)
+        if len(sampler) < batch_size:
+            raise InvalidConfig(
+                f"loader.batch_size={batch_size} is larger than one rank's share of the dataset "
+                f"({len(sampler)} samples of {len(dataset)} over {shard[1]} ranks): lower it or use a larger dataset."  # type: ignore[arg-type]
+            )
     return DataLoader(
         dataset,
         batch_size=batch_size,
-        shuffle=training,
+        shuffle=training and sampler is None,
+        sampler=sampler,
         num_workers=workers,
         # pinning only pays for host-to-GPU copies; elsewhere torch warns and ignores it
         pin_memory=bool(loader["pin_memory"]) and device.type == "cuda",
@@ -149,15 +163,20 @@ class BatchStream:
         try:
             return next(self._it)
         except StopIteration:
-            self._it = iter(self._loader)
-            self.epochs_started += 1
+            self._new_epoch()
             return next(self._it)
+
+    def _new_epoch(self) -> None:
+        sampler = getattr(self._loader, "sampler", None)
+        if hasattr(sampler, "set_epoch"):  # a DistributedSampler shuffles anew each epoch
+            sampler.set_epoch(self.epochs_started)
+        self._it = iter(self._loader)
+        self.epochs_started += 1
 
     def restart_cost_s(self) -> float:
         """The wait for the first batch of a new epoch (without persistent workers: workers
         forked again and their first samples), measured once, apart from the windows."""
         began = self._clock()
-        self._it = iter(self._loader)
-        self.epochs_started += 1
+        self._new_epoch()
         next(self._it)
         return self._clock() - began

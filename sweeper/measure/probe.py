@@ -21,6 +21,7 @@ def main() -> None:
     from .loader import supports_in_order
     from .fingerprint import fingerprint
     from .workload import load_factory
+    from ..topology import openmp_runtime
 
     try:
         device = resolve_device(sys.argv[1])
@@ -37,6 +38,7 @@ def main() -> None:
         "bf16": torch.cuda.is_bf16_supported() if cuda else True,
         "fingerprint": fingerprint(device),
         "loader_in_order": supports_in_order(),
+        "openmp": openmp_runtime(open("/proc/self/maps").read()) if os.path.exists("/proc/self/maps") else "none",
     }))
 
 

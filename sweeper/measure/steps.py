@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -20,10 +21,12 @@ def make_step(
     training: bool,
     lr: float,
     accum: int = 1,
+    no_sync: Callable[[], Any] | None = None,
 ) -> Callable[[Any], None]:
     """Return step(batch) for a batch already on the device; with `accum` > 1, step(batches)
     for a list of that many micro-batches: their gradients summed (each loss scaled by 1/accum),
-    then one optimizer step, as gradient accumulation is written."""
+    then one optimizer step, as gradient accumulation is written. `no_sync` (DDP's) keeps the
+    gradients of all micro-batches but the last from being all-reduced, as DDP users write it."""
     if not training:
         def infer(batch: Any) -> None:
             inputs = batch[0]
@@ -64,8 +67,10 @@ def make_step(
 
     def train_accumulated(batches: list[Any]) -> None:
         optimizer.zero_grad(set_to_none=True)
-        for micro in batches:
-            backward(micro, 1.0 / accum)
+        for micro in batches[:-1]:
+            with no_sync() if no_sync is not None else contextlib.nullcontext():
+                backward(micro, 1.0 / accum)
+        backward(batches[-1], 1.0 / accum)
         optimizer_step()
 
     return train if accum == 1 else train_accumulated

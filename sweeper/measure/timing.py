@@ -6,10 +6,16 @@ device is synchronized only at window edges, as a real loop never synchronizes p
 host queues step n+1 (and fetches its batch) while the device still runs step n, and the
 window's time, taken after the synchronize, is exact. Device busy time per step comes from a
 step timer (CUDA events) read after each window.
+
+Ranks of a data-parallel run (dist.nproc_per_node > 1) are measured as one: every decision is
+rank 0's (a rank that stopped alone would leave the others waiting in an all-reduce), windows
+have the same number of steps on every rank, and a window's rate is the ranks' samples summed
+over the longest rank's time: the total in a common window.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +33,13 @@ class StepTimer(Protocol):
     def collect(self) -> list[float]: ...
 
 
+class Group(Protocol):
+    """The ranks of a data-parallel run, for the measuring loop (None: a single process)."""
+
+    def agree(self, value: int) -> int: ...  # rank 0's value, on every rank
+    def total(self, elapsed: float, samples: int) -> tuple[float, int]: ...  # (longest, summed) over ranks
+
+
 class Monitor(Protocol):
     """Watches the measured windows (CPU or GPU utilization): started when the first window
     starts, stopped when the last one ends, returns its figures (result.json keys)."""
@@ -42,6 +55,8 @@ class Timings:
     first_step_s: float = 0.0
     first_wait_s: float = 0.0  # the first batch: loader start-up (workers forking, first samples)
     window_samples_per_sec: list[float] = field(default_factory=list)
+    own_window_samples_per_sec: list[float] = field(default_factory=list)  # this rank's alone (ranks only)
+    warmup_step_rate: float = 0.0  # steps/s at the end of warm-up
     window_s: list[float] = field(default_factory=list)
     step_s: list[float] = field(default_factory=list)
     wait_s: list[float] = field(default_factory=list)
@@ -86,6 +101,8 @@ class Timings:
             "compile_s": max(0.0, self.first_step_s - self.first_wait_s - typical_compute),
             **self.monitored,
         }
+        if self.own_window_samples_per_sec:
+            out["rank_samples_per_sec"] = Spread.of(self.own_window_samples_per_sec).median
         if self.device_step_s:
             busy = min(1.0, sum(self.device_step_s) / sum(self.window_s))
             out["device_step_time_p50_ms"] = 1e3 * quantile(self.device_step_s, 0.5)
@@ -144,8 +161,10 @@ def _step_once(next_batch: Callable[[], Any], step: Callable[[Any], None], clock
 
 
 def _warm_up(t: Timings, rule: Rule, next_batch: Callable[[], Any], step: Callable[[Any], None],
-             sync: Callable[[], None], sync_every_step: bool, clock: Callable[[], float]) -> None:
+             sync: Callable[[], None], sync_every_step: bool, clock: Callable[[], float],
+             group: Group | None = None) -> None:
     """Until the minimums are met and the step rate is steady (or the maximum is reached)."""
+    agree = group.agree if group is not None else (lambda value: value)
     start = clock()
     block_start, block_steps, last_rate = start, 0, None
     while True:
@@ -160,19 +179,30 @@ def _warm_up(t: Timings, rule: Rule, next_batch: Callable[[], Any], step: Callab
         t.warmup_steps += 1
         now = clock()
         if t.warmup_steps < rule.warmup_steps or now - start < rule.warmup_s:
-            continue
-        if rule.warmup_max_s is None or now - start >= rule.warmup_max_s:
+            action = _GO_ON
+        elif rule.warmup_max_s is None or now - start >= rule.warmup_max_s:
+            action = _STOP
+        else:
+            action = _BLOCK_END if block_steps and now - block_start >= rule.window_s / 2 else _GO_ON
+        action = agree(action)
+        if action == _STOP:
             break
-        if block_steps and now - block_start >= rule.window_s / 2:
+        if action == _BLOCK_END:
             sync()
             now = clock()
             rate = block_steps / (now - block_start)
-            if last_rate is not None and abs(rate - last_rate) <= rule.steady_tol * rate:
+            t.warmup_step_rate = rate
+            if agree(int(last_rate is not None and abs(rate - last_rate) <= rule.steady_tol * rate)):
                 t.warmup_steady = True
                 break
             block_start, block_steps, last_rate = now, 0, rate
     sync()
     t.warmup_s = clock() - start
+    if not t.warmup_step_rate and t.warmup_steps > 1:
+        t.warmup_step_rate = (t.warmup_steps - 1) / max(1e-9, t.warmup_s - t.first_step_s)
+
+
+_GO_ON, _STOP, _BLOCK_END = 0, 1, 2
 
 
 def _verdict(rates: list[float], rule: Rule) -> str | None:
@@ -205,18 +235,21 @@ def measure(
     epochs_started: Callable[[], int] = lambda: 0,
     on_window: Callable[[int, float], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    group: Group | None = None,
 ) -> Timings:
     """Warm up, then measure windows until `rule` says stop. `sync` runs after the first step
     (its time is compile time), at warm-up block edges and at each window's end; after every
-    step too with `sync_every_step` (the old, pessimistic way, kept for comparison)."""
+    step too with `sync_every_step` (the old, pessimistic way, kept for comparison). With a
+    `group`, windows are rank 0's count of steps in `rule.window_s` and rates are the group's."""
     t = Timings()
-    _warm_up(t, rule, next_batch, step, sync, sync_every_step, clock)
+    _warm_up(t, rule, next_batch, step, sync, sync_every_step, clock, group)
+    window_steps = group.agree(max(1, math.ceil(rule.window_s * t.warmup_step_rate))) if group is not None else 0
     epochs_before = epochs_started()
     for monitor in monitors:
         monitor.start()
     for index in range(rule.max_windows):
         window_start = clock()
-        samples = 0
+        samples, steps = 0, 0
         while True:
             batch, t0, t1, t2 = _step_once(next_batch, step, clock, step_timer)
             if sync_every_step:
@@ -225,15 +258,19 @@ def measure(
             t.wait_s.append(t1 - t0)
             t.step_s.append(t2 - t0)
             samples += samples_of(batch)
-            if t2 - window_start >= rule.window_s:
+            steps += 1
+            if (steps >= window_steps) if group is not None else (t2 - window_start >= rule.window_s):
                 break
         sync()  # the window ends when the device has done its work
         elapsed = clock() - window_start
         if step_timer is not None:
             t.device_step_s.extend(step_timer.collect())
+        t.window_s.append(elapsed)
+        if group is not None:
+            t.own_window_samples_per_sec.append(samples / elapsed)
+            elapsed, samples = group.total(elapsed, samples)
         rate = samples / elapsed
         t.window_samples_per_sec.append(rate)
-        t.window_s.append(elapsed)
         t.samples += samples
         if on_window is not None:
             on_window(index, rate)

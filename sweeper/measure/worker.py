@@ -23,13 +23,22 @@ from ..validation import grad_accum_steps
 from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV
 from ..result import Status, looks_like_oom
 from .lifeline import die_with_parent
+from .ranks import Rank, TorchGroup, rank_cpus
 from .timing import Rule
 
 
 class Events:
-    def __init__(self) -> None:
+    """JSON lines to the parent: on the inherited fd $SWEEPER_EVENT_FD, or on `path` (a rank
+    opens the launcher's pipe by its /proc path), else on stdout."""
+
+    def __init__(self, path: str | None = None) -> None:
         fd = os.environ.get(EVENT_FD_ENV)
-        self._out = os.fdopen(int(fd), "w", buffering=1) if fd else sys.stdout
+        if path is not None:
+            self._out = open(path, "w", buffering=1)
+            if path != os.devnull:  # the fd loader workers let go of (loader.start_worker)
+                os.environ[EVENT_FD_ENV] = str(self._out.fileno())
+        else:
+            self._out = os.fdopen(int(fd), "w", buffering=1) if fd else sys.stdout
 
     def send(self, **event: Any) -> None:
         self._out.write(json.dumps(event, default=str) + "\n")
@@ -54,6 +63,34 @@ def limit_memory(limit_gb: float | None, device_type: str) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+def check_openmp(back: dict[str, Any]) -> None:
+    """backend.kmp_blocktime means something to Intel's OpenMP runtime only."""
+    if back.get("kmp_blocktime") is None:
+        return
+    with open("/proc/self/maps") as maps:
+        runtime = topology.openmp_runtime(maps.read())
+    if runtime != "intel":
+        raise InvalidConfig(f"backend.kmp_blocktime={back['kmp_blocktime']} is read by Intel's OpenMP runtime, and this "
+                            f"torch runs {'GNU libgomp' if runtime == 'gnu' else 'no OpenMP runtime'}: set "
+                            "backend.kmp_blocktime=null.")
+
+
+def join_group(torch: Any, device: Any, rank: Rank) -> tuple[Any, TorchGroup]:
+    """This rank in the job's process group: gloo on the CPU, NCCL with one GPU per rank."""
+    import torch.distributed as dist
+
+    if device.type == "cuda":
+        if rank.local_rank >= torch.cuda.device_count():
+            raise InvalidConfig(f"dist.nproc_per_node={rank.world} runs one rank per GPU and "
+                                f"{torch.cuda.device_count()} are visible: lower dist.nproc_per_node.")
+        device = torch.device("cuda", rank.local_rank)
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", device_id=device)
+    else:
+        dist.init_process_group("gloo")
+    return device, TorchGroup(rank.world)
+
+
 def pruned_reason(result: dict[str, Any], rule: Rule) -> str:
     """Both intervals when raced; the floor when below it."""
     own = (f"{result['samples_per_sec_ci_low']:,.1f}-{result['samples_per_sec_ci_high']:,.1f} samples/s "
@@ -70,6 +107,16 @@ def _cuda_uuid(torch: Any, device: Any) -> str | None:
 
 
 def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
+    """The measured run: this process, or the ranks of a data-parallel run it launches."""
+    if int((spec.get("dist") or {}).get("nproc_per_node") or 1) > 1:
+        from .ranks import launch
+
+        return launch(spec, events)
+    return measure_one(spec, events)
+
+
+def measure_one(spec: dict[str, Any], events: Events, rank: Rank | None = None) -> dict[str, Any]:
+    """Measure in this process: alone, or as one `rank` of a DistributedDataParallel group."""
     started = time.perf_counter()
     if spec.get("cwd") and spec["cwd"] not in sys.path:
         sys.path.insert(0, spec["cwd"])  # the user's own workload modules
@@ -87,13 +134,18 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
     task, load, back, meas = spec["task"], spec["loader"], spec["backend"], spec["measure"]
     backend.apply_threads(back["threads"], back["interop_threads"])
     machine_cores = sorted(os.sched_getaffinity(0))
-    placement = topology.place(back.get("affinity", "none"), machine_cores, back["threads"], int(load["num_workers"]))
+    own_cores = rank_cpus(rank, machine_cores) if rank is not None else tuple(machine_cores)
+    placement = topology.place(back.get("affinity", "none"), own_cores, back["threads"], int(load["num_workers"]))
     if placement is not None:
         topology.pin(placement.compute)  # before any thread starts: they inherit it
         if back["threads"] is None:
             torch.set_num_threads(len(placement.compute))  # one compute thread per pinned core
     device = backend.resolve_device(back["device"])
+    group = None
+    if rank is not None:
+        device, group = join_group(torch, device, rank)
     limit_memory(meas.get("memory_limit_gb"), device.type)
+    check_openmp(back)
     backend.check_precision(device, back["precision"])
     backend.apply_cuda_flags(back["cudnn_benchmark"], back["tf32"])
     training = task["mode"] == "train"
@@ -106,11 +158,18 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
         if back["channels_last"]:
             model = model.to(memory_format=torch.channels_last)
         model.train(training)
+        if rank is not None:  # as a data-parallel script wraps it: before compiling
+            from torch.nn.parallel import DistributedDataParallel
+
+            model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
         compiled = backend.maybe_compile(model, back["compile"])
-        accum = grad_accum_steps(spec.get("train"), int(load["batch_size"])) if training else 1
-        step = make_step(workload, compiled, device, back["precision"], training, task.get("lr") or 0.01, accum)
+        nproc = rank.world if rank is not None else 1
+        accum = grad_accum_steps(spec.get("train"), int(load["batch_size"]), nproc) if training else 1
+        step = make_step(workload, compiled, device, back["precision"], training, task.get("lr") or 0.01, accum,
+                         no_sync=getattr(model, "no_sync", None))
         data = loader.make_loader(workload, load, device, training, task.get("epoch_samples"),
-                                  placement.loader if placement is not None else None)
+                                  placement.loader if placement is not None else None,
+                                  shard=(rank.rank, rank.world) if rank is not None else None)
         non_blocking = bool(load["pin_memory"]) and device.type == "cuda"
         stream = loader.BatchStream(data)
         sync = backend.synchronize(device)
@@ -147,6 +206,7 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
             on_window=lambda i, rate: events.send(
                 event="window", phase=f"window {i + 1}", index=i, samples_per_sec=rate
             ),
+            group=group,
         )
         result: dict[str, Any] = {
             "status": Status.PRUNED if timings.pruned else Status.OK,
@@ -161,8 +221,10 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
         result["cpus_allowed_workers"] = sorted({topology.cpus_allowed(p) or "" for p in memory.tree(os.getpid())[1:]})
         # what the optimizer saw: samples/sec counts samples of optimizer progress either way
         result["grad_accum_steps"] = accum
-        result["effective_batch"] = int(load["batch_size"]) * accum
-        result["nproc_per_node"] = 1
+        result["effective_batch"] = int(load["batch_size"]) * accum * nproc
+        result["nproc_per_node"] = nproc
+        if rank is not None:
+            result["rank"] = rank.rank
         result["epoch_samples"] = len(data.dataset)
         result["stored_samples"] = len(workload.dataset)
         if load["num_workers"] > 0 and not load["persistent_workers"] and not timings.pruned:
@@ -181,6 +243,7 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
                 sync,
                 dataclasses.replace(rule, warmup_steps=1, prune_below=None, race=None),
                 sync_every_step=sync_every_step,
+                group=group,
             ).summary()
             result["compute_bound_samples_per_sec"] = bound["samples_per_sec"]
             result["compute_bound_samples_per_sec_iqr"] = bound["samples_per_sec_iqr"]
@@ -192,7 +255,10 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
     result["cuda_initialized_at_start"] = cuda_at_start
     result["affinity"] = back.get("affinity", "none")
     with open("/proc/self/maps") as maps:
-        result["allocator"] = topology.allocator_in_maps(maps.read())  # mapped, so in effect
+        mapped = maps.read()
+    result["allocator"] = topology.allocator_in_maps(mapped)  # mapped, so in effect
+    result["openmp_runtime"] = topology.openmp_runtime(mapped)
+    result["omp_bind"] = back.get("omp_bind", "default")
     result["dataloader_processes"] = peak.peak_workers
     result["cuda_max_allocated_mb"] = (
         torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
@@ -208,12 +274,12 @@ def run(spec: dict[str, Any], events: Events) -> dict[str, Any]:
     return result
 
 
-def serve(spec: dict[str, Any], events: Events) -> None:
-    """Measure `spec` and send the result (or the failure) as the last event; never returns."""
+def outcome(spec: dict[str, Any], events: Events, rank: Rank | None = None) -> dict[str, Any]:
+    """The run's result, or its failure as a result (status and reason): never raises."""
     try:
-        result = run(spec, events)
+        return run(spec, events) if rank is None else measure_one(spec, events, rank)
     except InvalidConfig as exc:
-        result = {"status": Status.INVALID, "reason": str(exc)}
+        return {"status": Status.INVALID, "reason": str(exc)}
     except BaseException as exc:  # noqa: BLE001 - every failure is data for the parent
         message = f"{type(exc).__name__}: {exc}".strip()
         traceback.print_exc()
@@ -223,7 +289,12 @@ def serve(spec: dict[str, Any], events: Events) -> None:
             status = Status.CRASH  # the parent makes it oom when the kernel's OOM killer did it
         else:
             status = Status.ERROR
-        result = {"status": status, "reason": message.splitlines()[0][:500] if message else status}
+        return {"status": status, "reason": message.splitlines()[0][:500] if message else status}
+
+
+def serve(spec: dict[str, Any], events: Events) -> None:
+    """Measure `spec` and send the result (or the failure) as the last event; never returns."""
+    result = outcome(spec, events)
     events.send(event="result", **result)
     # Skip interpreter teardown: DataLoader workers and CUDA contexts can hang it; the parent
     # kills the process group after the result anyway.

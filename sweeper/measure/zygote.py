@@ -23,7 +23,7 @@ import traceback
 from typing import Any
 
 from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV, ZYGOTE_FD_ENV
-from .lifeline import die_with_parent
+from .lifeline import die_with_parent, name_process
 
 # the trial waits at most this long to be re-parented to the sweep after the intermediate exits
 _REPARENT_S = 5.0
@@ -85,26 +85,11 @@ def _become_trial(request: dict[str, Any], event_fd: int, intermediate: int, cha
     os.environ.clear()
     os.environ.update(env)
     die_with_parent(int(env.get(PARENT_PID_ENV) or 0))
-    _name_process(request.get("name"))
+    name_process(request.get("name"))
 
     from .worker import Events, serve
 
     serve(request["spec"], Events())
-
-
-def _name_process(name: str | None) -> None:
-    """The run's mark as the process name, which forked descendants inherit: escapees are found
-    by it (a forked process's /proc environ is the zygote's, not the run's)."""
-    if not name:
-        return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_name = 15
-        libc.prctl(pr_set_name, name.encode()[:15], 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
 
 
 def _fork_trial(request: dict[str, Any], event_fd: int, channel: socket.socket) -> int:

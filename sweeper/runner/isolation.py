@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import procs
-from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV, RUN_MARK_ENV, WORKER_MODULE, pythonpath_with_cwd
+from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV, RUN_MARK_ENV, WORKER_MODULE, process_name, pythonpath_with_cwd
 from ..result import RunResult, Status
 from .evidence import oom_killed, oom_kills
 from .outcome import classify_exit
@@ -145,14 +145,10 @@ def _fork(spec: Mapping[str, Any], child_env: Mapping[str, str], log_path: Path,
             zygote = zygote_for(preload, zygote_env())
             if zygote.hazard:
                 return None, f"spawned: forking is unsafe here ({zygote.hazard})"
-            return zygote.fork(spec, child_env, str(log_path), write_fd, _process_name(mark)), None
+            return zygote.fork(spec, child_env, str(log_path), write_fd, process_name(mark.partition('=')[2])), None
         except ZygoteUnavailable as exc:
             why = str(exc)
     return None, f"spawned: the zygote failed twice ({why})"
-
-
-def _process_name(mark: str) -> str:
-    return f"sw-{mark.partition('=')[2][:12]}"
 
 
 def run_isolated(
@@ -251,7 +247,7 @@ def run_isolated(
         proc.wait()
         _RUNNING.discard(pgid)
         os.close(read_fd)
-        kill_leftovers(pgid, mark, _process_name(mark))
+        kill_leftovers(pgid, mark, process_name(mark.partition('=')[2]))
     wall_s = time.monotonic() - started
     if reader.result is not None:
         run = RunResult.from_dict(reader.result)

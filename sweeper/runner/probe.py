@@ -31,6 +31,7 @@ def machine_key(device: str) -> str:
     except metadata.PackageNotFoundError:
         torch_version = None
     facts = {
+        "answer": 2,  # what the probe answers: a new field asks again
         **host_facts(), "device": device, "torch": torch_version, "executable": sys.executable,
         "gpus": _gpu_listing(), "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
         **{name: os.environ.get(name) for name in THREAD_ENV_VARS},

@@ -24,7 +24,7 @@ def worker_spec(cfg: DictConfig) -> dict[str, Any]:
     """The plain-data part of the config the worker needs (no Hydra node)."""
     spec: dict[str, Any] = {
         key: OmegaConf.to_container(cfg[key], resolve=True)
-        for key in ("task", "loader", "backend", "measure", "train") if key in cfg
+        for key in ("task", "loader", "backend", "measure", "train", "dist") if key in cfg
     }
     spec["cwd"] = os.getcwd()
     return spec
@@ -45,6 +45,27 @@ def allocator_env(spec: Mapping[str, Any]) -> dict[str, str]:
     return {"LD_PRELOAD": " ".join(p for p in (library, os.environ.get("LD_PRELOAD", "")) if p)}
 
 
+def openmp_env(spec: Mapping[str, Any]) -> dict[str, str]:
+    """backend.omp_bind and backend.kmp_blocktime as the environment OpenMP reads at start."""
+    back = spec["backend"]
+    return topology.openmp_env(str(back.get("omp_bind", "default")), back.get("kmp_blocktime"))
+
+
+def start_env(spec: Mapping[str, Any]) -> tuple[dict[str, str], str | None]:
+    """What must be in the environment when the run's process starts, and why a fork cannot
+    give it (None: nothing that a fork would miss)."""
+    preloaded, omp = allocator_env(spec), openmp_env(spec)
+    back = spec["backend"]
+    why = None
+    if preloaded:
+        why = f"backend.allocator={back['allocator']} is preloaded (LD_PRELOAD) when a process starts"
+    elif omp:
+        knobs = [f"backend.{k}={back[k]}" for k in ("omp_bind", "kmp_blocktime")
+                 if back.get(k) not in (None, "default")]
+        why = f"{' and '.join(knobs)} are read by OpenMP when a process starts"
+    return {**preloaded, **omp}, why
+
+
 def checked_spec(cfg: DictConfig) -> dict[str, Any]:
     """The worker spec, or ConfigError naming the first bad value."""
     spec = worker_spec(cfg)
@@ -61,23 +82,23 @@ def measure_spec(
 ) -> RunResult:
     """Measure a checked spec; the result says what the run ended as
     (ok, oom, timeout, crash, error, invalid, pruned, interrupted); never raises for the child's sake."""
-    isolation, note, preloaded = str(spec["measure"].get("isolation", "spawn")), None, allocator_env(spec)
-    if preloaded and isolation == "fork":
+    isolation, note = str(spec["measure"].get("isolation", "spawn")), None
+    started_with, why = start_env(spec)
+    if why and isolation == "fork":
         isolation = "spawn"
-        note = (f"spawned: backend.allocator={spec['backend']['allocator']} is preloaded (LD_PRELOAD) when a "
-                "process starts, which a fork cannot do")
+        note = f"spawned: {why}, which a fork cannot give"
     result = run_isolated(
         spec,
         timeout_s=float(spec["measure"]["timeout_s"]),
         log_path=out_dir / WORKER_LOG,
-        env={**thread_env(spec["backend"]["threads"]), **preloaded, **(env or {})},
+        env={**thread_env(spec["backend"]["threads"]), **started_with, **(env or {})},
         on_event=on_event,
         isolation=isolation,
         preload=preload_modules(spec["task"]),
     )
     if note:
         result.figures["isolation_note"] = note
-    result.config = {k: spec[k] for k in ("task", "loader", "backend", "train") if k in spec}
+    result.config = {k: spec[k] for k in ("task", "loader", "backend", "train", "dist") if k in spec}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / RESULT_FILE).write_text(json.dumps(result.to_dict(), indent=2, default=str) + "\n")
     return result

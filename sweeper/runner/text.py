@@ -33,6 +33,13 @@ def describe_config(cfg: Mapping[str, Any]) -> str:
         parts.append(f"affinity {b['affinity']}")
     if b.get("allocator", "default") != "default":
         parts.append(b["allocator"])
+    if b.get("omp_bind", "default") != "default":
+        parts.append(f"OpenMP bind {b['omp_bind']}")
+    if b.get("kmp_blocktime") is not None:
+        parts.append(f"KMP_BLOCKTIME {b['kmp_blocktime']}")
+    nproc = (cfg.get("dist") or {}).get("nproc_per_node", 1)
+    if nproc > 1:
+        parts.insert(1, f"{nproc} ranks" + (", NUMA-bound" if b.get("numa", "none") != "none" else ""))
     if str(b["compile"]) not in ("off", "False"):
         parts.append(f"compile={b['compile']}")
     return ", ".join(parts)
@@ -64,6 +71,11 @@ def format_result(run: RunResult) -> str:
             f"{100 * result['data_wait_fraction']:.0f}% of step time: {result['bottleneck']}",
         ),
     ]
+    if result.get("rank_samples_per_sec"):
+        ranks = result["rank_samples_per_sec"]
+        rows.insert(1, ("ranks", f"{len(ranks)} data-parallel ranks: "
+                        + ", ".join(_num(r) for r in ranks if r is not None)
+                        + " samples/sec each; the total above is theirs in common windows"))
     if "device_busy_fraction" in result:
         rows.append(("device busy", f"{100 * result['device_busy_fraction']:.0f}% of the windows "
                      f"(device step p50 {result['device_step_time_p50_ms']:.2f} ms, CUDA events)"))
@@ -94,7 +106,8 @@ def format_result(run: RunResult) -> str:
                 f"memory: the data path costs {100 * result['data_path_cost']:.0f}%",
             )
         )
-    memory = f"{result['peak_rss_mb']:,.0f} MB RSS (process + {result['dataloader_processes']} loader processes)"
+    processes = (f"{result['nproc_per_node']} ranks" if result.get("nproc_per_node", 1) > 1 else "process")
+    memory = f"{result['peak_rss_mb']:,.0f} MB RSS ({processes} + {result['dataloader_processes']} loader processes)"
     if result.get("cuda_max_allocated_mb") is not None:
         memory += f", CUDA max allocated {result['cuda_max_allocated_mb']:,.0f} MB"
     rows += [
@@ -108,7 +121,7 @@ def format_result(run: RunResult) -> str:
         ),
         (
             "machine",
-            f"{fp.get('cpu')}, {fp.get('threads')} threads of {fp.get('cpus_available')} cores, "
+            f"{fp.get('cpu')}, {fp.get('threads')} threads{' per rank' if result.get('nproc_per_node', 1) > 1 else ''} of {fp.get('cpus_available')} cores, "
             f"{fp.get('gpu') or 'no GPU'}, torch {fp.get('torch')}"
             + (f", CUDA {fp['cuda']}" if fp.get("cuda") else ""),
         ),

@@ -129,6 +129,8 @@ def _run_or_answer(stored: StoredStudy, plan: SweepPlan, run: Run, trial: Trial,
     source = None if plan.settings.remeasure else history.find_measured(trials, knobs, plan.fixed)
     if source is not None:
         return reuse(stored, trial, source)
+    if (unsampled := plan.unsampled_reason(knobs)) is not None:
+        return skip(stored, trial, Status.SKIPPED, unsampled)
     dominating = history.oom_dominating(trials, knobs, plan.fixed)
     if dominating is not None:
         return skip(stored, trial, Status.OOM,

@@ -52,6 +52,7 @@ class SweepPlan:
     storage_url: str
     claim: DeviceClaim  # what each measurement locks (the same as a single run's)
     sweep_dir: Path
+    asked: frozenset[str] = frozenset()  # knobs the user swept (the rest came from the preset)
 
     @property
     def objectives(self) -> list[str]:
@@ -63,7 +64,18 @@ class SweepPlan:
 
     def context(self, convolutional: bool | None) -> sp.Context:
         return sp.Context(cuda=self.machine.cuda, bf16=self.machine.bf16, convolutional=convolutional,
-                          loader_in_order=self.machine.loader_in_order)
+                          loader_in_order=self.machine.loader_in_order, openmp=self.machine.openmp)
+
+    def unsampled_reason(self, knobs: Mapping[str, Any]) -> str | None:
+        """Why this trial is not measured (see space.unsampled_reason), or None."""
+        if not self.own_app:
+            return None
+        full = {k: self.base_value(k) for k in ("loader.batch_size", "loader.num_workers", "backend.threads",
+                                                "dist.nproc_per_node")}
+        return sp.unsampled_reason({**full, **knobs}, int(self.machine.fingerprint.get("cpus_available") or 1),
+                                   self.base_value("train.effective_batch"),
+                                   ranks_from_preset="dist.nproc_per_node" in self.space
+                                   and "dist.nproc_per_node" not in self.asked)
 
     def base_value(self, key: str) -> Any:
         return OmegaConf.select(self.base, key)
@@ -153,7 +165,7 @@ def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Com
     check_space(base, space, own_app)
     workload = workload_label(base) if own_app else app_name
     space = sp.restrict_to_machine(space, sp.Context(cuda=machine.cuda, bf16=machine.bf16, convolutional=None,
-                                                       loader_in_order=machine.loader_in_order))
+                                                       loader_in_order=machine.loader_in_order, openmp=machine.openmp))
     # the baseline is a point of the space
     baseline_knobs = {k: OmegaConf.select(base, k) for k in space}
     space = {k: sp.include_value(d, baseline_knobs[k]) for k, d in space.items()}
@@ -168,4 +180,5 @@ def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Com
         directions=tuple(directions), deadline_s=deadline_s, space=space,
         order=tuple(sp.suggestion_order(list(space))), baseline_knobs=baseline_knobs, study_name=study_name,
         storage_url=settings.storage or default_storage(), claim=claim_for(device), sweep_dir=sweep_dir,
+        asked=frozenset({*(settings.params or {}), *swept}),
     )

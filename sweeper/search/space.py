@@ -23,6 +23,7 @@ from optuna.distributions import (
     IntDistribution,
 )
 
+from .. import topology
 from ..errors import ConfigError
 
 _INT_INTERVAL = re.compile(r"^\s*(tag\([^,]*,\s*)?interval\(\s*-?\d+\s*,\s*-?\d+\s*\)\)?\s*$")
@@ -37,6 +38,7 @@ NEUTRAL: dict[str, Any] = {
     "backend.channels_last": False,
     "backend.cudnn_benchmark": False,
     "backend.tf32": False,
+    "backend.numa": "none",
 }
 # DataLoader knobs that only exist with worker processes.
 NEEDS_WORKERS = ("loader.prefetch_factor", "loader.persistent_workers", "loader.in_order",
@@ -55,6 +57,9 @@ MEMORY_NEUTRAL = {
     "backend.affinity",
     "backend.cudnn_benchmark",
     "backend.tf32",
+    "backend.omp_bind",
+    "backend.kmp_blocktime",
+    "backend.numa",
 }
 
 
@@ -66,6 +71,7 @@ class Context:
     bf16: bool
     convolutional: bool | None  # None: unknown (a custom workload)
     loader_in_order: bool = True  # the installed torch's DataLoader has in_order
+    openmp: str = "gnu"  # the OpenMP runtime torch loads: gnu | intel | none
 
 
 def parse_override(key: str, text: str) -> Override:
@@ -135,6 +141,10 @@ def restrict_to_machine(space: dict[str, BaseDistribution], ctx: Context) -> dic
     out = dict(space)
     if not ctx.loader_in_order:
         out.pop("loader.in_order", None)
+    if ctx.openmp != "intel":  # KMP_BLOCKTIME is Intel's runtime's alone
+        out.pop("backend.kmp_blocktime", None)
+    if ctx.openmp == "none":
+        out.pop("backend.omp_bind", None)
     dist = out.get("backend.precision")
     if isinstance(dist, CategoricalDistribution):
         runnable = [p for p in dist.choices if p != "fp16" or ctx.cuda]
@@ -160,6 +170,22 @@ def hold_effective_batch(space: dict[str, BaseDistribution], effective: int | No
         raise ConfigError(f"train.effective_batch={effective}: no loader.batch_size of the search space divides it "
                           f"({', '.join(map(str, values[:10]))}): search batch sizes that divide it.")
     return {**space, "loader.batch_size": CategoricalDistribution(kept)}
+
+
+def unsampled_reason(knobs: Mapping[str, Any], cores: int, effective_batch: int | None,
+                     ranks_from_preset: bool) -> str | None:
+    """Why a trial's configuration is not measured, or None: ranks that divide no effective
+    batch, or (when the preset chose the ranks, not the user) ranks oversubscribing the cores."""
+    nproc = int(knobs.get("dist.nproc_per_node") or 1)
+    batch = knobs.get("loader.batch_size")
+    if effective_batch and isinstance(batch, int) and effective_batch % (batch * nproc):
+        return (f"skipped: loader.batch_size={batch} x dist.nproc_per_node={nproc} does not divide "
+                f"train.effective_batch={effective_batch}")
+    threads, workers = knobs.get("backend.threads"), int(knobs.get("loader.num_workers") or 0)
+    if ranks_from_preset and topology.oversubscribes(nproc, threads, workers, cores):
+        return (f"skipped: {nproc} ranks x ({threads or 1} threads, {workers} loader workers) oversubscribe "
+                f"the {cores} cores; the preset does not sample it (sweep dist.nproc_per_node yourself to measure such points)")
+    return None
 
 
 def include_value(dist: BaseDistribution, value: Any) -> BaseDistribution:
@@ -198,6 +224,8 @@ def is_active(key: str, chosen: Mapping[str, Any], ctx: Context) -> bool:
         return ctx.cuda
     if key == "backend.channels_last":
         return ctx.convolutional is not False
+    if key == "backend.numa":  # binds ranks: means something with two or more
+        return (chosen.get("dist.nproc_per_node") or 1) > 1
     return True
 
 

@@ -40,6 +40,7 @@ def choose_knobs(plan: SweepPlan, ctx: sp.Context, pick: Any) -> dict[str, Any]:
     chosen: dict[str, Any] = {}
     context = {k: plan.base_value(k) for k in sp.NEUTRAL}
     context["loader.num_workers"] = plan.base_value("loader.num_workers")
+    context["dist.nproc_per_node"] = plan.base_value("dist.nproc_per_node")
     for key in plan.order:
         if sp.is_active(key, {**context, **chosen}, ctx):
             chosen[key] = pick(key, plan.space[key])
