@@ -66,7 +66,8 @@ def bottleneck(data_wait_fraction: float, device_busy_fraction: float | None = N
     return "data-bound" if share > DATA_BOUND_THRESHOLD else "compute-bound"
 
 
-# The scalar figures of a run a sweep keeps on its trial (the rest stays in result.json).
+# The figures of a run a sweep keeps on its trial (scalars, and each rank's samples/sec; the rest
+# stays in result.json).
 METRIC_KEYS = (
     "samples_per_sec", "samples_per_sec_iqr", "samples_per_sec_rel_iqr", "step_time_p50_ms",
     "step_time_p95_ms", "data_wait_fraction", "bottleneck", "peak_memory_mb", "peak_rss_mb",
@@ -77,6 +78,7 @@ METRIC_KEYS = (
     "gpu_mem_util_pct", "gpu_power_w", "gpu_power_cap_w", "device_busy_fraction", "device_step_time_p50_ms",
     "samples_per_sec_ci_low", "samples_per_sec_ci_high", "stopped", "warmup_steady", "samples_per_sec_steady",
     "isolation", "isolation_note", "grad_accum_steps", "effective_batch", "affinity", "allocator",
+    "nproc_per_node", "rank_samples_per_sec", "omp_bind", "openmp_runtime",
 )
 # what the parent adds to the child's figures; result.json holds all of it, flat
 _RUN_FIELDS = ("status", "reason", "fingerprint", "wall_s", "started_at", "ended_at", "log", "config", "job_dir")

@@ -100,3 +100,14 @@ def test_the_lock_is_per_gpu(tmp_path):
             gpu.kill()
     finally:
         holder.kill()
+
+
+def test_more_ranks_than_gpus_is_refused_before_any_rank_starts(sweeper_run):
+    run = sweeper_run(*CUDA, *SMALL["mnist_mlp"], f"dist.nproc_per_node={visible_gpus() + 1}")
+    assert run.result["status"] == "invalid" and "runs one rank per GPU" in run.result["reason"]
+
+
+@pytest.mark.skipif(visible_gpus() < 2, reason="needs two GPUs")
+def test_one_rank_per_gpu_over_nccl(sweeper_run):
+    result = ok(sweeper_run(*CUDA, *SMALL["image_classification"], "dist.nproc_per_node=2"))
+    assert result["nproc_per_node"] == 2 and len(result["rank_samples_per_sec"]) == 2

@@ -171,7 +171,7 @@ def test_winner_code_in_the_report_and_the_batch_sentence():
     trials = [make(0, 64, 1000.0, 400.0, baseline=True), make(1, 256, 2500.0, 600.0)]
     d = build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None)
     assert d.code_diff == ("-loader = DataLoader(dataset, batch_size=64)", "+loader = DataLoader(dataset, batch_size=256)")
-    assert any("batch 256 instead of 64" in n and "learning rate" in n for n in d.notes)
+    assert any("batch 256 instead of batch 64" in n and "learning rate" in n for n in d.notes)
     html = render(d)
     assert 'id="code-diff"' in html and "Apply it to your code" in html
     same = build_report_data(trials[:1], study_name="s", workload="w", fixed=[], confirmation=None)
@@ -266,7 +266,7 @@ def test_a_held_effective_batch_says_the_optimizer_sees_the_same():
     assert "scale the learning rate" in batch_note(baseline, winner)
     for trial, accum in ((baseline, 4), (winner, 1)):
         trial.user_attrs["metrics"].update({"effective_batch": 256, "grad_accum_steps": accum})
-    assert batch_note(baseline, winner) == ("The winner runs batch 256 instead of 64 with 1 gradient accumulation "
+    assert batch_note(baseline, winner) == ("The winner runs batch 256 instead of batch 64 with 1 gradient accumulation "
                                             "step(s): the effective batch stays 256, so the optimizer sees what it "
                                             "saw before.")
 
@@ -280,3 +280,32 @@ def test_why_counts_the_workers_asked_for_not_the_helper_processes():
     # forkserver: the server, the resource tracker and the worker are 3 processes under the run
     trial.user_attrs["metrics"]["dataloader_processes"] = 3
     assert "more loader workers (1 now, 2 cores)" in breakdown("t", trial).verdict
+
+
+def test_samples_per_sec_against_ranks_is_shown_when_the_sweep_varied_them():
+    from sweeper.report.data import batch_note, ranks_of
+
+    one, two = make(0, 64, 1000.0, baseline=True), make(1, 64, 1800.0)
+    two.user_attrs["metrics"].update({"nproc_per_node": 2, "rank_samples_per_sec": [905.0, 895.0]})
+    assert ranks_of([one]) == [] and ranks_of([one, two]) == [(0, 1, 1000.0, 1000.0), (1, 2, 1800.0, 900.0)]
+    d = build_report_data([one, two], study_name="s", workload="w", fixed=[], confirmation=None)
+    assert d.ranks and "<h2>Processes per node</h2>" in render(d)
+    assert "samples/sec against dist.nproc_per_node" in render(d)
+    # two ranks of batch 64 are a batch of 128 to the optimizer
+    assert "batch 64 on each of 2 ranks instead of batch 64" in batch_note(one, two) and "x2" in batch_note(one, two)
+
+
+def test_the_winners_ranks_and_openmp_binding_as_lines_of_a_script():
+    from sweeper.report.code import code_diff
+
+    diff = code_diff({"dist.nproc_per_node": 1, "backend.omp_bind": "default"},
+                     {"dist.nproc_per_node": 2, "backend.omp_bind": "close"}, "cpu")
+    assert "+# torchrun --standalone --nproc_per_node=2 train.py" in diff
+    assert "+# start with OMP_PROC_BIND=close OMP_PLACES=cores python train.py" in diff
+
+
+def test_a_point_the_preset_skips_is_listed_but_neither_measured_nor_failed():
+    skipped = make(4, 64, status="skipped", reason="skipped: 2 ranks x (2 threads, 0 loader workers) oversubscribe")
+    d = build_report_data([*TRIALS, skipped], study_name="s", workload="w", fixed=[], confirmation=None)
+    assert 4 not in {f.number for f in d.failures} and d.trials_failed == 1 and d.trials_measured == 4
+    assert any(row[0] == 4 and row[2] == "skipped" for row in d.rows)

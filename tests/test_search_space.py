@@ -133,3 +133,25 @@ def test_an_effective_batch_keeps_only_the_batch_sizes_that_divide_it():
     assert ss.hold_effective_batch(space, None) is space
     with pytest.raises(ConfigError, match="train.effective_batch=100: no loader.batch_size of the search space"):
         ss.hold_effective_batch({"loader.batch_size": CategoricalDistribution([64, 128])}, 100)
+
+
+def test_ranks_the_preset_chose_never_oversubscribe_and_always_hold_the_effective_batch():
+    knobs = {"loader.batch_size": 64, "loader.num_workers": 0, "backend.threads": 1, "dist.nproc_per_node": 2}
+    assert ss.unsampled_reason(knobs, 2, None, ranks_from_preset=True) is None
+    over = {**knobs, "backend.threads": 2}
+    assert "2 ranks x (2 threads, 0 loader workers) oversubscribe the 2 cores" in ss.unsampled_reason(
+        over, 2, None, ranks_from_preset=True)
+    assert ss.unsampled_reason(over, 2, None, ranks_from_preset=False) is None  # the user asked for it
+    assert "loader.batch_size=64 x dist.nproc_per_node=2 does not divide train.effective_batch=96" in (
+        ss.unsampled_reason(knobs, 2, 96, ranks_from_preset=False))
+
+
+def test_numa_binding_lives_only_with_ranks_and_kmp_blocktime_only_under_intel_openmp():
+    ctx = ss.Context(cuda=False, bf16=True, convolutional=None)
+    assert not ss.is_active("backend.numa", {"dist.nproc_per_node": 1}, ctx)
+    assert ss.is_active("backend.numa", {"dist.nproc_per_node": 2}, ctx)
+    space = {"backend.kmp_blocktime": CategoricalDistribution([None, 0, 200]),
+             "backend.omp_bind": CategoricalDistribution(["default", "close"])}
+    assert set(ss.restrict_to_machine(space, ctx)) == {"backend.omp_bind"}
+    intel = ss.Context(cuda=False, bf16=True, convolutional=None, openmp="intel")
+    assert set(ss.restrict_to_machine(space, intel)) == set(space)

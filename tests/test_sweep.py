@@ -184,12 +184,14 @@ def test_patience_ends_a_sweep_that_stopped_paying(tmp_path):
 
 def test_an_effective_batch_is_held_by_every_trial(tmp_path):
     sweep(tmp_path, "search=none", "loader.batch_size=64", "loader.batch_size=choice(32,64,96,128)",
-          "backend.threads=choice(1,2)", "train.effective_batch=256", "hydra.sweeper.n_trials=4",
-          "hydra.sweeper.confirm.top_k=0")
+          "dist.nproc_per_node=choice(1,2)", "backend.threads=1", "train.effective_batch=256",
+          "hydra.sweeper.n_trials=4", "hydra.sweeper.confirm.top_k=0")
     measured = [t for t in load(tmp_path).get_trials() if t.user_attrs.get("reused_from") is None]
     assert len(measured) == 4
     for t in measured:
         batch = t.user_attrs["knobs"]["loader.batch_size"]
+        nproc = t.user_attrs["knobs"].get("dist.nproc_per_node", 1)
         metrics = t.user_attrs["metrics"]
         assert batch != 96  # does not divide 256: never sampled
-        assert metrics["effective_batch"] == batch * metrics["grad_accum_steps"] == 256
+        assert metrics["nproc_per_node"] == nproc
+        assert metrics["effective_batch"] == batch * metrics["grad_accum_steps"] * nproc == 256

@@ -99,3 +99,34 @@ def test_bad_values(path, value, message):
         check_config(with_(path, value))
     assert message in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_ranks_numa_and_openmp_knobs_are_checked_before_any_run(monkeypatch):
+    from sweeper.validation import grad_accum_steps
+
+    with pytest.raises(ConfigError, match=r"dist.nproc_per_node=0 is invalid: expected an integer >= 1."):
+        check_config(with_("dist", {"nproc_per_node": 0}))
+    ranks = with_("dist", {"nproc_per_node": 2})
+    ranks["train"] = {"grad_accum_steps": 1, "effective_batch": 256}
+    check_config(ranks)
+    assert grad_accum_steps(ranks["train"], 64, 2) == 2  # 64 x 2 x 2 ranks = 256
+    ranks["loader"]["batch_size"] = 256
+    with pytest.raises(ConfigError, match=r"train.effective_batch=256 is not a multiple of loader.batch_size=256 x "
+                                          r"dist.nproc_per_node=2"):
+        check_config(ranks)
+    with pytest.raises(ConfigError, match=r"backend.omp_bind='tight' is invalid: expected one of default, close, spread."):
+        check_config(with_("backend.omp_bind", "tight"))
+    with pytest.raises(ConfigError, match=r"backend.kmp_blocktime=-1 is invalid"):
+        check_config(with_("backend.kmp_blocktime", -1))
+    numa = with_("backend.numa", "node")
+    numa["dist"] = {"nproc_per_node": 3}
+    monkeypatch.setattr("sweeper.topology.numa_nodes", lambda root="": {0: (0,)})
+    with pytest.raises(ConfigError, match=r"backend.numa='node' binds ranks to NUMA nodes, and this machine has 1"):
+        check_config(numa)
+    monkeypatch.setattr("sweeper.topology.numa_nodes", lambda root="": {0: (0,), 1: (1,)})
+    with pytest.raises(ConfigError, match=r"dist.nproc_per_node=3 is not a multiple of 2"):
+        check_config(numa)
+    numa["dist"] = {"nproc_per_node": 2}
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    with pytest.raises(ConfigError, match=r"runs each rank under numactl, which is not installed: install numactl"):
+        check_config(numa)

@@ -142,6 +142,20 @@ def _died(rank: int, nproc: int, code: int) -> str:
     return f"rank {rank} of {nproc} {how} without a result; the launcher stopped the group"
 
 
+def check_gpus(device: str, nproc: int) -> None:
+    """One rank per GPU: more ranks than visible GPUs is refused before any rank starts
+    (device_count asks the driver without creating a CUDA context in the launcher)."""
+    import torch
+
+    from ..errors import InvalidConfig
+
+    if device == "cpu" or not torch.cuda.is_available():
+        return
+    if nproc > torch.cuda.device_count():
+        raise InvalidConfig(f"dist.nproc_per_node={nproc} runs one rank per GPU and {torch.cuda.device_count()} "
+                            "are visible: lower dist.nproc_per_node (or use backend.device=cpu).")
+
+
 def launch(spec: dict[str, Any], events: Any) -> dict[str, Any]:
     """Run the spec as dist.nproc_per_node ranks on this machine; their combined result."""
     from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs
@@ -152,6 +166,7 @@ def launch(spec: dict[str, Any], events: Any) -> dict[str, Any]:
 
     nproc = int(spec["dist"]["nproc_per_node"])
     back = spec["backend"]
+    check_gpus(back["device"], nproc)
     cores = len(os.sched_getaffinity(0))
     threads = topology.threads_per_rank(back["threads"], cores, nproc)
     events.send(event="phase", phase=f"launch {nproc} ranks")

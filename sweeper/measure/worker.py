@@ -79,10 +79,7 @@ def join_group(torch: Any, device: Any, rank: Rank) -> tuple[Any, TorchGroup]:
     """This rank in the job's process group: gloo on the CPU, NCCL with one GPU per rank."""
     import torch.distributed as dist
 
-    if device.type == "cuda":
-        if rank.local_rank >= torch.cuda.device_count():
-            raise InvalidConfig(f"dist.nproc_per_node={rank.world} runs one rank per GPU and "
-                                f"{torch.cuda.device_count()} are visible: lower dist.nproc_per_node.")
+    if device.type == "cuda":  # one GPU per rank (the launcher checked there are enough)
         device = torch.device("cuda", rank.local_rank)
         torch.cuda.set_device(device)
         dist.init_process_group("nccl", device_id=device)

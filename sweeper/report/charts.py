@@ -162,3 +162,23 @@ def over_sweeps_chart(labels: Sequence[str], values: Sequence[float]) -> str:
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     return to_svg(fig)
+
+
+def ranks_chart(rows: Sequence[tuple[int, int, float, float]]) -> str:
+    """samples/sec against dist.nproc_per_node: every trial's total over its ranks, the best
+    total at each count joined, and what one rank did on its own."""
+    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    counts = sorted({n for _, n, _, _ in rows})
+    ax.scatter([n for _, n, _, _ in rows], [total for _, _, total, _ in rows], color="#3182bd", alpha=0.7,
+               label="total over the ranks (a trial)", zorder=3)
+    ax.scatter([n for _, n, _, _ in rows], [each for _, _, _, each in rows], facecolors="none",
+               edgecolors="#ff7f0e", label="one rank's own (mean of its ranks)", zorder=3)
+    best = [max(total for _, n, total, _ in rows if n == count) for count in counts]
+    ax.plot(counts, best, "-", color="#2ca02c", label="best total at each count", zorder=2)
+    ax.set_xticks(counts, [str(c) for c in counts])
+    ax.set_xlabel("dist.nproc_per_node (data-parallel ranks on this machine)")
+    ax.set_ylabel("samples/sec")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return to_svg(fig)

@@ -39,7 +39,26 @@ def _topology(knobs: Mapping[str, Any]) -> list[str]:
         allocator = knobs["backend.allocator"]
         lines.append(f"# start with LD_PRELOAD={_LIBRARIES[allocator]} python train.py" if allocator in _LIBRARIES
                      else "# allocator: glibc's (no LD_PRELOAD)")
+    if "backend.omp_bind" in knobs:
+        bind = knobs["backend.omp_bind"]
+        lines.append(f"# start with OMP_PROC_BIND={bind} OMP_PLACES=cores python train.py" if bind in ("close", "spread")
+                     else "# OpenMP binding: the runtime's default")
+    if knobs.get("backend.kmp_blocktime") is not None:
+        lines.append(f"# start with KMP_BLOCKTIME={knobs['backend.kmp_blocktime']} python train.py (Intel OpenMP)")
     return lines
+
+
+def _ranks(knobs: Mapping[str, Any]) -> list[str]:
+    if "dist.nproc_per_node" not in knobs and "backend.numa" not in knobs:
+        return []
+    nproc = int(knobs.get("dist.nproc_per_node") or 1)
+    if nproc <= 1:
+        return ["# one process: python train.py (no DistributedDataParallel)"]
+    numa = (["# each rank under numactl --cpunodebind=N --membind=N, ranks in blocks, one block per NUMA node"]
+            if knobs.get("backend.numa") == "node" else [])
+    return [f"# torchrun --standalone --nproc_per_node={nproc} train.py", *numa,
+            "dist.init_process_group('gloo')  # 'nccl' on GPUs; then DistributedDataParallel(model) and a "
+            "DistributedSampler (each rank its share of every epoch)"]
 
 
 def _flags(knobs: Mapping[str, Any]) -> list[str]:
@@ -95,9 +114,10 @@ def script_lines(knobs: Mapping[str, Any], device: str) -> list[str]:
     """The lines of a training script that set these knobs, in the order a script sets them."""
     known = {*(f"loader.{a}" for a in _LOADER_ARGS), "backend.threads", "backend.interop_threads",
              "backend.cudnn_benchmark", "backend.tf32", "backend.channels_last", "backend.compile",
-             "backend.precision", "backend.affinity", "backend.allocator"}
+             "backend.precision", "backend.affinity", "backend.allocator", "backend.omp_bind",
+             "backend.kmp_blocktime", "dist.nproc_per_node", "backend.numa"}
     others = [f"# {key} = {value!r}" for key, value in sorted(knobs.items()) if key not in known]
-    return [*_topology(knobs), *_threads(knobs), *_flags(knobs), *_loader(knobs, device), *_model(knobs),
+    return [*_ranks(knobs), *_topology(knobs), *_threads(knobs), *_flags(knobs), *_loader(knobs, device), *_model(knobs),
             *_precision(knobs, device), *others]
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from optuna.trial import FrozenTrial, TrialState
 
 from ..overrides import winner_command, winner_yaml
-from ..result import TrialRecord
+from ..result import Status, TrialRecord
 from ..stats import IQR_WARN_THRESHOLD, Spread, rounds_to_separate
 from ..store.trials import baseline_of, config_of, measured_results, pareto_trials, primary_value, ranked
 from .code import code_diff
@@ -82,6 +82,9 @@ class ReportData:
     notes: tuple[str, ...] = field(default_factory=tuple)
     # the same study on other hardware classes: (study, machine, best samples/sec, its knobs)
     siblings: tuple[tuple[str, str, float, str], ...] = field(default_factory=tuple)
+    # data-parallel ranks, when trials ran with more than one count: (trial, nproc_per_node,
+    # total samples/sec, one rank's mean samples/sec)
+    ranks: tuple[tuple[int, int, float, float], ...] = field(default_factory=tuple)
 
 
 # what PyTorch does when a knob is left at null, for the knob-effect charts
@@ -93,6 +96,18 @@ STATE_LABELS = {"COMPLETE": "done", "FAIL": "failed", "PRUNED": "pruned", "RUNNI
 
 def _text(value: Any) -> str:
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def ranks_of(done: Sequence[FrozenTrial]) -> list[tuple[int, int, float, float]]:
+    """(trial, ranks, total samples/sec, per rank) of completed trials, when more than one
+    rank count was measured; a single process is its own one rank."""
+    rows = []
+    for t in done:
+        record = TrialRecord.of(t)
+        nproc, total = int(record.metric("nproc_per_node") or 1), float(record.metric("samples_per_sec") or 0.0)
+        per_rank = [r for r in record.metric("rank_samples_per_sec") or [] if r is not None]
+        rows.append((t.number, nproc, total, sum(per_rank) / len(per_rank) if per_rank else total / nproc))
+    return rows if len({r[1] for r in rows}) > 1 else []
 
 
 def knob_label(key: str, value: Any, fingerprint: Mapping[str, Any]) -> str:
@@ -136,19 +151,29 @@ def separation_note(confirmation: Mapping[str, Any] | None) -> str | None:
 
 
 def batch_note(baseline: FrozenTrial | None, winner: FrozenTrial | None) -> str | None:
-    """When the winner changes the batch, what that means for the optimizer (one sentence)."""
+    """When the winner changes the batch (or the ranks that each take one), what that means for
+    the optimizer (one sentence)."""
     if baseline is None or winner is None:
         return None
     before, after = config_of(baseline).get("loader.batch_size"), config_of(winner).get("loader.batch_size")
-    if not before or not after or before == after:
+    ranks_before = int(TrialRecord.of(baseline).metrics.get("nproc_per_node") or 1)
+    ranks_after = int(TrialRecord.of(winner).metrics.get("nproc_per_node") or 1)
+    if not before or not after or (before, ranks_before) == (after, ranks_after):
         return None
+
+    def batch(b: int, n: int) -> str:
+        return f"batch {b}" + (f" on each of {n} ranks" if n > 1 else "")
+
     held = TrialRecord.of(winner).metrics.get("effective_batch")
     if held and held == TrialRecord.of(baseline).metrics.get("effective_batch"):
-        return (f"The winner runs batch {after} instead of {before} with {held // after} gradient accumulation "
-                f"step(s): the effective batch stays {held}, so the optimizer sees what it saw before.")
-    return (f"The winner trains with batch {after} instead of {before}: the optimizer sees a different batch, so "
-            f"scale the learning rate with it (the linear scaling rule, x{after / before:g}, is the usual start) "
-            "or keep the effective batch with gradient accumulation.")
+        return (f"The winner runs {batch(after, ranks_after)} instead of {batch(before, ranks_before)} with "
+                f"{held // (after * ranks_after)} gradient accumulation step(s): the effective batch stays {held}, "
+                "so the optimizer sees what it saw before.")
+    ratio = (after * ranks_after) / (before * ranks_before)
+    return (f"The winner trains with {batch(after, ranks_after)} instead of {batch(before, ranks_before)}: the "
+            f"optimizer sees a different batch, so scale the learning rate with it (the linear scaling rule, "
+            f"x{ratio:g}, is the usual start) or keep the effective batch with gradient accumulation "
+            "(train.effective_batch).")
 
 
 def machine_of(trials: Sequence[FrozenTrial]) -> str:
@@ -194,6 +219,10 @@ def build_report_data(
               t.number in front, TrialRecord.of(t).baseline, t.number == winner_number)
         for t in done
     )
+    # trials the sweep chose not to run (a point the preset skips, n_trials reached elsewhere)
+    # are neither measured nor failed: the table lists them with their reason
+    unrun = [t for t in measured if TrialRecord.of(t).status in (Status.SKIPPED, Status.SURPLUS)]
+    measured = [t for t in measured if t not in unrun]
     failures = tuple(
         Failure(t.number, str(TrialRecord.of(t).status or t.state.name.lower()), str(TrialRecord.of(t).reason or ""))
         for t in measured if t.state != TrialState.COMPLETE
@@ -213,6 +242,8 @@ def build_report_data(
             effects.setdefault(key, []).append((label, metric(t, "samples_per_sec")))
     effects = {k: v for k, v in effects.items() if len({x for x, _ in v}) > 1}
 
+    ranks = tuple(ranks_of(done))
+
     starts = [t.datetime_start for t in measured if t.datetime_start]
     first = min(starts) if starts else None
     ends = [t.datetime_complete for t in measured if t.datetime_complete]
@@ -223,14 +254,15 @@ def build_report_data(
         elapsed = (t.datetime_complete - first).total_seconds() if first and t.datetime_complete else 0.0
         history.append((t.number, elapsed, best_so_far))
 
-    knob_keys = sorted({k for t in measured for k in config_of(t)})
+    listed = sorted([*measured, *unrun], key=lambda t: t.number)
+    knob_keys = sorted({k for t in listed for k in config_of(t)})
     columns = ("trial", "state", "status", "reason", *knob_keys, *TABLE_METRICS)
     rows = tuple(
         (t.number, STATE_LABELS.get(t.state.name, t.state.name.lower()), TrialRecord.of(t).status,
          TrialRecord.of(t).reason or "",
          *(_text(config_of(t).get(k)) if k in config_of(t) else "" for k in knob_keys),
          *(TrialRecord.of(t).metric(m) for m in TABLE_METRICS))
-        for t in measured
+        for t in listed
     )
 
     confirmed = confirmation is not None
@@ -292,4 +324,5 @@ def build_report_data(
         columns=columns,
         rows=rows,
         notes=tuple(notes),
+        ranks=ranks,
     )

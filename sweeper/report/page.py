@@ -185,6 +185,11 @@ def render(d: ReportData) -> str:
             sections.append(img(charts.importance_chart(d.importances), "parameter importance"))
         if d.effects:
             sections.append(img(charts.effects_chart(d.effects), "samples/sec against each knob"))
+    if d.ranks:
+        sections += ["<h2>Processes per node</h2>",
+                     "<p>Samples/sec against the number of data-parallel ranks: each trial's total over its "
+                     "ranks (measured in common windows) and what one rank did on its own.</p>",
+                     img(charts.ranks_chart(d.ranks), "samples/sec against dist.nproc_per_node")]
     if d.history:
         sections += ["<h2>Optimization history</h2>", img(charts.history_chart(d.history), "best so far")]
     if d.siblings:

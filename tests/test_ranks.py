@@ -1,0 +1,209 @@
+"""Processes per node, CPU topology and the OpenMP environment: the pure parts (fast), and real
+data-parallel runs on this machine's cores (slow)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from conftest import ROOT, TINY
+from sweeper import topology
+from sweeper.measure import timing
+from sweeper.measure.ranks import combine
+from sweeper.result import Status
+
+
+# --- the measuring loop over a group of ranks ------------------------------------------------
+
+class TwinGroup:
+    """Rank 0 of two, whose twin is `slower` times as slow: decisions are rank 0's, the
+    twin's window takes longer and finishes the same samples."""
+
+    def __init__(self, slower: float) -> None:
+        self.slower, self.agreed, self.totals = slower, [], []
+
+    def agree(self, value: int) -> int:
+        self.agreed.append(value)
+        return value
+
+    def total(self, elapsed: float, samples: int) -> tuple[float, int]:
+        self.totals.append((elapsed, samples))
+        return elapsed * self.slower, samples * 2
+
+
+class StepClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_ranks_are_measured_as_one_group_in_common_windows():
+    clock = StepClock()
+
+    def step(batch):
+        clock.now += 0.01  # 10 ms a step, 32 samples: 3,200 samples/s on this rank
+
+    group = TwinGroup(slower=1.25)
+    rule = timing.Rule(warmup_s=0.1, warmup_steps=2, max_windows=4, window_s=0.1, warmup_max_s=1.0,
+                       min_windows=4)
+    t = timing.measure(lambda: None, step, lambda b: 32, lambda: None, rule, clock=clock, group=group)
+    # windows of rank 0's step count for window_s (10 steps), the same on every rank
+    assert all(s == 320 for _, s in group.totals) and len(group.totals) == 4
+    # the group's rate: both ranks' samples over the slower rank's time
+    assert t.window_samples_per_sec == pytest.approx([640 / (0.1 * 1.25)] * 4)
+    assert t.own_window_samples_per_sec == pytest.approx([3200.0] * 4)
+    summary = t.summary()
+    assert summary["rank_samples_per_sec"] == pytest.approx(3200.0)
+    assert summary["samples_per_sec"] == pytest.approx(5120.0)
+    assert group.agreed  # warm-up's decisions went through rank 0
+
+
+def _rank(rate: float, rss: float, **extra) -> dict:
+    return {"status": "ok", "samples_per_sec": 2 * rate, "rank_samples_per_sec": rate, "peak_rss_mb": rss,
+            "dataloader_processes": 2, "cpu_util_main_pct": 90.0, "cpu_util_workers_pct": 10.0,
+            "cuda_max_allocated_mb": None, "cpus_allowed_main": "0", "cpus_allowed_workers": ["1"], "rank": 0,
+            **extra}
+
+
+def test_a_group_result_holds_the_total_each_rank_and_the_memory_of_all():
+    out = combine({0: _rank(100.0, 700.0), 1: _rank(95.0, 690.0, cpus_allowed_main="1")}, 2, {}, 1500.0)
+    assert out["status"] == "ok" and out["samples_per_sec"] == 200.0
+    assert out["rank_samples_per_sec"] == [100.0, 95.0] and out["nproc_per_node"] == 2
+    assert out["peak_rss_mb"] == 1500.0 and out["rank_peak_rss_mb"] == [700.0, 690.0]
+    assert out["dataloader_processes"] == 4 and out["cpu_util_main_pct"] == 180.0
+    assert out["rank_cpus_allowed"] == ["0", "1"] and "rank" not in out
+
+
+def test_the_cause_of_a_group_failure_names_it():
+    peer = {"status": "error", "reason": "RuntimeError: Connection closed by peer [127.0.0.1]:1", "failed_at": 1.0}
+    own = {"status": "oom", "reason": "RuntimeError: can't allocate memory", "failed_at": 2.0}
+    # the rank that saw its peer vanish failed first, but the cause is the other's
+    out = combine({0: peer, 1: own}, 2, {0: 1, 1: 1}, 0.0)
+    assert out["status"] == "oom" and out["reason"].startswith("rank 1 of 2: RuntimeError: can't allocate")
+    # a rank killed by a signal of its own beats the agent's SIGTERM to the others
+    out = combine({}, 2, {0: -signal.SIGTERM, 1: -signal.SIGABRT}, 0.0)
+    assert out["status"] == "crash" and out["reason"].startswith("rank 1 of 2 killed by SIGABRT")
+    out = combine({0: _rank(1.0, 1.0)}, 2, {1: 3}, 0.0)
+    assert out["status"] == "error" and "rank 1 of 2 exited with code 3" in out["reason"]
+
+
+# --- cores, NUMA, OpenMP -----------------------------------------------------------------------
+
+def test_each_rank_gets_its_share_of_the_cores():
+    assert [topology.rank_cores(range(8), 2, r) for r in (0, 1)] == [(0, 1, 2, 3), (4, 5, 6, 7)]
+    assert [topology.rank_cores(range(5), 2, r) for r in (0, 1)] == [(0, 1, 2), (3, 4)]
+    assert [topology.rank_cores([0, 1], 4, r) for r in range(4)] == [(0,), (1,), (0,), (1,)]
+    assert topology.threads_per_rank(None, 8, 2) == 4 and topology.threads_per_rank(3, 8, 2) == 3
+    assert topology.threads_per_rank(None, 8, 1) is None
+
+
+def test_oversubscription_is_ranks_times_threads_or_workers_beyond_the_cores():
+    assert not topology.oversubscribes(1, 8, 8, 2)  # one process keeps its preset's ranges
+    assert not topology.oversubscribes(2, 1, 1, 2) and not topology.oversubscribes(2, None, 0, 2)
+    assert topology.oversubscribes(2, 2, 0, 2) and topology.oversubscribes(2, 1, 2, 2)
+
+
+def test_numa_nodes_are_read_from_sysfs_and_ranks_bound_with_numactl(tmp_path):
+    for node, cpus in ((0, "0-3,8"), (1, "4-7,9"), (2, "")):  # node 2: memory only
+        (tmp_path / f"node{node}").mkdir()
+        (tmp_path / f"node{node}" / "cpulist").write_text(cpus + "\n")
+    (tmp_path / "possible").write_text("0-2\n")
+    nodes = topology.numa_nodes(str(tmp_path))
+    assert nodes == {0: (0, 1, 2, 3, 8), 1: (4, 5, 6, 7, 9)}
+    assert topology.numa_modes(str(tmp_path)) == ("none", "node")
+    assert [topology.rank_node([0, 1], 4, r) for r in range(4)] == [0, 0, 1, 1]
+    assert topology.numactl_command(1, ["python", "-m", "x"]) == [
+        "numactl", "--cpunodebind=1", "--membind=1", "python", "-m", "x"]
+    (tmp_path / "node1" / "cpulist").write_text("")
+    assert topology.numa_modes(str(tmp_path)) == ("none",)  # one node: not offered
+    assert topology.numa_nodes(str(tmp_path / "absent")) == {}
+
+
+def test_the_openmp_environment_follows_the_runtime():
+    gnu = "7f00-7f10 r-xp 0 0:0 1 /venv/torch/lib/libgomp.so.1\n"
+    intel = "7f00-7f10 r-xp 0 0:0 1 /opt/intel/lib/libiomp5.so\n"
+    assert topology.openmp_runtime(gnu) == "gnu" and topology.openmp_runtime(intel) == "intel"
+    assert topology.openmp_runtime("libc.so.6") == "none"
+    assert topology.openmp_env("default") == {}
+    assert topology.openmp_env("close") == {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores",
+                                            "KMP_AFFINITY": "granularity=fine,compact,1,0"}
+    assert topology.openmp_env("spread", 0)["KMP_BLOCKTIME"] == "0"
+
+
+def test_knobs_read_at_process_start_make_the_run_spawned():
+    from sweeper.runner.run import start_env
+
+    spec = {"backend": {"allocator": "default", "omp_bind": "close", "kmp_blocktime": None}}
+    env, why = start_env(spec)
+    assert env["OMP_PROC_BIND"] == "close" and "backend.omp_bind=close are read by OpenMP" in why
+    assert start_env({"backend": {"allocator": "default", "omp_bind": "default"}}) == ({}, None)
+
+
+# --- real data-parallel runs (slow) ----------------------------------------------------------
+
+def _spec(*overrides: str) -> dict:
+    from sweeper.paths import config_dir
+    from sweeper.runner.run import checked_spec
+
+    with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
+        return checked_spec(compose("config", overrides=[*TINY, *overrides]))
+
+
+@pytest.fixture
+def tests_on_path(monkeypatch):
+    from sweeper.runner import zygote
+
+    monkeypatch.syspath_prepend(str(ROOT / "tests"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "tests"), str(ROOT)]))
+    yield
+    zygote.close_all()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_two_ranks_on_two_cores_report_each_rank_and_the_total(tests_on_path, tmp_path):
+    from sweeper.runner.run import measure_spec
+
+    run = measure_spec(_spec("dist.nproc_per_node=2", "backend.affinity=compact", "loader.num_workers=1",
+                             "train.effective_batch=256", "loader.batch_size=64"), tmp_path)
+    assert run.status == Status.OK, run.reason
+    ranks = run.get("rank_samples_per_sec")
+    assert run.get("nproc_per_node") == 2 and len(ranks) == 2 and all(r > 0 for r in ranks)
+    assert run.get("samples_per_sec") > max(ranks)  # the total over both
+    assert run.get("effective_batch") == 64 * run.get("grad_accum_steps") * 2 == 256
+    cores = sorted(os.sched_getaffinity(0))
+    # compact within each rank's share: one core each, the worker sharing it
+    assert run.get("rank_cpus_allowed") == [str(cores[0]), str(cores[1])]
+    assert run.get("dataloader_processes") == 2 and run.get("peak_rss_mb") > max(run.get("rank_peak_rss_mb"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return True  # a zombie still has a stat: it must have been reaped too
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("how", "status", "reason"), [
+    ("abort", Status.CRASH, "rank 1 of 2 killed by SIGABRT"),
+    ("raise", Status.ERROR, "rank 1 of 2: ValueError: rank 1 failed on purpose"),
+    ("hang", Status.TIMEOUT, "no result within measure.timeout_s=15 s"),
+])
+def test_a_rank_that_fails_takes_the_group_down_and_leaves_no_process(tests_on_path, tmp_path, how, status, reason):
+    from sweeper.runner.run import measure_spec
+
+    pids = tmp_path / "pids"
+    run = measure_spec(_spec("task=custom", "task.factory=misbehaving:fails_on_rank", f"+task.params.how={how}",
+                             f"+task.params.pids={pids}", "dist.nproc_per_node=2", "loader.num_workers=1",
+                             "measure.timeout_s=15"), tmp_path / "run")
+    assert run.status == status and reason in run.reason, run.reason
+    ranks = [int(p.read_text()) for p in Path(pids).iterdir()]
+    assert len(ranks) == 2 and not any(_alive(pid) for pid in ranks)
