@@ -4,6 +4,7 @@ on this machine, then a search=cpu sweep with the new knobs against one without 
     python benchmarks/topology.py [rounds]          # side by side (interleaved), then the sweeps
     python benchmarks/topology.py [rounds] side     # the side-by-side part only
     python benchmarks/topology.py [rounds] sweeps   # the sweeps part only
+    python benchmarks/topology.py [rounds] side "x 1 thread, 0 workers"   # the configurations named so
 
 Side by side: every configuration once per round, the order rotated each round, sweeper's
 default measurement; the hand-written loops (one process, and DDP under torchrun) measure the
@@ -80,8 +81,9 @@ def rotated(items: list, r: int) -> list:
     return items[r % len(items):] + items[:r % len(items)]
 
 
-def side_by_side(rounds: int, tmp: Path) -> None:
+def side_by_side(rounds: int, tmp: Path, only: str = "") -> None:
     jobs = [(w, c) for w in WORKLOADS for c in CONFIGS] + [("mnist_mlp", h) for h in HAND]
+    jobs = [(w, c) for w, c in jobs if only in c]
     figures: dict[tuple[str, str], list[float]] = {job: [] for job in jobs}
     ranks: dict[tuple[str, str], list[list[float]]] = {job: [] for job in jobs}
     for r in range(rounds):
@@ -95,19 +97,20 @@ def side_by_side(rounds: int, tmp: Path) -> None:
                 ranks[(workload, name)].append(result["rank_samples_per_sec"])
         print(f"round {r + 1} of {rounds} done", flush=True)
     for workload in WORKLOADS:
-        first = statistics.median(figures[(workload, next(iter(CONFIGS)))])
+        rows = {name: values for (w, name), values in figures.items() if w == workload}
+        if not rows:
+            continue
+        first = statistics.median(next(iter(rows.values())))
         print(f"\n{workload}: median samples/sec of {rounds} interleaved rounds")
-        print("| configuration | samples/s | of 1 rank x 2 threads | each rank |")
-        print("|---|---:|---:|---|")
-        for (w, name), values in figures.items():
-            if w != workload:
-                continue
+        print(f"| configuration | samples/s | of {next(iter(rows))} | each rank | rounds |")
+        print("|---|---:|---:|---|---|")
+        for name, values in rows.items():
             med = statistics.median(values)
-            each = ", ".join(f"{statistics.median(v):,.0f}" for v in zip(*ranks[(w, name)])) if ranks[(w, name)] else ""
-            print(f"| {name} | {med:,.0f} | {med / first:.2f} | {each} |")
+            each = ", ".join(f"{statistics.median(v):,.0f}" for v in zip(*ranks[(workload, name)])) if ranks[(workload, name)] else ""
+            print(f"| {name} | {med:,.0f} | {med / first:.2f} | {each} | {', '.join(f'{v:,.0f}' for v in values)} |")
 
 
-def sweep(name: str, extra: list[str], tmp: Path) -> tuple[list[str], float]:
+def sweep(name: str, label: str, extra: list[str], tmp: Path) -> tuple[list[str], float]:
     out = tmp / name
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "sweeper", "-m", *extra, f"hydra.sweep.dir={out}",
@@ -118,14 +121,14 @@ def sweep(name: str, extra: list[str], tmp: Path) -> tuple[list[str], float]:
         sys.exit(proc.stdout[-3000:] + proc.stderr[-3000:])
     command = (out / "winner_command.txt").read_text().split()
     summary = json.loads((out / "summary.json").read_text())
-    print(f"{name}: {wall / 60:.1f} min, {summary['measured']} measured, {summary['stopped']}; winner: "
+    print(f"{label}: {wall / 60:.1f} min, {summary['measured']} measured, {summary['stopped']}; winner: "
           f"{' '.join(command[3:])}", flush=True)
     return command[3:], wall
 
 
 def sweeps(tmp: Path, rounds: int) -> None:
-    with_knobs, _ = sweep("with the new knobs (search=cpu)", [], tmp)
-    without, _ = sweep("without them (the knobs of before)", ["search=none", *OLD_SPACE], tmp)
+    with_knobs, _ = sweep("with", "with the new knobs (search=cpu)", [], tmp)
+    without, _ = sweep("without", "without them (search=cpu's knobs of before)", ["search=none", *OLD_SPACE], tmp)
     winners = {"with": with_knobs, "without": without}
     runs: dict[str, list[float]] = {k: [] for k in winners}
     for r in range(rounds):
@@ -142,7 +145,7 @@ def main() -> None:
     part = sys.argv[2] if len(sys.argv) > 2 else "all"
     tmp = Path(tempfile.mkdtemp(prefix="topology-"))
     if part in ("all", "side"):
-        side_by_side(rounds, tmp)
+        side_by_side(rounds, tmp, sys.argv[3] if len(sys.argv) > 3 else "")
     if part in ("all", "sweeps"):
         sweeps(tmp, max(rounds, 5))
 

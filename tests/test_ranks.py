@@ -207,3 +207,29 @@ def test_a_rank_that_fails_takes_the_group_down_and_leaves_no_process(tests_on_p
     assert run.status == status and reason in run.reason, run.reason
     ranks = [int(p.read_text()) for p in Path(pids).iterdir()]
     assert len(ranks) == 2 and not any(_alive(pid) for pid in ranks)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the preset offers ranks with two cores or more")
+def test_search_cpu_grows_ranks_and_openmp_binding_and_skips_what_it_should_not_measure(tmp_path):
+    import hydra_plugins.throughput_sweeper.config  # noqa: F401  (hydra/sweeper=throughput)
+    from sweeper import resolvers
+    from sweeper.machine import Machine
+    from sweeper.paths import config_dir
+    from sweeper.search.plan import make_plan
+    from sweeper.search.settings import SweepSettings
+
+    resolvers.register()
+    machine = Machine(device="cpu", cuda=False, bf16=True, fingerprint={"hardware_class": "x", "cpus_available": 2})
+    with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
+        plan = make_plan(SweepSettings(), ["search=cpu", "train.effective_batch=128", "loader.batch_size=64"],
+                         compose=lambda overrides: compose("config", overrides=list(overrides)), app_name="sweeper",
+                         sweep_dir=tmp_path, probe_machine=lambda *probed: machine)
+    assert {"dist.nproc_per_node", "backend.omp_bind"} <= set(plan.space)
+    assert "backend.kmp_blocktime" not in plan.space  # GNU's OpenMP here: KMP_BLOCKTIME means nothing
+    if len(topology.numa_nodes()) < 2:
+        assert "backend.numa" not in plan.space
+    base = {"loader.batch_size": 64, "loader.num_workers": 0, "backend.threads": 1}
+    assert plan.unsampled_reason({**base, "dist.nproc_per_node": 2}) is None
+    assert "oversubscribe" in plan.unsampled_reason({**base, "dist.nproc_per_node": 2, "backend.threads": 2})
+    assert "does not divide train.effective_batch=128" in plan.unsampled_reason(
+        {**base, "loader.batch_size": 128, "dist.nproc_per_node": 2})

@@ -128,6 +128,8 @@ def check_space(base: DictConfig, space: Mapping[str, BaseDistribution], own_app
         for value in values:
             trial_spec = json.loads(json.dumps(spec))
             trial_spec[group][leaf] = value
+            if trial_spec.get("train"):  # batch x ranks against the effective batch: held per trial
+                trial_spec["train"] = {**trial_spec["train"], "effective_batch": None, "grad_accum_steps": 1}
             if key in sp.NEEDS_WORKERS:
                 trial_spec["loader"]["num_workers"] = max(1, trial_spec["loader"]["num_workers"])
             try:
