@@ -297,7 +297,7 @@ def build_report_data(
         date=date,
         trials_measured=len(measured),
         trials_failed=len(failures),
-        trials_reused=len(trials) - len(measured),
+        trials_reused=len(trials) - len(measured) - len(unrun),
         budget_used_s=(max(ends) - first).total_seconds() if first and ends else 0.0,
         sweep_wall_s=(span["ended_at"] - span["started_at"]) if span.get("ended_at") else None,
         sweep_finished=bool(span.get("ended_at")),

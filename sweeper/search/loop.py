@@ -25,6 +25,8 @@ from .trials import Told, ask, reuse, skip, tell_result
 
 # suggestions in a row that were all measured before: the space has nothing new left
 EXHAUSTED_AFTER = 20
+# suggestions in a row that the preset does not measure: the sampler finds nothing else
+SKIPPED_AFTER = 100
 
 
 @dataclass
@@ -33,6 +35,7 @@ class LoopState:
 
     since_gain: int = 0  # trials since the last gain beyond the noise
     unmeasured_in_a_row: int = 0  # suggestions in a row answered without measuring
+    skipped_in_a_row: int = 0  # suggestions in a row the preset does not measure (not answers)
     sampler_done: bool = False
 
 
@@ -52,6 +55,8 @@ def stop_reason(state: LoopState, *, measured: int, n_trials: int, patience: int
         return "the sampler has tried everything it had (grid exhausted)"
     if state.unmeasured_in_a_row >= EXHAUSTED_AFTER:
         return f"search space exhausted: the last {EXHAUSTED_AFTER} suggestions were all measured already"
+    if state.skipped_in_a_row >= SKIPPED_AFTER:
+        return f"the last {SKIPPED_AFTER} suggestions were all points the preset does not measure (oversubscribed)"
     if patience is not None and state.since_gain >= patience:
         return f"patience: {state.since_gain} trials without a gain beyond the noise"
     if remaining_s is not None and (remaining_s <= reserve_s or remaining_s <= 0):
@@ -111,10 +116,13 @@ def optimize(stored: StoredStudy, plan: SweepPlan, run: Run, *, stopped: Callabl
         state.sampler_done = told.sampler_done
         done = told.trial
         record = TrialRecord.of(done)
-        state.unmeasured_in_a_row = 0 if was_measured(done) else state.unmeasured_in_a_row + 1
+        skipped = record.status == Status.SKIPPED
+        state.skipped_in_a_row = state.skipped_in_a_row + 1 if skipped else 0
+        if not skipped:  # not an answer from the study: says nothing about what is left
+            state.unmeasured_in_a_row = 0 if was_measured(done) else state.unmeasured_in_a_row + 1
         if primary_value(done) is not None and not record.reused:
             state.since_gain = 0 if history.is_gain(done, best) else state.since_gain + 1
-        elif not record.baseline:
+        elif not record.baseline and not skipped:
             state.since_gain += 1
         if was_measured(done) or record.status == Status.OOM:
             progress.trial_line(done, len(measured) + was_measured(done), settings.n_trials,

@@ -17,7 +17,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ..overrides import winner_command, winner_yaml
 from ..paths import SWEEP_FILE
-from ..result import TrialRecord
+from ..result import Status, TrialRecord
 from ..store.storage import has_password, redact
 from ..store.study import StoredStudy
 from ..store.trials import baseline_of, config_of, pareto_trials, ranked, was_measured
@@ -108,7 +108,8 @@ def write_outputs(stored: StoredStudy, plan: SweepPlan, decision: Confirmation |
         "stopped": why,
         "trials": len(trials),
         "measured": sum(was_measured(t) for t in trials),
-        "reused": sum(not was_measured(t) for t in trials),
+        "reused": sum(not was_measured(t) and TrialRecord.of(t).status != Status.SKIPPED for t in trials),
+        "skipped": sum(TrialRecord.of(t).status == Status.SKIPPED for t in trials),
         "failed": sum(t.state != TrialState.COMPLETE and was_measured(t) for t in trials),
         "winner": winner.number if winner else None,
         "baseline": baseline.number if baseline else None,

@@ -72,7 +72,9 @@ def confirm_line(round_index: int, rounds: int, number: int, result: RunResult) 
 def final_summary(summary: dict[str, Any], winner: FrozenTrial | None, baseline: FrozenTrial | None,
                   decision: Any, out_dir: Path) -> None:
     say(f"sweep done: {summary['measured']} trials measured ({summary['failed']} failed or pruned, "
-          f"{summary['reused']} suggestions answered from earlier results); {summary['stopped']}")
+          f"{summary['reused']} suggestions answered from earlier results"
+          + (f", {summary['skipped']} skipped as oversubscribed" if summary.get("skipped") else "")
+          + f"); {summary['stopped']}")
     if winner is None:
         say("no configuration completed: see trials.csv for the reasons")
     else:

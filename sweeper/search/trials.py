@@ -121,6 +121,8 @@ def reuse(stored: StoredStudy, trial: Trial, source: FrozenTrial) -> Told:
 
 
 def skip(stored: StoredStudy, trial: Trial, status: Status, reason: str) -> Told:
-    """End a trial without measuring it (a predicted OOM, a surplus trial)."""
+    """End a trial without measuring it (a predicted OOM, a surplus trial, a point the preset
+    does not measure). The last is told as pruned, as Optuna's FAQ has infeasible parameter
+    combinations end, so that TPE ranks it with the worst and stops suggesting its region."""
     _set(trial, TrialRecord.ended(status, reason))
-    return _tell(stored, trial, state=TrialState.FAIL)
+    return _tell(stored, trial, state=TrialState.PRUNED if status == Status.SKIPPED else TrialState.FAIL)
