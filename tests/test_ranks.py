@@ -180,7 +180,8 @@ def test_two_ranks_on_two_cores_report_each_rank_and_the_total(tests_on_path, tm
     cores = sorted(os.sched_getaffinity(0))
     # compact within each rank's share: one core each, the worker sharing it
     assert run.get("rank_cpus_allowed") == [str(cores[0]), str(cores[1])]
-    assert run.get("dataloader_processes") == 2 and run.get("peak_rss_mb") > max(run.get("rank_peak_rss_mb"))
+    # processes under the ranks: one worker each, and sometimes multiprocessing's resource tracker
+    assert run.get("dataloader_processes") >= 2 and run.get("peak_rss_mb") > max(run.get("rank_peak_rss_mb"))
 
 
 def _alive(pid: int) -> bool:
