@@ -171,7 +171,6 @@ def numactl_command(node: int, argv: Sequence[str]) -> list[str]:
 # --- OpenMP: the environment the runtime torch loaded honours -------------------------------
 
 OMP_BINDS = ("default", "close", "spread")
-OPENMP_RUNTIMES = ("gnu", "intel", "none")
 
 
 def openmp_runtime(maps_text: str) -> str:

@@ -115,7 +115,7 @@ def combine(ranks: Mapping[int, dict[str, Any]], nproc: int, failures: Mapping[i
         return {"status": Status.ERROR, "reason": f"rank(s) {missing} of {nproc} ended without a result"}
     first = ranks[0]
     ordered = [ranks[r] for r in range(nproc)]
-    out = {k: v for k, v in first.items() if k != "rank"}
+    out = {k: v for k, v in first.items() if k != "rank"}  # which rank: the group's result is all of them
     out["nproc_per_node"] = nproc
     out["rank_samples_per_sec"] = [res.get("rank_samples_per_sec") for res in ordered]
     out["rank_peak_rss_mb"] = [res["peak_rss_mb"] for res in ordered]

@@ -160,6 +160,10 @@ def _step_once(next_batch: Callable[[], Any], step: Callable[[Any], None], clock
     return batch, t0, t1, clock()
 
 
+# what warm-up does after a step (rank 0's choice in a group)
+_GO_ON, _STOP, _BLOCK_END = 0, 1, 2
+
+
 def _warm_up(t: Timings, rule: Rule, next_batch: Callable[[], Any], step: Callable[[Any], None],
              sync: Callable[[], None], sync_every_step: bool, clock: Callable[[], float],
              group: Group | None = None) -> None:
@@ -200,9 +204,6 @@ def _warm_up(t: Timings, rule: Rule, next_batch: Callable[[], Any], step: Callab
     t.warmup_s = clock() - start
     if not t.warmup_step_rate and t.warmup_steps > 1:
         t.warmup_step_rate = (t.warmup_steps - 1) / max(1e-9, t.warmup_s - t.first_step_s)
-
-
-_GO_ON, _STOP, _BLOCK_END = 0, 1, 2
 
 
 def _verdict(rates: list[float], rule: Rule) -> str | None:

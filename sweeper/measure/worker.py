@@ -63,13 +63,9 @@ def limit_memory(limit_gb: float | None, device_type: str) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def check_openmp(back: dict[str, Any]) -> None:
+def check_openmp(back: dict[str, Any], runtime: str) -> None:
     """backend.kmp_blocktime means something to Intel's OpenMP runtime only."""
-    if back.get("kmp_blocktime") is None:
-        return
-    with open("/proc/self/maps") as maps:
-        runtime = topology.openmp_runtime(maps.read())
-    if runtime != "intel":
+    if back.get("kmp_blocktime") is not None and runtime != "intel":
         raise InvalidConfig(f"backend.kmp_blocktime={back['kmp_blocktime']} is read by Intel's OpenMP runtime, and this "
                             f"torch runs {'GNU libgomp' if runtime == 'gnu' else 'no OpenMP runtime'}: set "
                             "backend.kmp_blocktime=null.")
@@ -142,7 +138,9 @@ def measure_one(spec: dict[str, Any], events: Events, rank: Rank | None = None) 
     if rank is not None:
         device, group = join_group(torch, device, rank)
     limit_memory(meas.get("memory_limit_gb"), device.type)
-    check_openmp(back)
+    with open("/proc/self/maps") as maps:  # torch is imported: its OpenMP runtime is mapped
+        openmp_runtime = topology.openmp_runtime(maps.read())
+    check_openmp(back, openmp_runtime)
     backend.check_precision(device, back["precision"])
     backend.apply_cuda_flags(back["cudnn_benchmark"], back["tf32"])
     training = task["mode"] == "train"
@@ -252,9 +250,8 @@ def measure_one(spec: dict[str, Any], events: Events, rank: Rank | None = None) 
     result["cuda_initialized_at_start"] = cuda_at_start
     result["affinity"] = back.get("affinity", "none")
     with open("/proc/self/maps") as maps:
-        mapped = maps.read()
-    result["allocator"] = topology.allocator_in_maps(mapped)  # mapped, so in effect
-    result["openmp_runtime"] = topology.openmp_runtime(mapped)
+        result["allocator"] = topology.allocator_in_maps(maps.read())  # mapped, so in effect
+    result["openmp_runtime"] = openmp_runtime
     result["omp_bind"] = back.get("omp_bind", "default")
     result["dataloader_processes"] = peak.peak_workers
     result["cuda_max_allocated_mb"] = (

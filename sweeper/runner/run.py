@@ -45,17 +45,12 @@ def allocator_env(spec: Mapping[str, Any]) -> dict[str, str]:
     return {"LD_PRELOAD": " ".join(p for p in (library, os.environ.get("LD_PRELOAD", "")) if p)}
 
 
-def openmp_env(spec: Mapping[str, Any]) -> dict[str, str]:
-    """backend.omp_bind and backend.kmp_blocktime as the environment OpenMP reads at start."""
-    back = spec["backend"]
-    return topology.openmp_env(str(back.get("omp_bind", "default")), back.get("kmp_blocktime"))
-
-
 def start_env(spec: Mapping[str, Any]) -> tuple[dict[str, str], str | None]:
     """What must be in the environment when the run's process starts, and why a fork cannot
     give it (None: nothing that a fork would miss)."""
-    preloaded, omp = allocator_env(spec), openmp_env(spec)
     back = spec["backend"]
+    preloaded = allocator_env(spec)
+    omp = topology.openmp_env(str(back.get("omp_bind", "default")), back.get("kmp_blocktime"))
     why = None
     if preloaded:
         why = f"backend.allocator={back['allocator']} is preloaded (LD_PRELOAD) when a process starts"
