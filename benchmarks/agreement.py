@@ -17,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from sweeper.result import RunResult
+
 ROOT = Path(__file__).resolve().parents[1]
 # name: (batch, workers, persistent_workers)
 CONFIGS = {
@@ -36,7 +38,7 @@ def sweeper_run(batch: int, workers: int, persistent: bool, isolation: str, out:
          f"hydra.run.dir={out}"],
         cwd=ROOT, check=True, capture_output=True,
     )
-    return json.loads((out / "result.json").read_text())
+    return RunResult.from_json(json.loads((out / "result.json").read_text()))
 
 
 def hand_run(batch: int, workers: int, persistent: bool) -> float:
@@ -66,7 +68,7 @@ def main() -> None:
                     hand[name].append(hand_run(batch, workers, persistent))
                     continue
                 result = sweeper_run(batch, workers, persistent, who, tmp / f"{r}-{batch}-{workers}-{persistent}-{who}")
-                ours[who][name].append(result["samples_per_sec"])
+                ours[who][name].append(result.samples_per_sec)
                 runs[who].append(result)
     print(f"agreement, median of {rounds} interleaved rounds (sweeper's default measurement; hand loop {HAND_S:g} s):")
     print("| configuration | hand loop samples/s | forked: samples/s, ratio (per-round min-max) | "

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import yaml
 
+from sweeper.result import RunResult
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOAD = ["task=image_classification", "task.model=resnet18", "task.image_size=64", "task.num_classes=100",
             "task.num_samples=2048"]
@@ -34,7 +36,7 @@ def run(overrides: list[str], out: Path) -> dict:
                           cwd=ROOT, capture_output=True, text=True)
     if proc.returncode:
         sys.exit(proc.stdout[-2000:] + proc.stderr[-2000:])
-    return json.loads((out / "result.json").read_text())
+    return RunResult.from_json(json.loads((out / "result.json").read_text()))
 
 
 def sweep(overrides: list[str], trials: int, out: Path) -> tuple[dict, float, dict]:
@@ -62,7 +64,7 @@ def main() -> None:
     trials = int(sys.argv[2]) if len(sys.argv) > 2 else 10
     tmp = Path(tempfile.mkdtemp())
 
-    figures: dict[str, list[dict]] = {name: [] for name in EPOCHS}
+    figures: dict[str, list[RunResult]] = {name: [] for name in EPOCHS}
     for r in range(rounds):
         for i, (name, extra) in enumerate(EPOCHS.items()):
             figures[name].append(run([*CONFIG, *MEASURE, *extra], tmp / f"{r}-{i}"))
@@ -70,9 +72,9 @@ def main() -> None:
     print("| epochs | samples/s | between restarts | epoch ends in the windows | restart cost (s) |")
     print("|---|---:|---:|---:|---:|")
     for name, runs in figures.items():
-        med = lambda key: statistics.median(r.get(key) or 0.0 for r in runs)  # noqa: E731
-        print(f"| {name} | {med('samples_per_sec'):,.1f} | {med('samples_per_sec_steady'):,.1f} | "
-              f"{med('epoch_ends_measured'):.0f} | {med('epoch_restart_s'):.2f} |")
+        med = lambda figure: statistics.median(figure(r.measurement.throughput) or 0.0 for r in runs)  # noqa: E731
+        print(f"| {name} | {med(lambda f: f.samples_per_sec):,.1f} | {med(lambda f: f.samples_per_sec_steady):,.1f} | "
+              f"{med(lambda f: f.epoch_ends_measured):.0f} | {med(lambda f: f.epoch_restart_s):.2f} |")
 
     winners: dict[str, dict] = {}
     print(f"\n2. a {trials}-trial search=cpu sweep under each (2 confirmation rounds, top 2)")
@@ -88,7 +90,7 @@ def main() -> None:
         for r in range(rounds):
             for j, (name, params) in enumerate(winners.items()):
                 result = run([*as_overrides(params), *MEASURE], tmp / f"final-{r}-{j}")
-                both[name].append(result["samples_per_sec"])
+                both[name].append(result.samples_per_sec)
         print(f"both winners at the real rate, median of {rounds} interleaved rounds:")
         for name, values in both.items():
             print(f"- winner of the sweep with {name}: {statistics.median(values):,.1f} samples/s")

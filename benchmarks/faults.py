@@ -61,8 +61,9 @@ def grammar() -> int:
     from sweeper import resolvers
     from sweeper.__main__ import check_overrides
     from sweeper.errors import ConfigError
-    from sweeper.machine import Machine
+    from sweeper.machine import Fingerprint, Machine
     from sweeper.paths import config_dir
+    from sweeper.measurement import Measurement, Memory, Throughput
     from sweeper.result import RunResult, Status
     from sweeper.runner.run import checked_spec
     from sweeper.search.plan import make_plan
@@ -73,7 +74,7 @@ def grammar() -> int:
     resolvers.register()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     cpu = Machine(device="cpu", cuda=False, bf16=True,
-                  fingerprint={"hardware_class": "fuzz", "gpu_count": 0, "hostname": "fuzz"})
+                  fingerprint=Fingerprint(hardware_class="fuzz", gpu_count=0, hostname="fuzz"))
     counts = {"cases": 0, "rejected before trial 1": 0, "ran": 0, "tracebacks": 0, "trials invalid at run time": 0}
     problems: list[str] = []
     tmp = Path(tempfile.mkdtemp())
@@ -130,8 +131,8 @@ def grammar() -> int:
                                 counts["trials invalid at run time"] += 1
                                 problems.append(f"{key}={form}: trial {i} {knobs.get(key)!r} would start and be "
                                                 f"invalid: {exc}")
-                            tell_result(stored, trial, RunResult(Status.OK, figures={
-                                "samples_per_sec": 100.0 + i, "peak_memory_mb": 10.0}), plan)
+                            tell_result(stored, trial, RunResult(Status.OK, measurement=Measurement(
+                                Throughput(samples_per_sec=100.0 + i), memory=Memory(peak_memory_mb=10.0))), plan)
                         except Exception:  # noqa: BLE001
                             counts["tracebacks"] += 1
                             problems.append(f"{key}={form}: trial {i}: {traceback.format_exc().splitlines()[-1]}")

@@ -27,6 +27,9 @@ from pathlib import Path
 import optuna
 import pandas as pd
 
+from sweeper.result import RunResult
+from sweeper.store.record import TrialRecord
+
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
 SPACE = [
@@ -78,8 +81,8 @@ def load(tmp: Path, name: str) -> optuna.Study:
 def measure(knobs: dict, out: Path) -> float:
     proc = subprocess.run([sys.executable, "-m", "sweeper", *overrides(knobs), *FINAL_MEASURE, f"hydra.run.dir={out}"],
                           cwd=ROOT, capture_output=True, text=True)
-    result = json.loads((out / "result.json").read_text())
-    return result.get("samples_per_sec") or 0.0 if proc.returncode == 0 else 0.0
+    result = RunResult.from_json(json.loads((out / "result.json").read_text()))
+    return result.samples_per_sec or 0.0 if proc.returncode == 0 else 0.0
 
 
 def side_by_side(configs: dict[str, dict], rounds: int, tmp: Path) -> dict[str, float]:
@@ -97,7 +100,7 @@ def measured_knobs(t: optuna.trial.FrozenTrial) -> dict:
 def best_after(study: optuna.Study, n: int) -> dict:
     measured = [t for t in study.get_trials() if t.user_attrs.get("reused_from") is None][:n]
     done = [t for t in measured if t.state.name == "COMPLETE"]
-    return measured_knobs(max(done, key=lambda t: t.user_attrs["samples_per_sec"]))
+    return measured_knobs(max(done, key=lambda t: TrialRecord.of(t).samples_per_sec))
 
 
 def grid(tmp: Path) -> None:
@@ -109,8 +112,8 @@ def grid(tmp: Path) -> None:
 
 def export_grid(study: optuna.Study, wall: float) -> None:
     rows = [{**measured_knobs(t), "status": t.user_attrs["status"],
-             "samples_per_sec": t.user_attrs.get("samples_per_sec"),
-             "peak_memory_mb": t.user_attrs.get("metrics", {}).get("peak_memory_mb")}
+             "samples_per_sec": TrialRecord.of(t).samples_per_sec,
+             "peak_memory_mb": m.memory.peak_memory_mb if (m := TrialRecord.of(t).measurement) else None}
             for t in study.get_trials() if t.user_attrs.get("reused_from") is None]
     df = pd.DataFrame(rows).sort_values("samples_per_sec", ascending=False)
     df.to_csv(GRID_CSV, index=False)
@@ -181,10 +184,10 @@ def anchor(tmp: Path) -> None:
     ours = []
     for t in study.get_trials():
         if t.state.name in ("COMPLETE", "PRUNED") and t.user_attrs.get("reused_from") is None \
-                and t.user_attrs.get("samples_per_sec") is not None:
+                and TrialRecord.of(t).samples_per_sec is not None:
             k = t.user_attrs["knobs"]
             config = (k["loader.batch_size"], k["loader.num_workers"], k["backend.threads"], k["backend.precision"])
-            ours.append((t.datetime_complete.timestamp() - start, config, t.user_attrs["samples_per_sec"]))
+            ours.append((t.datetime_complete.timestamp() - start, config, TrialRecord.of(t).samples_per_sec))
     # the anchor: in-process objective, hydra-optuna-sweeper 1.3.0 on Optuna 2.10
     log = tmp / "anchor.jsonl"
     start = time.time()

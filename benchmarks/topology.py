@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from sweeper.result import RunResult, Status
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = {
     "mnist_mlp": ["task=mnist_mlp", "loader.batch_size=128"],
@@ -59,13 +61,13 @@ OLD_SPACE = [
 ]
 
 
-def sweeper_run(overrides: list[str], out: Path) -> dict:
+def sweeper_run(overrides: list[str], out: Path) -> RunResult:
     proc = subprocess.run([sys.executable, "-m", "sweeper", *overrides, f"hydra.run.dir={out}"], cwd=ROOT,
                           capture_output=True, text=True)
     path = out / "result.json"
-    result = json.loads(path.read_text()) if path.exists() else {}
-    if proc.returncode or result.get("status") != "ok":
-        print(f"  ! {' '.join(overrides)}: {result.get('status')} {result.get('reason')}", flush=True)
+    result = RunResult.from_json(json.loads(path.read_text())) if path.exists() else RunResult(Status.ERROR, "no result")
+    if proc.returncode or not result.ok:
+        print(f"  ! {' '.join(overrides)}: {result.status} {result.reason}", flush=True)
     return result
 
 
@@ -92,9 +94,9 @@ def side_by_side(rounds: int, tmp: Path, only: str = "") -> None:
                 figures[(workload, name)].append(hand_run(*HAND[name]))
                 continue
             result = sweeper_run([*WORKLOADS[workload], *CONFIGS[name]], tmp / f"r{r}-{i}")
-            figures[(workload, name)].append(result.get("samples_per_sec") or 0.0)
-            if result.get("rank_samples_per_sec"):
-                ranks[(workload, name)].append(result["rank_samples_per_sec"])
+            figures[(workload, name)].append(result.samples_per_sec or 0.0)
+            if result.measurement is not None and result.measurement.throughput.rank_samples_per_sec:
+                ranks[(workload, name)].append(list(result.measurement.throughput.rank_samples_per_sec))
         print(f"round {r + 1} of {rounds} done", flush=True)
     for workload in WORKLOADS:
         rows = {name: values for (w, name), values in figures.items() if w == workload}
@@ -133,7 +135,7 @@ def sweeps(tmp: Path, rounds: int) -> None:
     runs: dict[str, list[float]] = {k: [] for k in winners}
     for r in range(rounds):
         for name in rotated(list(winners), r):
-            runs[name].append(sweeper_run(winners[name], tmp / f"w-{name}-{r}").get("samples_per_sec") or 0.0)
+            runs[name].append(sweeper_run(winners[name], tmp / f"w-{name}-{r}").samples_per_sec or 0.0)
     med = {k: statistics.median(v) for k, v in runs.items()}
     print(f"\nwinners re-measured interleaved, {rounds} rounds: with {med['with']:,.0f} samples/s, "
           f"without {med['without']:,.0f} samples/s: ratio {med['with'] / med['without']:.2f}")

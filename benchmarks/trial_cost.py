@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from sweeper.result import RunResult
+
 ROOT = Path(__file__).resolve().parents[1]
 BEFORE = ["measure.isolation=spawn", "measure.warmup_s=2", "measure.warmup_max_s=null", "measure.windows=5",
           "measure.min_windows=5", "measure.window_s=2", "measure.rel_precision=null", "hydra.sweeper.race=false"]
@@ -36,8 +38,9 @@ def main_command(extra: list[str], tmp: Path) -> tuple[float, dict, pd.DataFrame
     if proc.returncode:
         sys.exit(proc.stdout[-3000:] + proc.stderr[-3000:])
     summary = json.loads((tmp / "sweep" / "summary.json").read_text())
-    runs = [json.loads(p.read_text()) for p in (tmp / "sweep").rglob("result.json")]
-    return wall, summary, pd.DataFrame(runs)
+    runs = [RunResult.from_json(json.loads(p.read_text())) for p in (tmp / "sweep").rglob("result.json")]
+    return wall, summary, pd.DataFrame([{"wall_s": r.wall_s, "measure_s": r.measurement.timing.measure_s
+                                         if r.measurement is not None else None} for r in runs])
 
 
 def main() -> None:

@@ -52,9 +52,7 @@ def measure_job(cfg: DictConfig) -> RunResult:
     hydra_cfg = HydraConfig.get()
     out_dir = Path(hydra_cfg.runtime.output_dir)
     if hydra_cfg.mode == RunMode.MULTIRUN:
-        result = measure_spec(checked_spec(cfg), out_dir)
-        result.job_dir = str(out_dir)
-        return result
+        return measure_spec(checked_spec(cfg), out_dir).replace(job_dir=str(out_dir))
     try:
         return measure_once(cfg, out_dir)
     except SweeperError as exc:

@@ -1,7 +1,8 @@
 """The machine a figure was measured on (no torch): numbers from different hardware never mix.
 
-`Machine` is what the probe (sweeper.runner.probe, answered by sweeper.measure.probe in a
-child) found out before a sweep's first trial.
+`Fingerprint` is what a run records of the machine; `Machine` is what the probe
+(sweeper.runner.probe, answered by sweeper.measure.probe in a child) found out before a
+sweep's first trial.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import hashlib
 import os
 import platform
 import socket
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 
@@ -37,17 +39,56 @@ def host_facts() -> dict[str, Any]:
     }
 
 
-def host_fingerprint() -> dict[str, Any]:
-    """What can be known without torch (a sweep driven from another Hydra app)."""
-    info: dict[str, Any] = {**host_facts(), "gpu": None, "gpu_count": 0, "torch": None}
-    info["hardware_class"] = hardware_class(info)
-    return info
+@dataclass(frozen=True)
+class Fingerprint:
+    """The hardware and software a run was measured on; `hardware_class` says which runs compare."""
+
+    hostname: str = ""
+    cpu: str = ""
+    cpu_count: int | None = None
+    # the cores the run could use before it pinned itself (backend.affinity)
+    cpus_available: int | None = None
+    python: str | None = None
+    platform: str | None = None
+    # torch's intra-op and inter-op threads in the run
+    threads: int | None = None
+    interop_threads: int | None = None
+    gpu: str | None = None
+    gpu_count: int = 0
+    torch: str | None = None
+    cuda: str | None = None
+    cudnn: int | None = None
+    hardware_class: str = ""
+
+    @classmethod
+    def of(cls, facts: Mapping[str, Any]) -> Fingerprint:
+        """From what was found out; the hardware class computed from it."""
+        made = cls.from_dict(facts)
+        return replace(made, hardware_class=hardware_class(made))
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> Fingerprint:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in (d or {}).items() if k in known and v is not None})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        """The machine in one line, as the terminal summary and the report say it."""
+        return (f"{self.hostname}: {self.cpu}, {self.cpus_available} cores, {self.gpu or 'no GPU'}, torch {self.torch}"
+                + (f", CUDA {self.cuda}" if self.cuda else ""))
 
 
-def hardware_class(info: dict[str, Any]) -> str:
+def hardware_class(info: Fingerprint) -> str:
     """Short stable id of what decides speed: CPU model and count, GPU, torch build."""
-    key = f"{info['cpu']}|{info['cpus_available']}|{info['gpu']}|{info['torch']}"
+    key = f"{info.cpu}|{info.cpus_available}|{info.gpu}|{info.torch}"
     return hashlib.sha1(key.encode()).hexdigest()[:10]
+
+
+def host_fingerprint() -> Fingerprint:
+    """What can be known without torch (a sweep driven from another Hydra app)."""
+    return Fingerprint.of(host_facts())
 
 
 @dataclass(frozen=True)
@@ -57,7 +98,7 @@ class Machine:
     device: str  # "cpu" or "cuda": what backend.device resolves to here
     cuda: bool
     bf16: bool  # the device runs bf16
-    fingerprint: dict[str, Any] = field(default_factory=host_fingerprint)
+    fingerprint: Fingerprint = field(default_factory=host_fingerprint)
     # channels_last only means something for convolutional models; None = not known
     convolutional: bool | None = None
     # DataLoader(in_order=...) exists in the installed torch (2.6 and later)
@@ -67,17 +108,24 @@ class Machine:
 
     @property
     def hardware_class(self) -> str:
-        return str(self.fingerprint["hardware_class"])
+        return self.fingerprint.hardware_class
 
     @property
     def gpu_count(self) -> int:
-        return int(self.fingerprint.get("gpu_count") or 0) if self.cuda else 0
+        return self.fingerprint.gpu_count if self.cuda else 0
+
+    @property
+    def cores(self) -> int:
+        return int(self.fingerprint.cpus_available or 1)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Machine:
-        return cls(device=d["device"], cuda=bool(d["cuda"]), bf16=bool(d["bf16"]),
-                   fingerprint=d["fingerprint"], convolutional=d.get("convolutional"),
-                   loader_in_order=bool(d.get("loader_in_order", True)), openmp=str(d.get("openmp", "gnu")))
+    def from_dict(cls, d: Mapping[str, Any]) -> Machine:
+        """From the probe's answer (a cached one may lack fields added since: their defaults)."""
+        values = {f.name: d[f.name] for f in fields(cls) if f.name in d}
+        return cls(**{**values, "fingerprint": Fingerprint.from_dict(values.get("fingerprint"))})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "fingerprint": self.fingerprint.to_dict()}
 
     @classmethod
     def this_host(cls) -> Machine:

@@ -74,3 +74,39 @@ def environ_has(pid: int, entry: str) -> bool:
             return entry.encode() in f.read().split(b"\0")
     except OSError:
         return False
+
+
+# one directory per GPU the NVIDIA driver has loaded (Linux)
+NVIDIA_GPUS_DIR = "/proc/driver/nvidia/gpus"
+
+
+def nvidia_gpus(gpus_dir: str | None = None) -> list[str]:
+    """The GPUs the NVIDIA driver has loaded, known without torch or NVML (empty: no driver)."""
+    try:
+        return sorted(os.listdir(gpus_dir or NVIDIA_GPUS_DIR))
+    except OSError:
+        return []
+
+
+def mapped_files() -> str:
+    """This process's memory map (/proc/self/maps): which shared libraries are in effect."""
+    try:
+        with open("/proc/self/maps") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+# prctl(2) options sweeper uses
+PR_SET_PDEATHSIG, PR_SET_NAME, PR_SET_CHILD_SUBREAPER = 1, 15, 36
+
+
+def prctl(option: int, arg: int | bytes) -> bool:
+    """Linux's prctl(2) on this process; False where there is none (another OS)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(option, arg, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False

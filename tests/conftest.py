@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from sweeper.result import RunResult
+
 ROOT = Path(__file__).resolve().parents[1]
 # tiny measurement: real runs, seconds each
 TINY = [
@@ -31,7 +33,11 @@ class Run:
     run_dir: Path
 
     @property
-    def result(self) -> dict[str, Any]:
+    def result(self) -> RunResult:
+        return RunResult.from_json(self.result_json)
+
+    @property
+    def result_json(self) -> dict[str, Any]:
         return json.loads((self.run_dir / "result.json").read_text())
 
 

@@ -19,7 +19,8 @@ def send(**event):
 if mode == "ok":
     send(event="phase", phase="measure")
     send(event="window", index=0, samples_per_sec=10.0)
-    send(event="result", status="ok", samples_per_sec=10.0, threads=os.environ.get("OMP_NUM_THREADS"))
+    send(event="result", format=2, status="ok", throughput={"samples_per_sec": 10.0},
+         machine={"threads": int(os.environ.get("OMP_NUM_THREADS") or 0)})
 elif mode == "hang_with_children":
     pids = []
     for _ in range(2):
@@ -45,10 +46,10 @@ elif mode == "result_then_linger":
     if os.fork() == 0:  # a child holding the event fd, like a DataLoader worker
         time.sleep(60)
         os._exit(0)
-    send(event="result", status="ok", samples_per_sec=1.0)
+    send(event="result", format=2, status="ok", throughput={"samples_per_sec": 1.0})
     os._exit(0)
 elif mode == "oom_result_then_linger":
-    send(event="result", status="oom", reason="RuntimeError: CUDA out of memory")
+    send(event="result", format=2, status="oom", reason="RuntimeError: CUDA out of memory")
     time.sleep(60)
 elif mode == "escape":
     pid = os.fork()

@@ -23,20 +23,34 @@ def modules() -> list[Path]:
     return sorted(PACKAGE.rglob("*.py"))
 
 
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
 def imported(path: Path) -> set[str]:
-    """Absolute names of the sweeper modules `path` imports (relative imports resolved)."""
+    """Absolute names of the modules `path` imports, at its top or inside a function (relative
+    imports resolved; `from package import module` names the module)."""
     package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                names.add(".".join([*base, node.module] if node.module else base))
-            elif node.module:
-                names.add(node.module)
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module or ""
+            submodules = {f"{module}.{alias.name}" for alias in node.names}
+            found = {m for m in submodules if (ROOT / Path(*m.split("."))).with_suffix(".py").exists()
+                     or (ROOT / Path(*m.split("."))).is_dir()}
+            names.update(found or {module})
         elif isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
     return names
+
+
+def _within(name: str, packages: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
 
 
 def test_the_sweep_side_never_imports_torch():
@@ -68,9 +82,29 @@ def test_each_side_imports_only_what_it_may(package, forbidden):
         f"{path.relative_to(PACKAGE)} imports {name}"
         for path in (PACKAGE / package).rglob("*.py")
         for name in imported(path)
-        if name.startswith(forbidden)
+        if _within(name, forbidden)
     }
     assert crossing == set()
+
+
+def test_no_module_of_the_package_imports_itself_in_a_circle():
+    """Import cycles, top-level and function-level alike (a lazy import is still a dependency)."""
+    graph = {module_name(p): {n for n in imported(p) if n.startswith("sweeper")} for p in modules()}
+    # importing a package runs its __init__; a module importing its own package's __init__ is not a cycle
+    graph = {m: {n for n in deps if n != m and not m.startswith(n + ".")} for m, deps in graph.items()}
+    cycles = []
+
+    def visit(node: str, path: list[str], seen: set[str]) -> None:
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in path:
+                cycles.append(" -> ".join(path[path.index(nxt):] + [nxt]))
+            elif nxt not in seen:
+                seen.add(nxt)
+                visit(nxt, path + [nxt], seen)
+
+    for start in sorted(graph):
+        visit(start, [start], {start})
+    assert sorted(set(cycles)) == []
 
 
 def test_only_entry_points_exit_the_process():
@@ -97,11 +131,48 @@ def test_no_module_over_400_lines_no_class_over_200():
 
 
 def test_stored_attributes_are_spelled_in_one_place():
-    """Trial attributes are read through sweeper.result.TrialRecord, study attributes through
+    """Trial attributes are read through sweeper.store.record.TrialRecord, study attributes through
     sweeper.store.study; nowhere else does code reach into user_attrs."""
-    owners = {"result.py", "store/study.py"}
+    owners = {"store/record.py", "store/study.py"}
     found = [
         str(path.relative_to(PACKAGE)) for path in modules()
         if str(path.relative_to(PACKAGE)) not in owners and "user_attrs" in path.read_text()
     ]
+    assert found == []
+
+
+def _config_keys() -> set[str]:
+    """Every key of the shipped configs: a figure that echoes a setting (device, nproc_per_node)
+    shares its name, and a config key may be spelled where the config is read."""
+    import yaml
+
+    keys: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                keys.add(str(key))
+                walk(value)
+
+    for path in (ROOT / "conf").rglob("*.yaml"):
+        walk(yaml.safe_load(path.read_text()))
+    return keys
+
+
+def test_figure_names_are_spelled_only_where_they_are_defined():
+    """A figure is read as an attribute of the typed measurement; its name as a string lives in
+    sweeper/measurement.py (and the flat keys of format 1 nowhere else)."""
+    from sweeper.measurement import FIGURE_NAMES
+
+    names = set(FIGURE_NAMES) - _config_keys()
+    found = []
+    for path in modules():
+        rel = str(path.relative_to(PACKAGE))
+        if rel == "measurement.py":
+            continue
+        tree = ast.parse(path.read_text())
+        in_text = {id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for part in node.values}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in names and id(node) not in in_text:
+                found.append(f"{rel}:{node.lineno} {node.value!r}")
     assert found == []

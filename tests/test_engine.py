@@ -37,28 +37,27 @@ def _tests_on_path(monkeypatch):
 def test_forked_trials_run_with_the_threads_they_ask_for(tmp_path):
     results = {n: measure_spec(spec("task.num_samples=2048", f"backend.threads={n}"), tmp_path / str(n)) for n in (1, 2)}
     for n, result in results.items():
-        assert result.status == "ok" and result.get("isolation") == "fork", result.reason
-        assert result.fingerprint["threads"] == n  # torch.get_num_threads() in the trial
-        assert result.get("cuda_initialized_at_start") is False  # the zygote never touched CUDA
-        assert result.get("import_s") < 0.5  # torch came with the fork
+        assert result.status == "ok" and result.isolation == "fork", result.reason
+        assert result.fingerprint.threads == n  # torch.get_num_threads() in the trial
+        assert result.measurement.run.cuda_initialized_at_start is False  # the zygote never touched CUDA
     # the OpenMP pool really is the size asked for: one more thread in the process with 2
-    assert results[2].get("process_threads_peak") > results[1].get("process_threads_peak")
+    assert results[2].measurement.memory.process_threads_peak > results[1].measurement.memory.process_threads_peak
 
 
 def test_a_trial_cannot_change_the_zygote_and_a_dead_zygote_is_replaced(tmp_path):
     out = tmp_path / "builds.txt"
     run = lambda name: measure_spec(spec(*MISBEHAVING, f"+task.params.out={out}"), tmp_path / name)  # noqa: E731
     first = run("a")
-    assert first.status == "ok" and first.get("isolation") == "fork", first.reason
+    assert first.status == "ok" and first.isolation == "fork", first.reason
     (engine,) = zygote._ZYGOTES.values()
     second = run("b")
-    assert second.get("isolation") == "fork"
+    assert second.isolation == "fork"
     # each trial saw the module as the zygote imported it, not as the trial before left it
     assert out.read_text().split() == ["1", "1"]
     os.kill(engine.pid, signal.SIGKILL)
     engine._proc.wait()
     third = run("c")
-    assert third.status == "ok" and third.get("isolation") == "fork", third.reason
+    assert third.status == "ok" and third.isolation == "fork", third.reason
     (replacement,) = zygote._ZYGOTES.values()
     assert replacement.pid != engine.pid and replacement.alive()
     assert out.read_text().split() == ["1", "1", "1"]
@@ -67,13 +66,13 @@ def test_a_trial_cannot_change_the_zygote_and_a_dead_zygote_is_replaced(tmp_path
 def test_a_workload_that_starts_threads_at_import_is_spawned_and_says_so(tmp_path):
     result = measure_spec(spec("task=custom", "task.factory=threads_at_import:build"), tmp_path)
     assert result.status == "ok", result.reason
-    assert result.get("isolation") == "spawn"
-    assert "started 1 thread(s) at import" in result.get("isolation_note")
+    assert result.isolation == "spawn"
+    assert "started 1 thread(s) at import" in result.isolation_note
 
 
 def test_spawn_on_request(tmp_path):
     result = measure_spec(spec("task.num_samples=2048", "measure.isolation=spawn"), tmp_path)
-    assert result.status == "ok" and result.get("isolation") == "spawn" and not result.get("isolation_note")
+    assert result.status == "ok" and result.isolation == "spawn" and not result.isolation_note
 
 
 def _live_descendants_besides(keep: int) -> list[int]:
@@ -89,12 +88,12 @@ def _live_descendants_besides(keep: int) -> list[int]:
 def test_a_forked_hang_is_killed_with_its_workers_and_an_abort_is_a_crash(tmp_path):
     hung = measure_spec(spec("task=custom", "task.factory=misbehaving:hang", "loader.num_workers=2",
                              "measure.timeout_s=8"), tmp_path / "hang")
-    assert hung.status == "timeout" and hung.get("isolation") == "fork"
+    assert hung.status == "timeout" and hung.isolation == "fork"
     (engine,) = zygote._ZYGOTES.values()
     # nothing of the run is left (the trial, its DataLoader workers): only the zygote remains
     assert _live_descendants_besides(engine.pid) == []
     aborted = measure_spec(spec("task=custom", "task.factory=misbehaving:abort"), tmp_path / "abort")
-    assert aborted.status == "crash" and "SIGABRT" in aborted.reason and aborted.get("isolation") == "fork"
+    assert aborted.status == "crash" and "SIGABRT" in aborted.reason and aborted.isolation == "fork"
 
 
 def test_the_machine_probe_is_asked_once_per_machine_and_the_factory_still_checked(tmp_path, monkeypatch):

@@ -32,33 +32,32 @@ def alive(pid: int) -> bool:
         return False
 
 
-@pytest.fixture
-def clean_stop():
-    """A test that stops runs leaves no stop behind for the next."""
-    yield
-    isolation._INTERRUPTED.clear()
-
-
-def test_a_result_received_stands_when_a_stop_comes_after(tmp_path, clean_stop):
-    timer = threading.Timer(1.0, isolation.interrupt, args=("the sweep was stopped by SIGTERM",))
+def test_a_result_received_stands_when_a_stop_comes_after(tmp_path):
+    flight = isolation.InFlight()  # the runs this test stops: none of the process's others
+    timer = threading.Timer(1.0, flight.stop, args=("the sweep was stopped by SIGTERM",))
     timer.start()
-    result = run_isolated({"mode": "oom_result_then_linger"}, timeout_s=30, log_path=tmp_path / "w.log", command=FAKE)
+    result = run_isolated({"mode": "oom_result_then_linger"}, timeout_s=30, log_path=tmp_path / "w.log", command=FAKE,
+                          in_flight=flight)
     timer.join()
     assert result.status == "oom" and "out of memory" in result.reason
+    # any later run of a stopped process ends at once, interrupted
+    later = run_isolated({"mode": "ok"}, timeout_s=30, log_path=tmp_path / "x.log", command=FAKE, in_flight=flight)
+    assert later.status == "interrupted" and later.reason == "the sweep was stopped by SIGTERM"
 
 
-def test_a_stop_right_after_the_child_starts_does_not_wait_for_the_timeout(tmp_path, monkeypatch, clean_stop):
+def test_a_stop_right_after_the_child_starts_does_not_wait_for_the_timeout(tmp_path, monkeypatch):
     real_popen = subprocess.Popen
+    flight = isolation.InFlight()
 
     def popen_then_signal(*args, **kwargs):
         proc = real_popen(*args, **kwargs)
-        isolation.interrupt("the sweep was stopped by SIGTERM")  # before the group is registered
+        flight.stop("the sweep was stopped by SIGTERM")  # before the group is registered
         return proc
 
     monkeypatch.setattr(isolation.subprocess, "Popen", popen_then_signal)
     started = time.monotonic()
     result = run_isolated({"mode": "hang_with_children", "pid_file": str(tmp_path / "p")}, timeout_s=60,
-                          log_path=tmp_path / "w.log", command=FAKE)
+                          log_path=tmp_path / "w.log", command=FAKE, in_flight=flight)
     assert result.status == "interrupted" and time.monotonic() - started < 10
 
 
@@ -135,10 +134,17 @@ def test_only_deterministic_outcomes_are_reused(status, reused):
 
 
 def test_a_skipped_oom_is_not_reused_as_a_measured_one():
+    from sweeper.result import Status
     from sweeper.search import history
+    from sweeper.store.record import TrialRecord
 
-    skipped = _trial(0, "oom", reason="skipped: batch 128 >= 64 which ran out of memory")
-    assert history.find_measured([skipped], {"loader.batch_size": 64}, []) is None
+    predicted = _trial(0, "oom-predicted", reason="batch 128 >= 64 which ran out of memory in trial 3")
+    assert history.find_measured([predicted], {"loader.batch_size": 64}, []) is None
+    assert not TrialRecord.of(predicted).measured
+    # a study written before skipped-ness was a status said so in the reason only
+    legacy = _trial(0, "oom", reason="skipped: batch 128 >= 64 which ran out of memory")
+    assert TrialRecord.of(legacy).status is Status.OOM_PREDICTED
+    assert history.find_measured([legacy], {"loader.batch_size": 64}, []) is None
 
 
 @pytest.mark.slow
@@ -165,8 +171,8 @@ def test_threads_over_a_range_with_a_null_baseline(tmp_path):
 def test_a_loader_worker_that_dies_is_a_crash(sweeper_run, factory):
     run = sweeper_run("task=custom", f"task.factory=misbehaving:{factory}", "loader.num_workers=1")
     assert run.returncode == 1
-    assert run.result["status"] == "crash", run.result
-    assert "DataLoader worker" in run.result["reason"]
+    assert run.result.status == "crash", run.result
+    assert "DataLoader worker" in run.result.reason
 
 
 @pytest.mark.slow

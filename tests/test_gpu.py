@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from conftest import ROOT, TINY, load_study, run_multirun
+from sweeper.measurement import Measurement
 from sweeper.runner.lock import visible_gpus
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(visible_gpus() == 0, reason="needs a CUDA GPU")]
@@ -23,12 +24,13 @@ SMALL = {
 }
 
 
-def ok(run) -> dict:
+def ok(run) -> Measurement:
+    """The run's measurement, once it is known to have run on the GPU."""
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     result = run.result
-    assert result["status"] == "ok" and result["device"].startswith("cuda")
-    assert result["cuda_max_allocated_mb"] > 0 and result["fingerprint"]["gpu"]
-    return result
+    assert result.status == "ok" and result.measurement.run.device.startswith("cuda")
+    assert result.measurement.memory.cuda_max_allocated_mb > 0 and result.fingerprint.gpu
+    return result.measurement
 
 
 @pytest.mark.parametrize("mode", ["train", "inference"])
@@ -38,16 +40,17 @@ def test_every_workload_on_cuda(sweeper_run, workload, mode):
 
 
 def test_device_time_and_nvml_figures_on_cuda(sweeper_run):
-    result = ok(sweeper_run(*CUDA, *SMALL["image_classification"], "loader.num_workers=2"))
+    measured = ok(sweeper_run(*CUDA, *SMALL["image_classification"], "loader.num_workers=2"))
     # CUDA events around each step, read after each window's synchronize
-    assert 0 < result["device_busy_fraction"] <= 1 and result["device_step_time_p50_ms"] > 0
+    timing, used = measured.timing, measured.utilization
+    assert 0 < timing.device_busy_fraction <= 1 and timing.device_step_time_p50_ms > 0
     try:
         import pynvml  # noqa: F401
     except ImportError:
-        assert "gpu_util_pct" not in result
+        assert used.gpu_util_pct is None
         return
-    assert 0 <= result["gpu_util_pct"] <= 100 and 0 <= result["gpu_mem_util_pct"] <= 100
-    assert 0 < result["gpu_power_w"] <= result["gpu_power_cap_w"] * 1.2
+    assert 0 <= used.gpu_util_pct <= 100 and 0 <= used.gpu_mem_util_pct <= 100
+    assert 0 < used.gpu_power_w <= used.gpu_power_cap_w * 1.2
 
 
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
@@ -57,17 +60,17 @@ def test_mixed_precision_on_cuda(sweeper_run, precision):
 
 
 def test_pinned_memory_workers_channels_last_cudnn_tf32(sweeper_run):
-    result = ok(sweeper_run(*CUDA, *SMALL["image_classification"], "loader.pin_memory=true", "loader.num_workers=2",
-                            "backend.channels_last=true", "backend.cudnn_benchmark=true", "backend.tf32=true"))
-    assert result["cudnn_benchmark_in_effect"] and result["tf32_in_effect"]
-    assert result["dataloader_processes"] >= 2
+    measured = ok(sweeper_run(*CUDA, *SMALL["image_classification"], "loader.pin_memory=true", "loader.num_workers=2",
+                              "backend.channels_last=true", "backend.cudnn_benchmark=true", "backend.tf32=true"))
+    assert measured.run.cudnn_benchmark_in_effect and measured.run.tf32_in_effect
+    assert measured.memory.dataloader_processes >= 2
     off = ok(sweeper_run(*CUDA, *SMALL["image_classification"]))
-    assert not off["cudnn_benchmark_in_effect"] and not off["tf32_in_effect"]
+    assert not off.run.cudnn_benchmark_in_effect and not off.run.tf32_in_effect
 
 
 def test_compile_on_cuda(sweeper_run):
-    result = ok(sweeper_run(*CUDA, *SMALL["mnist_mlp"], "backend.compile=default", "measure.timeout_s=600"))
-    assert result["compile_s"] > 0
+    measured = ok(sweeper_run(*CUDA, *SMALL["mnist_mlp"], "backend.compile=default", "measure.timeout_s=600"))
+    assert measured.timing.compile_s > 0
 
 
 def test_a_cuda_oom_is_oom_and_the_sweep_goes_on(tmp_path):
@@ -104,10 +107,10 @@ def test_the_lock_is_per_gpu(tmp_path):
 
 def test_more_ranks_than_gpus_is_refused_before_any_rank_starts(sweeper_run):
     run = sweeper_run(*CUDA, *SMALL["mnist_mlp"], f"dist.nproc_per_node={visible_gpus() + 1}")
-    assert run.result["status"] == "invalid" and "runs one rank per GPU" in run.result["reason"]
+    assert run.result.status == "invalid" and "runs one rank per GPU" in run.result.reason
 
 
 @pytest.mark.skipif(visible_gpus() < 2, reason="needs two GPUs")
 def test_one_rank_per_gpu_over_nccl(sweeper_run):
-    result = ok(sweeper_run(*CUDA, *SMALL["image_classification"], "dist.nproc_per_node=2"))
-    assert result["nproc_per_node"] == 2 and len(result["rank_samples_per_sec"]) == 2
+    measured = ok(sweeper_run(*CUDA, *SMALL["image_classification"], "dist.nproc_per_node=2"))
+    assert measured.run.nproc_per_node == 2 and len(measured.throughput.rank_samples_per_sec) == 2

@@ -41,7 +41,7 @@ def test_ok_result_and_events(tmp_path):
     )
     assert result.status == "ok"
     assert result.samples_per_sec == 10.0
-    assert result.get("threads") == "3"  # thread env reached the child before it started
+    assert result.fingerprint.threads == 3  # thread env reached the child before it started
     assert [e["event"] for e in events] == ["phase", "window"]
 
 

@@ -8,9 +8,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 import sweeper.__main__ as cli
-from sweeper import resolvers
+from sweeper import procs, resolvers
 from sweeper.errors import RunFailed
-from sweeper.machine import Machine
+from sweeper.machine import Fingerprint, Machine
 from sweeper.paths import config_dir
 from sweeper.result import RunResult, Status
 from sweeper.runner import lock
@@ -18,7 +18,7 @@ from sweeper.search.plan import make_plan
 from sweeper.search.settings import SweepSettings
 
 CUDA_MACHINE = Machine(device="cuda", cuda=True, bf16=True,
-                       fingerprint={"hardware_class": "h", "gpu_count": 2, "hostname": "lab1"})
+                       fingerprint=Fingerprint(hardware_class="h", gpu_count=2, hostname="lab1"))
 
 
 @pytest.fixture
@@ -27,7 +27,7 @@ def two_gpus_first_busy(tmp_path, monkeypatch):
     gpus = tmp_path / "gpus"
     for bus in ("0000:01:00.0", "0000:02:00.0"):
         (gpus / bus).mkdir(parents=True)
-    monkeypatch.setattr(lock, "NVIDIA_GPUS_DIR", str(gpus))
+    monkeypatch.setattr(procs, "NVIDIA_GPUS_DIR", str(gpus))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     busy = lock.MeasureLock("gpu0", {"what": "someone else"})
     assert busy.try_acquire()
@@ -50,7 +50,7 @@ def test_visible_gpus_follow_cuda_visible_devices(tmp_path, monkeypatch, visible
 
 
 def test_cpu_and_no_gpu_lock_the_cpu(tmp_path, monkeypatch):
-    monkeypatch.setattr(lock, "NVIDIA_GPUS_DIR", str(tmp_path / "no-driver"))
+    monkeypatch.setattr(procs, "NVIDIA_GPUS_DIR", str(tmp_path / "no-driver"))
     assert lock.claim_for("auto") == lock.DeviceClaim("cpu")
     assert lock.claim_for("cpu", gpus=4) == lock.DeviceClaim("cpu")
 

@@ -32,12 +32,13 @@ def test_every_workload_in_both_modes(sweeper_run, workload, mode):
     run = sweeper_run(*workload, f"task.mode={mode}")
     assert run.returncode == 0, run.stderr
     result = run.result
-    assert result["status"] == "ok"
+    assert result.status == "ok"
+    figures = result.measurement.flat()
     for key in METRICS:
-        assert result[key] >= 0, key
-    assert result["samples_per_sec"] > 0
-    assert result["fingerprint"]["torch"]
-    assert result["config"]["task"]["mode"] == mode
+        assert figures[key] >= 0, key
+    assert result.samples_per_sec > 0
+    assert result.fingerprint.torch
+    assert result.config["task"]["mode"] == mode
     assert "samples/sec" in run.stdout
 
 
@@ -45,7 +46,7 @@ def test_every_workload_in_both_modes(sweeper_run, workload, mode):
 def test_named_torchvision_models(sweeper_run, model):
     run = sweeper_run(*IMAGE, f"task.model={model}", "task.mode=inference", "loader.batch_size=2")
     assert run.returncode == 0, run.stderr
-    assert run.result["status"] == "ok"
+    assert run.result.status == "ok"
 
 
 def test_workers_threads_compute_bound_and_bf16(sweeper_run):
@@ -55,16 +56,17 @@ def test_workers_threads_compute_bound_and_bf16(sweeper_run):
                       "measure.compute_bound=true")
     assert run.returncode == 0, run.stderr
     result = run.result
-    assert result["dataloader_processes"] >= 2
-    assert result["fingerprint"]["threads"] == 1
-    assert result["compute_bound_samples_per_sec"] > 0
+    measured = result.measurement
+    assert measured.memory.dataloader_processes >= 2
+    assert result.fingerprint.threads == 1
+    assert measured.throughput.compute_bound_samples_per_sec > 0
     assert "compute-only" in run.stdout
     # what top would show over the windows: percent of one core, within the machine's cores
-    cores = result["fingerprint"]["cpus_available"]
-    assert 0 < result["cpu_util_main_pct"] <= 100 * cores + 5
-    assert 0 < result["cpu_util_workers_pct"] <= 100 * cores + 5
-    assert "gpu_util_pct" not in result  # no GPU here: not recorded rather than zero
-    assert "epoch_restart_s" not in result  # persistent workers do not restart
+    cores = result.fingerprint.cpus_available
+    assert 0 < measured.utilization.cpu_util_main_pct <= 100 * cores + 5
+    assert 0 < measured.utilization.cpu_util_workers_pct <= 100 * cores + 5
+    assert measured.utilization.gpu_util_pct is None  # no GPU here: not recorded rather than zero
+    assert measured.throughput.epoch_restart_s is None  # persistent workers do not restart
 
 
 def test_worker_restarts_at_epoch_ends_are_measured_once_and_counted(sweeper_run):
@@ -72,11 +74,11 @@ def test_worker_restarts_at_epoch_ends_are_measured_once_and_counted(sweeper_run
     run = sweeper_run("task.num_samples=256", "task.epoch_samples=512", "loader.num_workers=2",
                       "loader.multiprocessing_context=forkserver", "loader.in_order=false", "backend.threads=1")
     assert run.returncode == 0, run.stderr
-    result = run.result
-    assert (result["epoch_samples"], result["stored_samples"]) == (512, 256)
-    assert result["epoch_ends_measured"] > 0
-    assert result["epoch_restart_s"] > 0
-    assert result["samples_per_sec_steady"] > 0
+    measured = run.result.measurement
+    assert (measured.run.epoch_samples, measured.run.stored_samples) == (512, 256)
+    assert measured.throughput.epoch_ends_measured > 0
+    assert measured.throughput.epoch_restart_s > 0
+    assert measured.throughput.samples_per_sec_steady > 0
     assert "each epoch end restarts the workers" in run.stdout
 
 
@@ -90,7 +92,7 @@ def test_image_folder_of_jpegs(sweeper_run, tmp_path):
             Image.new("RGB", (40, 36), (i * 20, 100, 50)).save(images / cls / f"{i}.jpg")
     run = sweeper_run(*IMAGE, f"task.data_dir='{images}'", "loader.batch_size=4", "backend.channels_last=true")
     assert run.returncode == 0, run.stderr
-    assert run.result["status"] == "ok"
+    assert run.result.status == "ok"
 
 
 def test_token_file_and_mnist_root(sweeper_run, tmp_path):
@@ -110,7 +112,7 @@ def test_user_workload_outside_tasks(sweeper_run):
     run = sweeper_run("task=custom", "task.factory=examples.user_workload:build",
                       "+task.params.hidden=32")
     assert run.returncode == 0, run.stderr
-    assert run.result["status"] == "ok"
+    assert run.result.status == "ok"
 
 
 def _processes_with_marker(marker: str) -> list[psutil.Process]:
@@ -130,31 +132,31 @@ def test_hang_is_killed_with_its_dataloader_workers(sweeper_run):
                       "measure.timeout_s=8", env={"SWEEPER_TEST_MARKER": marker})
     assert run.returncode == 1
     result = run.result
-    assert result["status"] == "timeout"
-    assert result["wall_s"] < 30
+    assert result.status == "timeout"
+    assert result.wall_s < 30
     assert _processes_with_marker(marker) == []
 
 
 def test_abort_is_a_crash(sweeper_run):
     run = sweeper_run("task=custom", "task.factory=misbehaving:abort")
     assert run.returncode == 1
-    assert run.result["status"] == "crash"
-    assert "SIGABRT" in run.result["reason"]
+    assert run.result.status == "crash"
+    assert "SIGABRT" in run.result.reason
 
 
 def test_allocation_beyond_memory_limit_is_oom(sweeper_run):
     run = sweeper_run("task=custom", "task.factory=misbehaving:allocate", "+task.params.gb=8",
                       "measure.memory_limit_gb=6")
     assert run.returncode == 1
-    assert run.result["status"] in ("oom", "crash")
-    assert "memory" in run.result["reason"].lower()
+    assert run.result.status in ("oom", "crash")
+    assert "memory" in run.result.reason.lower()
 
 
 def test_exception_in_user_code_is_an_error_with_its_message(sweeper_run):
     run = sweeper_run("task=custom", "task.factory=misbehaving:raise_error")
     assert run.returncode == 1
-    assert run.result["status"] == "error"
-    assert "the user's factory failed" in run.result["reason"]
+    assert run.result.status == "error"
+    assert "the user's factory failed" in run.result.reason
 
 
 @pytest.mark.parametrize(
@@ -218,9 +220,9 @@ def test_affinity_pins_the_run_and_its_workers_and_the_allocator_is_mapped(sweep
     assert run.returncode == 0, run.stderr
     result = run.result
     # as the kernel shows it in /proc/<pid>/status: compute on the first core, the worker on the next
-    assert result["cpus_allowed_main"] == str(cores[0])
-    assert result["cpus_allowed_workers"] == [str(cores[1])]
-    assert result["fingerprint"]["cpus_available"] == len(cores)  # still the machine's hardware class
+    assert result.measurement.run.cpus_allowed_main == str(cores[0])
+    assert result.measurement.run.cpus_allowed_workers == (str(cores[1]),)
+    assert result.fingerprint.cpus_available == len(cores)  # still the machine's hardware class
     if allocator == "jemalloc":  # in /proc/<pid>/maps: preloaded, in effect
-        assert result["allocator"] == "jemalloc" and result["isolation"] == "spawn"
-        assert "LD_PRELOAD" in result["isolation_note"]
+        assert result.measurement.run.allocator == "jemalloc" and result.isolation == "spawn"
+        assert "LD_PRELOAD" in result.isolation_note

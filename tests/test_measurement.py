@@ -3,6 +3,7 @@ time from step events, epoch ends inside the windows, the restart cost, utilizat
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import multiprocessing
 import os
@@ -13,6 +14,7 @@ import types
 import pytest
 
 from sweeper.measure import timing, utilization
+from sweeper.measurement import Throughput, Utilization
 
 
 class FakeGpu:
@@ -77,15 +79,15 @@ def test_the_device_is_synchronized_only_at_window_edges():
     t, gpu = gpu_loop(sync_every_step=False)
     # after the first step (compile time), at the end of warm-up, and at each window's end
     assert gpu.syncs == 2 + 4
-    s = t.summary()
+    s = t.timing()
     # host and device overlap as in a real loop: the device's 0.1 s per step is the pace
-    assert s["samples_per_sec"] == pytest.approx(100.0, rel=0.01)
-    assert s["device_step_time_p50_ms"] == pytest.approx(100.0)
-    assert s["device_busy_fraction"] == pytest.approx(1.0, abs=0.02)
+    assert t.throughput().samples_per_sec == pytest.approx(100.0, rel=0.01)
+    assert s.device_step_time_p50_ms == pytest.approx(100.0)
+    assert s.device_busy_fraction == pytest.approx(1.0, abs=0.02)
     # the host spends most of its time waiting for batches, but the device never idles:
     # the verdict goes by the device, so a GPU-bound run reads as one
-    assert s["data_wait_fraction"] == pytest.approx(0.05 / 0.06, rel=0.01)
-    assert s["bottleneck"] == "compute-bound"
+    assert s.data_wait_fraction == pytest.approx(0.05 / 0.06, rel=0.01)
+    assert s.bottleneck == "compute-bound"
 
 
 def test_a_sync_per_step_removes_the_overlap_and_under_reads():
@@ -93,9 +95,10 @@ def test_a_sync_per_step_removes_the_overlap_and_under_reads():
     per_step, gpu = gpu_loop(sync_every_step=True)
     assert gpu.syncs > 4 * 30  # once per step
     # per step: loader 0.05 + launch 0.01 + device 0.1 in series = 0.16 s per 10 samples
-    assert per_step.summary()["samples_per_sec"] == pytest.approx(62.5, rel=0.01)
-    assert per_step.summary()["bottleneck"] == "data-bound"  # the device idles while the host waits
-    assert per_window.summary()["samples_per_sec"] / per_step.summary()["samples_per_sec"] == pytest.approx(1.6, rel=0.02)
+    assert per_step.throughput().samples_per_sec == pytest.approx(62.5, rel=0.01)
+    assert per_step.timing().bottleneck == "data-bound"  # the device idles while the host waits
+    ratio = per_window.throughput().samples_per_sec / per_step.throughput().samples_per_sec
+    assert ratio == pytest.approx(1.6, rel=0.02)
 
 
 def test_without_a_step_timer_there_is_no_device_time():
@@ -105,8 +108,8 @@ def test_without_a_step_timer_there_is_no_device_time():
         clock.now += 0.1
 
     rule = timing.Rule(warmup_s=0.1, warmup_steps=1, max_windows=2, window_s=0.5)
-    s = timing.measure(lambda: None, step, lambda b: 1, lambda: None, rule, clock=clock).summary()
-    assert "device_busy_fraction" not in s and "device_step_time_p50_ms" not in s
+    s = timing.measure(lambda: None, step, lambda b: 1, lambda: None, rule, clock=clock).timing()
+    assert s.device_busy_fraction is None and s.device_step_time_p50_ms is None
 
 
 def _stream(dataset_len: int, batch: int, clock: Clock, step_s: float):
@@ -132,9 +135,9 @@ def test_epoch_ends_inside_the_windows_are_counted(epoch_samples, ends):
     # warm-up: 3 steps; windows: 3 x 10 steps = batches 4..33; epochs start at batches 5, 9, ..., 33
     rule = timing.Rule(warmup_s=0.0, warmup_steps=3, max_windows=3, window_s=0.95)
     s = timing.measure(stream, step, lambda b: 2, lambda: None, rule, epochs_started=lambda: stream.epochs_started,
-                       clock=clock).summary()
-    assert s["steps_measured"] == 30
-    assert s["epoch_ends_measured"] == ends
+                       clock=clock)
+    assert s.timing().steps_measured == 30
+    assert s.throughput().epoch_ends_measured == ends
 
 
 def test_a_real_rate_epoch_repeats_the_stored_samples_through_their_own_getitem():
@@ -154,14 +157,14 @@ def test_the_restart_cost_is_timed_once_and_counted_once_per_epoch():
     assert stream.restart_cost_s() == 0.0  # nothing on the fake clock moves while iterating
     assert stream.epochs_started == before + 1
 
-    summary = {"samples_per_sec": 1000.0, "epoch_ends_measured": 0, "windows_measured": 5}
-    out = timing.with_epoch_restarts(summary, 60_000, 3.0)
+    figures = Throughput(samples_per_sec=1000.0, epoch_ends_measured=0, windows_measured=5)
+    out = timing.with_epoch_restarts(figures, 60_000, 3.0)
     # 60 s of steady steps plus one 3 s restart per epoch
-    assert out["samples_per_sec"] == pytest.approx(60_000 / 63.0)
-    assert out["samples_per_sec_steady"] == 1000.0 and out["epoch_restart_s"] == 3.0
+    assert out.samples_per_sec == pytest.approx(60_000 / 63.0)
+    assert out.samples_per_sec_steady == 1000.0 and out.epoch_restart_s == 3.0
     # when most windows already held an epoch end, the median has the restarts in it
-    busy = {**summary, "epoch_ends_measured": 4}
-    assert timing.with_epoch_restarts(busy, 60_000, 3.0)["samples_per_sec"] == 1000.0
+    busy = dataclasses.replace(figures, epoch_ends_measured=4)
+    assert timing.with_epoch_restarts(busy, 60_000, 3.0).samples_per_sec == 1000.0
 
 
 def _burn(seconds: float) -> None:
@@ -179,14 +182,14 @@ def test_cpu_utilization_of_the_process_and_of_its_workers():
     worker.join()  # reaped: its time moves into our cutime, and still counts
     figures = monitor.stop()
     cores = len(os.sched_getaffinity(0))
-    assert 0 < figures["cpu_util_main_pct"] <= 100 * cores + 5
-    assert 0 < figures["cpu_util_workers_pct"] <= 100 * cores + 5
+    assert 0 < figures.cpu_util_main_pct <= 100 * cores + 5
+    assert 0 < figures.cpu_util_workers_pct <= 100 * cores + 5
     # the split is the one the scripted counters give
     reads = iter([(1.0, 2.0), (2.5, 5.0)])
     ticks = iter([10.0, 12.0])
     scripted = utilization.CpuMonitor(read=lambda pid: next(reads), clock=lambda: next(ticks))
     scripted.start()
-    assert scripted.stop() == {"cpu_util_main_pct": 75.0, "cpu_util_workers_pct": 150.0}
+    assert scripted.stop() == Utilization(cpu_util_main_pct=75.0, cpu_util_workers_pct=150.0)
 
 
 def fake_nvml(**overrides):
@@ -209,8 +212,8 @@ def test_nvml_figures_for_the_runs_gpu():
     assert seen == ["GPU-5e2d6b1a-0000-1111-2222-333344445555"]  # NVML's spelling of torch's UUID
     monitor.sample()
     monitor.sample()
-    assert monitor.stop() == {"gpu_util_pct": 80.0, "gpu_mem_util_pct": 30.0, "gpu_power_w": 350.0,
-                              "gpu_power_cap_w": 700.0}
+    assert monitor.stop() == Utilization(gpu_util_pct=80.0, gpu_mem_util_pct=30.0, gpu_power_w=350.0,
+                                         gpu_power_cap_w=700.0)
 
 
 def test_no_nvml_means_no_gpu_figures_and_no_failure(monkeypatch):
@@ -224,7 +227,7 @@ def test_no_nvml_means_no_gpu_figures_and_no_failure(monkeypatch):
     assert utilization.nvml_monitor(None, nvml=fake_nvml()) is None
     # a monitor whose samples all failed reports nothing rather than zeros
     silent = utilization.NvmlMonitor(fake_nvml(), "h", interval_s=0.01)
-    assert silent.stop() == {}
+    assert silent.stop() == Utilization()
 
 
 def scripted(step_times):
@@ -266,11 +269,10 @@ def test_windows_stop_at_the_precision_asked():
     noisy_clock, noisy_step, _ = scripted(lambda n: 0.012 if (n // 50) % 2 else 0.01)
     noisy = timing.measure(lambda: None, noisy_step, lambda b: 1, lambda: None, timing.Rule(**ADAPTIVE),
                            clock=noisy_clock)
-    s = noisy.summary()
+    low, high = noisy.throughput().interval
     assert noisy.stopped in ("precise", "max windows") and len(noisy.window_samples_per_sec) > 3
-    half = (s["samples_per_sec_ci_high"] - s["samples_per_sec_ci_low"]) / 2
     if noisy.stopped == "precise":
-        assert half <= 0.03 * (s["samples_per_sec_ci_high"] + s["samples_per_sec_ci_low"]) / 2
+        assert (high - low) / 2 <= 0.03 * (high + low) / 2
 
 
 def test_racing_prunes_a_clearly_worse_trial_and_measures_a_close_one_longer():

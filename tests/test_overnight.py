@@ -16,6 +16,7 @@ import pytest
 
 from conftest import ROOT, TINY, load_study, run_multirun
 from sweeper.runner.lock import MeasureLock, choose_resource
+from sweeper.store.record import TrialRecord
 
 QUICK = ["search=quick", "task.num_samples=2048", "hydra.sweeper.confirm.top_k=0"]
 HOLD_LOCK = """
@@ -163,8 +164,7 @@ def _two_processes_one_study(tmp_path: Path, storage: str) -> list[optuna.trial.
     trials = optuna.load_study(study_name=study_name, storage=open_storage(storage)).get_trials()
     numbers = [t.number for t in trials]
     assert len(numbers) == len(set(numbers))
-    measured = [t for t in trials if t.user_attrs.get("reused_from") is None
-                and not str(t.user_attrs.get("reason") or "").startswith("skipped:")]
+    measured = [t for t in trials if TrialRecord.of(t).measured]
     assert len(measured) == 4, [(t.number, t.user_attrs.get("status"), t.user_attrs.get("reason")) for t in trials]
     assert all(t.state.name != "RUNNING" for t in trials)
     assert sum(bool(t.user_attrs.get("baseline")) for t in trials) >= 1
@@ -195,7 +195,7 @@ def test_postgres_two_processes_and_no_password_anywhere(tmp_path):
 def test_a_trial_without_heartbeats_is_failed_on_the_next_start(tmp_path):
     """A sweep on another host died: no pid to check here, but its heartbeats stopped. One
     whose host still beats is left alone. Works on any storage (Optuna's public API only)."""
-    from sweeper.result import TrialRecord
+    from sweeper.store.record import TrialRecord
     from sweeper.search.loop import fail_orphans
     from sweeper.store.heartbeat import heartbeat
     from sweeper.store.study import StoredStudy

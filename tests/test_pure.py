@@ -59,13 +59,13 @@ def test_measure_splits_wait_and_compute_on_a_fake_clock():
         next_batch, step, lambda b: 10, lambda: None,
         rule=timing.Rule(warmup_s=0.5, warmup_steps=2, max_windows=3, window_s=1.0), clock=clock,
     )
-    s = t.summary()
+    figures, timed = t.throughput(), t.timing()
     assert t.warmup_steps == 5
-    assert s["samples_per_sec"] == pytest.approx(100.0)
-    assert s["data_wait_fraction"] == pytest.approx(0.3)
-    assert s["bottleneck"] == "data-bound"
-    assert s["step_time_p50_ms"] == pytest.approx(100.0)
-    assert s["windows_measured"] == 3
+    assert figures.samples_per_sec == pytest.approx(100.0)
+    assert timed.data_wait_fraction == pytest.approx(0.3)
+    assert timed.bottleneck == "data-bound"
+    assert timed.step_time_p50_ms == pytest.approx(100.0)
+    assert figures.windows_measured == 3
 
 
 def test_measure_prunes_a_slow_run_after_two_windows():
@@ -94,9 +94,9 @@ def test_the_first_batch_wait_is_not_compile_time():
         calls["steps"] += 1
         clock.now += 2.0 if calls["steps"] == 1 else 0.1  # compiling, then a typical step
 
-    s = timing.measure(next_batch, step, lambda b: 1, lambda: None, rule=timing.Rule(warmup_s=0.0, warmup_steps=2, max_windows=1, window_s=0.5), clock=clock).summary()
-    assert s["first_batch_wait_s"] == pytest.approx(3.0)
-    assert s["compile_s"] == pytest.approx(1.9)
+    s = timing.measure(next_batch, step, lambda b: 1, lambda: None, rule=timing.Rule(warmup_s=0.0, warmup_steps=2, max_windows=1, window_s=0.5), clock=clock).timing()
+    assert s.first_batch_wait_s == pytest.approx(3.0)
+    assert s.compile_s == pytest.approx(1.9)
 
 
 def test_compile_time_is_first_step_minus_typical():
@@ -111,7 +111,7 @@ def test_compile_time_is_first_step_minus_typical():
         lambda: None, step, lambda b: 1, lambda: None,
         rule=timing.Rule(warmup_s=0.0, warmup_steps=2, max_windows=1, window_s=0.5), clock=clock,
     )
-    assert t.summary()["compile_s"] == pytest.approx(4.9)
+    assert t.timing().compile_s == pytest.approx(4.9)
 
 
 def test_thread_choices():
@@ -121,12 +121,46 @@ def test_thread_choices():
 
 
 def test_run_result_round_trips_through_result_json():
+    from sweeper.machine import Fingerprint
+    from sweeper.measurement import Measurement, Throughput
+    from sweeper.result import RunResult, Status
+
+    measured = Measurement(throughput=Throughput(samples_per_sec=10.0, window_samples_per_sec=(9.0, 11.0)))
+    run = RunResult(Status.OK, measurement=measured, fingerprint=Fingerprint(cpu="X"), wall_s=3.0, log="w.log",
+                    started_at=1.0, ended_at=4.0, isolation="fork")
+    written = run.to_json()
+    assert written["format"] == 2 and written["throughput"]["samples_per_sec"] == 10.0
+    assert written["machine"]["cpu"] == "X" and written["throughput"]["window_samples_per_sec"] == [9.0, 11.0]
+    assert RunResult.from_json(written) == run
+    assert run.figures()["samples_per_sec"] == 10.0 and run.figures()["wall_s"] == 3.0
+    assert f"{Status.OOM}" == "oom" and Status("pruned") == "pruned"
+
+
+def test_a_result_json_of_the_first_format_still_loads():
+    """result.json was flat, unversioned, before format 2: it loads into the same typed result."""
     from sweeper.result import RunResult, Status
 
     flat = {"status": "ok", "samples_per_sec": 10.0, "window_samples_per_sec": [9.0, 11.0], "wall_s": 3.0,
-            "fingerprint": {"cpu": "X"}, "log": "w.log", "started_at": 1.0, "ended_at": 4.0}
-    run = RunResult.from_dict(flat)
-    assert run.status is Status.OK and run.samples_per_sec == 10.0 and run.fingerprint == {"cpu": "X"}
-    assert run.to_dict() == flat
-    assert run.metrics() == {"samples_per_sec": 10.0, "wall_s": 3.0}
-    assert f"{Status.OOM}" == "oom" and Status("pruned") == "pruned"
+            "step_time_p95_ms": 12.5, "peak_memory_mb": 700.0, "cpu_util_main_pct": 95.0, "rank_samples_per_sec": 5.0,
+            "affinity": "none", "noisy": False, "fingerprint": {"cpu": "X", "hardware_class": "abc"},
+            "isolation": "fork", "log": "w.log", "started_at": 1.0, "ended_at": 4.0}
+    run = RunResult.from_json(flat)
+    assert run.status is Status.OK and run.samples_per_sec == 10.0 and run.isolation == "fork"
+    assert run.fingerprint.cpu == "X" and run.fingerprint.hardware_class == "abc"
+    measured = run.measurement
+    assert measured.throughput.window_samples_per_sec == (9.0, 11.0) and measured.timing.step_time_p95_ms == 12.5
+    assert measured.memory.peak_memory_mb == 700.0 and measured.utilization.cpu_util_main_pct == 95.0
+    assert measured.throughput.own_samples_per_sec == 5.0  # a rank's own rate, as format 1 spelled it
+    failed = RunResult.from_json({"status": "oom", "reason": "CUDA out of memory", "wall_s": 1.0})
+    assert failed.status is Status.OOM and failed.measurement is None and failed.wall_s == 1.0
+
+
+def test_figure_names_are_unique_and_flat_figures_round_trip():
+    from sweeper.measurement import FIGURE_NAMES, Measurement, RunFacts, Throughput
+
+    assert len(FIGURE_NAMES) == len(set(FIGURE_NAMES))
+    measured = Measurement(throughput=Throughput(samples_per_sec=3.0, rank_samples_per_sec=(1.0, 2.0)),
+                           run=RunFacts(cpus_allowed_workers=("1",), nproc_per_node=2))
+    assert Measurement.from_flat(measured.flat()) == measured
+    assert Measurement.from_json(measured.to_json()) == measured
+    assert measured.value("samples_per_sec") == 3.0 and measured.value("no_such_figure") is None

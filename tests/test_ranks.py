@@ -13,8 +13,9 @@ from hydra import compose, initialize_config_dir
 from conftest import ROOT, TINY
 from sweeper import topology
 from sweeper.measure import timing
-from sweeper.measure.ranks import combine
-from sweeper.result import Status
+from sweeper.measure.ranks import RankResult, combine
+from sweeper.measurement import Measurement, Memory, RunFacts, Throughput, Utilization
+from sweeper.result import RunResult, Status
 
 
 # --- the measuring loop over a group of ranks ------------------------------------------------
@@ -58,39 +59,48 @@ def test_ranks_are_measured_as_one_group_in_common_windows():
     # the group's rate: both ranks' samples over the slower rank's time
     assert t.window_samples_per_sec == pytest.approx([640 / (0.1 * 1.25)] * 4)
     assert t.own_window_samples_per_sec == pytest.approx([3200.0] * 4)
-    summary = t.summary()
-    assert summary["rank_samples_per_sec"] == pytest.approx(3200.0)
-    assert summary["samples_per_sec"] == pytest.approx(5120.0)
+    figures = t.throughput()
+    assert figures.own_samples_per_sec == pytest.approx(3200.0)
+    assert figures.samples_per_sec == pytest.approx(5120.0)
     assert group.agreed  # warm-up's decisions went through rank 0
 
 
-def _rank(rate: float, rss: float, **extra) -> dict:
-    return {"status": "ok", "samples_per_sec": 2 * rate, "rank_samples_per_sec": rate, "peak_rss_mb": rss,
-            "dataloader_processes": 2, "cpu_util_main_pct": 90.0, "cpu_util_workers_pct": 10.0,
-            "cuda_max_allocated_mb": None, "cpus_allowed_main": "0", "cpus_allowed_workers": ["1"], "rank": 0,
-            **extra}
+def _rank(rate: float, rss: float, cpus: str = "0") -> RankResult:
+    measured = Measurement(
+        throughput=Throughput(samples_per_sec=2 * rate, own_samples_per_sec=rate),
+        memory=Memory(peak_memory_mb=rss, peak_rss_mb=rss, dataloader_processes=2),
+        utilization=Utilization(cpu_util_main_pct=90.0, cpu_util_workers_pct=10.0),
+        run=RunFacts(cpus_allowed_main=cpus, cpus_allowed_workers=("1",), rank=0),
+    )
+    return RankResult(RunResult(Status.OK, measurement=measured))
+
+
+def _failed(status: str, reason: str, at: float) -> RankResult:
+    return RankResult(RunResult(Status(status), reason), failed_at=at)
 
 
 def test_a_group_result_holds_the_total_each_rank_and_the_memory_of_all():
-    out = combine({0: _rank(100.0, 700.0), 1: _rank(95.0, 690.0, cpus_allowed_main="1")}, 2, {}, 1500.0)
-    assert out["status"] == "ok" and out["samples_per_sec"] == 200.0
-    assert out["rank_samples_per_sec"] == [100.0, 95.0] and out["nproc_per_node"] == 2
-    assert out["peak_rss_mb"] == 1500.0 and out["rank_peak_rss_mb"] == [700.0, 690.0]
-    assert out["dataloader_processes"] == 4 and out["cpu_util_main_pct"] == 180.0
-    assert out["rank_cpus_allowed"] == ["0", "1"] and "rank" not in out
+    out = combine({0: _rank(100.0, 700.0), 1: _rank(95.0, 690.0, cpus="1")}, 2, {}, 1500.0)
+    measured = out.measurement
+    assert out.status == "ok" and out.samples_per_sec == 200.0
+    assert measured.throughput.rank_samples_per_sec == (100.0, 95.0) and measured.run.nproc_per_node == 2
+    assert measured.memory.peak_rss_mb == 1500.0 and measured.memory.rank_peak_rss_mb == (700.0, 690.0)
+    assert measured.memory.dataloader_processes == 4 and measured.utilization.cpu_util_main_pct == 180.0
+    assert measured.run.rank_cpus_allowed == ("0", "1") and measured.run.rank is None
+    assert measured.throughput.own_samples_per_sec is None  # the group's result is all of them
 
 
 def test_the_cause_of_a_group_failure_names_it():
-    peer = {"status": "error", "reason": "RuntimeError: Connection closed by peer [127.0.0.1]:1", "failed_at": 1.0}
-    own = {"status": "oom", "reason": "RuntimeError: can't allocate memory", "failed_at": 2.0}
+    peer = _failed("error", "RuntimeError: Connection closed by peer [127.0.0.1]:1", 1.0)
+    own = _failed("oom", "RuntimeError: can't allocate memory", 2.0)
     # the rank that saw its peer vanish failed first, but the cause is the other's
     out = combine({0: peer, 1: own}, 2, {0: 1, 1: 1}, 0.0)
-    assert out["status"] == "oom" and out["reason"].startswith("rank 1 of 2: RuntimeError: can't allocate")
+    assert out.status == "oom" and out.reason.startswith("rank 1 of 2: RuntimeError: can't allocate")
     # a rank killed by a signal of its own beats the agent's SIGTERM to the others
     out = combine({}, 2, {0: -signal.SIGTERM, 1: -signal.SIGABRT}, 0.0)
-    assert out["status"] == "crash" and out["reason"].startswith("rank 1 of 2 killed by SIGABRT")
+    assert out.status == "crash" and out.reason.startswith("rank 1 of 2 killed by SIGABRT")
     out = combine({0: _rank(1.0, 1.0)}, 2, {1: 3}, 0.0)
-    assert out["status"] == "error" and "rank 1 of 2 exited with code 3" in out["reason"]
+    assert out.status == "error" and "rank 1 of 2 exited with code 3" in out.reason
 
 
 # --- cores, NUMA, OpenMP -----------------------------------------------------------------------
@@ -173,15 +183,17 @@ def test_two_ranks_on_two_cores_report_each_rank_and_the_total(tests_on_path, tm
     run = measure_spec(_spec("dist.nproc_per_node=2", "backend.affinity=compact", "loader.num_workers=1",
                              "train.effective_batch=256", "loader.batch_size=64"), tmp_path)
     assert run.status == Status.OK, run.reason
-    ranks = run.get("rank_samples_per_sec")
-    assert run.get("nproc_per_node") == 2 and len(ranks) == 2 and all(r > 0 for r in ranks)
-    assert run.get("samples_per_sec") > max(ranks)  # the total over both
-    assert run.get("effective_batch") == 64 * run.get("grad_accum_steps") * 2 == 256
+    measured = run.measurement
+    ranks = measured.throughput.rank_samples_per_sec
+    assert measured.run.nproc_per_node == 2 and len(ranks) == 2 and all(r > 0 for r in ranks)
+    assert run.samples_per_sec > max(ranks)  # the total over both
+    assert measured.run.effective_batch == 64 * measured.run.grad_accum_steps * 2 == 256
     cores = sorted(os.sched_getaffinity(0))
     # compact within each rank's share: one core each, the worker sharing it
-    assert run.get("rank_cpus_allowed") == [str(cores[0]), str(cores[1])]
+    assert measured.run.rank_cpus_allowed == (str(cores[0]), str(cores[1]))
     # processes under the ranks: one worker each, and sometimes multiprocessing's resource tracker
-    assert run.get("dataloader_processes") >= 2 and run.get("peak_rss_mb") > max(run.get("rank_peak_rss_mb"))
+    assert measured.memory.dataloader_processes >= 2
+    assert measured.memory.peak_rss_mb > max(measured.memory.rank_peak_rss_mb)
 
 
 def _alive(pid: int) -> bool:
@@ -214,13 +226,13 @@ def test_a_rank_that_fails_takes_the_group_down_and_leaves_no_process(tests_on_p
 def test_search_cpu_grows_ranks_and_openmp_binding_and_skips_what_it_should_not_measure(tmp_path):
     import hydra_plugins.throughput_sweeper.config  # noqa: F401  (hydra/sweeper=throughput)
     from sweeper import resolvers
-    from sweeper.machine import Machine
+    from sweeper.machine import Fingerprint, Machine
     from sweeper.paths import config_dir
     from sweeper.search.plan import make_plan
     from sweeper.search.settings import SweepSettings
 
     resolvers.register()
-    machine = Machine(device="cpu", cuda=False, bf16=True, fingerprint={"hardware_class": "x", "cpus_available": 2})
+    machine = Machine(device="cpu", cuda=False, bf16=True, fingerprint=Fingerprint(hardware_class="x", cpus_available=2))
     with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
         plan = make_plan(SweepSettings(), ["search=cpu", "train.effective_batch=128", "loader.batch_size=64"],
                          compose=lambda overrides: compose("config", overrides=list(overrides)), app_name="sweeper",

@@ -10,10 +10,12 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
+from sweeper.machine import Fingerprint
 from sweeper.report import build_report_data
 from sweeper.report.index import Figure, find_regressions
 from sweeper.report.page import render
 from sweeper.search.outputs import optimization_results
+from sweeper.store.confirmation import Confirmation
 from sweeper.store.storage import has_password, redact
 from sweeper.store.trials import pareto_trials
 
@@ -48,8 +50,8 @@ TRIALS = [
 
 
 def test_report_data_from_trials():
-    conf = {"winner": 1, "baseline": 0, "median": {"1": 2400.0, "0": 1000.0}, "speedup": 2.4,
-            "speedup_low": 2.3, "speedup_high": 2.5, "win_share": 1.0}
+    conf = Confirmation.from_json({"winner": 1, "baseline": 0, "median": {"1": 2400.0, "0": 1000.0}, "speedup": 2.4,
+                                   "speedup_low": 2.3, "speedup_high": 2.5, "win_share": 1.0})
     d = build_report_data(TRIALS, study_name="s", workload="mnist_mlp train", fixed=["task.num_samples=10"],
                           confirmation=conf)
     assert (d.winner, d.baseline, d.speedup, d.confirmed) == (1, 0, 2.4, True)
@@ -199,10 +201,10 @@ def test_null_knob_values_say_what_they_mean():
     from sweeper.report.charts import axis_order
     from sweeper.report.data import knob_label
 
-    assert knob_label("backend.threads", None, {"threads": 2}) == "default (2)"
-    assert knob_label("loader.prefetch_factor", None, {}) == "default (2)"
-    assert knob_label("backend.compile", None, {}) == "default"
-    assert knob_label("backend.channels_last", True, {}) == "true"
+    assert knob_label("backend.threads", None, Fingerprint(threads=2)) == "default (2)"
+    assert knob_label("loader.prefetch_factor", None, None) == "default (2)"
+    assert knob_label("backend.compile", None, None) == "default"
+    assert knob_label("backend.channels_last", True, None) == "true"
     assert sorted(["4", "1", "default (2)", "2", "bf16"], key=axis_order) == ["1", "default (2)", "2", "4", "bf16"]
 
 
@@ -243,20 +245,22 @@ def test_noisy_top_two_say_how_many_rounds_would_separate_them():
     assert rounds_to_separate([1.2, 0.8333333333333334]) == float("inf")
     assert rounds_to_separate([1.1]) is None
 
-    noisy = {"winner": 1, "baseline": 0, "rounds": {"1": [1200.0, 900.0, 1300.0], "2": [1000.0, 1000.0, 1100.0],
-                                                   "0": [500.0, 520.0, 510.0]},
-             "median": {"1": 1200.0, "2": 1000.0, "0": 510.0}}
-    note = separation_note(noisy)
+    def confirmation(rounds):
+        return Confirmation(winner=1, baseline=0, rounds=rounds, median={1: 1200.0, 2: 1000.0, 0: 510.0},
+                            speedup=2.3, speedup_low=2.2, speedup_high=2.4, win_share=1.0)
+
+    noisy = {1: [1200.0, 900.0, 1300.0], 2: [1000.0, 1000.0, 1100.0], 0: [500.0, 520.0, 510.0]}
+    note = separation_note(confirmation(noisy))
     ratios = [1.2, 0.9, 1300 / 1100]
     more = math.ceil(rounds_to_separate(ratios)) - 3
     assert note.startswith("The top two of the confirmation (#1 and #2) differ by 20.0%")
     assert f"about {more} more interleaved round(s)" in note and f"sweeper.confirm.rounds={3 + more}" in note
     # equal on average: no number of rounds helps
-    even = {**noisy, "rounds": {**noisy["rounds"], "1": [1100.0, 900.0, 1000.0], "2": [900.0, 1100.0, 1000.0]}}
-    assert "treat them as equal" in separation_note(even)
+    even = {**noisy, 1: [1100.0, 900.0, 1000.0], 2: [900.0, 1100.0, 1000.0]}
+    assert "treat them as equal" in separation_note(confirmation(even))
     # quiet rounds need no note
-    quiet = {**noisy, "rounds": {**noisy["rounds"], "1": [1200.0, 1210.0, 1190.0]}}
-    assert separation_note(quiet) is None
+    quiet = {**noisy, 1: [1200.0, 1210.0, 1190.0]}
+    assert separation_note(confirmation(quiet)) is None
 
 
 def test_a_held_effective_batch_says_the_optimizer_sees_the_same():
@@ -305,7 +309,25 @@ def test_the_winners_ranks_and_openmp_binding_as_lines_of_a_script():
 
 
 def test_a_point_the_preset_skips_is_listed_but_neither_measured_nor_failed():
-    skipped = make(4, 64, status="skipped", reason="skipped: 2 ranks x (2 threads, 0 loader workers) oversubscribe")
+    skipped = make(4, 64, status="skipped", reason="2 ranks x (2 threads, 0 loader workers) oversubscribe")
     d = build_report_data([*TRIALS, skipped], study_name="s", workload="w", fixed=[], confirmation=None)
     assert 4 not in {f.number for f in d.failures} and d.trials_failed == 1 and d.trials_measured == 4
     assert any(row[0] == 4 and row[2] == "skipped" for row in d.rows)
+
+
+def test_the_summary_and_the_report_count_trials_alike():
+    """Surplus, interrupted and predicted-OOM trials are not 'answered from earlier results':
+    only a reused trial is (the sweep's summary once counted them all as reused)."""
+    from sweeper.store.trials import count
+
+    reused = make(5, 256, 2500.0, 600.0)
+    reused.user_attrs["reused_from"] = 1
+    trials = [*TRIALS, reused, make(6, 64, status="surplus", reason="n_trials was reached by another process"),
+              make(7, 64, status="interrupted", reason="the sweep was stopped by SIGTERM"),
+              make(8, 2048, status="oom-predicted", reason="batch 2048 >= 1024 which ran out of memory in trial 3"),
+              make(9, 64, status="skipped", reason="2 ranks x (2 threads, 0 loader workers) oversubscribe")]
+    counts = count(trials)
+    assert (counts.measured, counts.failed, counts.reused) == (4, 1, 1)
+    assert (counts.surplus, counts.interrupted, counts.predicted_oom, counts.skipped) == (1, 1, 1, 1)
+    d = build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None)
+    assert (d.trials_measured, d.trials_failed, d.trials_reused) == (counts.measured, counts.failed, counts.reused)

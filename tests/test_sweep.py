@@ -98,8 +98,11 @@ def test_failed_trials_are_recorded_and_the_sweep_goes_on(tmp_path):
     assert "SIGABRT" in by_batch[16].user_attrs["reason"]
     assert all(t.state == optuna.trial.TrialState.FAIL for t in [by_batch[16], by_batch[64], by_batch[128]])
     # once batch 64 ran out of memory, 128 with the same memory settings is not measured
-    assert by_batch[128].user_attrs["status"] == "oom"
-    assert by_batch[128].user_attrs["reason"].startswith("skipped:")
+    assert by_batch[128].user_attrs["status"] == "oom-predicted"
+    assert by_batch[128].user_attrs["reason"].startswith("batch 128 >= 64 which ran out of memory in trial 0")
+    # the summary counts it apart: not measured, not failed, not reused
+    summary = json.loads((tmp_path / "s" / "summary.json").read_text())
+    assert (summary["measured"], summary["failed"], summary["predicted_oom"], summary["reused"]) == (3, 2, 1, 1)
     assert "winner: trial #" in proc.stdout and "loader.batch_size=8" in (tmp_path / "s" / "winner_command.txt").read_text()
 
 

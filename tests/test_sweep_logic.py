@@ -24,7 +24,7 @@ def trial(number, knobs, state=TrialState.COMPLETE, status="ok", sps=100.0, rel_
         params=dict(knobs),
         distributions=dists,
         user_attrs={"knobs": dict(knobs), "status": status, "fixed_overrides": list(fixed),
-                    "samples_per_sec": sps, "samples_per_sec_rel_iqr": rel_iqr, "metrics": {}},
+                    "metrics": {"samples_per_sec": sps, "samples_per_sec_rel_iqr": rel_iqr}},
     )
     t.number = number
     return t
@@ -152,8 +152,8 @@ def test_stop_rules(state, kw, why):
 def test_orphans_by_process_here_and_by_heartbeat_elsewhere():
     import datetime as dt
 
-    from sweeper.result import TrialRecord
     from sweeper.store.heartbeat import DIED, SILENT, orphans
+    from sweeper.store.record import TrialRecord
 
     now = 10_000.0
 
@@ -204,4 +204,4 @@ def test_other_apps_job_values(value, status, figures):
     from sweeper.search.launch import as_result
 
     result = as_result(value, ["samples_per_sec", "peak_memory_mb"])
-    assert result.status == status and result.figures == figures
+    assert result.status == status and result.figures() == figures

@@ -16,6 +16,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from sweeper.result import RunResult  # noqa: E402
+
 SECONDS = 10.0
 # name: (task, batch, workers, pin, precision, channels_last, extra task overrides)
 CONFIGS = {
@@ -36,7 +39,7 @@ def sweeper_run(cfg: tuple, out: Path, sync: str = "window") -> float:
          f"measure.sync={sync}", *extra, f"hydra.run.dir={out}"],
         cwd=ROOT, check=True, capture_output=True,
     )
-    return float(json.loads((out / "result.json").read_text())["samples_per_sec"])
+    return float(RunResult.from_json(json.loads((out / "result.json").read_text())).samples_per_sec or 0.0)
 
 
 def plain_run(cfg: tuple) -> float:

@@ -6,16 +6,11 @@ from __future__ import annotations
 import os
 import signal
 
+from ..procs import PR_SET_NAME, PR_SET_PDEATHSIG, prctl
+
 
 def die_with_parent(parent: int | None) -> None:
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if parent and os.getppid() != parent:
         os._exit(1)
 
@@ -34,13 +29,5 @@ def name_process(name: str | None) -> None:
     """The run's mark as the process name (protocol.process_name), which forked descendants
     inherit and a dead process keeps: escapees and a rank's remains are found by it (a forked
     process's /proc environ is the zygote's, not the run's; a zombie has none)."""
-    if not name:
-        return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_name = 15
-        libc.prctl(pr_set_name, name.encode()[:15], 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+    if name:
+        prctl(PR_SET_NAME, name.encode()[:15])

@@ -173,6 +173,10 @@ class BatchStream:
         self._it = iter(self._loader)
         self.epochs_started += 1
 
+    def close(self) -> None:
+        """Shut the loader's workers down now (their iterator goes), not when the run ends."""
+        self._it = iter(())
+
     def restart_cost_s(self) -> float:
         """The wait for the first batch of a new epoch (without persistent workers: workers
         forked again and their first samples), measured once, apart from the windows."""

@@ -21,6 +21,7 @@ def main() -> None:
     from .loader import supports_in_order
     from .fingerprint import fingerprint
     from .workload import load_factory
+    from ..procs import mapped_files
     from ..topology import openmp_runtime
 
     try:
@@ -36,9 +37,9 @@ def main() -> None:
         "device": device.type,
         "cuda": cuda,
         "bf16": torch.cuda.is_bf16_supported() if cuda else True,
-        "fingerprint": fingerprint(device),
+        "fingerprint": fingerprint(device).to_dict(),
         "loader_in_order": supports_in_order(),
-        "openmp": openmp_runtime(open("/proc/self/maps").read()) if os.path.exists("/proc/self/maps") else "none",
+        "openmp": openmp_runtime(mapped_files()),
     }))
 
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from ..result import bottleneck
+from ..measurement import Throughput, Timing, Utilization, bottleneck
 from ..stats import Spread, mean_interval, quantile
 
 
@@ -42,14 +42,16 @@ class Group(Protocol):
 
 class Monitor(Protocol):
     """Watches the measured windows (CPU or GPU utilization): started when the first window
-    starts, stopped when the last one ends, returns its figures (result.json keys)."""
+    starts, stopped when the last one ends, returns what it recorded."""
 
     def start(self) -> None: ...
-    def stop(self) -> dict[str, float]: ...
+    def stop(self) -> Utilization: ...
 
 
 @dataclass
 class Timings:
+    """What the loop recorded, step by step and window by window (mutable while it runs)."""
+
     warmup_s: float = 0.0
     warmup_steps: int = 0
     first_step_s: float = 0.0
@@ -63,52 +65,39 @@ class Timings:
     device_step_s: list[float] = field(default_factory=list)  # from the step timer, if any
     samples: int = 0
     epoch_ends: int = 0  # epoch ends that fell inside the measured windows
-    monitored: dict[str, float] = field(default_factory=dict)
+    utilization: Utilization = field(default_factory=Utilization)
     warmup_steady: bool = False  # warm-up ended on a steady step rate, not on its maximum
     stopped: str = ""  # why measuring stopped: precise, raced, pruned, max windows
     pruned: bool = False
 
-    def summary(self) -> dict[str, Any]:
+    def throughput(self) -> Throughput:
         spread = Spread.of(self.window_samples_per_sec)
         low, high = mean_interval(self.window_samples_per_sec)
+        return Throughput(
+            samples_per_sec=spread.median, samples_per_sec_iqr=spread.iqr,
+            samples_per_sec_rel_iqr=spread.relative_iqr, window_samples_per_sec=tuple(self.window_samples_per_sec),
+            windows_measured=spread.n, samples_per_sec_ci_low=low, samples_per_sec_ci_high=high, stopped=self.stopped,
+            epoch_ends_measured=self.epoch_ends,
+            own_samples_per_sec=(Spread.of(self.own_window_samples_per_sec).median
+                                 if self.own_window_samples_per_sec else None),
+        )
+
+    def timing(self) -> Timing:
         wait_fraction = sum(self.wait_s) / sum(self.step_s) if self.step_s else 0.0
-        typical_step = quantile(self.step_s, 0.5)
         # the first step's compute beyond a typical step's is compilation / autotuning; its wait
         # for the first batch is the loader starting, reported on its own
         typical_compute = quantile([s - w for s, w in zip(self.step_s, self.wait_s)], 0.5)
-        out: dict[str, Any] = {
-            "samples_per_sec": spread.median,
-            "samples_per_sec_iqr": spread.iqr,
-            "samples_per_sec_rel_iqr": spread.relative_iqr,
-            "noisy": spread.noisy,
-            "window_samples_per_sec": self.window_samples_per_sec,
-            "windows_measured": spread.n,
-            "samples_per_sec_ci_low": low,
-            "samples_per_sec_ci_high": high,
-            "stopped": self.stopped,
-            "warmup_steady": self.warmup_steady,
-            "step_time_p50_ms": 1e3 * typical_step,
-            "step_time_p95_ms": 1e3 * quantile(self.step_s, 0.95),
-            "data_wait_fraction": wait_fraction,
-            "bottleneck": bottleneck(wait_fraction),
-            "steps_measured": len(self.step_s),
-            "samples_measured": self.samples,
-            "epoch_ends_measured": self.epoch_ends,
-            "warmup_s": self.warmup_s,
-            "warmup_steps": self.warmup_steps,
-            "first_step_s": self.first_step_s,
-            "first_batch_wait_s": self.first_wait_s,
-            "compile_s": max(0.0, self.first_step_s - self.first_wait_s - typical_compute),
-            **self.monitored,
-        }
-        if self.own_window_samples_per_sec:
-            out["rank_samples_per_sec"] = Spread.of(self.own_window_samples_per_sec).median
-        if self.device_step_s:
-            busy = min(1.0, sum(self.device_step_s) / sum(self.window_s))
-            out["device_step_time_p50_ms"] = 1e3 * quantile(self.device_step_s, 0.5)
-            out["device_busy_fraction"] = busy
-            out["bottleneck"] = bottleneck(wait_fraction, busy)
-        return out
+        busy = min(1.0, sum(self.device_step_s) / sum(self.window_s)) if self.device_step_s else None
+        return Timing(
+            step_time_p50_ms=1e3 * quantile(self.step_s, 0.5), step_time_p95_ms=1e3 * quantile(self.step_s, 0.95),
+            data_wait_fraction=wait_fraction, bottleneck=bottleneck(wait_fraction, busy),
+            steps_measured=len(self.step_s), samples_measured=self.samples, warmup_s=self.warmup_s,
+            warmup_steps=self.warmup_steps, warmup_steady=self.warmup_steady, first_step_s=self.first_step_s,
+            first_batch_wait_s=self.first_wait_s,
+            compile_s=max(0.0, self.first_step_s - self.first_wait_s - typical_compute),
+            device_step_time_p50_ms=1e3 * quantile(self.device_step_s, 0.5) if self.device_step_s else None,
+            device_busy_fraction=busy,
+        )
 
 
 @dataclass(frozen=True)
@@ -281,17 +270,17 @@ def measure(
     t.pruned = t.stopped in ("pruned", "raced")
     t.stopped = t.stopped or "max windows"
     for monitor in monitors:
-        t.monitored.update(monitor.stop())
+        t.utilization = t.utilization.merged(monitor.stop())
     t.epoch_ends = epochs_started() - epochs_before
     return t
 
 
-def with_epoch_restarts(summary: dict[str, Any], epoch_samples: int, restart_s: float) -> dict[str, Any]:
+def with_epoch_restarts(figures: Throughput, epoch_samples: int, restart_s: float) -> Throughput:
     """The figure over whole epochs: each epoch pays one worker restart on top of its steady
     steps. When fewer than half the windows held an epoch end, their median is the steady rate
     and the restart is added once per epoch; otherwise the median already holds restarts."""
-    steady = summary["samples_per_sec"]
-    out = {**summary, "samples_per_sec_steady": steady, "epoch_restart_s": restart_s}
-    if steady > 0 and 2 * summary["epoch_ends_measured"] < summary["windows_measured"]:
-        out["samples_per_sec"] = epoch_samples / (epoch_samples / steady + restart_s)
+    steady = figures.samples_per_sec
+    out = replace(figures, samples_per_sec_steady=steady, epoch_restart_s=restart_s)
+    if steady > 0 and 2 * figures.epoch_ends_measured < figures.windows_measured:
+        out = replace(out, samples_per_sec=epoch_samples / (epoch_samples / steady + restart_s))
     return out

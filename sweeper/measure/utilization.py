@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import procs
+from ..measurement import Utilization
 
 def cpu_seconds(pid: int) -> tuple[float, float]:
     """(CPU seconds of pid itself, of its descendants: the live ones plus those it has reaped).
@@ -37,14 +38,14 @@ class CpuMonitor:
         main, workers = self._read(self._pid)
         self._start = (self._clock(), main, workers)
 
-    def stop(self) -> dict[str, float]:
+    def stop(self) -> Utilization:
         main, workers = self._read(self._pid)
         began, main0, workers0 = self._start
         elapsed = self._clock() - began
         if elapsed <= 0:
-            return {}
-        return {"cpu_util_main_pct": 100 * (main - main0) / elapsed,
-                "cpu_util_workers_pct": 100 * max(0.0, workers - workers0) / elapsed}
+            return Utilization()
+        return Utilization(cpu_util_main_pct=100 * (main - main0) / elapsed,
+                           cpu_util_workers_pct=100 * max(0.0, workers - workers0) / elapsed)
 
 
 def _nvml() -> Any | None:
@@ -81,21 +82,20 @@ class NvmlMonitor:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
-    def stop(self) -> dict[str, float]:
+    def stop(self) -> Utilization:
         self._stopping.set()
         if self._thread is not None:
             self._thread.join()
         if not self._samples:
-            return {}
+            return Utilization()
         n = len(self._samples)
-        figures = {"gpu_util_pct": sum(s[0] for s in self._samples) / n,
-                   "gpu_mem_util_pct": sum(s[1] for s in self._samples) / n,
-                   "gpu_power_w": sum(s[2] for s in self._samples) / n}
         try:
-            figures["gpu_power_cap_w"] = self._nvml.nvmlDeviceGetEnforcedPowerLimit(self._handle) / 1e3
+            cap = self._nvml.nvmlDeviceGetEnforcedPowerLimit(self._handle) / 1e3
         except Exception:  # noqa: BLE001 - some boards do not report a cap
-            pass
-        return figures
+            cap = None
+        return Utilization(gpu_util_pct=sum(s[0] for s in self._samples) / n,
+                           gpu_mem_util_pct=sum(s[1] for s in self._samples) / n,
+                           gpu_power_w=sum(s[2] for s in self._samples) / n, gpu_power_cap_w=cap)
 
 
 def nvml_monitor(uuid: str | None, nvml: Any | None = None) -> NvmlMonitor | None:

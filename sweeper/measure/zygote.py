@@ -87,7 +87,8 @@ def _become_trial(request: dict[str, Any], event_fd: int, intermediate: int, cha
     die_with_parent(int(env.get(PARENT_PID_ENV) or 0))
     name_process(request.get("name"))
 
-    from .worker import Events, serve
+    from .events import Events
+    from .worker import serve
 
     serve(request["spec"], Events())
 

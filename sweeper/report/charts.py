@@ -3,29 +3,40 @@ the page needs no font and no chart text can carry markup)."""
 
 from __future__ import annotations
 
+import functools
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+from .data import Failure, Point
+from .why import StepBreakdown
 
-from .data import Failure, Point  # noqa: E402
-from .why import StepBreakdown  # noqa: E402
-
-plt.rcParams.update({"svg.fonttype": "path", "svg.hashsalt": "sweeper", "font.size": 9,
-                     "axes.spines.top": False, "axes.spines.right": False})
-STATUS_COLORS = {"oom": "#d62728", "timeout": "#9467bd", "crash": "#8c564b", "error": "#e377c2",
+# the charts' style, applied while each is drawn (matplotlib's global settings stay as they were)
+STYLE = {"svg.fonttype": "path", "svg.hashsalt": "sweeper", "font.size": 9,
+         "axes.spines.top": False, "axes.spines.right": False}
+STATUS_COLORS = {"oom": "#d62728", "oom-predicted": "#ff9896", "timeout": "#9467bd", "crash": "#8c564b", "error": "#e377c2",
                  "invalid": "#7f7f7f", "pruned": "#bcbd22", "interrupted": "#17becf"}
 
 
 def to_svg(fig: Figure) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
-    plt.close(fig)
     return buf.getvalue()
+
+
+def chart(draw: Callable[..., Figure]) -> Callable[..., str]:
+    """A drawing function as an SVG chart: drawn and saved in STYLE, on a Figure of its own
+    (no pyplot: nothing global to close, safe in any thread)."""
+
+    @functools.wraps(draw)
+    def svg(*args: Any, **kwargs: Any) -> str:
+        with matplotlib.rc_context(STYLE):
+            return to_svg(draw(*args, **kwargs))
+
+    return svg
 
 
 def _mark_special(ax, points: Sequence[Point], x_of) -> None:
@@ -46,11 +57,13 @@ def _failures(ax, failures: Sequence[Failure], x: float) -> None:
                    + ("..." if len(group) > 6 else ""), zorder=3, clip_on=False)
 
 
+@chart
 def scatter_chart(points: Sequence[Point], failures: Sequence[Failure], *, x: str, xlabel: str,
-                  pareto: bool) -> str:
+                  pareto: bool) -> Figure:
     """samples/sec against a cost (peak memory or p95 latency); failures on the zero line."""
     x_of = (lambda p: p.peak_memory_mb) if x == "memory" else (lambda p: p.p95_ms)
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    fig = Figure(figsize=(7.5, 4.2))
+    ax = fig.subplots()
     ordinary = [p for p in points if not (pareto and p.pareto)]
     ax.scatter([x_of(p) for p in ordinary], [p.samples_per_sec for p in ordinary], color="#9ecae1",
                edgecolors="#3182bd", label="trial", zorder=2)
@@ -71,11 +84,13 @@ def scatter_chart(points: Sequence[Point], failures: Sequence[Failure], *, x: st
     unique = dict(zip(labels, handles))
     ax.legend(unique.values(), unique.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.grid(alpha=0.3)
-    return to_svg(fig)
+    return fig
 
 
-def breakdown_chart(rows: Sequence[StepBreakdown]) -> str:
-    fig, ax = plt.subplots(figsize=(7.5, 0.55 * len(rows) + 1.0))
+@chart
+def breakdown_chart(rows: Sequence[StepBreakdown]) -> Figure:
+    fig = Figure(figsize=(7.5, 0.55 * len(rows) + 1.0))
+    ax = fig.subplots()
     labels = [f"{r.label} (#{r.number})" for r in rows][::-1]
     wait = [r.wait_ms for r in rows][::-1]
     compute = [r.compute_ms for r in rows][::-1]
@@ -86,22 +101,26 @@ def breakdown_chart(rows: Sequence[StepBreakdown]) -> str:
     ax.set_xlabel("time per step (ms)")
     ax.set_xlim(0, max((r.step_ms for r in rows), default=1) * 1.45)
     ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False)  # clear of the bars' labels
-    return to_svg(fig)
+    return fig
 
 
-def importance_chart(importances: dict[str, float]) -> str:
+@chart
+def importance_chart(importances: dict[str, float]) -> Figure:
     items = sorted(importances.items(), key=lambda kv: kv[1])
-    fig, ax = plt.subplots(figsize=(7.5, 0.4 * len(items) + 1.0))
+    fig = Figure(figsize=(7.5, 0.4 * len(items) + 1.0))
+    ax = fig.subplots()
     ax.barh([k for k, _ in items], [v for _, v in items], color="#6baed6")
     ax.set_xlabel("importance for samples/sec (share, Optuna's evaluator)")
-    return to_svg(fig)
+    return fig
 
 
-def effects_chart(effects: dict[str, list[tuple[str, float]]]) -> str:
+@chart
+def effects_chart(effects: dict[str, list[tuple[str, float]]]) -> Figure:
     keys = sorted(effects)
     cols = min(3, len(keys))
     rows = (len(keys) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols, 2.5 * rows), squeeze=False)
+    fig = Figure(figsize=(3.0 * cols, 2.5 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False)
     for ax, key in zip(axes.flat, keys):
         pairs = effects[key]
         values = sorted({v for v, _ in pairs}, key=axis_order)
@@ -115,7 +134,7 @@ def effects_chart(effects: dict[str, list[tuple[str, float]]]) -> str:
         ax.axis("off")
     axes[0][0].set_ylabel("samples/sec")
     fig.tight_layout()
-    return to_svg(fig)
+    return fig
 
 
 def _number(text: str) -> float | None:
@@ -135,8 +154,10 @@ def axis_order(label: str) -> tuple[int, float, int, str]:
     return (0, 0.0, 0, label) if label == "default" else (2, 0.0, 0, label)
 
 
-def history_chart(history: Sequence[tuple[int, float, float]]) -> str:
-    fig, (by_trial, by_time) = plt.subplots(1, 2, figsize=(7.5, 3.0), sharey=True)
+@chart
+def history_chart(history: Sequence[tuple[int, float, float]]) -> Figure:
+    fig = Figure(figsize=(7.5, 3.0))
+    by_trial, by_time = fig.subplots(1, 2, sharey=True)
     numbers = [n for n, _, _ in history]
     minutes = [t / 60 for _, t, _ in history]
     best = [b for _, _, b in history]
@@ -151,23 +172,27 @@ def history_chart(history: Sequence[tuple[int, float, float]]) -> str:
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    return to_svg(fig)
+    return fig
 
 
-def over_sweeps_chart(labels: Sequence[str], values: Sequence[float]) -> str:
-    fig, ax = plt.subplots(figsize=(7.5, 2.8))
+@chart
+def over_sweeps_chart(labels: Sequence[str], values: Sequence[float]) -> Figure:
+    fig = Figure(figsize=(7.5, 2.8))
+    ax = fig.subplots()
     ax.plot(range(len(values)), values, "-o", color="#2ca02c")
     ax.set_xticks(range(len(labels)), labels, rotation=20, fontsize=7, ha="right")
     ax.set_ylabel("best samples/sec")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    return to_svg(fig)
+    return fig
 
 
-def ranks_chart(rows: Sequence[tuple[int, int, float, float]]) -> str:
+@chart
+def ranks_chart(rows: Sequence[tuple[int, int, float, float]]) -> Figure:
     """samples/sec against dist.nproc_per_node: every trial's total over its ranks, the best
     total at each count joined, and what one rank did on its own."""
-    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    fig = Figure(figsize=(7.5, 3.4))
+    ax = fig.subplots()
     counts = sorted({n for _, n, _, _ in rows})
     ax.scatter([n for _, n, _, _ in rows], [total for _, _, total, _ in rows], color="#3182bd", alpha=0.7,
                label="total over the ranks (a trial)", zorder=3)
@@ -181,4 +206,4 @@ def ranks_chart(rows: Sequence[tuple[int, int, float, float]]) -> str:
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    return to_svg(fig)
+    return fig

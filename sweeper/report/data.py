@@ -10,15 +10,17 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
+from ..machine import Fingerprint
+from ..measurement import COST_KIND, DEFAULT_OBJECTIVES, KEY_FIGURES
 from ..overrides import winner_command, winner_yaml
-from ..result import Status, TrialRecord
+from ..result import WALL_S, Status
 from ..stats import IQR_WARN_THRESHOLD, Spread, rounds_to_separate
-from ..store.trials import baseline_of, config_of, measured_results, pareto_trials, primary_value, ranked
+from ..store.confirmation import Confirmation
+from ..store.record import TrialRecord
+from ..store.table import knob_columns, trials_frame
+from ..store.trials import baseline_of, config_of, count, measured_results, pareto_trials, primary_value, ranked
 from .code import code_diff
 from .why import StepBreakdown, breakdown
-
-# the chart whose x axis is the study's second objective carries the Pareto front
-_FRONT_AXIS = {"peak_memory_mb": "memory", "peak_rss_mb": "memory", "step_time_p95_ms": "latency"}
 
 
 @dataclass(frozen=True)
@@ -88,14 +90,22 @@ class ReportData:
 
 
 # what PyTorch does when a knob is left at null, for the knob-effect charts
-_DEFAULTS = {"loader.prefetch_factor": lambda fp: 2, "backend.threads": lambda fp: fp.get("threads"),
-             "backend.interop_threads": lambda fp: fp.get("interop_threads")}
+_DEFAULTS = {"loader.prefetch_factor": lambda fp: 2, "backend.threads": lambda fp: fp.threads,
+             "backend.interop_threads": lambda fp: fp.interop_threads}
 # short trial states for the table
 STATE_LABELS = {"COMPLETE": "done", "FAIL": "failed", "PRUNED": "pruned", "RUNNING": "running", "WAITING": "waiting"}
+# the figures the report's table shows (the CSV has them all)
+TABLE_FIGURES = (*KEY_FIGURES, WALL_S)
+# beyond this many rounds, two configurations are called equal on this machine
+MAX_USEFUL_ROUNDS = 50
 
 
 def _text(value: Any) -> str:
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _measurement(t: FrozenTrial) -> Any:
+    return TrialRecord.of(t).measurement
 
 
 def ranks_of(done: Sequence[FrozenTrial]) -> list[tuple[int, int, float, float]]:
@@ -103,33 +113,28 @@ def ranks_of(done: Sequence[FrozenTrial]) -> list[tuple[int, int, float, float]]
     rank count was measured; a single process is its own one rank."""
     rows = []
     for t in done:
-        record = TrialRecord.of(t)
-        nproc, total = int(record.metric("nproc_per_node") or 1), float(record.metric("samples_per_sec") or 0.0)
-        per_rank = [r for r in record.metric("rank_samples_per_sec") or [] if r is not None]
+        measured = _measurement(t)
+        if measured is None:
+            continue
+        nproc, total = measured.run.nproc_per_node, measured.throughput.samples_per_sec
+        per_rank = [r for r in measured.throughput.rank_samples_per_sec or () if r is not None]
         rows.append((t.number, nproc, total, sum(per_rank) / len(per_rank) if per_rank else total / nproc))
     return rows if len({r[1] for r in rows}) > 1 else []
 
 
-def knob_label(key: str, value: Any, fingerprint: Mapping[str, Any]) -> str:
+def knob_label(key: str, value: Any, fingerprint: Fingerprint | None) -> str:
     """A knob's value as the effect charts label it: null says what it means, e.g. `default (2)`."""
     if value is None:
-        meant = _DEFAULTS.get(key, lambda fp: None)(fingerprint)
+        meant = _DEFAULTS.get(key, lambda fp: None)(fingerprint or Fingerprint())
         return f"default ({meant})" if meant is not None else "default"
     return _text(value)
 
 
-# beyond this many rounds, two configurations are called equal on this machine
-MAX_USEFUL_ROUNDS = 50
-
-
-def separation_note(confirmation: Mapping[str, Any] | None) -> str | None:
+def separation_note(confirmation: Confirmation | None) -> str | None:
     """When the interleaved rounds of the top two are noisy, how many rounds would tell them apart."""
-    if not confirmation:
+    if confirmation is None or len(confirmation.median) < 2:
         return None
-    rounds = {int(k): v for k, v in confirmation.get("rounds", {}).items()}
-    medians = {int(k): v for k, v in confirmation.get("median", {}).items()}
-    if len(medians) < 2:
-        return None
+    rounds, medians = confirmation.rounds, confirmation.median
     first, second = sorted(medians, key=lambda n: -medians[n])[:2]
     ratios = [a / b for a, b in zip(rounds.get(first, []), rounds.get(second, [])) if a and b]
     spreads = [Spread.of(ratios).relative_iqr] if ratios else []
@@ -139,7 +144,8 @@ def separation_note(confirmation: Mapping[str, Any] | None) -> str | None:
         return None
     done = len(ratios)
     gap = medians[first] / medians[second] - 1
-    pair = f"The top two of the confirmation (#{first} and #{second}) differ by {gap:.1%} with a spread above 10%"
+    pair = (f"The top two of the confirmation (#{first} and #{second}) differ by {gap:.1%} with a spread above "
+            f"{IQR_WARN_THRESHOLD:.0%}")
     if needed > MAX_USEFUL_ROUNDS:
         return (f"{pair}: more than {MAX_USEFUL_ROUNDS} interleaved rounds would be needed to tell them apart "
                 "on this machine; treat them as equal.")
@@ -153,19 +159,19 @@ def separation_note(confirmation: Mapping[str, Any] | None) -> str | None:
 def batch_note(baseline: FrozenTrial | None, winner: FrozenTrial | None) -> str | None:
     """When the winner changes the batch (or the ranks that each take one), what that means for
     the optimizer (one sentence)."""
-    if baseline is None or winner is None:
+    if baseline is None or winner is None or _measurement(baseline) is None or _measurement(winner) is None:
         return None
     before, after = config_of(baseline).get("loader.batch_size"), config_of(winner).get("loader.batch_size")
-    ranks_before = int(TrialRecord.of(baseline).metrics.get("nproc_per_node") or 1)
-    ranks_after = int(TrialRecord.of(winner).metrics.get("nproc_per_node") or 1)
+    was, now = _measurement(baseline).run, _measurement(winner).run
+    ranks_before, ranks_after = was.nproc_per_node, now.nproc_per_node
     if not before or not after or (before, ranks_before) == (after, ranks_after):
         return None
 
     def batch(b: int, n: int) -> str:
         return f"batch {b}" + (f" on each of {n} ranks" if n > 1 else "")
 
-    held = TrialRecord.of(winner).metrics.get("effective_batch")
-    if held and held == TrialRecord.of(baseline).metrics.get("effective_batch"):
+    held = now.effective_batch
+    if held and held == was.effective_batch:
         return (f"The winner runs {batch(after, ranks_after)} instead of {batch(before, ranks_before)} with "
                 f"{held // (after * ranks_after)} gradient accumulation step(s): the effective batch stays {held}, "
                 "so the optimizer sees what it saw before.")
@@ -178,16 +184,102 @@ def batch_note(baseline: FrozenTrial | None, winner: FrozenTrial | None) -> str 
 
 def machine_of(trials: Sequence[FrozenTrial]) -> str:
     for t in trials:
-        if TrialRecord.of(t).has_fingerprint:
-            fp = TrialRecord.of(t).fingerprint
-            gpu = fp.get("gpu") or "no GPU"
-            return (f"{fp.get('hostname')}: {fp.get('cpu')}, {fp.get('cpus_available')} cores, {gpu}, "
-                    f"torch {fp.get('torch')}" + (f", CUDA {fp['cuda']}" if fp.get("cuda") else ""))
+        fingerprint = TrialRecord.of(t).fingerprint
+        if fingerprint is not None:
+            return fingerprint.describe()
     return "unknown (no trial completed)"
 
 
-TABLE_METRICS = ("samples_per_sec", "samples_per_sec_rel_iqr", "peak_memory_mb", "step_time_p50_ms",
-                 "step_time_p95_ms", "data_wait_fraction", "compile_s", "wall_s")
+def _points(done: Sequence[FrozenTrial], front: set[int], winner: int | None) -> tuple[Point, ...]:
+    points = []
+    for t in done:
+        measured = _measurement(t)
+        points.append(Point(t.number, measured.throughput.samples_per_sec, measured.memory.peak_memory_mb,
+                            measured.timing.step_time_p95_ms, t.number in front, TrialRecord.of(t).baseline,
+                            t.number == winner))
+    return tuple(points)
+
+
+def _breakdowns(baseline: FrozenTrial | None, best: Sequence[FrozenTrial], winner: int | None) -> tuple[StepBreakdown, ...]:
+    """The baseline and the top three, each with where its step time goes."""
+    labelled: list[tuple[str, FrozenTrial]] = []
+    if baseline is not None and baseline.state == TrialState.COMPLETE:
+        labelled.append(("baseline", baseline))
+    for i, t in enumerate([t for t in best if t is not baseline][:3]):
+        labelled.append((f"#{i + 1}" + (" (winner)" if t.number == winner else ""), t))
+    return tuple(b for b in (breakdown(label, t) for label, t in labelled) if b is not None)
+
+
+def _effects(done: Sequence[FrozenTrial]) -> dict[str, list[tuple[str, float]]]:
+    """knob -> (value as text, samples/sec), for the knobs that took more than one value."""
+    effects: dict[str, list[tuple[str, float]]] = {}
+    for t in done:
+        record = TrialRecord.of(t)
+        for key, value in config_of(t).items():
+            effects.setdefault(key, []).append((knob_label(key, value, record.fingerprint), record.samples_per_sec or 0.0))
+    return {k: v for k, v in effects.items() if len({x for x, _ in v}) > 1}
+
+
+def _history(done: Sequence[FrozenTrial], first: datetime | None) -> tuple[tuple[int, float, float], ...]:
+    history: list[tuple[int, float, float]] = []
+    best_so_far = 0.0
+    for t in sorted(done, key=lambda t: t.datetime_complete or datetime.max):
+        best_so_far = max(best_so_far, primary_value(t) or 0.0)
+        elapsed = (t.datetime_complete - first).total_seconds() if first and t.datetime_complete else 0.0
+        history.append((t.number, elapsed, best_so_far))
+    return tuple(history)
+
+
+def _cell(value: Any) -> Any:
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def _table(listed: Sequence[FrozenTrial]) -> tuple[tuple[str, ...], tuple[tuple[Any, ...], ...]]:
+    """The trials table's columns and rows: a selection of the same table trials.csv holds."""
+    frame = trials_frame(listed)
+    knobs = knob_columns(frame)
+    rows = tuple(
+        (int(r["number"]), STATE_LABELS.get(r["state"], str(r["state"]).lower()), _cell(r["status"]),
+         _cell(r["reason"]) or "", *(_text(_cell(r[k])) for k in knobs), *(_cell(r.get(f)) for f in TABLE_FIGURES))
+        for r in frame.to_dict("records")
+    )
+    return ("trial", "state", "status", "reason", *knobs, *TABLE_FIGURES), rows
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The winner against the baseline: from the confirmation, or from single search runs."""
+
+    winner_samples_per_sec: float | None
+    baseline_samples_per_sec: float | None
+    speedup: float | None
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    win_share: float | None = None
+
+    @classmethod
+    def of(cls, confirmation: Confirmation | None, winner: FrozenTrial | None,
+           baseline: FrozenTrial | None) -> Verdict:
+        if confirmation is not None:
+            return cls(confirmation.winner_samples_per_sec, confirmation.baseline_samples_per_sec,
+                       confirmation.speedup, confirmation.speedup_low, confirmation.speedup_high,
+                       confirmation.win_share)
+        won = primary_value(winner) if winner else None
+        base = primary_value(baseline) if baseline else None
+        return cls(won, base, won / base if won and base else None)
+
+
+def _notes(done: Sequence[FrozenTrial], baseline: FrozenTrial | None, winner: FrozenTrial | None,
+           confirmation: Confirmation | None) -> tuple[str, ...]:
+    notes = [note] if (note := batch_note(baseline, winner)) else []
+    notes += [note] if (note := separation_note(confirmation)) else []
+    if confirmation is None and winner is not None:
+        notes.append("The winner was not confirmed by interleaved re-measurement: the speedup is from single search runs.")
+    noisy = [t.number for t in done if (m := _measurement(t)) is not None and m.throughput.noisy]
+    if noisy:
+        notes.append(f"{len(noisy)} trial(s) had a window spread above {IQR_WARN_THRESHOLD:.0%} of their median "
+                     "(noisy machine): " + ", ".join(f"#{n}" for n in noisy[:10]) + ("..." if len(noisy) > 10 else ""))
+    return tuple(notes)
 
 
 def build_report_data(
@@ -196,133 +288,53 @@ def build_report_data(
     study_name: str,
     workload: str,
     fixed: Sequence[str],
-    confirmation: Mapping[str, Any] | None,
-    objectives: Sequence[str] = ("samples_per_sec", "peak_memory_mb"),
+    confirmation: Confirmation | None,
+    objectives: Sequence[str] = DEFAULT_OBJECTIVES,
     directions: Sequence[str] = ("maximize", "minimize"),
     importances: Mapping[str, float] | None = None,
     sweep_span: Mapping[str, Any] | None = None,
 ) -> ReportData:
     trials = sorted(trials, key=lambda t: t.number)
-    measured = measured_results(trials)
-    done = [t for t in measured if t.state == TrialState.COMPLETE and TrialRecord.of(t).metrics]
-    baseline = baseline_of(measured)
-    best = ranked(measured)
-    winner_number = int(confirmation["winner"]) if confirmation else (best[0].number if best else None)
-    by_number = {t.number: t for t in trials}
-    winner = by_number.get(winner_number) if winner_number is not None else None
-
-    metric = lambda t, k: float(TrialRecord.of(t).metric(k) or 0.0)  # noqa: E731
-    # the same Optuna call as optimization_results.yaml: directions and constraints honoured
-    front = {t.number for t in pareto_trials(trials, directions)}
-    points = tuple(
-        Point(t.number, metric(t, "samples_per_sec"), metric(t, "peak_memory_mb"), metric(t, "step_time_p95_ms"),
-              t.number in front, TrialRecord.of(t).baseline, t.number == winner_number)
-        for t in done
-    )
-    # trials the sweep chose not to run (a point the preset skips, n_trials reached elsewhere)
-    # are neither measured nor failed: the table lists them with their reason
-    unrun = [t for t in measured if TrialRecord.of(t).status in (Status.SKIPPED, Status.SURPLUS)]
-    measured = [t for t in measured if t not in unrun]
-    failures = tuple(
-        Failure(t.number, str(TrialRecord.of(t).status or t.state.name.lower()), str(TrialRecord.of(t).reason or ""))
-        for t in measured if t.state != TrialState.COMPLETE
-    )
-
-    labelled: list[tuple[str, FrozenTrial]] = []
-    if baseline is not None and baseline.state == TrialState.COMPLETE:
-        labelled.append(("baseline", baseline))
-    for i, t in enumerate([t for t in best if t is not baseline][:3]):
-        labelled.append((f"#{i + 1}" + (" (winner)" if t.number == winner_number else ""), t))
-    breakdowns = tuple(b for b in (breakdown(label, t) for label, t in labelled) if b is not None)
-
-    effects: dict[str, list[tuple[str, float]]] = {}
-    for t in done:
-        for key, value in config_of(t).items():
-            label = knob_label(key, value, TrialRecord.of(t).fingerprint)
-            effects.setdefault(key, []).append((label, metric(t, "samples_per_sec")))
-    effects = {k: v for k, v in effects.items() if len({x for x, _ in v}) > 1}
-
-    ranks = tuple(ranks_of(done))
-
-    starts = [t.datetime_start for t in measured if t.datetime_start]
+    own = measured_results(trials)  # a reused result counts once, at its source
+    unrun = [t for t in own if not (TrialRecord.of(t).status or Status.OK).ran]
+    shown = [t for t in own if t not in unrun]
+    done = [t for t in shown if t.state == TrialState.COMPLETE and _measurement(t) is not None]
+    baseline, best = baseline_of(own), ranked(own)
+    winner_number = confirmation.winner if confirmation else (best[0].number if best else None)
+    winner = {t.number: t for t in trials}.get(winner_number) if winner_number is not None else None
+    failures = tuple(Failure(t.number, str(TrialRecord.of(t).status or t.state.name.lower()),
+                             str(TrialRecord.of(t).reason or "")) for t in shown if t.state != TrialState.COMPLETE)
+    starts = [t.datetime_start for t in shown if t.datetime_start]
+    ends = [t.datetime_complete for t in shown if t.datetime_complete]
     first = min(starts) if starts else None
-    ends = [t.datetime_complete for t in measured if t.datetime_complete]
-    history: list[tuple[int, float, float]] = []
-    best_so_far = 0.0
-    for t in sorted(done, key=lambda t: t.datetime_complete or datetime.max):
-        best_so_far = max(best_so_far, primary_value(t) or 0.0)
-        elapsed = (t.datetime_complete - first).total_seconds() if first and t.datetime_complete else 0.0
-        history.append((t.number, elapsed, best_so_far))
-
-    listed = sorted([*measured, *unrun], key=lambda t: t.number)
-    knob_keys = sorted({k for t in listed for k in config_of(t)})
-    columns = ("trial", "state", "status", "reason", *knob_keys, *TABLE_METRICS)
-    rows = tuple(
-        (t.number, STATE_LABELS.get(t.state.name, t.state.name.lower()), TrialRecord.of(t).status,
-         TrialRecord.of(t).reason or "",
-         *(_text(config_of(t).get(k)) if k in config_of(t) else "" for k in knob_keys),
-         *(TrialRecord.of(t).metric(m) for m in TABLE_METRICS))
-        for t in listed
-    )
-
-    confirmed = confirmation is not None
-    wm = TrialRecord.of(winner).metrics if winner else {}
-    if confirmed:
-        med = {int(k): v for k, v in confirmation["median"].items()}
-        winner_sps, base_sps = med.get(winner_number), med.get(int(confirmation["baseline"]))
-        speedup, low, high = confirmation["speedup"], confirmation["speedup_low"], confirmation["speedup_high"]
-        win_share = confirmation.get("win_share")
-    else:
-        winner_sps = primary_value(winner) if winner else None
-        base_sps = primary_value(baseline) if baseline else None
-        speedup = winner_sps / base_sps if winner_sps and base_sps else None
-        low = high = win_share = None
-    notes = [note] if (note := batch_note(baseline, winner)) else []
-    notes += [note] if (note := separation_note(confirmation)) else []
-    if not confirmed and winner is not None:
-        notes.append("The winner was not confirmed by interleaved re-measurement: the speedup is from single search runs.")
-    noisy = [t.number for t in done if (TrialRecord.of(t).metric("samples_per_sec_rel_iqr") or 0) > 0.1]
-    if noisy:
-        notes.append(f"{len(noisy)} trial(s) had a window spread above 10% of their median (noisy machine): "
-                     + ", ".join(f"#{n}" for n in noisy[:10]) + ("..." if len(noisy) > 10 else ""))
-    machine = machine_of(measured)
+    counts = count(trials)
+    verdict = Verdict.of(confirmation, winner, baseline)
+    columns, rows = _table([*shown, *unrun])
+    machine = machine_of(shown)
     date = (f"{first:%Y-%m-%d %H:%M}" + (f" to {max(ends):%Y-%m-%d %H:%M}" if ends else "")) if first else ""
     span = sweep_span or {}
-    device = "cuda" if (TrialRecord.of(winner).fingerprint.get("gpu") if winner else None) else "cpu"
+    winner_fp = TrialRecord.of(winner).fingerprint if winner else None
+    device = "cuda" if winner_fp is not None and winner_fp.gpu else "cpu"
+    winner_measured = _measurement(winner) if winner else None
     return ReportData(
         title=f"sweeper: {workload} on {machine.split(':')[0]}, {date.split(' to ')[0] or 'no trial yet'}",
-        study=study_name,
-        workload=workload,
-        machine=machine,
-        date=date,
-        trials_measured=len(measured),
-        trials_failed=len(failures),
-        trials_reused=len(trials) - len(measured) - len(unrun),
+        study=study_name, workload=workload, machine=machine, date=date,
+        trials_measured=counts.measured, trials_failed=counts.failed, trials_reused=counts.reused,
         budget_used_s=(max(ends) - first).total_seconds() if first and ends else 0.0,
         sweep_wall_s=(span["ended_at"] - span["started_at"]) if span.get("ended_at") else None,
         sweep_finished=bool(span.get("ended_at")),
-        baseline=baseline.number if baseline else None,
-        winner=winner_number,
-        winner_samples_per_sec=winner_sps,
-        baseline_samples_per_sec=base_sps,
-        speedup=speedup,
-        speedup_low=low,
-        speedup_high=high,
-        confirmed=confirmed,
-        win_share=win_share,
-        winner_memory_mb=wm.get("peak_memory_mb"),
+        baseline=baseline.number if baseline else None, winner=winner_number,
+        winner_samples_per_sec=verdict.winner_samples_per_sec,
+        baseline_samples_per_sec=verdict.baseline_samples_per_sec,
+        speedup=verdict.speedup, speedup_low=verdict.speedup_low, speedup_high=verdict.speedup_high,
+        confirmed=confirmation is not None, win_share=verdict.win_share,
+        winner_memory_mb=winner_measured.memory.peak_memory_mb if winner_measured is not None else None,
         command=winner_command(fixed, config_of(winner)) if winner else None,
         yaml=winner_yaml(fixed, config_of(winner), f"winner of study {study_name}: trial {winner_number}") if winner else None,
         code_diff=code_diff(config_of(baseline), config_of(winner), device) if winner and baseline else (),
-        points=points,
-        front_on=_FRONT_AXIS.get(objectives[1]) if len(objectives) > 1 else None,
-        failures=failures,
-        breakdowns=breakdowns,
-        effects=effects,
-        importances=dict(importances or {}),
-        history=tuple(history),
-        columns=columns,
-        rows=rows,
-        notes=tuple(notes),
-        ranks=ranks,
+        points=_points(done, {t.number for t in pareto_trials(trials, directions)}, winner_number),
+        front_on=COST_KIND.get(objectives[1]) if len(objectives) > 1 else None,
+        failures=failures, breakdowns=_breakdowns(baseline, best, winner_number), effects=_effects(done),
+        importances=dict(importances or {}), history=_history(done, first), columns=columns, rows=rows,
+        notes=_notes(done, baseline, winner, confirmation), ranks=tuple(ranks_of(done)),
     )

@@ -3,7 +3,6 @@ regressions: a configuration measured again, slower than before by more than its
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,6 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..measurement import Measurement
+from ..result import Status
+from ..store.summary import SUMMARY_FILE, SweepSummary
+from ..store.table import knob_columns
 from . import charts
 from .page import CSS, img
 
@@ -68,40 +71,48 @@ class SweepRow:
     report: Path | None
 
 
-def _knob_columns(df: pd.DataFrame) -> list[str]:
-    return [c for c in df.columns if c.startswith(("loader.", "backend.", "task.", "measure."))]
+def _figures_of(directory: Path, summary: SweepSummary, outputs: Path) -> list[Figure]:
+    """The sweep's own completed trials from its trials.csv, each as a figure of its configuration."""
+    table = directory / "trials.csv"
+    if not table.is_file():
+        return []
+    frame = pd.read_csv(table)
+    if "status" not in frame:
+        return []
+    done = frame[frame["status"] == Status.OK.value]
+    if "sweep_dir" in frame:
+        own = done[done["sweep_dir"].astype(str) == str(directory)]
+        done = own if not own.empty else done
+    group = f"{summary.machine} | {summary.workload}"
+    when = directory.relative_to(outputs).as_posix()
+    figures = []
+    for row in done.to_dict("records"):
+        config = " ".join(summary.fixed_overrides)
+        knobs = " ".join(f"{c}={row[c]}" for c in knob_columns(frame) if pd.notna(row[c]))
+        figures_ = Measurement.from_flat({k: v for k, v in row.items() if pd.notna(v)}).throughput
+        figures.append(Figure(group, f"{config} {knobs}".strip(), when, str(directory), float(figures_.samples_per_sec),
+                              float(figures_.samples_per_sec_rel_iqr)))
+    return figures
 
 
 def collect(outputs: Path) -> tuple[list[SweepRow], list[Figure]]:
     rows, figures = [], []
-    for summary_path in sorted(outputs.glob("**/summary.json")):
+    for summary_path in sorted(outputs.glob(f"**/{SUMMARY_FILE}")):
         directory = summary_path.parent
         try:
-            s = json.loads(summary_path.read_text())
-        except (OSError, ValueError):
+            summary = SweepSummary.read(summary_path)
+        except (OSError, ValueError, KeyError, TypeError):
             continue
-        group = f"{s.get('machine', '?')} | {s.get('workload', '?')}"
-        when = directory.relative_to(outputs).as_posix()
-        conf = s.get("confirmation") or {}
-        best = None
-        if conf:
-            best = conf["median"].get(str(conf["winner"]))
-        table = directory / "trials.csv"
-        if table.is_file():
-            df = pd.read_csv(table)
-            mine = df[(df.get("sweep_dir").astype(str) == str(directory)) & (df["status"] == "ok")] if "sweep_dir" in df else df.iloc[0:0]
-            if mine.empty and "status" in df:
-                mine = df[df["status"] == "ok"]
-            for _, r in mine.iterrows():
-                config = s.get("fixed_overrides", []) and " ".join(s["fixed_overrides"])
-                knobs = " ".join(f"{c}={r[c]}" for c in _knob_columns(df) if pd.notna(r[c]))
-                figures.append(Figure(group, f"{config} {knobs}".strip(), when, str(directory),
-                                      float(r["samples_per_sec"]), float(r.get("samples_per_sec_rel_iqr") or 0.0)))
-            if best is None and not mine.empty:
-                best = float(mine["samples_per_sec"].max())
+        mine = _figures_of(directory, summary, outputs)
+        figures += mine
+        best = summary.best_samples_per_sec
+        if best is None and mine:
+            best = max(f.samples_per_sec for f in mine)
         report = directory / "report.html"
-        rows.append(SweepRow(group, when, directory, str(s.get("study")), int(s.get("measured") or 0), best,
-                             conf.get("speedup"), report if report.is_file() else None))
+        rows.append(SweepRow(f"{summary.machine} | {summary.workload}", directory.relative_to(outputs).as_posix(),
+                             directory, summary.study, summary.counts.measured, best,
+                             summary.confirmation.speedup if summary.confirmation else None,
+                             report if report.is_file() else None))
     return rows, figures
 
 

@@ -10,18 +10,17 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ..result import TrialRecord
+from ..measurement import DEFAULT_OBJECTIVES
+from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import config_of, measured_results, of_setup, ranked
 from .data import ReportData, build_report_data, machine_of
-
-DEFAULT_OBJECTIVES = ["samples_per_sec", "peak_memory_mb"]
 
 
 def setup_of(trials: Sequence[FrozenTrial]) -> list[str]:
     """The fixed overrides of the newest trial: a study can hold several setups."""
     newest = max(trials, key=lambda t: t.number, default=None)
-    return TrialRecord.of(newest).fixed_overrides if newest else []
+    return list(TrialRecord.of(newest).fixed_overrides) if newest else []
 
 
 def importances(study: optuna.Study, trials: Sequence[FrozenTrial]) -> dict[str, float]:
@@ -68,7 +67,7 @@ def load_report_data(storage: str, study_name: str, fixed: Sequence[str] | None 
     data = build_report_data(
         trials, study_name=study_name, workload=workload, fixed=fixed,
         confirmation=stored.confirmation(fixed),
-        objectives=stored.objectives(DEFAULT_OBJECTIVES),
+        objectives=stored.objectives(list(DEFAULT_OBJECTIVES)),
         directions=[d.name.lower() for d in study.directions],
         importances=importances(study, trials),
         sweep_span=stored.sweep_span(fixed),

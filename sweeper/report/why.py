@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from optuna.trial import FrozenTrial
 
-from ..result import DATA_BOUND_THRESHOLD, TrialRecord, waiting_share
+from ..measurement import DATA_BOUND_THRESHOLD
+from ..store.record import TrialRecord
 from ..store.trials import config_of
 
 # within this of the threshold, a verdict is called borderline
@@ -31,24 +32,6 @@ class StepBreakdown:
     compute_bound_samples_per_sec: float | None
     samples_per_sec: float
     utilization: str  # what top and nvidia-smi would have shown during the windows; "" if not recorded
-
-
-def utilization_text(metrics: dict) -> str:
-    """CPU use of the run and its workers (percent of one core, as top), the device's busy share
-    from step events, and NVML's GPU-Util, memory-controller use and power against the cap."""
-    parts = []
-    if metrics.get("cpu_util_main_pct") is not None:
-        parts.append(f"CPU {metrics['cpu_util_main_pct']:.0f}% in the training process, "
-                     f"{metrics.get('cpu_util_workers_pct', 0.0):.0f}% in loader workers (100% = one core)")
-    if metrics.get("device_busy_fraction") is not None:
-        parts.append(f"device busy {metrics['device_busy_fraction']:.0%} of the time")
-    if metrics.get("gpu_util_pct") is not None:
-        gpu = f"GPU-Util {metrics['gpu_util_pct']:.0f}%, memory controller {metrics.get('gpu_mem_util_pct', 0.0):.0f}%"
-        if metrics.get("gpu_power_w") is not None:
-            gpu += f", {metrics['gpu_power_w']:.0f} W"
-            gpu += f" of a {metrics['gpu_power_cap_w']:.0f} W cap" if metrics.get("gpu_power_cap_w") else ""
-        parts.append(gpu)
-    return "; ".join(parts)
 
 
 def verdict(wait: float, *, workers: int | None = None, cores: int | None = None,
@@ -76,22 +59,23 @@ def verdict(wait: float, *, workers: int | None = None, cores: int | None = None
 
 def breakdown(label: str, trial: FrozenTrial) -> StepBreakdown | None:
     record = TrialRecord.of(trial)
-    metrics = record.metrics
-    sps, host_wait = metrics.get("samples_per_sec"), metrics.get("data_wait_fraction")
-    batch = config_of(trial).get("loader.batch_size") or metrics.get("batch_size")
-    if not sps or host_wait is None:
+    measured = record.measurement
+    if measured is None or not measured.throughput.samples_per_sec or not measured.timing.step_time_p50_ms:
         return None
-    wait = waiting_share(host_wait, metrics.get("device_busy_fraction"))
+    figures, timing = measured.throughput, measured.timing
+    batch = config_of(trial).get("loader.batch_size")
+    wait = timing.waiting_share
     # mean step time from throughput when the batch is known, else the median step
-    step_ms = 1e3 * batch / sps if batch else float(metrics.get("step_time_p50_ms", 0.0))
+    step_ms = 1e3 * batch / figures.samples_per_sec if batch else timing.step_time_p50_ms
     # the workers the trial asked for; the processes counted under it also hold a fork server's
     # or spawn's helpers, so they are the fallback only
-    workers = config_of(trial).get("loader.num_workers", metrics.get("dataloader_processes"))
-    text = verdict(wait, workers=int(workers) if workers is not None else None,
-                   cores=record.fingerprint.get("cpus_available"), data_path_cost=metrics.get("data_path_cost"))
+    workers = config_of(trial).get("loader.num_workers", measured.memory.dataloader_processes)
+    cores = record.fingerprint.cpus_available if record.fingerprint is not None else None
+    text = verdict(wait, workers=int(workers) if workers is not None else None, cores=cores,
+                   data_path_cost=figures.data_path_cost)
     return StepBreakdown(
         label=label, number=trial.number, step_ms=step_ms, wait_ms=step_ms * wait,
         compute_ms=step_ms * (1 - wait), wait_fraction=wait, verdict=text,
-        compute_bound_samples_per_sec=metrics.get("compute_bound_samples_per_sec"), samples_per_sec=sps,
-        utilization=utilization_text(metrics),
+        compute_bound_samples_per_sec=figures.compute_bound_samples_per_sec, samples_per_sec=figures.samples_per_sec,
+        utilization=measured.utilization.describe(timing.device_busy_fraction),
     )

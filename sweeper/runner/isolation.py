@@ -10,6 +10,7 @@ killed too: no DataLoader worker or helper outlives its trial.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -18,7 +19,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,16 +37,41 @@ _EXIT_GRACE_S = 10.0
 # how often the child's liveness is checked while no event comes
 _POLL_S = 0.5
 
-# process groups of the runs in flight, and why they were interrupted (set by a signal handler)
-_RUNNING: set[int] = set()
-_INTERRUPTED: list[str] = []
+
+
+class InFlight:
+    """The process groups of this process's runs in flight, and the stop that ends them: a
+    signal handler calls stop(), and every run in flight, and any started later, ends
+    interrupted with its reason. One per process (IN_FLIGHT); a test may hold its own."""
+
+    def __init__(self) -> None:
+        self._groups: set[int] = set()
+        self.stopped: str | None = None  # why, once stopped
+
+    def stop(self, reason: str) -> None:
+        if self.stopped is None:
+            self.stopped = reason
+        for pgid in list(self._groups):
+            kill_group(pgid)
+
+    @contextlib.contextmanager
+    def holding(self, pgid: int) -> Iterator[None]:
+        """While a run's group lives; a stop that came while it was starting kills it at once."""
+        self._groups.add(pgid)
+        if self.stopped is not None:
+            kill_group(pgid)
+        try:
+            yield
+        finally:
+            self._groups.discard(pgid)
+
+
+IN_FLIGHT = InFlight()
 
 
 def interrupt(reason: str) -> None:
     """Stop every run in flight (and any later one) now: called from a SIGTERM/SIGINT handler."""
-    _INTERRUPTED.append(reason)
-    for pgid in list(_RUNNING):
-        kill_group(pgid)
+    IN_FLIGHT.stop(reason)
 
 
 def kill_group(pgid: int) -> None:
@@ -57,14 +84,7 @@ def kill_group(pgid: int) -> None:
 def become_subreaper() -> None:
     """Linux: orphaned descendants (a setsid'd helper whose parent died) are re-parented to this
     process instead of init, so a run's escapees can still be found and killed."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_child_subreaper = 36
-        libc.prctl(pr_set_child_subreaper, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+    procs.prctl(procs.PR_SET_CHILD_SUBREAPER, 1)
 
 
 def kill_leftovers(session: int, mark: str, name: str | None = None, rounds: int = 5) -> list[int]:
@@ -136,6 +156,24 @@ class _EventReader:
             pass
 
 
+@dataclass(frozen=True)
+class Started:
+    """A run's child, started: forked from the zygote or spawned."""
+
+    proc: Any  # subprocess.Popen or ForkedTrial
+    read_fd: int  # the event pipe's read end
+    mark: str  # NAME=value every process of the run inherits
+    note: str | None  # why a run asked to be forked was spawned
+
+    @property
+    def pgid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def name(self) -> str:
+        return process_name(self.mark.partition("=")[2])
+
+
 def _fork(spec: Mapping[str, Any], child_env: Mapping[str, str], log_path: Path, write_fd: int, mark: str,
           preload: Sequence[str]) -> tuple[Any, str | None]:
     """A trial forked from the zygote, or (None, why not): a zygote that died is replaced once."""
@@ -151,6 +189,95 @@ def _fork(spec: Mapping[str, Any], child_env: Mapping[str, str], log_path: Path,
     return None, f"spawned: the zygote failed twice ({why})"
 
 
+def start(spec: Mapping[str, Any], log_path: Path, env: Mapping[str, str] | None, command: list[str] | None,
+          isolation: str, preload: Sequence[str]) -> Started:
+    """The child, in its own session and process group, with the event pipe's write end and the
+    spec (on stdin when spawned; with the fork request when forked)."""
+    become_subreaper()
+    mark = f"{RUN_MARK_ENV}={uuid.uuid4().hex}"
+    read_fd, write_fd = os.pipe()
+    child_env = {**os.environ, **(env or {}), EVENT_FD_ENV: str(write_fd), PARENT_PID_ENV: str(os.getpid()),
+                 RUN_MARK_ENV: mark.partition("=")[2], "PYTHONPATH": pythonpath_with_cwd()}
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    proc, note = None, None
+    if isolation == "fork" and command is None:
+        log_path.write_bytes(b"")
+        proc, note = _fork(spec, child_env, log_path, write_fd, mark, preload)
+    if proc is None:
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(command or [sys.executable, "-m", WORKER_MODULE], stdin=subprocess.PIPE,
+                                    stdout=log, stderr=subprocess.STDOUT, env=child_env, pass_fds=(write_fd,),
+                                    start_new_session=True)  # its own session and group: killed as one
+        try:
+            proc.stdin.write(json.dumps(spec).encode())
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+    os.close(write_fd)
+    return Started(proc, read_fd, mark, note)
+
+
+def wait_for_result(run: Started, reader: _EventReader, timeout_s: float, started: float) -> bool:
+    """Read events until the result, the child's death or the timeout; then give the child its
+    grace to exit. True if the run timed out without a result."""
+    while reader.result is None:
+        remaining = timeout_s - (time.monotonic() - started)
+        if remaining <= 0:
+            return True
+        ready, _, _ = select.select([run.read_fd], [], [], min(remaining, _POLL_S))
+        if not ready:
+            if run.proc.poll() is not None:  # died; a descendant may still hold the pipe open
+                reader.drain()
+                break
+            continue
+        chunk = os.read(run.read_fd, 65536)
+        if not chunk:
+            break  # the child (and anything holding the fd) closed it
+        reader.feed(chunk)
+    grace = timeout_s - (time.monotonic() - started)
+    if reader.result is not None:
+        grace = min(grace, _EXIT_GRACE_S)
+    try:
+        run.proc.wait(timeout=max(0.1, grace))
+    except subprocess.TimeoutExpired:
+        return reader.result is None
+    return False
+
+
+def clean_up(run: Started) -> None:
+    """Kill the run's group (DataLoader workers and anything else the child started), reap the
+    child, and kill what escaped the group."""
+    kill_group(run.pgid)
+    if run.proc.poll() is None:  # a forked trial stopped before it made its own group
+        try:
+            os.kill(run.pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    run.proc.wait()
+    os.close(run.read_fd)
+    kill_leftovers(run.pgid, run.mark, run.name)
+
+
+def outcome(run: Started, reader: _EventReader, timed_out: bool, stopped: str | None, timeout_s: float,
+            log_path: Path, oom_before: int | None) -> RunResult:
+    """What the run ended as: its own result, else interrupted, timeout or what its exit says;
+    a crash or error while the kernel's OOM killer struck is an oom."""
+    if reader.result is not None:
+        result = RunResult.from_json(reader.result)
+    elif stopped is not None:
+        result = RunResult(Status.INTERRUPTED, stopped)
+    elif timed_out:
+        result = RunResult(Status.TIMEOUT, f"no result within measure.timeout_s={timeout_s:g} s "
+                           f"(last phase: {reader.phase}); its process group was killed")
+    else:
+        result = RunResult(*classify_exit(run.proc.returncode, _read_tail(log_path)))
+    if result.status in (Status.CRASH, Status.ERROR) and oom_killed(oom_before, oom_kills()):
+        how = "SIGKILL" if (result.reason or "").startswith("killed by SIGKILL") else result.reason
+        result = result.replace(status=Status.OOM, reason=f"killed by the kernel's OOM killer: the memory cgroup's "
+                                f"oom_kill count rose during the run ({how})")
+    return result
+
+
 def run_isolated(
     spec: Mapping[str, Any],
     *,
@@ -161,112 +288,28 @@ def run_isolated(
     command: list[str] | None = None,
     isolation: str = "spawn",
     preload: Sequence[str] = (),
+    in_flight: InFlight = IN_FLIGHT,
 ) -> RunResult:
     """Run the worker on `spec`; return its result, or a failure with status and reason.
 
     `isolation="fork"` forks the run from a zygote that has imported torch and `preload`
     (falling back to a fresh process, with the reason recorded, where that is unsafe);
-    `command` replaces the worker (tests use fake workers); the child reads `spec` as JSON on
-    stdin and writes JSON lines on the fd named by $SWEEPER_EVENT_FD, the last being
-    {"event": "result", "status": ..., ...}. A result received stands, whatever happens after.
+    `command` replaces the worker (tests use fake workers); the child reads `spec` as JSON and
+    writes JSON lines on the fd named by $SWEEPER_EVENT_FD, the last one the result. A result
+    received stands, whatever happens after; a stop of `in_flight` interrupts the run.
     """
-    if _INTERRUPTED:
-        return RunResult(Status.INTERRUPTED, _INTERRUPTED[0], log=str(log_path))
-    become_subreaper()
-    mark = f"{RUN_MARK_ENV}={uuid.uuid4().hex}"
-    read_fd, write_fd = os.pipe()
-    child_env = {**os.environ, **(env or {}), EVENT_FD_ENV: str(write_fd), PARENT_PID_ENV: str(os.getpid()),
-                 RUN_MARK_ENV: mark.partition("=")[2]}
-    child_env["PYTHONPATH"] = pythonpath_with_cwd()
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    if in_flight.stopped is not None:
+        return RunResult(Status.INTERRUPTED, in_flight.stopped, log=str(log_path))
     oom_before = oom_kills()
-    started = time.monotonic()
-    proc: Any = None
-    note = None
-    if isolation == "fork" and command is None:
-        log_path.write_bytes(b"")
-        proc, note = _fork(spec, child_env, log_path, write_fd, mark, preload)
-    if proc is None:
-        with log_path.open("wb") as log:
-            proc = subprocess.Popen(
-                command or [sys.executable, "-m", WORKER_MODULE],
-                stdin=subprocess.PIPE,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=child_env,
-                pass_fds=(write_fd,),
-                start_new_session=True,  # its own session and group: killed as one
-            )
-        spec_pipe = proc.stdin
-    else:
-        spec_pipe = None
-    os.close(write_fd)
-    pgid = proc.pid
-    _RUNNING.add(pgid)
-    if _INTERRUPTED:  # a stop that came between Popen and registering the group
-        kill_group(pgid)
-    reader = _EventReader(read_fd, on_event)
-    timed_out = False
-    try:
-        if spec_pipe is not None:
-            try:
-                spec_pipe.write(json.dumps(spec).encode())
-                spec_pipe.close()
-            except BrokenPipeError:
-                pass
-        while reader.result is None:
-            remaining = timeout_s - (time.monotonic() - started)
-            if remaining <= 0:
-                timed_out = True
-                break
-            ready, _, _ = select.select([read_fd], [], [], min(remaining, _POLL_S))
-            if not ready:
-                if proc.poll() is not None:  # died; a descendant may still hold the pipe open
-                    reader.drain()
-                    break
-                continue
-            chunk = os.read(read_fd, 65536)
-            if not chunk:
-                break  # the child (and anything holding the fd) closed it
-            reader.feed(chunk)
-        if not timed_out:
-            grace = timeout_s - (time.monotonic() - started)
-            if reader.result is not None:
-                grace = min(grace, _EXIT_GRACE_S)
-            try:
-                proc.wait(timeout=max(0.1, grace))
-            except subprocess.TimeoutExpired:
-                timed_out = reader.result is None
-    finally:
-        kill_group(pgid)  # DataLoader workers and anything else the child started
-        if proc.poll() is None:  # a forked trial stopped before it made its own group
-            try:
-                os.kill(pgid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        proc.wait()
-        _RUNNING.discard(pgid)
-        os.close(read_fd)
-        kill_leftovers(pgid, mark, process_name(mark.partition('=')[2]))
-    wall_s = time.monotonic() - started
-    if reader.result is not None:
-        run = RunResult.from_dict(reader.result)
-    elif _INTERRUPTED:
-        run = RunResult(Status.INTERRUPTED, _INTERRUPTED[0])
-    elif timed_out:
-        run = RunResult(Status.TIMEOUT, f"no result within measure.timeout_s={timeout_s:g} s "
-                        f"(last phase: {reader.phase}); its process group was killed")
-    else:
-        run = RunResult(*classify_exit(proc.returncode, _read_tail(log_path)))
-    if run.status in (Status.CRASH, Status.ERROR) and oom_killed(oom_before, oom_kills()):
-        how = "SIGKILL" if (run.reason or "").startswith("killed by SIGKILL") else run.reason
-        run = RunResult(Status.OOM, f"killed by the kernel's OOM killer: the memory cgroup's oom_kill count rose "
-                        f"during the run ({how})", figures=run.figures, fingerprint=run.fingerprint)
-    run.figures["isolation"] = "fork" if isinstance(proc, ForkedTrial) else "spawn"
-    if note:
-        run.figures["isolation_note"] = note
-    run.wall_s = wall_s
-    run.ended_at = time.time()
-    run.started_at = run.ended_at - wall_s
-    run.log = str(log_path)
-    return run
+    began = time.monotonic()
+    run = start(spec, log_path, env, command, isolation, preload)
+    reader = _EventReader(run.read_fd, on_event)
+    with in_flight.holding(run.pgid):
+        try:
+            timed_out = wait_for_result(run, reader, timeout_s, began)
+        finally:
+            clean_up(run)
+    result = outcome(run, reader, timed_out, in_flight.stopped, timeout_s, log_path, oom_before)
+    wall_s, ended_at = time.monotonic() - began, time.time()
+    return result.replace(isolation="fork" if isinstance(run.proc, ForkedTrial) else "spawn", isolation_note=run.note,
+                          wall_s=wall_s, started_at=ended_at - wall_s, ended_at=ended_at, log=str(log_path))

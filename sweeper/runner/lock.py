@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..procs import nvidia_gpus
+
 LOCK_DIR_ENV = "SWEEPER_LOCK_DIR"
 DEFAULT_LOCK_DIR = "/tmp"
-# one directory per GPU the NVIDIA driver has loaded (Linux)
-NVIDIA_GPUS_DIR = "/proc/driver/nvidia/gpus"
 
 
 def lock_path(resource: str) -> Path:
@@ -109,9 +109,8 @@ def describe(holder: dict[str, Any]) -> str:
 def visible_gpus(gpus_dir: str | None = None) -> int:
     """GPUs a CUDA program here would see, known without torch: the driver's GPUs, cut down by
     CUDA_VISIBLE_DEVICES (CUDA stops at its first negative entry)."""
-    try:
-        installed = len(os.listdir(gpus_dir or NVIDIA_GPUS_DIR))
-    except OSError:
+    installed = len(nvidia_gpus(gpus_dir))
+    if not installed:
         return 0
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is None:

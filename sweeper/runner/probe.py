@@ -14,15 +14,9 @@ from importlib import metadata
 from ..errors import ConfigError
 from ..machine import Machine, host_facts
 from ..paths import cache_dir, write_atomically
+from ..procs import nvidia_gpus
 from ..protocol import PARENT_PID_ENV, PROBE_MODULE, THREAD_ENV_VARS
 from .zygote import ZygoteUnavailable, zygote_env, zygote_for
-
-def _gpu_listing() -> list[str]:
-    try:
-        return sorted(os.listdir("/proc/driver/nvidia/gpus"))
-    except OSError:
-        return []
-
 
 def machine_key(device: str) -> str:
     """Everything the probe's answer depends on, known without torch."""
@@ -33,7 +27,7 @@ def machine_key(device: str) -> str:
     facts = {
         "answer": 2,  # what the probe answers: a new field asks again
         **host_facts(), "device": device, "torch": torch_version, "executable": sys.executable,
-        "gpus": _gpu_listing(), "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "gpus": nvidia_gpus(), "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
         **{name: os.environ.get(name) for name in THREAD_ENV_VARS},
     }
     return hashlib.sha1(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]

@@ -91,9 +91,8 @@ def measure_spec(
         isolation=isolation,
         preload=preload_modules(spec["task"]),
     )
-    if note:
-        result.figures["isolation_note"] = note
-    result.config = {k: spec[k] for k in ("task", "loader", "backend", "train", "dist") if k in spec}
+    result = result.replace(isolation_note=note or result.isolation_note,
+                            config={k: spec[k] for k in ("task", "loader", "backend", "train", "dist") if k in spec})
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / RESULT_FILE).write_text(json.dumps(result.to_dict(), indent=2, default=str) + "\n")
+    (out_dir / RESULT_FILE).write_text(json.dumps(result.to_json(), indent=2, default=str) + "\n")
     return result

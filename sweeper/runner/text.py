@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..measurement import Memory, RunFacts, Throughput
 from ..result import RunResult, Status
 
 
@@ -29,104 +30,84 @@ def describe_config(cfg: Mapping[str, Any]) -> str:
     ]
     if b["channels_last"]:
         parts.append("channels_last")
-    if b.get("affinity", "none") != "none":
+    if b["affinity"] != "none":
         parts.append(f"affinity {b['affinity']}")
-    if b.get("allocator", "default") != "default":
+    if b["allocator"] != "default":
         parts.append(b["allocator"])
-    if b.get("omp_bind", "default") != "default":
+    if b["omp_bind"] != "default":
         parts.append(f"OpenMP bind {b['omp_bind']}")
-    if b.get("kmp_blocktime") is not None:
+    if b["kmp_blocktime"] is not None:
         parts.append(f"KMP_BLOCKTIME {b['kmp_blocktime']}")
-    nproc = (cfg.get("dist") or {}).get("nproc_per_node", 1)
+    nproc = cfg["dist"]["nproc_per_node"]
     if nproc > 1:
-        parts.insert(1, f"{nproc} ranks" + (", NUMA-bound" if b.get("numa", "none") != "none" else ""))
+        parts.insert(1, f"{nproc} ranks" + (", NUMA-bound" if b["numa"] != "none" else ""))
     if str(b["compile"]) not in ("off", "False"):
         parts.append(f"compile={b['compile']}")
     return ", ".join(parts)
 
 
-def format_result(run: RunResult) -> str:
-    status = run.status
-    if status not in (Status.OK, Status.PRUNED):
-        return f"{status}: {run.reason or ''}"
-    fp = run.fingerprint or {}
-    result = run.figures
-    rows = [
-        (
-            "samples/sec",
-            f"{_num(result['samples_per_sec'])}  ("
-            + (f"95% interval {_num(result['samples_per_sec_ci_low'])}-{_num(result['samples_per_sec_ci_high'])}, "
-               if result.get("samples_per_sec_ci_low") is not None else "")
-            + f"IQR {100 * result['samples_per_sec_rel_iqr']:.1f}% over {result['windows_measured']} windows"
-            + (f", {_STOPPED[result['stopped']]}" if result.get("stopped") in _STOPPED else "")
-            + (", noisy" if result.get("noisy") else "")
-            + ")",
-        ),
-        (
-            "step time",
-            f"p50 {result['step_time_p50_ms']:.2f} ms   p95 {result['step_time_p95_ms']:.2f} ms",
-        ),
-        (
-            "waiting for data",
-            f"{100 * result['data_wait_fraction']:.0f}% of step time: {result['bottleneck']}",
-        ),
-    ]
-    if result.get("rank_samples_per_sec"):
-        ranks = result["rank_samples_per_sec"]
-        rows.insert(1, ("ranks", f"{len(ranks)} data-parallel ranks: "
-                        + ", ".join(_num(r) for r in ranks if r is not None)
+def _throughput_row(f: Throughput) -> str:
+    interval = f.interval
+    return (f"{_num(f.samples_per_sec)}  ("
+            + (f"95% interval {_num(interval[0])}-{_num(interval[1])}, " if interval is not None else "")
+            + f"IQR {100 * f.samples_per_sec_rel_iqr:.1f}% over {f.windows_measured} windows"
+            + (f", {_STOPPED[f.stopped]}" if f.stopped in _STOPPED else "") + (", noisy" if f.noisy else "") + ")")
+
+
+def _epoch_row(f: Throughput, run: RunFacts) -> str:
+    epoch = run.epoch_samples or 0
+    text = f"{epoch:,} samples" + (f" ({run.stored_samples:,} stored, repeating)"
+                                   if run.stored_samples and run.stored_samples != epoch else "")
+    text += f"; {f.epoch_ends_measured} epoch ends inside the windows"
+    if f.epoch_restart_s is not None:
+        text += f"; each epoch end restarts the workers: {f.epoch_restart_s:.2f} s (measured once"
+        steady = f.samples_per_sec_steady
+        text += (f"; samples/sec counts it once per epoch, {_num(steady)} between restarts)"
+                 if steady and steady != f.samples_per_sec else ")")
+    return text
+
+
+def _memory_row(m: Memory, run: RunFacts) -> str:
+    processes = f"{run.nproc_per_node} ranks" if run.nproc_per_node > 1 else "process"
+    text = f"{m.peak_rss_mb:,.0f} MB RSS ({processes} + {m.dataloader_processes} loader processes)"
+    if m.cuda_max_allocated_mb is not None:
+        text += f", CUDA max allocated {m.cuda_max_allocated_mb:,.0f} MB"
+    return text
+
+
+def format_result(result: RunResult) -> str:
+    """The terminal summary of a run: its figures, where step time goes, memory, the machine."""
+    status, measured = result.status, result.measurement
+    if status not in (Status.OK, Status.PRUNED) or measured is None:
+        return f"{status}: {result.reason or ''}"
+    f, t, m, u, run = measured.throughput, measured.timing, measured.memory, measured.utilization, measured.run
+    rows = [("samples/sec", _throughput_row(f)),
+            ("step time", f"p50 {t.step_time_p50_ms:.2f} ms   p95 {t.step_time_p95_ms:.2f} ms"),
+            ("waiting for data", f"{100 * t.data_wait_fraction:.0f}% of step time: {t.bottleneck}")]
+    if f.rank_samples_per_sec:
+        rows.insert(1, ("ranks", f"{len(f.rank_samples_per_sec)} data-parallel ranks: "
+                        + ", ".join(_num(r) for r in f.rank_samples_per_sec if r is not None)
                         + " samples/sec each; the total above is theirs in common windows"))
-    if "device_busy_fraction" in result:
-        rows.append(("device busy", f"{100 * result['device_busy_fraction']:.0f}% of the windows "
-                     f"(device step p50 {result['device_step_time_p50_ms']:.2f} ms, CUDA events)"))
-    if "cpu_util_main_pct" in result:
-        rows.append(("CPU use", f"main process {result['cpu_util_main_pct']:.0f}%, loader workers "
-                     f"{result.get('cpu_util_workers_pct', 0.0):.0f}% (percent of one core, as top shows it)"))
-    if "gpu_util_pct" in result:
-        power = (f", power {result['gpu_power_w']:.0f} W" + (f" of {result['gpu_power_cap_w']:.0f} W cap"
-                 if "gpu_power_cap_w" in result else "")) if "gpu_power_w" in result else ""
-        rows.append(("GPU use", f"GPU-Util {result['gpu_util_pct']:.0f}%, memory controller "
-                     f"{result.get('gpu_mem_util_pct', 0.0):.0f}%{power} (NVML)"))
-    if "epoch_samples" in result:
-        stored = result.get("stored_samples")
-        text = f"{result['epoch_samples']:,} samples" + (
-            f" ({stored:,} stored, repeating)" if stored and stored != result["epoch_samples"] else "")
-        text += f"; {result.get('epoch_ends_measured', 0)} epoch ends inside the windows"
-        if "epoch_restart_s" in result:
-            text += f"; each epoch end restarts the workers: {result['epoch_restart_s']:.2f} s (measured once"
-            steady = result.get("samples_per_sec_steady")
-            text += (f"; samples/sec counts it once per epoch, {_num(steady)} between restarts)"
-                     if steady and steady != result["samples_per_sec"] else ")")
-        rows.append(("epoch", text))
-    if "compute_bound_samples_per_sec" in result:
-        rows.append(
-            (
-                "compute-only",
-                f"{_num(result['compute_bound_samples_per_sec'])} samples/sec on a batch held in "
-                f"memory: the data path costs {100 * result['data_path_cost']:.0f}%",
-            )
-        )
-    processes = (f"{result['nproc_per_node']} ranks" if result.get("nproc_per_node", 1) > 1 else "process")
-    memory = f"{result['peak_rss_mb']:,.0f} MB RSS ({processes} + {result['dataloader_processes']} loader processes)"
-    if result.get("cuda_max_allocated_mb") is not None:
-        memory += f", CUDA max allocated {result['cuda_max_allocated_mb']:,.0f} MB"
+    if t.device_busy_fraction is not None:
+        rows.append(("device busy", f"{100 * t.device_busy_fraction:.0f}% of the windows "
+                     f"(device step p50 {t.device_step_time_p50_ms or 0.0:.2f} ms, CUDA events)"))
+    if used := u.describe():
+        rows.append(("utilization", used))
+    if run.epoch_samples is not None:
+        rows.append(("epoch", _epoch_row(f, run)))
+    if f.compute_bound_samples_per_sec is not None:
+        rows.append(("compute-only", f"{_num(f.compute_bound_samples_per_sec)} samples/sec on a batch held in "
+                     f"memory: the data path costs {100 * (f.data_path_cost or 0.0):.0f}%"))
     rows += [
-        ("peak memory", memory),
-        (
-            "warm-up",
-            f"{result['warmup_s']:.1f} s, {result['warmup_steps']} steps"
-            + (", steady" if result.get("warmup_steady") else "") + " "
-            f"(first batch {result.get('first_batch_wait_s', 0.0):.2f} s of loader start-up, "
-            f"compile/autotune {result['compile_s']:.2f} s)",
-        ),
-        (
-            "machine",
-            f"{fp.get('cpu')}, {fp.get('threads')} threads{' per rank' if result.get('nproc_per_node', 1) > 1 else ''} of {fp.get('cpus_available')} cores, "
-            f"{fp.get('gpu') or 'no GPU'}, torch {fp.get('torch')}"
-            + (f", CUDA {fp['cuda']}" if fp.get("cuda") else ""),
-        ),
+        ("peak memory", _memory_row(m, run)),
+        ("warm-up", f"{t.warmup_s:.1f} s, {t.warmup_steps} steps" + (", steady" if t.warmup_steady else "")
+         + f" (first batch {t.first_batch_wait_s:.2f} s of loader start-up, compile/autotune {t.compile_s:.2f} s)"),
     ]
+    if result.fingerprint is not None:
+        fp = result.fingerprint
+        per_rank = " per rank" if run.nproc_per_node > 1 else ""
+        rows.append(("machine", f"{fp.describe()}; {fp.threads} threads{per_rank}"))
     if status == Status.PRUNED:
-        rows.insert(0, ("pruned", run.reason or ""))
+        rows.insert(0, ("pruned", result.reason or ""))
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"  {name:<{width}}  {value}" for name, value in rows)

@@ -5,37 +5,17 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
 
 from optuna.trial import TrialState
 
-from ..result import TrialRecord
 from ..stats import Spread, quantile
+from ..store.confirmation import Confirmation
+from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import config_of, ranked
 from . import progress
 from .launch import Run, measure_overrides
 from .plan import SweepPlan
-
-
-@dataclass(frozen=True)
-class Confirmation:
-    winner: int  # trial number
-    baseline: int
-    # per trial number: samples/sec in each round (None where the run failed)
-    rounds: dict[int, list[float | None]]
-    median: dict[int, float]
-    speedup: float  # median over rounds of winner / baseline in the same round
-    speedup_low: float  # 25th percentile of the per-round ratios
-    speedup_high: float  # 75th percentile
-    # share of rounds in which the winner beat every other candidate
-    win_share: float
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["rounds"] = {str(k): v for k, v in self.rounds.items()}
-        d["median"] = {str(k): v for k, v in self.median.items()}
-        return d
 
 
 def interleaved_order(candidates: Sequence[int], baseline: int, rounds: int) -> list[tuple[int, int]]:
@@ -111,5 +91,5 @@ def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: Run, *, remainin
         progress.confirm_line(r, rounds, number, result)
     decision = decide(measured, baseline.number)
     if decision is not None:
-        stored.save_confirmation(plan.fixed, decision.to_dict())
+        stored.save_confirmation(plan.fixed, decision)
     return decision

@@ -9,7 +9,8 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
-from ..result import Status, TrialRecord
+from ..result import Status
+from ..store.record import TrialRecord
 from ..store.trials import config_of, primary_value, same_setup
 from .space import MEMORY_NEUTRAL
 
@@ -17,8 +18,9 @@ BATCH = "loader.batch_size"
 
 
 # outcomes that measuring again would repeat: reused for an identical configuration (an oom
-# trial's knobs are its memory settings). timeout, crash, error, surplus, pruned and
-# interrupted depend on the moment (a budget-capped timeout, a noisy neighbour): measured again.
+# trial's knobs are its memory settings). timeout, crash, error, pruned and interrupted depend
+# on the moment (a budget-capped timeout, a noisy neighbour): measured again; trials answered
+# without running (skipped, surplus, a predicted oom) say nothing of their own.
 REUSABLE = (Status.OK, Status.INVALID, Status.OOM)
 
 
@@ -30,7 +32,7 @@ def find_measured(trials: Sequence[FrozenTrial], knobs: Mapping[str, Any], fixed
     """A finished trial of exactly this configuration whose result can be reused."""
     for t in trials:
         record = TrialRecord.of(t)
-        if _same(t, knobs, fixed) and record.status in REUSABLE and not record.skipped:
+        if _same(t, knobs, fixed) and record.status in REUSABLE:
             return t
     return None
 

@@ -26,9 +26,9 @@ def as_result(value: Any, objectives: Sequence[str]) -> RunResult:
     if isinstance(value, RunResult):
         return value
     if isinstance(value, Mapping):
-        return RunResult.from_dict({"status": Status.OK, **value})
+        return RunResult(Status.OK, reported=dict(value))
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return RunResult(Status.OK, figures={objectives[0]: float(value)})
+        return RunResult(Status.OK, reported={objectives[0]: float(value)})
     return RunResult(Status.ERROR, f"the job returned {type(value).__name__}: expected a number or a dict "
                      f"with {', '.join(objectives)}")
 

@@ -14,8 +14,10 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, Trial
 
-from ..result import Status, TrialRecord
+from ..measurement import PRIMARY
+from ..result import Status
 from ..store.heartbeat import orphans, process_alive
+from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import baseline_of, config_of, primary_value, ranked, was_measured
 from . import history, progress
@@ -41,9 +43,8 @@ class LoopState:
 
 def race_interval(best: FrozenTrial) -> tuple[float, float] | None:
     """The incumbent's 95% interval of samples/sec, when its run measured one."""
-    metrics = TrialRecord.of(best).metrics
-    low, high = metrics.get("samples_per_sec_ci_low"), metrics.get("samples_per_sec_ci_high")
-    return (float(low), float(high)) if low is not None and high is not None else None
+    measured = TrialRecord.of(best).measurement
+    return measured.throughput.interval if measured is not None else None
 
 
 def stop_reason(state: LoopState, *, measured: int, n_trials: int, patience: int | None,
@@ -66,16 +67,16 @@ def stop_reason(state: LoopState, *, measured: int, n_trials: int, patience: int
 
 def typical_wall(stored: StoredStudy, plan: SweepPlan) -> float:
     """The median wall time of this setup's runs so far."""
-    walls = sorted(float(w) for t in stored.trials(plan.fixed) if (w := TrialRecord.of(t).metric("wall_s")))
+    walls = sorted(w for t in stored.trials(plan.fixed) if (w := TrialRecord.of(t).wall_s))
     return walls[len(walls) // 2] if walls else 0.0
 
 
 def learned_convolutional(stored: StoredStudy, plan: SweepPlan) -> bool | None:
     """Whether channels_last means anything, as the workload itself reported (None until a run said)."""
     for t in stored.trials(plan.fixed):
-        value = TrialRecord.of(t).metric("convolutional")
-        if value is not None:
-            return bool(value)
+        measured = TrialRecord.of(t).measurement
+        if measured is not None and measured.run.convolutional is not None:
+            return measured.run.convolutional
     return None
 
 
@@ -109,7 +110,7 @@ def optimize(stored: StoredStudy, plan: SweepPlan, run: Run, *, stopped: Callabl
         trial, knobs = ask(stored, plan, ctx, baseline=baseline is None)
         ahead = [t for t in stored.trials(plan.fixed) if t.number < trial.number and was_measured(t)]
         if len(ahead) >= settings.n_trials:  # another process took the last slot meanwhile
-            skip(stored, trial, Status.SURPLUS, "skipped: n_trials was reached by another process of this study")
+            skip(stored, trial, Status.SURPLUS, "n_trials was reached by another process of this study")
             continue
         told = _run_or_answer(stored, plan, run, trial, knobs, trials, best, has_baseline=baseline is not None,
                               remaining_s=remaining_s)
@@ -124,7 +125,7 @@ def optimize(stored: StoredStudy, plan: SweepPlan, run: Run, *, stopped: Callabl
             state.since_gain = 0 if history.is_gain(done, best) else state.since_gain + 1
         elif not record.baseline and not skipped:
             state.since_gain += 1
-        if was_measured(done) or record.status == Status.OOM:
+        if was_measured(done) or record.status in (Status.OOM, Status.OOM_PREDICTED):
             progress.trial_line(done, len(measured) + was_measured(done), settings.n_trials,
                                 ranked(stored.trials(plan.fixed)), remaining())
 
@@ -141,15 +142,15 @@ def _run_or_answer(stored: StoredStudy, plan: SweepPlan, run: Run, trial: Trial,
         return skip(stored, trial, Status.SKIPPED, unsampled)
     dominating = history.oom_dominating(trials, knobs, plan.fixed)
     if dominating is not None:
-        return skip(stored, trial, Status.OOM,
-                    f"skipped: batch {knobs[history.BATCH]} >= {config_of(dominating).get(history.BATCH)} which ran "
+        return skip(stored, trial, Status.OOM_PREDICTED,
+                    f"batch {knobs[history.BATCH]} >= {config_of(dominating).get(history.BATCH)} which ran "
                     f"out of memory in trial {dominating.number} with the same memory settings")
     if (why := history.rerun_reason(trials, knobs, plan.fixed)) is not None:
         for key, value in TrialRecord.rerun(why).items():
             trial.set_user_attr(key, value)
     prune_below, race = None, None
     ratio = plan.settings.prune_ratio
-    if has_baseline and best is not None and plan.objectives[0] == "samples_per_sec":
+    if has_baseline and best is not None and plan.objectives[0] == PRIMARY:
         prune_below = ratio * primary_value(best) if ratio else None
         race = race_interval(best) if plan.settings.race else None
     overrides = plan.overrides_for(knobs) + measure_overrides(plan, prune_below, remaining_s, race)

@@ -3,14 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ConfigError
-
-DIRECTIONS = {
-    "samples_per_sec": "maximize",
-    "peak_memory_mb": "minimize",
-    "step_time_p95_ms": "minimize",
-    "step_time_p50_ms": "minimize",
-    "peak_rss_mb": "minimize",
-}
+from ..measurement import DIRECTIONS, PRIMARY
 
 
 def resolve_directions(objectives: list[str], direction: str | list[str] | None) -> list[str]:
@@ -21,7 +14,7 @@ def resolve_directions(objectives: list[str], direction: str | list[str] | None)
                 f"{', '.join(DIRECTIONS)}."
             )
     if not objectives:
-        raise ConfigError("hydra.sweeper.objectives is empty: name at least samples_per_sec.")
+        raise ConfigError(f"hydra.sweeper.objectives is empty: name at least {PRIMARY}.")
     if direction is None:
         return [DIRECTIONS[o] for o in objectives]
     given = [direction] if isinstance(direction, str) else list(direction)

@@ -72,7 +72,7 @@ class SweepPlan:
             return None
         full = {k: self.base_value(k) for k in ("loader.batch_size", "loader.num_workers", "backend.threads",
                                                 "dist.nproc_per_node")}
-        return sp.unsampled_reason({**full, **knobs}, int(self.machine.fingerprint.get("cpus_available") or 1),
+        return sp.unsampled_reason({**full, **knobs}, self.machine.cores,
                                    self.base_value("train.effective_batch"),
                                    ranks_from_preset="dist.nproc_per_node" in self.space
                                    and "dist.nproc_per_node" not in self.asked)

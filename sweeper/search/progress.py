@@ -9,7 +9,9 @@ from typing import Any
 
 from optuna.trial import FrozenTrial
 
-from ..result import RunResult, Status, TrialRecord
+from ..result import RunResult, Status
+from ..store.record import TrialRecord
+from ..store.summary import SweepSummary
 from ..store.trials import config_of, primary_value
 from .budget import format_duration
 
@@ -47,10 +49,11 @@ def trial_line(trial: FrozenTrial, n: int, total: int, ranked: Sequence[FrozenTr
                remaining_s: float | None) -> None:
     record = TrialRecord.of(trial)
     value = primary_value(trial)
-    if value is not None:
-        outcome = f"{value:,.0f} samples/s, {record.metric('peak_memory_mb') or 0:,.0f} MB"
+    measured = record.measurement
+    if value is not None and measured is not None:
+        outcome = f"{value:,.0f} samples/s, {measured.memory.peak_memory_mb:,.0f} MB"
     elif record.status == Status.PRUNED:
-        outcome = f"pruned ({record.metric('samples_per_sec') or 0:,.0f} samples/s)"
+        outcome = f"pruned ({record.samples_per_sec or 0:,.0f} samples/s)"
     else:
         outcome = f"{record.status}: {record.reason}"
     if record.reused:
@@ -69,26 +72,32 @@ def confirm_line(round_index: int, rounds: int, number: int, result: RunResult) 
     say(f"  confirm round {round_index + 1}/{rounds} trial #{number}: {shown}")
 
 
-def final_summary(summary: dict[str, Any], winner: FrozenTrial | None, baseline: FrozenTrial | None,
-                  decision: Any, out_dir: Path) -> None:
-    say(f"sweep done: {summary['measured']} trials measured ({summary['failed']} failed or pruned, "
-          f"{summary['reused']} suggestions answered from earlier results"
-          + (f", {summary['skipped']} skipped as oversubscribed" if summary.get("skipped") else "")
-          + f"); {summary['stopped']}")
+def final_summary(summary: SweepSummary, winner: FrozenTrial | None, baseline: FrozenTrial | None,
+                  out_dir: Path) -> None:
+    n = summary.counts
+    unrun = [f"{n.reused} suggestions answered from earlier results"]
+    unrun += [f"{k} {what}" for k, what in ((n.skipped, "skipped as oversubscribed"),
+                                           (n.predicted_oom, "skipped as sure to run out of memory"),
+                                           (n.surplus, "left to another process"),
+                                           (n.interrupted, "interrupted")) if k]
+    say(f"sweep done: {n.measured} trials measured ({n.failed} failed or pruned, {', '.join(unrun)}); "
+        f"{summary.stopped}")
+    decision = summary.confirmation
     if winner is None:
         say("no configuration completed: see trials.csv for the reasons")
     else:
         record = TrialRecord.of(winner)
         speed = record.samples_per_sec or 0
+        memory = record.measurement.memory.peak_memory_mb if record.measurement is not None else 0.0
         say(f"winner: trial #{winner.number} {short_knobs(config_of(winner))}: {speed:,.0f} samples/s "
-            f"(search run), peak {record.metric('peak_memory_mb') or 0:,.0f} MB")
+            f"(search run), peak {memory:,.0f} MB")
         if decision is not None:
-            say(f"confirmed over {len(decision.rounds[decision.baseline])} interleaved rounds: "
-                  f"{decision.median[decision.winner]:,.0f} vs baseline {decision.median[decision.baseline]:,.0f} "
-                  f"samples/s = {decision.speedup:.2f}x (IQR {decision.speedup_low:.2f}-{decision.speedup_high:.2f}x), "
-                  f"won {100 * decision.win_share:.0f}% of rounds")
+            say(f"confirmed over {decision.rounds_run} interleaved rounds: "
+                f"{decision.median[decision.winner]:,.0f} vs baseline {decision.median[decision.baseline]:,.0f} "
+                f"samples/s = {decision.speedup:.2f}x (IQR {decision.speedup_low:.2f}-{decision.speedup_high:.2f}x), "
+                f"won {100 * decision.win_share:.0f}% of rounds")
         elif baseline is not None and TrialRecord.of(baseline).samples_per_sec:
             say(f"speedup over baseline (search runs, unconfirmed): "
                 f"{speed / TrialRecord.of(baseline).samples_per_sec:.2f}x")
-        say(f"reproduce: {summary['command']}")
+        say(f"reproduce: {summary.command}")
     say(f"outputs: {out_dir} (report.html, trials.csv, trials.parquet, winner.yaml, optimization_results.yaml)")

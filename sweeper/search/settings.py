@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Mapping, Optional
 from omegaconf import OmegaConf
 
 from ..errors import ConfigError
+from ..measurement import DEFAULT_OBJECTIVES
 
 LOCK_MODES = ("wait", "fail", "off")
 
@@ -48,7 +49,7 @@ class SweepSettings:
     # wall budget for the whole sweep including the confirmation: 8h, 30m, 90s; null = none
     timeout: Optional[str] = None
     # measured figures to optimise: samples_per_sec, peak_memory_mb, step_time_p95_ms, ...
-    objectives: List[str] = field(default_factory=lambda: ["samples_per_sec", "peak_memory_mb"])
+    objectives: List[str] = field(default_factory=lambda: list(DEFAULT_OBJECTIVES))
     constraints: ConstraintsConf = field(default_factory=ConstraintsConf)
     confirm: ConfirmConf = field(default_factory=ConfirmConf)
     # stop after this many trials without a gain beyond the measured noise; null = never

@@ -179,11 +179,11 @@ def unsampled_reason(knobs: Mapping[str, Any], cores: int, effective_batch: int 
     nproc = int(knobs.get("dist.nproc_per_node") or 1)
     batch = knobs.get("loader.batch_size")
     if effective_batch and isinstance(batch, int) and effective_batch % (batch * nproc):
-        return (f"skipped: loader.batch_size={batch} x dist.nproc_per_node={nproc} does not divide "
+        return (f"loader.batch_size={batch} x dist.nproc_per_node={nproc} does not divide "
                 f"train.effective_batch={effective_batch}")
     threads, workers = knobs.get("backend.threads"), int(knobs.get("loader.num_workers") or 0)
     if ranks_from_preset and topology.oversubscribes(nproc, threads, workers, cores):
-        return (f"skipped: {nproc} ranks x ({threads or 1} threads, {workers} loader workers) oversubscribe "
+        return (f"{nproc} ranks x ({threads or 1} threads, {workers} loader workers) oversubscribe "
                 f"the {cores} cores; the preset does not sample it (sweep dist.nproc_per_node yourself to measure such points)")
     return None
 

@@ -12,7 +12,9 @@ from typing import Any, NamedTuple
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, Trial, TrialState
 
-from ..result import RunResult, Status, TrialRecord
+from ..measurement import MEMORY
+from ..result import RunResult, Status
+from ..store.record import TrialRecord
 from ..store.heartbeat import process_started
 from ..store.study import StoredStudy
 from . import space as sp
@@ -97,11 +99,11 @@ def _set(trial: Trial, attrs: Mapping[str, Any]) -> None:
 def tell_result(stored: StoredStudy, trial: Trial, result: RunResult, plan: SweepPlan) -> Told:
     _set(trial, TrialRecord.finished(result))
     if result.status == Status.OK:
-        values = [result.get(o) for o in plan.objectives]
+        values = [result.value(o) for o in plan.objectives]
         if all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
             max_gb = plan.settings.constraints.max_memory_gb
-            if max_gb is not None:
-                trial.set_constraint("max_memory_gb", result.get("peak_memory_mb") / 1024 - float(max_gb))
+            if max_gb is not None and result.value(MEMORY) is not None:
+                trial.set_constraint("max_memory_gb", result.value(MEMORY) / 1024 - float(max_gb))
             return _tell(stored, trial, values)
         _set(trial, TrialRecord.ended(Status.ERROR, f"non-finite objective values {values}"))
         return _tell(stored, trial, state=TrialState.FAIL)
@@ -112,7 +114,7 @@ def tell_result(stored: StoredStudy, trial: Trial, result: RunResult, plan: Swee
 
 def reuse(stored: StoredStudy, trial: Trial, source: FrozenTrial) -> Told:
     """Answer with the result of an identical configuration measured before."""
-    _set(trial, TrialRecord.reused_result(TrialRecord.of(source), source.number))
+    _set(trial, TrialRecord.reused_result(source, source.number))
     if source.state == TrialState.COMPLETE:
         for key, value in source.constraints.items():
             trial.set_constraint(key, value)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from optuna.trial import FrozenTrial, TrialState
 
-from ..result import TrialRecord
+from .record import TrialRecord
 from .study import StoredStudy
 
 HEARTBEAT_S = 30

@@ -12,12 +12,14 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ..result import Status, TrialRecord
+from ..result import Status
+from .confirmation import Confirmation
+from .record import TrialRecord
 from .storage import open_storage
 from .trials import of_setup
 
 
-# study attributes: spelled here only (trial attributes: sweeper.result.TrialRecord)
+# study attributes: spelled here only (trial attributes: sweeper.store.record.TrialRecord)
 _OBJECTIVES, _HARDWARE_CLASS = "objectives", "hardware_class"
 
 
@@ -66,12 +68,13 @@ class StoredStudy:
     def _confirmation_key(fixed: Sequence[str]) -> str:
         return f"confirmation:{json.dumps(list(fixed))}"
 
-    def save_confirmation(self, fixed: Sequence[str], decision: Mapping[str, Any]) -> None:
-        self.study.set_user_attr(self._confirmation_key(fixed), dict(decision))
+    def save_confirmation(self, fixed: Sequence[str], decision: Confirmation) -> None:
+        self.study.set_user_attr(self._confirmation_key(fixed), decision.to_json())
 
-    def confirmation(self, fixed: Sequence[str]) -> dict[str, Any] | None:
+    def confirmation(self, fixed: Sequence[str]) -> Confirmation | None:
         """The interleaved confirmation of this setup's last sweep."""
-        return self.study.user_attrs.get(self._confirmation_key(fixed))
+        stored = self.study.user_attrs.get(self._confirmation_key(fixed))
+        return Confirmation.from_json(stored) if stored else None
 
     @staticmethod
     def _span_key(fixed: Sequence[str]) -> str:

@@ -4,11 +4,13 @@ sweep read trials only through these and TrialRecord."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
-from ..result import Status, TrialRecord
+from ..result import Status
+from .record import TrialRecord
 
 
 def config_of(trial: FrozenTrial) -> dict[str, Any]:
@@ -19,7 +21,7 @@ def config_of(trial: FrozenTrial) -> dict[str, Any]:
 
 def same_setup(trial: FrozenTrial, fixed: Sequence[str]) -> bool:
     """Run with the same fixed overrides: a study can hold several setups."""
-    return TrialRecord.of(trial).fixed_overrides == list(fixed)
+    return TrialRecord.of(trial).fixed_overrides == tuple(fixed)
 
 
 def of_setup(trials: Sequence[FrozenTrial], fixed: Sequence[str]) -> list[FrozenTrial]:
@@ -36,10 +38,10 @@ def feasible(trial: FrozenTrial) -> bool:
 
 
 def was_measured(trial: FrozenTrial) -> bool:
-    """Ran a measurement (or is running one): not a reused result, not a predicted OOM, not
-    interrupted (measured again when the sweep resumes)."""
-    record = TrialRecord.of(trial)
-    return not record.reused and not record.skipped and record.status != Status.INTERRUPTED
+    """Ran a measurement (or is running one): not a reused result, not a trial answered without
+    running (a predicted OOM, a skipped or surplus trial), not interrupted (measured again when
+    the sweep resumes)."""
+    return TrialRecord.of(trial).measured
 
 
 def measured_results(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
@@ -71,3 +73,32 @@ def pareto_trials(trials: Sequence[FrozenTrial], directions: Sequence[str]) -> l
     copy = optuna.create_study(directions=list(directions))
     copy.add_trials(done)  # numbered 0.. in this order
     return [done[t.number] for t in copy.best_trials]
+
+
+@dataclass(frozen=True)
+class Counts:
+    """How a setup's trials ended, counted one way for the sweep's summary and the report."""
+
+    trials: int  # every trial of the setup
+    measured: int  # ran a measurement of their own (count toward n_trials)
+    failed: int  # of those, did not complete: failed or pruned
+    reused: int  # answered with the result of an identical configuration measured before
+    skipped: int  # not run: a point the preset does not sample
+    predicted_oom: int  # not run: a smaller batch with the same memory settings ran out of memory
+    surplus: int  # not run: n_trials reached by another process
+    interrupted: int  # stopped by a signal or a dead sweep; measured again on resume
+
+
+def count(trials: Sequence[FrozenTrial]) -> Counts:
+    records = [(t, TrialRecord.of(t)) for t in trials]
+    statuses = [r.status for _, r in records if not r.reused]
+    return Counts(
+        trials=len(records),
+        measured=sum(r.measured for _, r in records),
+        failed=sum(r.measured and t.state != TrialState.COMPLETE for t, r in records),
+        reused=sum(r.reused for _, r in records),
+        skipped=statuses.count(Status.SKIPPED),
+        predicted_oom=statuses.count(Status.OOM_PREDICTED),
+        surplus=statuses.count(Status.SURPLUS),
+        interrupted=statuses.count(Status.INTERRUPTED),
+    )

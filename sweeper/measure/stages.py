@@ -1,0 +1,273 @@
+"""One measured run in this process, in stages that each return a small frozen value:
+prepare the process, build the workload, warm up and time it, measure the extras, describe
+the run. `measure_one` reads as that list (alone, or as one rank of a data-parallel group).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .. import procs, topology
+from ..errors import InvalidConfig
+from ..machine import Fingerprint
+from ..measurement import Measurement, Memory, RunFacts, Throughput, Timing, Utilization
+from ..result import RunResult, Status
+from ..validation import grad_accum_steps
+from .events import Events
+from .group import Rank, TorchGroup, join_group, numa_node, rank_cpus
+from .timing import Rule
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The process set up for the run, before anything is built: threads, cores, device, group."""
+
+    torch: Any
+    device: Any  # torch.device
+    rank: Rank | None
+    group: TorchGroup | None
+    placement: topology.Placement | None
+    machine_cores: tuple[int, ...]
+    openmp_runtime: str
+    cuda_at_start: bool  # a forked trial inherits no CUDA context: the zygote never creates one
+    import_s: float
+
+
+@dataclass(frozen=True)
+class Built:
+    """The workload as the run measures it: model, step and an endless stream of batches."""
+
+    workload: Any  # sweeper.workload.Workload
+    step: Callable[[Any], None]
+    next_batch: Callable[[], Any]  # one optimizer step's batch (its micro-batches when accumulating)
+    samples_of: Callable[[Any], int]
+    stream: Any  # loader.BatchStream
+    epoch_samples: int
+    accum: int
+    nproc: int
+
+
+@dataclass(frozen=True)
+class Timed:
+    throughput: Throughput
+    timing: Timing
+    utilization: Utilization
+
+
+def limit_memory(limit_gb: float | None, device_type: str) -> None:
+    """measure.memory_limit_gb as an address-space limit: the run's own allocations fail beyond
+    it (CPU). The CUDA libraries map far more address space than they use, so not there."""
+    import resource
+
+    if limit_gb is None:
+        return
+    if device_type == "cuda":
+        raise InvalidConfig(
+            f"measure.memory_limit_gb={limit_gb} limits the address space, which the CUDA libraries need "
+            "far more of than they use: set measure.memory_limit_gb=null on a GPU."
+        )
+    limit = int(limit_gb * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def check_openmp(back: Mapping[str, Any], runtime: str) -> None:
+    """backend.kmp_blocktime means something to Intel's OpenMP runtime only."""
+    if back["kmp_blocktime"] is not None and runtime != "intel":
+        raise InvalidConfig(f"backend.kmp_blocktime={back['kmp_blocktime']} is read by Intel's OpenMP runtime, and this "
+                            f"torch runs {'GNU libgomp' if runtime == 'gnu' else 'no OpenMP runtime'}: set "
+                            "backend.kmp_blocktime=null.")
+
+
+def prepare(spec: Mapping[str, Any], rank: Rank | None, started: float) -> Prepared:
+    """Threads, cores and device, in the order torch needs them: before any thread starts."""
+    if spec.get("cwd") and spec["cwd"] not in sys.path:
+        sys.path.insert(0, spec["cwd"])  # the user's own workload modules
+    import torch
+
+    from . import backend
+
+    imported = time.perf_counter()
+    cuda_at_start = bool(torch.cuda.is_initialized())
+    back, load = spec["backend"], spec["loader"]
+    backend.apply_threads(back["threads"], back["interop_threads"])
+    machine_cores = tuple(sorted(os.sched_getaffinity(0)))
+    own_cores = rank_cpus(rank, list(machine_cores)) if rank is not None else machine_cores
+    placement = topology.place(back["affinity"], own_cores, back["threads"], int(load["num_workers"]))
+    if placement is not None:
+        topology.pin(placement.compute)  # before any thread starts: they inherit it
+        if back["threads"] is None:
+            torch.set_num_threads(len(placement.compute))  # one compute thread per pinned core
+    device = backend.resolve_device(back["device"])
+    group = None
+    if rank is not None:
+        device, group = join_group(torch, device, rank)
+    limit_memory(spec["measure"]["memory_limit_gb"], device.type)
+    openmp_runtime = topology.openmp_runtime(procs.mapped_files())  # torch is imported: its OpenMP is mapped
+    check_openmp(back, openmp_runtime)
+    backend.check_precision(device, back["precision"])
+    backend.apply_cuda_flags(back["cudnn_benchmark"], back["tf32"])
+    return Prepared(torch, device, rank, group, placement, machine_cores, openmp_runtime, cuda_at_start,
+                    import_s=imported - started)
+
+
+def build(spec: Mapping[str, Any], ready: Prepared) -> Built:
+    """Model (on the device, wrapped for DDP, compiled), its step, and the DataLoader's stream."""
+    from . import backend, loader
+    from .steps import make_step
+    from .workload import build_workload
+
+    torch, device, rank = ready.torch, ready.device, ready.rank
+    task, load, back = spec["task"], spec["loader"], spec["backend"]
+    training = task["mode"] == "train"
+    torch.manual_seed(0)
+    workload = build_workload(task)
+    model = workload.model.to(device)
+    if back["channels_last"]:
+        model = model.to(memory_format=torch.channels_last)
+    model.train(training)
+    if rank is not None:  # as a data-parallel script wraps it: before compiling
+        from torch.nn.parallel import DistributedDataParallel
+
+        model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    compiled = backend.maybe_compile(model, back["compile"])
+    nproc = rank.world if rank is not None else 1
+    accum = grad_accum_steps(spec["train"], int(load["batch_size"]), nproc) if training else 1
+    step = make_step(workload, compiled, device, back["precision"], training, task.get("lr") or 0.01, accum,
+                     no_sync=getattr(model, "no_sync", None))
+    data = loader.make_loader(workload, load, device, training, task.get("epoch_samples"),
+                              ready.placement.loader if ready.placement is not None else None,
+                              shard=(rank.rank, rank.world) if rank is not None else None)
+    non_blocking = bool(load["pin_memory"]) and device.type == "cuda"
+    stream = loader.BatchStream(data)
+
+    def next_micro_batch() -> Any:
+        return loader.to_device(stream(), device, non_blocking, back["channels_last"])
+
+    def next_batch() -> Any:  # with accumulation: the micro-batches of one optimizer step
+        return next_micro_batch() if accum == 1 else [next_micro_batch() for _ in range(accum)]
+
+    def samples_of(batch: Any) -> int:
+        return loader.batch_size_of(batch) if accum == 1 else sum(map(loader.batch_size_of, batch))
+
+    return Built(workload, step, next_batch, samples_of, stream, len(data.dataset), accum, nproc)
+
+
+def time_windows(spec: Mapping[str, Any], ready: Prepared, built: Built, events: Events) -> Timed:
+    """Warm-up until steady, then windows until the figure is known (timing.measure)."""
+    from . import backend, timing, utilization
+
+    device = ready.device
+    monitors: list[timing.Monitor] = [utilization.CpuMonitor()]
+    if device.type == "cuda":
+        ready.torch.cuda.reset_peak_memory_stats(device)
+        uuid = getattr(ready.torch.cuda.get_device_properties(device), "uuid", None)
+        gpu = utilization.nvml_monitor(str(uuid) if uuid is not None else None)
+        monitors += [gpu] if gpu is not None else []
+    events.phase("measure")
+    t = timing.measure(
+        built.next_batch, built.step, built.samples_of, backend.synchronize(device),
+        Rule.of(spec["measure"], int(spec["loader"]["num_workers"])),
+        sync_every_step=spec["measure"]["sync"] == "step", step_timer=backend.step_timer(device),
+        monitors=monitors, epochs_started=lambda: built.stream.epochs_started,
+        on_window=lambda i, rate: events.send(event="window", phase=f"window {i + 1}", index=i, samples_per_sec=rate),
+        group=ready.group,
+    )
+    return Timed(t.throughput(), t.timing(), t.utilization)
+
+
+def pruned_reason(figures: Throughput, rule: Rule) -> str:
+    """Both intervals when raced; the floor when below it."""
+    low, high = figures.interval or (figures.samples_per_sec, figures.samples_per_sec)
+    own = f"{low:,.1f}-{high:,.1f} samples/s after {figures.windows_measured} windows"
+    if figures.stopped == "raced" and rule.race is not None:
+        return f"pruned: its 95% interval {own} lies below the best trial's {rule.race[0]:,.1f}-{rule.race[1]:,.1f}"
+    return (f"pruned: median {figures.samples_per_sec:,.1f} samples/s after {figures.windows_measured} "
+            f"windows is below {rule.prune_below:,.1f}")
+
+
+def extras(spec: Mapping[str, Any], ready: Prepared, built: Built, figures: Throughput, events: Events) -> Throughput:
+    """What a full run adds to its windows: the cost of restarting workers at each epoch end,
+    and the compute-only bound on a batch held on the device (measure.compute_bound)."""
+    from . import backend, timing
+
+    load, meas = spec["loader"], spec["measure"]
+    if load["num_workers"] > 0 and not load["persistent_workers"]:
+        # every epoch end starts the workers again: its cost measured once, on its own
+        events.phase("epoch_restart")
+        figures = timing.with_epoch_restarts(figures, built.epoch_samples, built.stream.restart_cost_s())
+    if meas["compute_bound"]:
+        events.phase("compute_bound")
+        held = built.next_batch()  # one batch kept on the device: no loader in the loop
+        rule = replace(Rule.of(meas), warmup_steps=1, prune_below=None, race=None)
+        bound = timing.measure(lambda: held, built.step, built.samples_of, backend.synchronize(ready.device), rule,
+                               sync_every_step=meas["sync"] == "step", group=ready.group).throughput()
+        figures = replace(figures, compute_bound_samples_per_sec=bound.samples_per_sec,
+                          compute_bound_samples_per_sec_iqr=bound.samples_per_sec_iqr,
+                          data_path_cost=1.0 - figures.samples_per_sec / bound.samples_per_sec)
+    return figures
+
+
+def describe(spec: Mapping[str, Any], ready: Prepared, built: Built) -> tuple[RunFacts, Fingerprint]:
+    """What ran, as the kernel and torch have it now, and the machine."""
+    from . import memory as mem
+    from .fingerprint import fingerprint
+
+    torch, device = ready.torch, ready.device
+    facts = RunFacts(
+        device=str(device),
+        grad_accum_steps=built.accum,
+        effective_batch=int(spec["loader"]["batch_size"]) * built.accum * built.nproc,
+        nproc_per_node=built.nproc,
+        rank=ready.rank.rank if ready.rank is not None else None,
+        numa_node=numa_node(),
+        allocator=topology.allocator_in_maps(procs.mapped_files()),  # mapped, so in effect
+        openmp_runtime=ready.openmp_runtime,
+        cpus_allowed_main=topology.cpus_allowed(),
+        cpus_allowed_workers=tuple(sorted({topology.cpus_allowed(p) or "" for p in mem.tree(os.getpid())[1:]})),
+        epoch_samples=built.epoch_samples,
+        stored_samples=len(built.workload.dataset),
+        convolutional=bool(built.workload.convolutional),  # the sweep learns whether channels_last means anything
+        # the global flags as torch has them now: what the run really ran with
+        cudnn_benchmark_in_effect=bool(torch.backends.cudnn.benchmark),
+        tf32_in_effect=bool(torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32),
+        cuda_initialized_at_start=ready.cuda_at_start,
+    )
+    return facts, fingerprint(device, len(ready.machine_cores))
+
+
+def peak_memory(ready: Prepared, peak: Any) -> Memory:
+    """The process tree's peak RSS as sampled, and CUDA's max allocated: the device's is the figure."""
+    torch, device = ready.torch, ready.device
+    rss = peak.peak_bytes / 2**20
+    cuda = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
+    return Memory(peak_memory_mb=cuda or rss, peak_rss_mb=rss, cuda_max_allocated_mb=cuda,
+                  dataloader_processes=peak.peak_workers, process_threads_peak=peak.peak_threads)
+
+
+def measure_one(spec: Mapping[str, Any], events: Events, rank: Rank | None = None) -> RunResult:
+    """Measure in this process: alone, or as one `rank` of a DistributedDataParallel group."""
+    from .memory import PeakRSS
+
+    started = time.perf_counter()
+    events.phase("import")
+    ready = prepare(spec, rank, started)
+    with PeakRSS() as peak:
+        events.phase("build")
+        built = build(spec, ready)
+        measuring = time.perf_counter()
+        timed = time_windows(spec, ready, built, events)
+        figures = timed.throughput if timed.throughput.pruned else extras(spec, ready, built, timed.throughput, events)
+        # where the run's time went besides measuring (the process start is wall_s less these)
+        timing_ = replace(timed.timing, import_s=ready.import_s, build_s=measuring - started - ready.import_s,
+                          measure_s=time.perf_counter() - measuring)
+        built.stream.close()  # the DataLoader workers shut down before the last memory sample
+    facts, machine = describe(spec, ready, built)
+    measurement = Measurement(figures, timing_, peak_memory(ready, peak), timed.utilization, facts)
+    if figures.pruned:
+        return RunResult(Status.PRUNED, pruned_reason(figures, Rule.of(spec["measure"])), measurement, machine)
+    return RunResult(Status.OK, None, measurement, machine)

@@ -1,0 +1,261 @@
+"""What one measured run found, typed and frozen, as torch.utils.benchmark's `Measurement`:
+the measuring child describes a run here once, and result.json, the terminal text, a trial's
+stored figures, the trials table and the report all read these objects (pure: no torch).
+
+A figure's name is its field's name: unique over the sections, so a figure keeps one flat name
+in a trial's stored figures and in the CSV/Parquet columns (`Measurement.flat`), and result.json
+holds the sections as objects (`Measurement.to_json`, format 2). Every figure name is spelled in
+this module only (tests/test_architecture.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from .stats import IQR_WARN_THRESHOLD
+
+# Above this share of step time spent waiting for the next batch, a run is data-bound.
+DATA_BOUND_THRESHOLD = 0.2
+
+
+def waiting_share(data_wait_fraction: float, device_busy_fraction: float | None = None) -> float:
+    """The share of the step the run loses to data: on the host, the wait for the next batch;
+    with a device that runs ahead of the host, only as much as the device sits idle too."""
+    if device_busy_fraction is None:
+        return data_wait_fraction
+    return min(data_wait_fraction, 1.0 - device_busy_fraction)
+
+
+def bottleneck(data_wait_fraction: float, device_busy_fraction: float | None = None) -> str:
+    share = waiting_share(data_wait_fraction, device_busy_fraction)
+    return "data-bound" if share > DATA_BOUND_THRESHOLD else "compute-bound"
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """samples/sec over the measured windows, with its spread and why measuring stopped."""
+
+    # the median window; with workers restarted at every epoch end, over whole epochs
+    samples_per_sec: float = 0.0
+    samples_per_sec_iqr: float = 0.0
+    samples_per_sec_rel_iqr: float = 0.0
+    window_samples_per_sec: tuple[float, ...] = ()
+    windows_measured: int = 0
+    # the 95% interval of the windows' mean (one window: the window itself)
+    samples_per_sec_ci_low: float | None = None
+    samples_per_sec_ci_high: float | None = None
+    # precise | max windows | raced | pruned
+    stopped: str = ""
+    # between epoch restarts, when samples_per_sec counts one restart per epoch
+    samples_per_sec_steady: float | None = None
+    epoch_restart_s: float | None = None
+    epoch_ends_measured: int = 0
+    # this process's own rate, a rank of a data-parallel group (the group's total is the figure)
+    own_samples_per_sec: float | None = None
+    # each rank's own, in rank order (the group's result)
+    rank_samples_per_sec: tuple[float | None, ...] | None = None
+    # the same step on one batch held on the device (measure.compute_bound)
+    compute_bound_samples_per_sec: float | None = None
+    compute_bound_samples_per_sec_iqr: float | None = None
+    data_path_cost: float | None = None
+
+    @property
+    def noisy(self) -> bool:
+        return self.samples_per_sec_rel_iqr > IQR_WARN_THRESHOLD
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        if self.samples_per_sec_ci_low is None or self.samples_per_sec_ci_high is None:
+            return None
+        return self.samples_per_sec_ci_low, self.samples_per_sec_ci_high
+
+    @property
+    def pruned(self) -> bool:
+        return self.stopped in ("raced", "pruned")
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Where a step's time goes, and what the run paid before its first measured window."""
+
+    step_time_p50_ms: float = 0.0
+    step_time_p95_ms: float = 0.0
+    # the share of step time spent waiting for the next batch, on the host
+    data_wait_fraction: float = 0.0
+    # data-bound | compute-bound (on a GPU, waiting counts while the GPU idles too)
+    bottleneck: str = ""
+    steps_measured: int = 0
+    samples_measured: int = 0
+    warmup_s: float = 0.0
+    warmup_steps: int = 0
+    warmup_steady: bool = False  # warm-up ended on a steady step rate, not at its maximum
+    first_step_s: float = 0.0
+    first_batch_wait_s: float = 0.0  # loader start-up: workers forking, their first samples
+    compile_s: float = 0.0  # the first step's compute beyond a typical step's
+    # from CUDA events around each step, read after each window
+    device_step_time_p50_ms: float | None = None
+    device_busy_fraction: float | None = None
+    # where a run's wall time goes besides measuring (the process start is wall_s less these)
+    import_s: float | None = None
+    build_s: float | None = None
+    measure_s: float | None = None
+
+    @property
+    def waiting_share(self) -> float:
+        return waiting_share(self.data_wait_fraction, self.device_busy_fraction)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Peak memory: RSS of the process tree (an upper bound: shared pages count in each
+    worker), CUDA's max allocated; the figure a sweep minimizes is the device's."""
+
+    peak_memory_mb: float = 0.0
+    peak_rss_mb: float = 0.0
+    cuda_max_allocated_mb: float | None = None
+    dataloader_processes: int = 0
+    process_threads_peak: int | None = None
+    rank_peak_rss_mb: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Utilization:
+    """Over the windows, as top and nvidia-smi show it (None: not recorded)."""
+
+    # percent of one core, summed over threads
+    cpu_util_main_pct: float | None = None
+    cpu_util_workers_pct: float | None = None
+    # NVML (nvidia-ml-py): GPU-Util, memory-controller use, power against the cap
+    gpu_util_pct: float | None = None
+    gpu_mem_util_pct: float | None = None
+    gpu_power_w: float | None = None
+    gpu_power_cap_w: float | None = None
+
+    def merged(self, other: Utilization) -> Utilization:
+        """This one with the figures `other` recorded (each monitor records some)."""
+        return dataclasses.replace(self, **{k: v for k, v in _items(other) if v is not None})
+
+    def describe(self, device_busy_fraction: float | None = None) -> str:
+        """One line: CPU of the run and its workers, the device's busy share, NVML's GPU figures."""
+        parts = []
+        if self.cpu_util_main_pct is not None:
+            parts.append(f"CPU {self.cpu_util_main_pct:.0f}% in the training process, "
+                         f"{self.cpu_util_workers_pct or 0.0:.0f}% in loader workers (100% = one core)")
+        if device_busy_fraction is not None:
+            parts.append(f"device busy {device_busy_fraction:.0%} of the time")
+        if self.gpu_util_pct is not None:
+            gpu = f"GPU-Util {self.gpu_util_pct:.0f}%, memory controller {self.gpu_mem_util_pct or 0.0:.0f}%"
+            if self.gpu_power_w is not None:
+                gpu += f", {self.gpu_power_w:.0f} W"
+                gpu += f" of a {self.gpu_power_cap_w:.0f} W cap" if self.gpu_power_cap_w else ""
+            parts.append(gpu)
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What ran: the device and process layout as the kernel and torch had them."""
+
+    device: str = ""
+    grad_accum_steps: int = 1
+    effective_batch: int | None = None
+    nproc_per_node: int = 1
+    rank: int | None = None
+    numa_node: int | None = None
+    # the allocator and OpenMP runtime mapped into the process: so in effect
+    allocator: str | None = None
+    openmp_runtime: str | None = None
+    cpus_allowed_main: str | None = None
+    cpus_allowed_workers: tuple[str, ...] = ()
+    rank_cpus_allowed: tuple[str | None, ...] | None = None
+    epoch_samples: int | None = None
+    stored_samples: int | None = None
+    # the workload said so: channels_last means something
+    convolutional: bool | None = None
+    cudnn_benchmark_in_effect: bool | None = None
+    tf32_in_effect: bool | None = None
+    cuda_initialized_at_start: bool | None = None
+
+
+_SECTIONS = (("throughput", Throughput), ("timing", Timing), ("memory", Memory), ("utilization", Utilization),
+             ("run", RunFacts))
+RESULT_FORMAT = 2
+
+
+def _items(section: Any) -> list[tuple[str, Any]]:
+    return [(f.name, getattr(section, f.name)) for f in fields(section)]
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _typed(cls: type, values: Mapping[str, Any]) -> Any:
+    """A section from plain values: its own keys only, lists back to tuples."""
+    known = {f.name for f in fields(cls)}
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items() if k in known})
+
+
+@dataclass(frozen=True)
+class Measurement:
+    throughput: Throughput = field(default_factory=Throughput)
+    timing: Timing = field(default_factory=Timing)
+    memory: Memory = field(default_factory=Memory)
+    utilization: Utilization = field(default_factory=Utilization)
+    run: RunFacts = field(default_factory=RunFacts)
+
+    def flat(self) -> dict[str, Any]:
+        """Every recorded figure by its name (a trial's stored figures, a table's columns)."""
+        return {k: _plain(v) for name, _ in _SECTIONS for k, v in _items(getattr(self, name)) if v is not None}
+
+    @classmethod
+    def from_flat(cls, values: Mapping[str, Any]) -> Measurement:
+        """From flat figures: a trial's, or a result.json of format 1 (flat, unversioned).
+        Format 1 kept a rank's own rate and the group's list under one name."""
+        values = dict(values)
+        if isinstance(values.get("rank_samples_per_sec"), (int, float)):
+            values["own_samples_per_sec"] = values.pop("rank_samples_per_sec")
+        return cls(**{name: _typed(section, values) for name, section in _SECTIONS})
+
+    def to_json(self) -> dict[str, Any]:
+        """result.json's sections (format 2)."""
+        return {name: {k: _plain(v) for k, v in _items(getattr(self, name))} for name, _ in _SECTIONS}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Measurement:
+        return cls(**{name: _typed(section, data.get(name) or {}) for name, section in _SECTIONS})
+
+    def value(self, name: str) -> Any:
+        """The figure called `name` (an objective chosen in the config), or None."""
+        for section, cls in _SECTIONS:
+            if name in FIGURES_OF[cls]:
+                return getattr(getattr(self, section), name)
+        return None
+
+    def replace(self, **sections: Any) -> Measurement:
+        return dataclasses.replace(self, **sections)
+
+
+FIGURES_OF = {cls: tuple(f.name for f in fields(cls)) for _, cls in _SECTIONS}
+# every figure's flat name, in section order
+FIGURE_NAMES = tuple(name for _, cls in _SECTIONS for name in FIGURES_OF[cls])
+
+# the figures a sweep can optimise, and which way is better for each
+DIRECTIONS = {
+    "samples_per_sec": "maximize",
+    "peak_memory_mb": "minimize",
+    "step_time_p95_ms": "minimize",
+    "step_time_p50_ms": "minimize",
+    "peak_rss_mb": "minimize",
+}
+# a run in one row: the figures the report's trials table shows (the CSV has them all)
+KEY_FIGURES = ("samples_per_sec", "samples_per_sec_rel_iqr", "peak_memory_mb", "step_time_p50_ms",
+               "step_time_p95_ms", "data_wait_fraction", "compile_s")
+# what kind of cost each minimized objective is (which of the report's charts has it on its axis)
+COST_KIND = {"peak_memory_mb": "memory", "peak_rss_mb": "memory", "step_time_p95_ms": "latency"}
+DEFAULT_OBJECTIVES = ("samples_per_sec", "peak_memory_mb")
+PRIMARY = "samples_per_sec"
+MEMORY = "peak_memory_mb"

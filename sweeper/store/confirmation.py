@@ -1,0 +1,49 @@
+"""The interleaved confirmation's decision, as the sweep stores it on the study and the report
+reads it back (typed both ways: trial numbers stay ints)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    winner: int  # trial number
+    baseline: int
+    # per trial number: samples/sec in each round (None where the run failed)
+    rounds: dict[int, list[float | None]]
+    median: dict[int, float]
+    speedup: float  # median over rounds of winner / baseline in the same round
+    speedup_low: float  # 25th percentile of the per-round ratios
+    speedup_high: float  # 75th percentile
+    # share of rounds in which the winner beat every other candidate
+    win_share: float
+
+    @property
+    def rounds_run(self) -> int:
+        return len(self.rounds.get(self.baseline, []))
+
+    @property
+    def winner_samples_per_sec(self) -> float | None:
+        return self.median.get(self.winner)
+
+    @property
+    def baseline_samples_per_sec(self) -> float | None:
+        return self.median.get(self.baseline)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON keys are strings: the trial numbers become text here and ints again in from_json."""
+        d = asdict(self)
+        d["rounds"] = {str(k): v for k, v in self.rounds.items()}
+        d["median"] = {str(k): v for k, v in self.median.items()}
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Confirmation:
+        return cls(winner=int(d["winner"]), baseline=int(d["baseline"]),
+                   rounds={int(k): list(v) for k, v in (d.get("rounds") or {}).items()},
+                   median={int(k): float(v) for k, v in (d.get("median") or {}).items()},
+                   speedup=float(d["speedup"]), speedup_low=float(d["speedup_low"]),
+                   speedup_high=float(d["speedup_high"]), win_share=float(d.get("win_share") or 0.0))

@@ -1,0 +1,155 @@
+"""What a sweep stores on an Optuna trial (its user_attrs), as a typed, frozen record, and the
+attribute sets to store: every trial attribute name is spelled here and nowhere else. Pure
+(reads FrozenTrials and Trials, imports no Optuna).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from ..machine import Fingerprint
+from ..measurement import Measurement
+from ..result import WALL_S, RunResult, Status
+
+_STATUS, _REASON, _FIGURES = "status", "reason", "metrics"
+_KNOBS, _BASELINE, _FIXED = "knobs", "baseline", "fixed_overrides"
+_FINGERPRINT, _HARDWARE, _JOB_DIR = "fingerprint", "hardware_class", "job_dir"
+_REUSED_FROM, _WORKLOAD, _SWEEP_DIR = "reused_from", "workload", "sweep_dir"
+_HOST, _PID, _PID_STARTED, _HEARTBEAT = "host", "sweeper_pid", "sweeper_started", "heartbeat_at"
+_RERUN = "rerun_reason"
+# the attributes of a result, copied when a result is reused for an identical configuration
+_RESULT_ATTRS = (_STATUS, _REASON, _FIGURES, _FINGERPRINT, _HARDWARE)
+# studies written before skipped-ness was a status marked a predicted OOM by its reason
+_LEGACY_SKIPPED = "skipped:"
+
+
+def _status(attrs: Mapping[str, Any]) -> Status | None:
+    value = attrs.get(_STATUS)
+    if value is None:
+        return None
+    status = Status(value)
+    if status == Status.OOM and str(attrs.get(_REASON) or "").startswith(_LEGACY_SKIPPED):
+        return Status.OOM_PREDICTED
+    return status
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial as sweeper stored it."""
+
+    status: Status | None  # None: not finished
+    reason: str | None
+    # the figures as stored, flat (a table's columns; typed: `measurement`)
+    figures: Mapping[str, Any]
+    knobs: dict[str, Any] | None  # every knob the trial set (None: a trial sweeper did not ask)
+    baseline: bool
+    fixed_overrides: tuple[str, ...]
+    fingerprint_json: str | None
+    hardware_class: str | None
+    job_dir: str | None
+    reused_from: int | None
+    workload: str | None
+    sweep_dir: str | None
+    host: str | None
+    sweeper_pid: int | None
+    sweeper_started: float | None
+    heartbeat_at: float | None
+    rerun_reason: str | None
+
+    @classmethod
+    def of(cls, trial: Any) -> TrialRecord:
+        """Of an Optuna Trial or FrozenTrial."""
+        return cls.from_attrs(trial.user_attrs)
+
+    @classmethod
+    def from_attrs(cls, attrs: Mapping[str, Any]) -> TrialRecord:
+        knobs = attrs.get(_KNOBS)
+        pid = attrs.get(_PID)
+        return cls(
+            status=_status(attrs), reason=attrs.get(_REASON), figures=dict(attrs.get(_FIGURES) or {}),
+            knobs=dict(knobs) if knobs is not None else None, baseline=bool(attrs.get(_BASELINE, False)),
+            fixed_overrides=tuple(attrs.get(_FIXED) or ()), fingerprint_json=attrs.get(_FINGERPRINT),
+            hardware_class=attrs.get(_HARDWARE), job_dir=attrs.get(_JOB_DIR), reused_from=attrs.get(_REUSED_FROM),
+            workload=attrs.get(_WORKLOAD), sweep_dir=attrs.get(_SWEEP_DIR), host=attrs.get(_HOST),
+            sweeper_pid=int(pid) if pid is not None else None, sweeper_started=attrs.get(_PID_STARTED),
+            heartbeat_at=attrs.get(_HEARTBEAT), rerun_reason=attrs.get(_RERUN),
+        )
+
+    # -- reading (the typed parts on first use: a sweep reads many records) --
+    @cached_property
+    def measurement(self) -> Measurement | None:
+        """What the run measured (ok and pruned trials)."""
+        if not self.figures or self.status not in (Status.OK, Status.PRUNED):
+            return None
+        return Measurement.from_flat(self.figures)
+
+    @cached_property
+    def fingerprint(self) -> Fingerprint | None:
+        return Fingerprint.from_dict(json.loads(self.fingerprint_json)) if self.fingerprint_json else None
+
+    @property
+    def samples_per_sec(self) -> float | None:
+        return self.measurement.throughput.samples_per_sec if self.measurement is not None else None
+
+    @property
+    def rel_iqr(self) -> float:
+        return self.measurement.throughput.samples_per_sec_rel_iqr if self.measurement is not None else 0.0
+
+    @property
+    def wall_s(self) -> float | None:
+        value = self.figures.get(WALL_S)
+        return float(value) if value else None
+
+    @property
+    def reused(self) -> bool:
+        return self.reused_from is not None
+
+    @property
+    def measured(self) -> bool:
+        """Ran a measurement of its own (or is running one): not a reused result, not a trial
+        answered without running, not interrupted (measured again when the sweep resumes)."""
+        return not self.reused and (self.status is None or (self.status.ran and self.status != Status.INTERRUPTED))
+
+    # -- what to store --
+    @staticmethod
+    def started(*, baseline: bool, knobs: Mapping[str, Any], fixed: list[str], workload: str, sweep_dir: str,
+                host: str, pid: int, pid_started: float | None, hardware_class: str) -> dict[str, Any]:
+        """When a trial is asked for: what it is and which sweep process runs it."""
+        return {_BASELINE: baseline, _KNOBS: dict(knobs), _FIXED: list(fixed), _WORKLOAD: workload,
+                _SWEEP_DIR: sweep_dir, _HOST: host, _PID: pid, _PID_STARTED: pid_started, _HARDWARE: hardware_class}
+
+    @staticmethod
+    def finished(result: RunResult) -> dict[str, Any]:
+        """When its run came back."""
+        attrs: dict[str, Any] = {_STATUS: result.status.value, _REASON: result.reason, _FIGURES: result.figures()}
+        if result.fingerprint is not None:
+            attrs[_FINGERPRINT] = json.dumps(result.fingerprint.to_dict())
+            attrs[_HARDWARE] = result.fingerprint.hardware_class
+        if result.job_dir:
+            attrs[_JOB_DIR] = result.job_dir
+        return attrs
+
+    @staticmethod
+    def ended(status: Status, reason: str) -> dict[str, Any]:
+        """Ended without a measurement (skipped, surplus, interrupted, a bad objective value)."""
+        return {_STATUS: status.value, _REASON: reason}
+
+    @staticmethod
+    def reused_result(source: Any, source_number: int) -> dict[str, Any]:
+        """An identical configuration measured before (its Trial or FrozenTrial): its result,
+        and where it came from."""
+        attrs = source.user_attrs
+        return {_REUSED_FROM: source_number, **{k: attrs[k] for k in _RESULT_ATTRS if k in attrs}}
+
+    @staticmethod
+    def rerun(reason: str) -> dict[str, Any]:
+        """A configuration the study had, measured again, and why."""
+        return {_RERUN: reason}
+
+    @staticmethod
+    def heartbeat(now: float) -> dict[str, Any]:
+        return {_HEARTBEAT: now}
