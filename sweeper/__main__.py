@@ -16,6 +16,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from . import resolvers
+from .config import error_line
 from .errors import ConfigError, Interrupted, RunFailed, SweeperError, exit_code, signal_name
 from .paths import config_dir
 from .result import RunResult, Status
@@ -71,6 +72,8 @@ def register_plugin() -> None:
     Plugins.instance().register(ThroughputSweeper)
 
 
+# Hydra's flags that choose another primary config
+_CONFIG_FLAGS = ("-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir")
 # Hydra's flags that take a value: what follows them is not an override
 _FLAG_VALUES = {"-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir", "-p", "--package",
                 "--experimental-rerun"}
@@ -90,10 +93,12 @@ def overrides_of(argv: list[str]) -> list[str]:
 
 
 def check_overrides(argv: list[str]) -> None:
-    """Hydra's grammar errors as one line (Hydra's own message is several, and exits 1)."""
+    """Hydra's grammar errors, and values or keys the config's schemas refuse, as one line
+    (Hydra's own message is several, and exits 1)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parser = OverridesParser.create()
+    fixed = []
     for override in overrides_of(argv):
         if "\n" in override or "\r" in override:
             raise ConfigError(f"{override.partition('=')[0]}: a value cannot hold a line break "
@@ -105,6 +110,34 @@ def check_overrides(argv: list[str]) -> None:
             why = " ".join(lines) or str(exc).splitlines()[0]
             raise ConfigError(f"cannot read {override!r}: {why} (Hydra's override grammar: choice(a,b), "
                               "range(start,stop[,step]), interval(low,high), tag(log,...), shuffle(...)).") from exc
+        parsed = parser.parse_overrides([override])[0]
+        if not parsed.is_sweep_override() and not override.lstrip("+~").startswith(("hydra.", "hydra/")):
+            fixed.append(override)
+    if not any(arg in _CONFIG_FLAGS or arg.startswith(tuple(f"{f}=" for f in _CONFIG_FLAGS)) for arg in argv):
+        check_composed(fixed)  # (another primary config may have keys of its own: Hydra checks those)
+
+
+def check_composed(fixed: list[str]) -> None:
+    """Compose the config with the fixed overrides as Hydra will: a value of the wrong type or
+    choice, or a key the config does not have, is one line (a sweep's values are checked
+    against the same schemas by the plan)."""
+    from hydra import compose, initialize_config_dir
+
+    try:
+        with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
+            compose("config", overrides=fixed)
+    except Exception as exc:  # noqa: BLE001 - Hydra's composition errors: the schema's become one line
+        line = error_line(exc, _defaults())
+        if line is not None:
+            raise ConfigError(line) from exc
+
+
+def _defaults() -> Any:
+    """The shipped config, for naming what a refused key or value could have been."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
+        return compose("config")
 
 
 def _stopped_while_starting(signum: int, frame: Any) -> None:
@@ -116,13 +149,13 @@ def _stopped_while_starting(signum: int, frame: Any) -> None:
 def main() -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _stopped_while_starting)
+    resolvers.register()
+    register_plugin()
     try:
         check_overrides(sys.argv[1:])
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exit_code(exc))
-    resolvers.register()
-    register_plugin()
     hydra.main(config_path=config_dir(), config_name="config", version_base="1.3")(measure_job)()
 
 

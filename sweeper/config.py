@@ -14,6 +14,8 @@ from typing import Any, Dict, List, Optional
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
+from . import topology
+
 
 class Choice(str, enum.Enum):
     """A config choice: compared, printed and serialized as its value."""
@@ -47,27 +49,11 @@ class Optimizer(Choice):
     sgd = "sgd"
 
 
-class Affinity(Choice):
-    none = "none"
-    compact = "compact"
-    spread = "spread"
-
-
-class Allocator(Choice):
-    default = "default"
-    jemalloc = "jemalloc"
-    tcmalloc = "tcmalloc"
-
-
-class OmpBind(Choice):
-    default = "default"
-    close = "close"
-    spread = "spread"
-
-
-class Numa(Choice):
-    none = "none"
-    node = "node"
+# the CPU topology knobs' choices, as sweeper.topology (which acts on them) spells them
+Affinity = Choice("Affinity", {name: name for name in topology.AFFINITIES})
+Allocator = Choice("Allocator", {name: name for name in ("default", *topology.ALLOCATORS)})
+OmpBind = Choice("OmpBind", {name: name for name in topology.OMP_BINDS})
+Numa = Choice("Numa", {name: name for name in topology.NUMA_MODES})
 
 
 class MpContext(Choice):
@@ -175,7 +161,6 @@ class ImageTask(TaskConf):
 class LanguageTask(TaskConf):
     token_file: Optional[str] = MISSING
     num_tokens: int = MISSING
-    epoch_samples: Optional[int] = MISSING
     vocab_size: int = MISSING
     seq_len: int = MISSING
     depth: int = MISSING
@@ -274,8 +259,9 @@ def error_line(exc: BaseException, config: Optional[DictConfig] = None) -> Optio
     key = str(seen.full_key)
     if isinstance(seen, (ConfigAttributeError, ConfigKeyError)):
         like = _keys_like(key, config)
-        hint = f" (did you mean {like[0]}?)" if like else ""
-        return f"{key} is not a key of the config{hint}: check its spelling, or add a new key with +{key}=..."
+        if like:
+            return f"{key} is not a key of the config (did you mean {like[0]}?)."
+        return f"{key} is not a key of the config: check its spelling (a key of your own: +{key}=...)."
     annotation = _field_type(key, config)
     value = getattr(seen, "value", None)
     if annotation is None:

@@ -14,6 +14,11 @@ SWEEP_FILE = "sweep.json"
 
 
 def config_dir() -> str:
+    """sweeper's configs, their schemas (sweeper.config) made known to Hydra, which checks every
+    value against them as it composes."""
+    from .config import register
+
+    register()
     checkout = _PACKAGE.parent / "conf"
     if (checkout / "config.yaml").is_file():
         return str(checkout)

@@ -89,7 +89,7 @@ def test_an_address_space_limit_is_refused_on_a_gpu_before_trial_1(tmp_path, two
     import hydra_plugins.throughput_sweeper.config  # noqa: F401
 
     with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
-        with pytest.raises(ConfigError, match="measure.memory_limit_gb=4 limits the address space"):
+        with pytest.raises(ConfigError, match="measure.memory_limit_gb=4(.0)? limits the address space"):
             make_plan(SweepSettings(), ["measure.memory_limit_gb=4"],
                       compose=lambda overrides: compose("config", overrides=list(overrides)),
                       app_name="sweeper", sweep_dir=tmp_path, probe_machine=lambda *probed: CUDA_MACHINE)

@@ -152,7 +152,7 @@ def test_knobs_read_at_process_start_make_the_run_spawned():
     spec = {"backend": {"allocator": "default", "omp_bind": "close", "kmp_blocktime": None}}
     env, why = start_env(spec)
     assert env["OMP_PROC_BIND"] == "close" and "backend.omp_bind=close are read by OpenMP" in why
-    assert start_env({"backend": {"allocator": "default", "omp_bind": "default"}}) == ({}, None)
+    assert start_env({"backend": {"allocator": "default", "omp_bind": "default", "kmp_blocktime": None}}) == ({}, None)
 
 
 # --- real data-parallel runs (slow) ----------------------------------------------------------

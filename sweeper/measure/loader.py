@@ -72,9 +72,9 @@ def make_loader(
         extra["persistent_workers"] = bool(loader["persistent_workers"])
         if loader["prefetch_factor"] is not None:
             extra["prefetch_factor"] = loader["prefetch_factor"]
-        if loader.get("multiprocessing_context") is not None:
+        if loader["multiprocessing_context"] is not None:
             extra["multiprocessing_context"] = loader["multiprocessing_context"]
-        if loader.get("in_order", True) is False:
+        if loader["in_order"] is False:
             if not supports_in_order():
                 raise InvalidConfig(
                     f"loader.in_order=false needs torch >= 2.6 (installed: {torch.__version__}): "

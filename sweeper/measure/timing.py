@@ -126,12 +126,12 @@ class Rule:
         """measure.* as a Rule. Warm-up lasts at least two batches per loader worker, so that
         every worker has started (forkserver and spawn workers start one after another,
         seconds each) before a steady rate can be declared."""
-        race = measure.get("race")
+        race = measure["race"]
         return cls(
             warmup_s=measure["warmup_s"], warmup_steps=max(measure["warmup_steps"], 2 * workers),
-            max_windows=measure["windows"], window_s=measure["window_s"], warmup_max_s=measure.get("warmup_max_s"),
-            steady_tol=measure.get("steady_tol", 0.05), min_windows=measure.get("min_windows") or measure["windows"],
-            rel_precision=measure.get("rel_precision"), prune_below=measure.get("prune_below"),
+            max_windows=measure["windows"], window_s=measure["window_s"], warmup_max_s=measure["warmup_max_s"],
+            steady_tol=measure["steady_tol"], min_windows=measure["min_windows"] or measure["windows"],
+            rel_precision=measure["rel_precision"], prune_below=measure["prune_below"],
             race=(float(race[0]), float(race[1])) if race else None,
         )
 

@@ -23,8 +23,8 @@ WORKER_LOG = "worker.log"
 def worker_spec(cfg: DictConfig) -> dict[str, Any]:
     """The plain-data part of the config the worker needs (no Hydra node)."""
     spec: dict[str, Any] = {
-        key: OmegaConf.to_container(cfg[key], resolve=True)
-        for key in ("task", "loader", "backend", "measure", "train", "dist") if key in cfg
+        key: OmegaConf.to_container(cfg[key], resolve=True, enum_to_str=True)
+        for key in ("task", "loader", "backend", "measure", "train", "dist")
     }
     spec["cwd"] = os.getcwd()
     return spec
@@ -39,7 +39,7 @@ def preload_modules(task: Mapping[str, Any]) -> list[str]:
 
 def allocator_env(spec: Mapping[str, Any]) -> dict[str, str]:
     """LD_PRELOAD for backend.allocator (before anything the run already preloads)."""
-    library = topology.allocator_library(str(spec["backend"].get("allocator", "default")))
+    library = topology.allocator_library(str(spec["backend"]["allocator"]))
     if library is None:
         return {}
     return {"LD_PRELOAD": " ".join(p for p in (library, os.environ.get("LD_PRELOAD", "")) if p)}
@@ -50,13 +50,13 @@ def start_env(spec: Mapping[str, Any]) -> tuple[dict[str, str], str | None]:
     give it (None: nothing that a fork would miss)."""
     back = spec["backend"]
     preloaded = allocator_env(spec)
-    omp = topology.openmp_env(str(back.get("omp_bind", "default")), back.get("kmp_blocktime"))
+    omp = topology.openmp_env(str(back["omp_bind"]), back["kmp_blocktime"])
     why = None
     if preloaded:
         why = f"backend.allocator={back['allocator']} is preloaded (LD_PRELOAD) when a process starts"
     elif omp:
         knobs = [f"backend.{k}={back[k]}" for k in ("omp_bind", "kmp_blocktime")
-                 if back.get(k) not in (None, "default")]
+                 if back[k] not in (None, "default")]
         why = f"{' and '.join(knobs)} are read by OpenMP when a process starts"
     return {**preloaded, **omp}, why
 
@@ -77,7 +77,7 @@ def measure_spec(
 ) -> RunResult:
     """Measure a checked spec; the result says what the run ended as
     (ok, oom, timeout, crash, error, invalid, pruned, interrupted); never raises for the child's sake."""
-    isolation, note = str(spec["measure"].get("isolation", "spawn")), None
+    isolation, note = str(spec["measure"]["isolation"]), None
     started_with, why = start_env(spec)
     if why and isolation == "fork":
         isolation = "spawn"
@@ -92,7 +92,7 @@ def measure_spec(
         preload=preload_modules(spec["task"]),
     )
     result = result.replace(isolation_note=note or result.isolation_note,
-                            config={k: spec[k] for k in ("task", "loader", "backend", "train", "dist") if k in spec})
+                            config={k: spec[k] for k in ("task", "loader", "backend", "train", "dist")})
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / RESULT_FILE).write_text(json.dumps(result.to_json(), indent=2, default=str) + "\n")
     return result

@@ -5,6 +5,7 @@ that can be wrong with the input is found here and raised as one ConfigError lin
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
+from ..config import error_line, plain
 from ..errors import ConfigError
 from ..machine import Machine
 from ..overrides import to_overrides
@@ -78,7 +80,8 @@ class SweepPlan:
                                    and "dist.nproc_per_node" not in self.asked)
 
     def base_value(self, key: str) -> Any:
-        return OmegaConf.select(self.base, key)
+        """The baseline's value of a key, as plain data (a choice as its string)."""
+        return plain(OmegaConf.select(self.base, key))
 
     def overrides_for(self, knobs: Mapping[str, Any]) -> list[str]:
         """The command-line overrides of a trial with these knobs."""
@@ -126,10 +129,15 @@ def check_space(base: DictConfig, space: Mapping[str, BaseDistribution], own_app
         elif isinstance(dist, (IntDistribution, FloatDistribution)):
             values = [dist.low, dist.high]
         for value in values:
+            typed = copy.deepcopy(base[group])
+            try:  # its type and choice, as Hydra will check it when the trial is composed
+                OmegaConf.update(typed, leaf, value, merge=False)
+            except Exception as exc:  # noqa: BLE001 - OmegaConf's ValidationError and kin
+                raise ConfigError(f"search param {key}: {error_line(exc, base) or exc}") from exc
             trial_spec = json.loads(json.dumps(spec))
-            trial_spec[group][leaf] = value
-            if trial_spec.get("train"):  # batch x ranks against the effective batch: held per trial
-                trial_spec["train"] = {**trial_spec["train"], "effective_batch": None, "grad_accum_steps": 1}
+            trial_spec[group] = OmegaConf.to_container(typed, resolve=True, enum_to_str=True)
+            # batch x ranks against the effective batch: held per trial
+            trial_spec["train"] = {**trial_spec["train"], "effective_batch": None, "grad_accum_steps": 1}
             if key in sp.NEEDS_WORKERS:
                 trial_spec["loader"]["num_workers"] = max(1, trial_spec["loader"]["num_workers"])
             try:
@@ -154,7 +162,7 @@ def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Com
     if own_app:
         check_config(worker_spec(base))
         machine = probe_machine(str(base.backend.device), str(base.task.factory),
-                                str(OmegaConf.select(base, "measure.isolation", default="spawn")))
+                                str(base.measure.isolation))
     else:
         machine = Machine.this_host()
     if machine.cuda and own_app and base.measure.memory_limit_gb is not None:
@@ -169,7 +177,7 @@ def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Com
     space = sp.restrict_to_machine(space, sp.Context(cuda=machine.cuda, bf16=machine.bf16, convolutional=None,
                                                        loader_in_order=machine.loader_in_order, openmp=machine.openmp))
     # the baseline is a point of the space
-    baseline_knobs = {k: OmegaConf.select(base, k) for k in space}
+    baseline_knobs = {k: plain(OmegaConf.select(base, k)) for k in space}
     space = {k: sp.include_value(d, baseline_knobs[k]) for k, d in space.items()}
     # numbers from different hardware never mix: one study per hardware class
     study_name = (

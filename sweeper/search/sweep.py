@@ -20,6 +20,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 
+from ..config import error_line
 from ..errors import EXIT_LOCKED, ConfigError, Interrupted, MachineBusy, signal_name
 from ..runner.lock import MeasureLock, describe
 from ..runner.signals import stop_on_signals
@@ -111,7 +112,7 @@ class Sweep:
         try:
             return self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
         except Exception as exc:  # noqa: BLE001 - Hydra's own message names the bad key
-            raise ConfigError(" ".join(str(exc).split())) from exc
+            raise ConfigError(error_line(exc) or " ".join(str(exc).split())) from exc
 
     def sweep(self, arguments: Sequence[str]) -> dict[str, Any]:
         started, started_at = time.monotonic(), time.time()
