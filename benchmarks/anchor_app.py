@@ -8,7 +8,7 @@ import hydra
 import torch
 from torch.utils.data import DataLoader
 
-from tasks.mnist_mlp import MNIST_TRANSFORM, generated_mnist, mlp
+from sweeper.tasks.mnist_mlp import MNIST_TRANSFORM, generated_mnist, mlp
 
 
 @hydra.main(config_path="anchor_conf", config_name="config", version_base="1.3")

@@ -15,7 +15,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
-from tasks.mnist_mlp import MNIST_TRANSFORM, generated_mnist, mlp
+from sweeper.tasks.mnist_mlp import MNIST_TRANSFORM, generated_mnist, mlp
 
 batch, workers, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 dist.init_process_group("gloo")

@@ -10,7 +10,7 @@ import time
 import torch
 from torch.utils.data import DataLoader
 
-from tasks.mnist_mlp import MNIST_TRANSFORM, generated_mnist, mlp
+from sweeper.tasks.mnist_mlp import MNIST_TRANSFORM, generated_mnist, mlp
 
 batch, workers, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 persistent = len(sys.argv) > 4 and sys.argv[4] == "true" and workers > 0

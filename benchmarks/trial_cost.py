@@ -39,8 +39,9 @@ def main_command(extra: list[str], tmp: Path) -> tuple[float, dict, pd.DataFrame
         sys.exit(proc.stdout[-3000:] + proc.stderr[-3000:])
     summary = json.loads((tmp / "sweep" / "summary.json").read_text())
     runs = [RunResult.from_json(json.loads(p.read_text())) for p in (tmp / "sweep").rglob("result.json")]
-    return wall, summary, pd.DataFrame([{"wall_s": r.wall_s, "measure_s": r.measurement.timing.measure_s
-                                         if r.measurement is not None else None} for r in runs])
+    timing = [(r, r.measurement.timing if r.measurement is not None else None) for r in runs]
+    return wall, summary, pd.DataFrame([{"wall_s": r.wall_s, "measure_s": t.measure_s if t else None,
+                                         "import_s": t.import_s if t else None} for r, t in timing])
 
 
 def main() -> None:
@@ -52,14 +53,17 @@ def main() -> None:
         overhead = measured["wall_s"] - measured["measure_s"]
         conf = summary.get("confirmation") or {}
         rows.append((name, wall, len(runs), statistics.median(measured["wall_s"]), statistics.median(overhead),
-                     statistics.median(measured["measure_s"]), conf.get("speedup"), conf.get("speedup_low"),
-                     conf.get("speedup_high"), summary.get("command", "")))
+                     statistics.median(measured["measure_s"]), statistics.median(measured["import_s"]),
+                     conf.get("speedup"), conf.get("speedup_low"), conf.get("speedup_high"), summary.get("command", "")))
+    # import_s: torch and the workload's module as a run finds them (a forked run has them from
+    # its zygote: well under a second, where a spawned run pays the interpreter's imports)
     print("| setup | main command wall | runs (trials + confirmation) | median run wall (s) | median overhead: "
-          "wall - measuring (s) | median measuring (s) | confirmed speedup (IQR) |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for name, wall, n, run_wall, overhead, measuring, speedup, low, high, _ in rows:
+          "wall - measuring (s) | median measuring (s) | median import in the run (s) | confirmed speedup (IQR) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, wall, n, run_wall, overhead, measuring, imports, speedup, low, high, _ in rows:
         spread = f"{speedup:.2f}x ({low:.2f}-{high:.2f})" if speedup else "none"
-        print(f"| {name} | {wall / 60:.1f} min | {n} | {run_wall:.1f} | {overhead:.2f} | {measuring:.1f} | {spread} |")
+        print(f"| {name} | {wall / 60:.1f} min | {n} | {run_wall:.1f} | {overhead:.2f} | {measuring:.1f} | "
+              f"{imports:.2f} | {spread} |")
     for name, *_, command in rows:
         print(f"winner, {name}: {command}")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torchvision import datasets
 
-from tasks import image_classification, mnist_mlp
+from sweeper.tasks import image_classification, mnist_mlp
 
 
 def test_generated_mnist_is_built_once_and_memory_mapped_after(tmp_path, monkeypatch):

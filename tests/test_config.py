@@ -100,3 +100,13 @@ def test_the_cli_says_it_in_one_line_and_exits_2(override, line, tmp_path):
         proc = subprocess.run([sys.executable, "-m", "sweeper", *sweep, override, f"hydra.run.dir={tmp_path}",
                                f"hydra.sweep.dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and proc.stderr.strip() == line, proc.stderr
+
+
+def test_the_old_name_of_the_workloads_still_resolves_with_a_warning():
+    """`tasks` moved to `sweeper.tasks`; a saved config that names tasks.mnist_mlp:build keeps
+    working for one release, and says so."""
+    code = ("import warnings; warnings.simplefilter('always'); from sweeper.measure.workload import load_factory; "
+            "import sweeper.tasks.mnist_mlp as new; print(load_factory('tasks.mnist_mlp:build') is new.build)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "True", proc.stderr
+    assert "FutureWarning: the package `tasks` is now `sweeper.tasks`" in proc.stderr

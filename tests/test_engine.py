@@ -104,13 +104,13 @@ def test_the_machine_probe_is_asked_once_per_machine_and_the_factory_still_check
     asked = []
     real_ask = probe_module._ask
     monkeypatch.setattr(probe_module, "_ask", lambda *a: asked.append(a) or real_ask(*a))
-    first = probe_module.probe("auto", "tasks.mnist_mlp:build", "fork")
-    second = probe_module.probe("auto", "tasks.mnist_mlp:build", "fork")
+    first = probe_module.probe("auto", "sweeper.tasks.mnist_mlp:build", "fork")
+    second = probe_module.probe("auto", "sweeper.tasks.mnist_mlp:build", "fork")
     assert len(asked) == 1 and first == second and first.device == "cpu"
     assert list((tmp_path / "machines").glob("*.json"))
     # cached machine, broken factory: found in the zygote the trials would fork from
-    with pytest.raises(ConfigError, match="module 'tasks.mnist_mlp' has no attribute 'nope'"):
-        probe_module.probe("auto", "tasks.mnist_mlp:nope", "fork")
+    with pytest.raises(ConfigError, match="module 'sweeper.tasks.mnist_mlp' has no attribute 'nope'"):
+        probe_module.probe("auto", "sweeper.tasks.mnist_mlp:nope", "fork")
     with pytest.raises(ConfigError, match="cannot import module 'no_such_module'"):
         probe_module.probe("auto", "no_such_module:build", "spawn")
     assert len(asked) == 2  # spawned runs: the factory is checked in a probe child

@@ -195,7 +195,7 @@ def test_generated_mnist_is_torchvisions_own_class_and_adam_the_default():
     import torch
     from torchvision.datasets import MNIST
 
-    from tasks.mnist_mlp import build
+    from sweeper.tasks.mnist_mlp import build
 
     workload = build({"mode": "train", "num_samples": 100, "root": None})
     assert type(workload.dataset) is MNIST and type(workload.dataset).__getitem__ is MNIST.__getitem__

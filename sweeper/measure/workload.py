@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
+import pkgutil
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,24 +27,26 @@ class Workload:
 
 
 def load_factory(spec: str) -> Callable[[dict[str, Any]], Any]:
-    module_name, _, attr = spec.partition(":")
+    """The factory named "module:function" (or "module:object.attribute"), as pkgutil resolves
+    it; what goes wrong, one line naming the spec and the fix."""
+    module_name = spec.partition(":")[0]
     try:
-        module = importlib.import_module(module_name)
+        return pkgutil.resolve_name(spec)
     except ImportError as exc:
         raise InvalidConfig(
             f"task.factory={spec!r}: cannot import module {module_name!r} ({exc}); "
             "run from the directory that holds it or install it."
         ) from exc
+    except AttributeError as exc:
+        if module_name in sys.modules:  # imported: the name is what is missing
+            raise InvalidConfig(f"task.factory={spec!r}: module {module_name!r} has no attribute "
+                                f"{spec.partition(':')[2]!r}.") from exc
+        raise InvalidConfig(f"task.factory={spec!r}: importing module {module_name!r} failed "
+                            f"(AttributeError: {exc}); fix the module.") from exc
     except Exception as exc:  # noqa: BLE001 - the user's module raised while it was imported
         first = f"{type(exc).__name__}: {exc}".splitlines()[0]
         raise InvalidConfig(
             f"task.factory={spec!r}: importing module {module_name!r} failed ({first}); fix the module."
-        ) from exc
-    try:
-        return getattr(module, attr)
-    except AttributeError as exc:
-        raise InvalidConfig(
-            f"task.factory={spec!r}: module {module_name!r} has no attribute {attr!r}."
         ) from exc
 
 

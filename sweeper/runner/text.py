@@ -106,7 +106,7 @@ def format_result(result: RunResult) -> str:
     if result.fingerprint is not None:
         fp = result.fingerprint
         per_rank = " per rank" if run.nproc_per_node > 1 else ""
-        rows.append(("machine", f"{fp.describe()}; {fp.threads} threads{per_rank}"))
+        rows.append(("machine", f"{fp.describe()}; torch threads {fp.threads}{per_rank}"))
     if status == Status.PRUNED:
         rows.insert(0, ("pruned", result.reason or ""))
     width = max(len(name) for name, _ in rows)

@@ -1,0 +1,1 @@
+"""Benchmark workloads. Each module has build(task_cfg) -> sweeper.workload.Workload."""
