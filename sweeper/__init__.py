@@ -1,5 +1,12 @@
-"""sweeper: find, by measurement, the fastest settings for a PyTorch loop on this machine."""
+"""sweeper: find, by measurement, the fastest settings for a PyTorch loop on this machine.
+
+A training script measured by sweeper (task=script) changes one line of its loop:
+`for batch in sweeper.track(loader):`, or calls `sweeper.step(n)` after each step.
+"""
 
 from __future__ import annotations
 
+from .track import step, track
+
 __version__ = "0.1.0"
+__all__ = ["step", "track"]

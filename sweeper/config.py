@@ -134,13 +134,26 @@ class DistConf:
 @dataclass
 class TaskConf:
     name: str = MISSING
-    factory: str = MISSING
     mode: Mode = MISSING
     epoch_samples: Optional[int] = MISSING
 
 
 @dataclass
-class MnistTask(TaskConf):
+class FactoryTask(TaskConf):
+    # "module:function" that builds the workload sweeper's own loop trains
+    factory: str = MISSING
+
+
+@dataclass
+class ScriptTask(TaskConf):
+    # the command that runs the user's script, the knobs interpolated: ${loader.batch_size}
+    command: str = MISSING
+    # knobs the script reads from its environment (SWEEPER_LOADER_BATCH_SIZE, ...), not its command
+    reads: List[str] = MISSING
+
+
+@dataclass
+class MnistTask(FactoryTask):
     root: Optional[str] = MISSING
     num_samples: int = MISSING
     optimizer: Optimizer = MISSING
@@ -148,7 +161,7 @@ class MnistTask(TaskConf):
 
 
 @dataclass
-class ImageTask(TaskConf):
+class ImageTask(FactoryTask):
     model: str = MISSING
     data_dir: Optional[str] = MISSING
     image_size: int = MISSING
@@ -158,7 +171,7 @@ class ImageTask(TaskConf):
 
 
 @dataclass
-class LanguageTask(TaskConf):
+class LanguageTask(FactoryTask):
     token_file: Optional[str] = MISSING
     num_tokens: int = MISSING
     vocab_size: int = MISSING
@@ -170,7 +183,7 @@ class LanguageTask(TaskConf):
 
 
 @dataclass
-class CustomTask(TaskConf):
+class CustomTask(FactoryTask):
     # anything the factory reads
     params: Dict[str, Any] = field(default_factory=dict)
 
@@ -186,6 +199,7 @@ SCHEMAS = (
     ("task", "image_classification_schema", ImageTask),
     ("task", "language_model_schema", LanguageTask),
     ("task", "custom_schema", CustomTask),
+    ("task", "script_schema", ScriptTask),
 )
 
 

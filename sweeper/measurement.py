@@ -173,6 +173,8 @@ class RunFacts:
     rank_cpus_allowed: tuple[str | None, ...] | None = None
     epoch_samples: int | None = None
     stored_samples: int | None = None
+    # task=script: the command as it ran (its words, the knobs interpolated)
+    command: tuple[str, ...] | None = None
     # the workload said so: channels_last means something
     convolutional: bool | None = None
     cudnn_benchmark_in_effect: bool | None = None

@@ -88,10 +88,10 @@ def nvidia_gpus(gpus_dir: str | None = None) -> list[str]:
         return []
 
 
-def mapped_files() -> str:
-    """This process's memory map (/proc/self/maps): which shared libraries are in effect."""
+def mapped_files(pid: int | str = "self") -> str:
+    """A process's memory map (/proc/<pid>/maps): which shared libraries are in effect."""
     try:
-        with open("/proc/self/maps") as f:
+        with open(f"/proc/{pid}/maps") as f:
             return f.read()
     except OSError:
         return ""

@@ -38,3 +38,44 @@ def thread_env(threads: int | None) -> dict[str, str]:
     if threads is None:
         return {}
     return {name: str(threads) for name in THREAD_ENV_VARS}
+
+
+# ---- a user's training script (task=script) and the measuring child ----
+
+# the path of the FIFO a script's sweeper.track / sweeper.step write their steps to
+STEPS_ENV = "SWEEPER_STEPS"
+# the cores the script's DataLoader workers run on (backend.affinity), e.g. "2,3"
+LOADER_CPUS_ENV = "SWEEPER_LOADER_CPUS"
+# the line a script that cannot call sweeper.track prints after each step, on its stdout
+LINE_PREFIX = "sweeper:"
+LINE_FORMAT = "sweeper: samples=<integer>[ wait=<seconds>]"
+_NO_WAIT = -1.0
+
+
+def step_line(rank: int, ended: float, wait_s: float | None, samples: int) -> bytes:
+    """One step as sweeper.track sends it (one write, shorter than PIPE_BUF: atomic among ranks)."""
+    return f"{rank} {ended:.6f} {_NO_WAIT if wait_s is None else wait_s:.6f} {samples}\n".encode()
+
+
+def parse_step_line(line: bytes) -> tuple[int, float, float | None, int]:
+    """(rank, monotonic end time, loader wait or None, samples) of a step line; ValueError if garbled."""
+    rank, ended, wait, samples = line.split()
+    wait_s = float(wait)
+    return int(rank), float(ended), None if wait_s < 0 else wait_s, int(samples)
+
+
+def parse_stdout_line(line: str) -> tuple[int, float | None] | None:
+    """A script's `sweeper: samples=N[ wait=S]` line as (samples, wait or None); None for a line
+    that is not for sweeper; ValueError (naming the line) for one that is, but garbled."""
+    text = line.strip()
+    if not text.startswith(LINE_PREFIX):
+        return None
+    fields = dict(part.partition("=")[::2] for part in text[len(LINE_PREFIX):].split())
+    try:
+        samples = int(fields.pop("samples"))
+        wait = float(fields.pop("wait")) if "wait" in fields else None
+        if samples < 0 or fields or (wait is not None and wait < 0):
+            raise ValueError
+    except (KeyError, ValueError):
+        raise ValueError(f"the script printed {text[:80]!r}, which is not {LINE_FORMAT!r}") from None
+    return samples, wait

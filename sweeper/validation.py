@@ -95,14 +95,30 @@ def _check_dist(cfg: Mapping[str, Any]) -> None:
                           "numactl (Debian/Ubuntu) or use backend.numa=none.")
 
 
+def _check_script(cfg: Mapping[str, Any]) -> None:
+    task = cfg["task"]
+    if not task.get("argv"):
+        raise ConfigError("task.command is empty: give the command that runs your script, e.g. "
+                          "task.command='python train.py --batch-size ${loader.batch_size}'.")
+    for knob in task["reads"]:
+        group, _, key = str(knob).partition(".")
+        if group not in ("loader", "backend", "train", "dist") or key not in cfg[group]:
+            raise ConfigError(f"task.reads: {knob!r} is not a knob: expected keys such as loader.batch_size or "
+                              "backend.precision.")
+    if cfg["measure"]["compute_bound"]:
+        raise ConfigError("measure.compute_bound=true times sweeper's own step on a batch held in memory, which a "
+                          "script does not have: set measure.compute_bound=false with task=script.")
+
+
 def check_config(cfg: Mapping[str, Any]) -> None:
     """Raise ConfigError naming the first value out of range, or keys that contradict each other."""
     task, loader, backend, measure = cfg["task"], cfg["loader"], cfg["backend"], cfg["measure"]
 
-    factory = task["factory"]
-    if not isinstance(factory, str) or ":" not in factory:
+    if "command" in task:  # task=script: its words were made from task.command (sweeper.command)
+        _check_script(cfg)
+    elif not isinstance(task["factory"], str) or ":" not in task["factory"]:
         raise ConfigError(
-            f"task.factory={factory!r} is invalid: expected 'module:function', "
+            f"task.factory={task['factory']!r} is invalid: expected 'module:function', "
             "e.g. task.factory=my_bench:build."
         )
     _check_int("task.epoch_samples", task["epoch_samples"], 1, allow_none=True)

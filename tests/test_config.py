@@ -18,7 +18,7 @@ from sweeper.paths import config_dir
 
 GROUPS = ("loader", "backend", "measure", "train", "dist")
 TASKS = {"mnist_mlp": config.MnistTask, "image_classification": config.ImageTask,
-         "language_model": config.LanguageTask, "custom": config.CustomTask}
+         "language_model": config.LanguageTask, "custom": config.CustomTask, "script": config.ScriptTask}
 
 
 def _compose(*overrides: str):
@@ -28,7 +28,8 @@ def _compose(*overrides: str):
 
 def _wrong_value(annotation) -> str | None:
     """A value of the wrong type or choice for a key of this type (None: any text is allowed)."""
-    inner = getattr(annotation, "__args__", (annotation,))[0]
+    args = getattr(annotation, "__args__", ())
+    inner = next(a for a in args if a is not type(None)) if type(None) in args else annotation
     if isinstance(inner, type) and issubclass(inner, enum.Enum):
         return "bogus"
     if inner is bool:
@@ -52,7 +53,7 @@ def test_the_keys_that_take_any_text_are_checked_elsewhere():
     """Text keys: names, paths (checked to exist), the factory and compile's modes (validation.py)."""
     text = {key for _, key, annotation in _every_key() if _wrong_value(annotation) is None}
     assert text == {"backend.compile", "task.name", "task.factory", "task.root", "task.model", "task.data_dir",
-                    "task.token_file", "task.params"}
+                    "task.token_file", "task.params", "task.command"}
 
 
 @pytest.mark.parametrize(("base", "key", "annotation"),
@@ -86,7 +87,8 @@ def test_the_lines_name_what_is_allowed():
 def test_every_shipped_config_sets_every_key_of_its_schema():
     """The schemas give types only: a key a YAML file forgot would be MISSING, not defaulted."""
     for task in TASKS:
-        cfg = _compose(f"task={task}", "task.factory=x:y") if task == "custom" else _compose(f"task={task}")
+        needs = {"custom": ["task.factory=x:y"], "script": ["task.command=python train.py"]}.get(task, [])
+        cfg = _compose(f"task={task}", *needs)
         plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True, enum_to_str=True)
         assert plain["backend"]["precision"] == "fp32" and isinstance(plain["backend"]["precision"], str)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sweeper.measure import timing
-from sweeper.runner import outcome
+from sweeper import outcome
 from sweeper.resolvers import powers_of_two_upto
 from sweeper.stats import Spread, quantile
 
@@ -60,7 +60,7 @@ def test_measure_splits_wait_and_compute_on_a_fake_clock():
         rule=timing.Rule(warmup_s=0.5, warmup_steps=2, max_windows=3, window_s=1.0), clock=clock,
     )
     figures, timed = t.throughput(), t.timing()
-    assert t.warmup_steps == 5
+    assert t.warmup_steps == 6  # the first step, then warmup_s (0.5 s) of 0.1 s steps
     assert figures.samples_per_sec == pytest.approx(100.0)
     assert timed.data_wait_fraction == pytest.approx(0.3)
     assert timed.bottleneck == "data-bound"

@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader, Dataset
 from .. import topology
 from ..errors import InvalidConfig
 from ..protocol import EVENT_FD_ENV
+from ..track import leading_dimension
 from .lifeline import die_with_ancestor, die_with_parent
 from .workload import Workload
 
@@ -107,25 +108,40 @@ def make_loader(
 
 
 def to_device(batch: Any, device: torch.device, non_blocking: bool, channels_last: bool) -> Any:
+    """The batch on the device, whatever its shape: tensors, and dicts, lists and tuples of them
+    (a namedtuple stays one), objects with their own `.to()` (a tokenizer's BatchEncoding, a
+    batch class of the user's); anything else as it is."""
+    def move(item: Any) -> Any:
+        return to_device(item, device, non_blocking, channels_last)
+
     if isinstance(batch, torch.Tensor):
         batch = batch.to(device, non_blocking=non_blocking)
         if channels_last and batch.dim() == 4 and batch.is_floating_point():
             batch = batch.contiguous(memory_format=torch.channels_last)
         return batch
+    if type(batch) is dict:
+        return {k: move(v) for k, v in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a namedtuple
+        return type(batch)(*map(move, batch))
     if isinstance(batch, (list, tuple)):
-        return type(batch)(to_device(b, device, non_blocking, channels_last) for b in batch)
-    if isinstance(batch, dict):
-        return {k: to_device(v, device, non_blocking, channels_last) for k, v in batch.items()}
+        return type(batch)(map(move, batch))
+    if callable(getattr(batch, "to", None)):
+        try:
+            return batch.to(device, non_blocking=non_blocking)
+        except TypeError:  # a .to() that takes the device only
+            return batch.to(device)
+    if isinstance(batch, Mapping):
+        return {k: move(v) for k, v in batch.items()}
     return batch
 
 
 def batch_size_of(batch: Any) -> int:
-    first = batch
-    while isinstance(first, (list, tuple)):
-        first = first[0]
-    if isinstance(first, dict):
-        first = next(iter(first.values()))
-    return int(first.shape[0])
+    """The samples in a batch: the leading dimension of its first tensor (sweeper.track's rule)."""
+    found = leading_dimension(batch)
+    if found is None:
+        raise InvalidConfig(f"cannot tell how many samples a {type(batch).__name__} batch holds: its first tensor "
+                            "has no leading dimension")
+    return found
 
 
 class RealRateEpoch(Dataset):

@@ -49,12 +49,13 @@ def tree_rss_bytes(pid: int) -> tuple[int, int]:
 
 
 class PeakRSS:
-    """Samples the process tree's RSS every `interval_s`; the process's own peak comes exactly
-    from getrusage. RSS counts pages forked workers share with the parent in each of them, so
+    """Samples the process tree's RSS every `interval_s` (this process's, or `pid`'s: a script's);
+    this process's own peak comes exactly from getrusage. RSS counts pages forked workers share with the parent in each of them, so
     the figure is an upper bound of what the run needs."""
 
-    def __init__(self, interval_s: float = 0.2) -> None:
-        self._pid = os.getpid()
+    def __init__(self, interval_s: float = 0.2, pid: int | None = None) -> None:
+        self._pid = pid or os.getpid()
+        self._own = self._pid == os.getpid()
         self._interval = interval_s
         self._stop = threading.Event()
         self.peak_bytes = 0
@@ -83,5 +84,6 @@ class PeakRSS:
         self._stop.set()
         self._thread.join()
         self.sample()
-        own_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
-        self.peak_bytes = max(self.peak_bytes, own_peak)
+        if self._own:  # this process's exact peak (another's is known by sampling only)
+            own_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+            self.peak_bytes = max(self.peak_bytes, own_peak)

@@ -28,27 +28,25 @@ def make_step(
     then one optimizer step, as gradient accumulation is written. `no_sync` (DDP's) keeps the
     gradients of all micro-batches but the last from being all-reduced, as DDP users write it."""
     if not training:
+        forward = workload.forward_fn or _default_forward
+
         def infer(batch: Any) -> None:
-            inputs = batch[0]
             with torch.inference_mode(), backend.autocast(device, precision):
-                model(inputs)
+                forward(model, batch)
 
         return infer
 
-    if workload.loss_fn is None:
-        raise InvalidConfig("task.mode='train' needs a loss_fn from the task factory.")
+    compute_loss = _loss_of(workload)
     params = [p for p in workload.model.parameters() if p.requires_grad]
     if not params:
         raise InvalidConfig("task.mode='train' but the model has no trainable parameters: use task.mode=inference.")
     make_opt = workload.optimizer_fn or (lambda ps: torch.optim.SGD(ps, lr=lr, momentum=0.9))
     optimizer = make_opt(params)
     scaler = backend.grad_scaler(device, precision, training)
-    loss_fn = workload.loss_fn
 
     def backward(batch: Any, scale: float) -> None:
-        inputs, targets = batch[0], batch[1]
         with backend.autocast(device, precision):
-            loss = loss_fn(model(inputs), targets)
+            loss = compute_loss(model, batch)
         if scale != 1.0:
             loss = loss * scale
         (scaler.scale(loss) if scaler is not None else loss).backward()
@@ -74,3 +72,37 @@ def make_step(
         optimizer_step()
 
     return train if accum == 1 else train_accumulated
+
+
+def _default_forward(model: Callable[..., Any], batch: Any) -> Any:
+    """A dict batch goes in as keyword arguments; an (inputs, targets) pair as its inputs."""
+    return model(**batch) if isinstance(batch, dict) else model(batch[0])
+
+
+def _loss(output: Any) -> Any:
+    """The loss a step returned: a tensor, or a model output that carries `.loss`."""
+    return output.loss if hasattr(output, "loss") and not isinstance(output, torch.Tensor) else output
+
+
+def _loss_of(workload: Workload) -> Callable[[Any, Any], Any]:
+    """How a training step gets its loss: step_fn(model, batch); loss_fn(model(inputs), targets)
+    for (inputs, targets) batches; or, for a dict batch, the `.loss` of model(**batch)."""
+    if workload.step_fn is not None:
+        step_fn = workload.step_fn
+        return lambda model, batch: _loss(step_fn(model, batch))
+    if workload.loss_fn is not None:
+        loss_fn = workload.loss_fn
+        return lambda model, batch: loss_fn(model(batch[0]), batch[1])
+
+    def loss_of_output(model: Callable[..., Any], batch: Any) -> Any:
+        if not isinstance(batch, dict):
+            raise InvalidConfig("task.mode='train' needs a loss: the task factory's Workload gives step_fn(model, "
+                                "batch) or loss_fn(output, targets), or its batches are dicts the model takes as "
+                                "keyword arguments and returns an output with .loss.")
+        loss = _loss(model(**batch))
+        if not isinstance(loss, torch.Tensor):
+            raise InvalidConfig(f"model(**batch) returned {type(loss).__name__} without .loss: give the Workload a "
+                                "step_fn(model, batch) that returns the loss.")
+        return loss
+
+    return loss_of_output

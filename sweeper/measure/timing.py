@@ -156,24 +156,27 @@ _GO_ON, _STOP, _BLOCK_END = 0, 1, 2
 def _warm_up(t: Timings, rule: Rule, next_batch: Callable[[], Any], step: Callable[[Any], None],
              sync: Callable[[], None], sync_every_step: bool, clock: Callable[[], float],
              group: Group | None = None) -> None:
-    """Until the minimums are met and the step rate is steady (or the maximum is reached)."""
+    """Until the minimums are met and the step rate is steady (or the maximum is reached). The
+    minimum and maximum time count from the end of the first step, which holds compilation, a
+    loader's start or a script's start-up, however long that takes."""
     agree = group.agree if group is not None else (lambda value: value)
     start = clock()
-    block_start, block_steps, last_rate = start, 0, None
+    settled = block_start = start
+    block_steps, last_rate = 0, None
     while True:
         _, t0, t1, _ = _step_once(next_batch, step, clock, None)
         if t.warmup_steps == 0 or sync_every_step:
             sync()
         if t.warmup_steps == 0:
             t.first_step_s, t.first_wait_s = clock() - t0, t1 - t0
-            block_start = clock()  # the first step (compile, loader start) is no block's
+            settled = block_start = clock()  # the first step (compile, loader start) is no block's
         else:
             block_steps += 1
         t.warmup_steps += 1
         now = clock()
-        if t.warmup_steps < rule.warmup_steps or now - start < rule.warmup_s:
+        if t.warmup_steps < rule.warmup_steps or now - settled < rule.warmup_s:
             action = _GO_ON
-        elif rule.warmup_max_s is None or now - start >= rule.warmup_max_s:
+        elif rule.warmup_max_s is None or now - settled >= rule.warmup_max_s:
             action = _STOP
         else:
             action = _BLOCK_END if block_steps and now - block_start >= rule.window_s / 2 else _GO_ON

@@ -110,3 +110,77 @@ def nvml_monitor(uuid: str | None, nvml: Any | None = None) -> NvmlMonitor | Non
         return NvmlMonitor(nvml, nvml.nvmlDeviceGetHandleByUUID(wanted))
     except Exception:  # noqa: BLE001 - NVMLError and friends: no figures, not a failed run
         return None
+
+
+def _visible_handle(nvml: Any) -> Any:
+    """NVML's handle of the first GPU a CUDA program here sees: CUDA_VISIBLE_DEVICES's first
+    entry (a UUID, or an index, which is NVML's where CUDA_DEVICE_ORDER=PCI_BUS_ID or there is
+    one GPU), else GPU 0."""
+    first = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
+    if first.startswith(("GPU-", "MIG-")):
+        return nvml.nvmlDeviceGetHandleByUUID(first)
+    return nvml.nvmlDeviceGetHandleByIndex(int(first))
+
+
+def nvml_visible_monitor(nvml: Any | None = None) -> NvmlMonitor | None:
+    """The monitor of the GPU a script started here uses (it is not in this process); None
+    without nvidia-ml-py or a driver, or where no GPU is visible."""
+    nvml = nvml if nvml is not None else _nvml()
+    if nvml is None or os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+        return None
+    try:
+        nvml.nvmlInit()
+        return NvmlMonitor(nvml, _visible_handle(nvml))
+    except Exception:  # noqa: BLE001 - NVMLError and friends: no figures, not a failed run
+        return None
+
+
+class NvmlProcessMemory:
+    """The GPU memory the processes of a script use (NVML's per-process figure: the CUDA context
+    and the caching allocator's reserve included), sampled; its peak in MB. A Monitor that
+    records no utilization."""
+
+    def __init__(self, nvml: Any, pids: Callable[[], list[int]], interval_s: float = 0.2) -> None:
+        self._nvml, self._pids, self._interval = nvml, pids, interval_s
+        self.peak_mb = 0.0
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sample(self) -> None:
+        mine, used = set(self._pids()), 0
+        for index in range(self._nvml.nvmlDeviceGetCount()):
+            handle = self._nvml.nvmlDeviceGetHandleByIndex(index)
+            for proc in self._nvml.nvmlDeviceGetComputeRunningProcesses(handle):
+                if proc.pid in mine and proc.usedGpuMemory:
+                    used += proc.usedGpuMemory
+        self.peak_mb = max(self.peak_mb, used / 2**20)
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self._interval):
+            try:
+                self.sample()
+            except Exception:  # noqa: BLE001 - a failing sample must not fail the run
+                return
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> Utilization:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join()
+        return Utilization()
+
+
+def nvml_process_memory(pids: Callable[[], list[int]], nvml: Any | None = None) -> NvmlProcessMemory | None:
+    """The per-process GPU memory of `pids()`; None without nvidia-ml-py or a driver."""
+    nvml = nvml if nvml is not None else _nvml()
+    if nvml is None or os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+        return None
+    try:
+        nvml.nvmlInit()
+        nvml.nvmlDeviceGetCount()
+    except Exception:  # noqa: BLE001
+        return None
+    return NvmlProcessMemory(nvml, pids)

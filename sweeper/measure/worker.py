@@ -14,6 +14,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from ..command import is_script
 from ..protocol import PARENT_PID_ENV
 from ..result import RunResult, Status
 from .events import Events
@@ -24,6 +25,10 @@ from .lifeline import die_with_parent
 def run(spec: Mapping[str, Any], events: Events) -> RunResult:
     """The measured run: this process, or the ranks of a data-parallel run it launches; never raises."""
     try:
+        if is_script(spec["task"]):  # a user's training script, started and timed as it runs
+            from .scripted import measure_script
+
+            return measure_script(spec, events)
         if int(spec["dist"]["nproc_per_node"]) > 1:
             from .ranks import launch
 

@@ -13,12 +13,19 @@ from ..errors import InvalidConfig
 
 @dataclass
 class Workload:
-    """What a task factory returns. Batches from `dataset` are (inputs, targets) pairs."""
+    """What a task factory returns. Batches from `dataset` are (inputs, targets) pairs, unless
+    `step_fn` / `forward_fn` say how a batch of another shape (a dict, a list, an object with
+    `.to()`) goes through the model; sweeper moves any of them to the device, and keeps the
+    optimizer step, zero_grad, autocast and the GradScaler."""
 
     model: Any  # torch.nn.Module
     dataset: Any  # torch.utils.data.Dataset
-    # loss_fn(model_output, targets) -> scalar tensor; needed in train mode
+    # loss_fn(model_output, targets) -> scalar tensor, for (inputs, targets) batches in train mode
     loss_fn: Callable[[Any, Any], Any] | None = None
+    # step_fn(model, batch) -> the loss (a tensor, or an output with `.loss`), train mode
+    step_fn: Callable[[Any, Any], Any] | None = None
+    # forward_fn(model, batch) -> anything, inference mode
+    forward_fn: Callable[[Any, Any], Any] | None = None
     # optimizer_fn(parameters) -> torch.optim.Optimizer; default SGD(lr=task.lr or 0.01)
     optimizer_fn: Callable[[Any], Any] | None = None
     collate_fn: Callable[[list[Any]], Any] | None = None

@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+import shlex
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from ..command import OUTSIDE
 
 _DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}
 _LOADER_ARGS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "in_order",
@@ -13,12 +16,16 @@ _LOADER_ARGS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "p
 _LIBRARIES = {"jemalloc": "libjemalloc.so.2", "tcmalloc": "libtcmalloc_minimal.so.4"}
 
 
-def _threads(knobs: Mapping[str, Any]) -> list[str]:
+def _threads(knobs: Mapping[str, Any], script: bool = False) -> list[str]:
     lines = []
     if "backend.threads" in knobs:
         n = knobs["backend.threads"]
-        lines.append("# torch.set_num_threads: PyTorch's default" if n is None else
-                     f"torch.set_num_threads({n})  # or export OMP_NUM_THREADS={n} before start-up")
+        if script:
+            lines.append("# OMP_NUM_THREADS: PyTorch's default" if n is None else
+                         f"export OMP_NUM_THREADS={n} MKL_NUM_THREADS={n}  # before the script starts")
+        else:
+            lines.append("# torch.set_num_threads: PyTorch's default" if n is None else
+                         f"torch.set_num_threads({n})  # or export OMP_NUM_THREADS={n} before start-up")
     if "backend.interop_threads" in knobs:
         n = knobs["backend.interop_threads"]
         lines.append("# torch.set_num_interop_threads: PyTorch's default" if n is None else
@@ -119,6 +126,50 @@ def script_lines(knobs: Mapping[str, Any], device: str) -> list[str]:
     others = [f"# {key} = {value!r}" for key, value in sorted(knobs.items()) if key not in known]
     return [*_ranks(knobs), *_topology(knobs), *_threads(knobs), *_flags(knobs), *_loader(knobs, device), *_model(knobs),
             *_precision(knobs, device), *others]
+
+
+def script_diff(before: Sequence[str], after: Sequence[str], baseline: Mapping[str, Any], winner: Mapping[str, Any],
+                cpus: tuple[str | None, str | None] = (None, None)) -> tuple[str, ...]:
+    """A script's winner: its command line against the baseline's, then what sweeper applied from
+    outside that differs, as the lines that set it (the environment to export, taskset, the
+    launcher). `cpus`: the cores the baseline's and the winner's script ran on."""
+    lines = [f"-{shlex.join(before)}", f"+{shlex.join(after)}"] if list(before) != list(after) else []
+    changed = sorted(k for k in OUTSIDE if baseline.get(k) != winner.get(k))
+    was = _script_lines({k: baseline.get(k) for k in changed}, before, cpus[0])
+    now = _script_lines({k: winner.get(k) for k in changed}, after, cpus[1])
+    return (*lines, *(f"-{line}" for line in was if line not in now), *(f"+{line}" for line in now if line not in was))
+
+
+def _script_lines(knobs: Mapping[str, Any], words: Sequence[str], cpus: str | None) -> list[str]:
+    """The shell lines that start a script with these outside knobs."""
+    command, lines = shlex.join(words), []
+    if "backend.threads" in knobs:
+        n = knobs["backend.threads"]
+        lines.append("# OMP_NUM_THREADS unset: PyTorch's default" if n is None else
+                     f"export OMP_NUM_THREADS={n} MKL_NUM_THREADS={n}")
+    if "backend.allocator" in knobs:
+        allocator = knobs["backend.allocator"]
+        lines.append(f"export LD_PRELOAD={_LIBRARIES[allocator]}" if allocator in _LIBRARIES
+                     else "# LD_PRELOAD unset: glibc's allocator")
+    if "backend.omp_bind" in knobs:
+        bind = knobs["backend.omp_bind"]
+        lines.append(f"export OMP_PROC_BIND={bind} OMP_PLACES=cores" if bind in ("close", "spread")
+                     else "# OMP_PROC_BIND unset: the OpenMP runtime's default")
+    if knobs.get("backend.kmp_blocktime") is not None:
+        lines.append(f"export KMP_BLOCKTIME={knobs['backend.kmp_blocktime']}  # Intel OpenMP")
+    if "backend.device" in knobs:
+        lines.append("export CUDA_VISIBLE_DEVICES=  # no GPU" if knobs["backend.device"] == "cpu"
+                     else "# CUDA_VISIBLE_DEVICES as the machine has it")
+    if "backend.affinity" in knobs:
+        affinity = knobs["backend.affinity"]
+        lines.append(f"taskset -c {cpus or '<cores>'} {command}  # {affinity}: the compute threads' cores; "
+                     "sweeper.track puts the DataLoader workers on the rest" if affinity in ("compact", "spread")
+                     else "# no taskset: the OS places threads and workers")
+    if "dist.nproc_per_node" in knobs or "backend.numa" in knobs:
+        nproc = int(knobs.get("dist.nproc_per_node") or 1)
+        lines.append(f"torchrun --standalone --nproc_per_node={nproc} --no-python {command}" if nproc > 1
+                     else "# one process: no torchrun")
+    return lines
 
 
 def code_diff(baseline: Mapping[str, Any], winner: Mapping[str, Any], device: str) -> tuple[str, ...]:

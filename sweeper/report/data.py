@@ -19,7 +19,7 @@ from ..store.confirmation import Confirmation
 from ..store.record import TrialRecord
 from ..store.table import knob_columns, trials_frame
 from ..store.trials import baseline_of, config_of, count, measured_results, pareto_trials, primary_value, ranked
-from .code import code_diff
+from .code import code_diff, script_diff
 from .why import StepBreakdown, breakdown
 
 
@@ -230,6 +230,18 @@ def _history(done: Sequence[FrozenTrial], first: datetime | None) -> tuple[tuple
     return tuple(history)
 
 
+def _code(baseline: FrozenTrial | None, winner: FrozenTrial | None, device: str) -> tuple[str, ...]:
+    """The winner against the baseline as lines of the user's code: PyTorch lines for sweeper's
+    own loop, the command line and its environment for a script."""
+    if winner is None or baseline is None:
+        return ()
+    was, now = _measurement(baseline), _measurement(winner)
+    if was is not None and now is not None and was.run.command and now.run.command:
+        return script_diff(was.run.command, now.run.command, config_of(baseline), config_of(winner),
+                           (was.run.cpus_allowed_main, now.run.cpus_allowed_main))
+    return code_diff(config_of(baseline), config_of(winner), device)
+
+
 def _cell(value: Any) -> Any:
     return None if isinstance(value, float) and math.isnan(value) else value
 
@@ -331,7 +343,7 @@ def build_report_data(
         winner_memory_mb=winner_measured.memory.peak_memory_mb if winner_measured is not None else None,
         command=winner_command(fixed, config_of(winner)) if winner else None,
         yaml=winner_yaml(fixed, config_of(winner), f"winner of study {study_name}: trial {winner_number}") if winner else None,
-        code_diff=code_diff(config_of(baseline), config_of(winner), device) if winner and baseline else (),
+        code_diff=_code(baseline, winner, device),
         points=_points(done, {t.number for t in pareto_trials(trials, directions)}, winner_number),
         front_on=COST_KIND.get(objectives[1]) if len(objectives) > 1 else None,
         failures=failures, breakdowns=_breakdowns(baseline, best, winner_number), effects=_effects(done),

@@ -28,7 +28,7 @@ from .. import procs
 from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV, RUN_MARK_ENV, WORKER_MODULE, process_name, pythonpath_with_cwd
 from ..result import RunResult, Status
 from .evidence import oom_killed, oom_kills
-from .outcome import classify_exit
+from ..outcome import classify_exit
 from .zygote import ForkedTrial, ZygoteUnavailable, zygote_env, zygote_for
 
 _LOG_TAIL_BYTES = 8192

@@ -11,6 +11,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from .. import topology
+from ..command import argv, is_script, shown
 from ..protocol import thread_env
 from ..result import RunResult
 from ..validation import check_config
@@ -26,6 +27,9 @@ def worker_spec(cfg: DictConfig) -> dict[str, Any]:
         key: OmegaConf.to_container(cfg[key], resolve=True, enum_to_str=True)
         for key in ("task", "loader", "backend", "measure", "train", "dist")
     }
+    if is_script(spec["task"]):  # the command's words, each with its knobs (never a shell's text)
+        spec["task"]["argv"] = argv(cfg)
+        spec["task"]["command"] = shown(spec["task"]["argv"])
     spec["cwd"] = os.getcwd()
     return spec
 

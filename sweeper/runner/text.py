@@ -20,6 +20,10 @@ def _num(x: float) -> str:
 
 def describe_config(cfg: Mapping[str, Any]) -> str:
     t, lo, b = cfg["task"], cfg["loader"], cfg["backend"]
+    if "command" in t:  # a script: its command says what it runs; sweeper adds what acts from outside
+        parts = [f"your script ({t['mode']}): {t['command']}", f"device {b['device']}",
+                 f"threads {b['threads'] if b['threads'] is not None else 'default'}"]
+        return ", ".join(_with_ranks(parts, cfg) + _outside(cfg))
     parts = [
         f"{t['name']} {t['mode']}",
         f"device {b['device']}",
@@ -30,6 +34,21 @@ def describe_config(cfg: Mapping[str, Any]) -> str:
     ]
     if b["channels_last"]:
         parts.append("channels_last")
+    if str(b["compile"]) not in ("off", "False"):
+        parts.append(f"compile={b['compile']}")
+    return ", ".join(_with_ranks(parts, cfg) + _outside(cfg))
+
+
+def _with_ranks(parts: list[str], cfg: Mapping[str, Any]) -> list[str]:
+    nproc, numa = cfg["dist"]["nproc_per_node"], cfg["backend"]["numa"]
+    if nproc <= 1:
+        return parts
+    return [parts[0], f"{nproc} ranks" + (", NUMA-bound" if numa != "none" else ""), *parts[1:]]
+
+
+def _outside(cfg: Mapping[str, Any]) -> list[str]:
+    """The process-level knobs, where they are not the defaults."""
+    b, parts = cfg["backend"], []
     if b["affinity"] != "none":
         parts.append(f"affinity {b['affinity']}")
     if b["allocator"] != "default":
@@ -38,12 +57,7 @@ def describe_config(cfg: Mapping[str, Any]) -> str:
         parts.append(f"OpenMP bind {b['omp_bind']}")
     if b["kmp_blocktime"] is not None:
         parts.append(f"KMP_BLOCKTIME {b['kmp_blocktime']}")
-    nproc = cfg["dist"]["nproc_per_node"]
-    if nproc > 1:
-        parts.insert(1, f"{nproc} ranks" + (", NUMA-bound" if b["numa"] != "none" else ""))
-    if str(b["compile"]) not in ("off", "False"):
-        parts.append(f"compile={b['compile']}")
-    return ", ".join(parts)
+    return parts
 
 
 def _throughput_row(f: Throughput) -> str:
@@ -83,7 +97,9 @@ def format_result(result: RunResult) -> str:
     f, t, m, u, run = measured.throughput, measured.timing, measured.memory, measured.utilization, measured.run
     rows = [("samples/sec", _throughput_row(f)),
             ("step time", f"p50 {t.step_time_p50_ms:.2f} ms   p95 {t.step_time_p95_ms:.2f} ms"),
-            ("waiting for data", f"{100 * t.data_wait_fraction:.0f}% of step time: {t.bottleneck}")]
+            ("waiting for data", f"{100 * t.data_wait_fraction:.0f}% of step time: {t.bottleneck}"
+             if t.bottleneck != "not reported" else "not reported (sweeper.track reports it; sweeper.step and "
+             "the printed line do not)")]
     if f.rank_samples_per_sec:
         rows.insert(1, ("ranks", f"{len(f.rank_samples_per_sec)} data-parallel ranks: "
                         + ", ".join(_num(r) for r in f.rank_samples_per_sec if r is not None)
@@ -101,12 +117,15 @@ def format_result(result: RunResult) -> str:
     rows += [
         ("peak memory", _memory_row(m, run)),
         ("warm-up", f"{t.warmup_s:.1f} s, {t.warmup_steps} steps" + (", steady" if t.warmup_steady else "")
-         + f" (first batch {t.first_batch_wait_s:.2f} s of loader start-up, compile/autotune {t.compile_s:.2f} s)"),
+         + (f" (the script's start to its first step {t.first_step_s:.2f} s)" if run.command else
+            f" (first batch {t.first_batch_wait_s:.2f} s of loader start-up, compile/autotune {t.compile_s:.2f} s)")),
     ]
+    if run.command:
+        rows.insert(0, ("script", " ".join(run.command)))
     if result.fingerprint is not None:
         fp = result.fingerprint
         per_rank = " per rank" if run.nproc_per_node > 1 else ""
-        rows.append(("machine", f"{fp.describe()}; torch threads {fp.threads}{per_rank}"))
+        rows.append(("machine", f"{fp.describe()}; torch threads {fp.threads or 'default'}{per_rank}"))
     if status == Status.PRUNED:
         rows.insert(0, ("pruned", result.reason or ""))
     width = max(len(name) for name, _ in rows)

@@ -16,6 +16,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
+from .. import command
 from ..config import error_line, plain
 from ..errors import ConfigError
 from ..machine import Machine
@@ -55,6 +56,7 @@ class SweepPlan:
     claim: DeviceClaim  # what each measurement locks (the same as a single run's)
     sweep_dir: Path
     asked: frozenset[str] = frozenset()  # knobs the user swept (the rest came from the preset)
+    notes: tuple[str, ...] = ()  # what the plan decided that the user should hear before trial 1
 
     @property
     def objectives(self) -> list[str]:
@@ -152,16 +154,18 @@ def workload_label(base: DictConfig) -> str:
 
 
 def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Compose, app_name: str,
-              sweep_dir: Path, probe_machine: Callable[[str, str, str], Machine] = probe) -> SweepPlan:
+              sweep_dir: Path, probe_machine: Callable[[str, str | None, str], Machine] = probe) -> SweepPlan:
     """Everything a sweep needs before trial 1; ConfigError names the first thing that is wrong."""
     fixed, swept = split_arguments(arguments)
     base = compose(fixed)
     directions = resolve_directions(list(settings.objectives), settings.direction)
     deadline_s = parse_duration(settings.timeout)
     own_app = all(key in base for key in OWN_GROUPS)
+    script = own_app and command.is_script(base.task)
     if own_app:
-        check_config(worker_spec(base))
-        machine = probe_machine(str(base.backend.device), str(base.task.factory),
+        spec = worker_spec(base)
+        check_config(spec)
+        machine = probe_machine(str(base.backend.device), None if script else str(base.task.factory),
                                 str(base.measure.isolation))
     else:
         machine = Machine.this_host()
@@ -170,10 +174,16 @@ def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Com
                           "the CUDA libraries need far more of than they use: set measure.memory_limit_gb=null on a GPU.")
     params = {**preset_params(base, compose, fixed, machine.device), **(settings.params or {}), **swept}
     space = sp.build_space(params)
+    asked = frozenset({*(settings.params or {}), *swept})
+    notes: list[str] = []
+    if script:
+        kept, note = command.searchable(list(space), command.template(base.task), list(base.task.reads), sorted(asked))
+        space, notes = {k: space[k] for k in kept}, [note] if note else []
     if own_app:
         space = sp.hold_effective_batch(space, OmegaConf.select(base, "train.effective_batch", default=None))
     check_space(base, space, own_app)
-    workload = workload_label(base) if own_app else app_name
+    workload = (f"{command.script_name(spec['task']['argv'])} {base.task.mode} (script)" if script
+                else workload_label(base) if own_app else app_name)
     space = sp.restrict_to_machine(space, sp.Context(cuda=machine.cuda, bf16=machine.bf16, convolutional=None,
                                                        loader_in_order=machine.loader_in_order, openmp=machine.openmp))
     # the baseline is a point of the space
@@ -190,5 +200,5 @@ def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Com
         directions=tuple(directions), deadline_s=deadline_s, space=space,
         order=tuple(sp.suggestion_order(list(space))), baseline_knobs=baseline_knobs, study_name=study_name,
         storage_url=settings.storage or default_storage(), claim=claim_for(device), sweep_dir=sweep_dir,
-        asked=frozenset({*(settings.params or {}), *swept}),
+        asked=asked, notes=tuple(notes),
     )

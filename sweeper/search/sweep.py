@@ -135,6 +135,8 @@ class Sweep:
             f"{len(plan.space)} knobs: {', '.join(plan.order)}; objectives "
             f"{', '.join(f'{o} ({d})' for o, d in zip(plan.objectives, plan.directions))}"
         )
+        for note in plan.notes:
+            progress.say(note)
         check_lock_at_start(plan)
 
         def remaining() -> float | None:

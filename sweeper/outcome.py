@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 
-from ..result import Status, looks_like_oom
+from .result import Status, looks_like_oom
 
 
 def classify_exit(returncode: int, log_tail: str) -> tuple[Status, str]:

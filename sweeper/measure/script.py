@@ -1,0 +1,240 @@
+"""A user's training script (task=script), measured as it runs: started in a process group of
+its own within the run's session, its steps read as sweeper.track sends them (a FIFO) or as it
+prints them (`sweeper: samples=N` on stdout, for loops that cannot call sweeper.track), timed by
+the same loop as sweeper's own (timing.measure, its clock the script's step times), then
+stopped (SIGTERM, then SIGKILL to its group) once the figure is known.
+
+Steps are timed on the host. On a GPU that is the device's rate over a window of many steps:
+the host can run ahead of the device only by the CUDA launch queue's depth (and a step that
+reads a loss or synchronizes waits for the device), so over hundreds of steps the host's step
+ends keep the device's pace; only the first and last few steps of a window can be off by the
+queue, which is why windows hold many steps.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..outcome import last_line
+from ..protocol import STEPS_ENV, parse_step_line, parse_stdout_line
+from ..result import RunResult, Status, looks_like_oom
+
+# after SIGTERM, a script gets this long to exit before its group is killed
+STOP_GRACE_S = 5.0
+# the first step must come this long before measure.timeout_s, so that the run can say why
+NO_STEPS_MARGIN_S = 3.0
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step as the script reported it."""
+
+    rank: int
+    ended: float  # time.monotonic(), the clock every process of this machine shares
+    wait_s: float | None  # waiting for the batch (None: not reported)
+    samples: int
+
+
+class ScriptFailed(Exception):
+    """The script cannot be measured (it ended, never reported, or garbled its line); `status`
+    and the message are the run's outcome."""
+
+    def __init__(self, status: Status, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class _Exited:
+    returncode: int
+
+
+class Script:
+    """The script's process group, its output (teed to the run's log) and its steps."""
+
+    def __init__(self, words: Sequence[str], env: Mapping[str, str], cwd: str | None,
+                 preexec: Callable[[], None] | None = None) -> None:
+        self._dir = Path(tempfile.mkdtemp(prefix="sweeper-steps-"))
+        fifo = self._dir / "steps"
+        os.mkfifo(fifo)
+        self._steps_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        self._keep_fd = os.open(fifo, os.O_WRONLY)  # the FIFO never reads as ended while we hold it
+        self.tail: deque[str] = deque(maxlen=40)
+        self.steps_seen = 0
+        self._events: queue.Queue[Any] = queue.Queue()
+        self.started = time.monotonic()
+
+
+        def start() -> None:  # in the child, before exec (no thread of ours runs yet)
+            os.setpgid(0, 0)  # its own group, in the run's session: stopped as one, killed with the run
+            if preexec is not None:
+                preexec()
+
+        self.proc = subprocess.Popen(
+            list(words), cwd=cwd, env={**os.environ, **env, STEPS_ENV: str(fifo), "PYTHONUNBUFFERED": "1"},
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=start,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    # -- the reader thread: the script's output and its steps, in the order they came --
+    def _read(self) -> None:
+        out = self.proc.stdout.fileno()  # type: ignore[union-attr]
+        buffers = {out: b"", self._steps_fd: b""}
+        while True:
+            ready, _, _ = select.select([out, self._steps_fd], [], [])
+            if self._steps_fd in ready:
+                self._feed(self._steps_fd, buffers)
+            if out in ready:
+                chunk = os.read(out, 65536)
+                if not chunk:  # the script and everything it started closed its output
+                    self._drain_steps(buffers)
+                    self._events.put(_Exited(self.proc.wait()))
+                    return
+                os.write(sys.stdout.fileno(), chunk)  # the run's log
+                self._lines(out, buffers, chunk)
+
+    def _feed(self, fd: int, buffers: dict[int, bytes]) -> None:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            return
+        self._lines(fd, buffers, chunk)
+
+    def _drain_steps(self, buffers: dict[int, bytes]) -> None:
+        while select.select([self._steps_fd], [], [], 0)[0]:
+            before = buffers[self._steps_fd]
+            self._feed(self._steps_fd, buffers)
+            if buffers[self._steps_fd] == before:
+                return
+
+    def _lines(self, fd: int, buffers: dict[int, bytes], chunk: bytes) -> None:
+        *lines, buffers[fd] = (buffers[fd] + chunk).split(b"\n")
+        for line in lines:
+            if fd == self._steps_fd:
+                rank, ended, wait_s, samples = parse_step_line(line)
+                self._events.put(Step(rank, ended, wait_s, samples))
+                continue
+            text = line.decode(errors="replace")
+            if text.strip():
+                self.tail.append(text)
+            try:
+                said = parse_stdout_line(text)
+            except ValueError as exc:
+                self._events.put(ScriptFailed(Status.ERROR, str(exc)))
+                continue
+            if said is not None:
+                self._events.put(Step(0, time.monotonic(), said[1], said[0]))
+
+    # -- for the measuring loop --
+    def next_step(self, deadline: float | None) -> Step:
+        """The next step any rank reported; ScriptFailed when the script ended, garbled a line or
+        reported nothing by `deadline` (monotonic)."""
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            event = self._events.get(timeout=timeout)
+        except queue.Empty:
+            raise ScriptFailed(Status.ERROR, f"no steps reported within {deadline - self.started:.0f} s of the "  # type: ignore[operator]
+                               "script's start: call sweeper.track(loader) (or sweeper.step(n)) in its loop, or "
+                               "print 'sweeper: samples=N' after each step") from None
+        if isinstance(event, ScriptFailed):
+            raise event
+        if isinstance(event, _Exited):
+            raise self.ended(event.returncode)
+        self.steps_seen += 1
+        return event
+
+    def ended(self, returncode: int) -> ScriptFailed:
+        """Why a script that exited on its own, before its figure was known, failed the run."""
+        said = " ".join(self.tail)
+        where = f"after {self.steps_seen} steps"
+        if returncode < 0:
+            name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else str(-returncode)
+            return ScriptFailed(Status.OOM if looks_like_oom(said) else Status.CRASH,
+                                f"the script was killed by {name} {where}")
+        if looks_like_oom(said):
+            return ScriptFailed(Status.OOM, f"the script ran out of memory {where}: {last_line(chr(10).join(self.tail))}")
+        if returncode:
+            return ScriptFailed(Status.ERROR, f"the script exited with code {returncode} {where}: "
+                                f"{last_line(chr(10).join(self.tail)) or 'no output'}")
+        return ScriptFailed(Status.ERROR, f"the script ended (exit code 0) {where}, before its figure was known: "
+                            "let it run longer than warm-up and the windows take (more steps or epochs)")
+
+    def stop(self) -> None:
+        """SIGTERM to its group, SIGKILL after the grace; then reaped, and the FIFO gone."""
+        for sig, grace in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, STOP_GRACE_S)):
+            try:
+                os.killpg(self.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.proc.wait(timeout=grace)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        try:
+            os.killpg(self.pid, signal.SIGKILL)  # what it left of its group (loader workers, ranks)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        self._reader.join(timeout=STOP_GRACE_S)
+        for fd in (self._steps_fd, self._keep_fd):
+            os.close(fd)
+        for path in self._dir.iterdir():
+            path.unlink()
+        self._dir.rmdir()
+
+
+class ScriptSteps:
+    """The script's steps as timing.measure's loop sees them: `next_batch` waits for rank 0's
+    next step (the other ranks' steps since add their samples to it), `step` ends it when the
+    script said it ended, and `clock` is that step time (so a window is the script's own time)."""
+
+    def __init__(self, script: Script, first_deadline: float | None) -> None:
+        self.script, self.first_deadline = script, first_deadline
+        self.now = script.started
+        self.others = 0  # samples of the other ranks since rank 0's last step
+        self.wait_known = True
+
+    def clock(self) -> float:
+        return self.now
+
+    def next_batch(self) -> Step:
+        while True:
+            found = self.script.next_step(self.first_deadline if self.script.steps_seen == 0 else None)
+            if found.rank == 0:
+                break
+            self.others += found.samples
+        self.wait_known = self.wait_known and found.wait_s is not None
+        self.now += found.wait_s or 0.0  # the batch arrived
+        step, self.others = replace(found, samples=found.samples + self.others), 0
+        return step
+
+    def step(self, step: Step) -> None:
+        self.now = max(self.now, step.ended)
+
+    @staticmethod
+    def samples_of(step: Step) -> int:
+        return step.samples
+
+
+def first_step_deadline(started: float, timeout_s: float) -> float:
+    """When a script that reported no step is given up, a little before the run's own timeout."""
+    return started + max(timeout_s * 0.5, timeout_s - NO_STEPS_MARGIN_S)

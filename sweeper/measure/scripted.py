@@ -1,0 +1,145 @@
+"""A user's training script measured in stages, as measure_one measures sweeper's own loop:
+start it with the knobs sweeper applies from outside (threads, cores, allocator, OpenMP, ranks
+under torch's elastic launcher), time its steps until the figure is known, stop it, describe
+what ran.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .. import procs, topology
+from ..command import PYTHONS, knob_env
+from ..machine import Fingerprint
+from ..measurement import Measurement, Memory, RunFacts
+from ..protocol import LOADER_CPUS_ENV
+from ..result import RunResult, Status
+from .events import Events
+from .script import Script, ScriptFailed, ScriptSteps, first_step_deadline
+from .timing import Rule
+
+BIND_MODULE = "sweeper.measure.bind"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How the script is started: its words (under the launcher for ranks), the environment
+    sweeper adds, and what the child does before exec (its cores, its parent's death)."""
+
+    words: tuple[str, ...]
+    env: dict[str, str]
+    preexec: Callable[[], None]
+    user_words: tuple[str, ...]
+
+
+def launch(spec: Mapping[str, Any]) -> Launch:
+    back, nproc = spec["backend"], int(spec["dist"]["nproc_per_node"])
+    words = list(spec["task"]["argv"])
+    if words[0] in PYTHONS:
+        words[0] = sys.executable  # the Python that runs sweeper: torch and sweeper are there
+    env = knob_env(spec)
+    if back["device"] == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""  # the script sees no GPU
+    cores = sorted(os.sched_getaffinity(0))
+    compute: tuple[int, ...] | None = None
+    if nproc > 1:
+        threads = topology.threads_per_rank(back["threads"], len(cores), nproc)
+        if threads is not None:
+            env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
+        bind = back["affinity"] != "none" or back["numa"] != "none"
+        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+                    "--no-python", *([sys.executable, "-m", BIND_MODULE] if bind else [])]
+        started = [*launcher, *words]
+    else:
+        placement = topology.place(back["affinity"], cores, back["threads"], int(spec["loader"]["num_workers"]))
+        if placement is not None:
+            compute = placement.compute
+            env[LOADER_CPUS_ENV] = ",".join(map(str, placement.loader))
+            if back["threads"] is None:
+                env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(len(compute))
+        started = words
+
+    def preexec() -> None:
+        procs.prctl(procs.PR_SET_PDEATHSIG, 9)  # SIGKILL when the measuring process dies
+        if compute is not None:
+            topology.pin(compute)
+
+    return Launch(tuple(started), env, preexec, tuple(spec["task"]["argv"]))
+
+
+def _run_facts(spec: Mapping[str, Any], script: Script, words: tuple[str, ...]) -> RunFacts:
+    """What ran, read from the script's process while it still runs (its maps, its cores)."""
+    from . import memory
+
+    tree = memory.tree(script.pid)
+    maps = procs.mapped_files(script.pid)
+    return RunFacts(
+        device=str(spec["backend"]["device"]), grad_accum_steps=int(spec["train"]["grad_accum_steps"]),
+        effective_batch=spec["train"]["effective_batch"], nproc_per_node=int(spec["dist"]["nproc_per_node"]),
+        allocator=topology.allocator_in_maps(maps), openmp_runtime=topology.openmp_runtime(maps),
+        cpus_allowed_main=topology.cpus_allowed(script.pid),
+        cpus_allowed_workers=tuple(sorted({topology.cpus_allowed(p) or "" for p in tree[1:]})),
+        command=words,
+    )
+
+
+def _machine(spec: Mapping[str, Any], cores: int, threads: int | None) -> Fingerprint:
+    """The machine as the probe sees it, asked once the script has stopped (a CUDA context of
+    ours must not sit beside the script's)."""
+    from .backend import resolve_device
+    from .fingerprint import fingerprint
+
+    return replace(fingerprint(resolve_device(spec["backend"]["device"]), cores), threads=threads, interop_threads=None)
+
+
+def measure_script(spec: Mapping[str, Any], events: Events) -> RunResult:
+    """Start the script, time its steps as sweeper's own loop is timed, stop it; its outcome."""
+    from . import timing, utilization
+    from .memory import PeakRSS
+
+    meas = spec["measure"]
+    how = launch(spec)
+    cores = len(os.sched_getaffinity(0))
+    events.phase("start script")
+    script = Script(how.words, how.env, spec.get("cwd"), how.preexec)
+    steps = ScriptSteps(script, first_step_deadline(script.started, float(meas["timeout_s"])))
+    gpu_memory = utilization.nvml_process_memory(lambda: procs.tree(script.pid))
+    try:
+        with PeakRSS(pid=script.pid) as peak:
+            monitors: list[timing.Monitor] = [utilization.CpuMonitor(script.pid)]
+            gpu = utilization.nvml_visible_monitor() if spec["backend"]["device"] != "cpu" else None
+            monitors += [m for m in (gpu, gpu_memory) if m is not None]
+            began = time.perf_counter()
+            t = timing.measure(
+                steps.next_batch, steps.step, steps.samples_of, lambda: None,
+                Rule.of(meas, int(spec["loader"]["num_workers"])), monitors=monitors,
+                on_window=lambda i, rate: events.send(event="window", phase=f"window {i + 1}", index=i,
+                                                      samples_per_sec=rate),
+                clock=steps.clock,
+            )
+            facts = _run_facts(spec, script, how.user_words)
+    except ScriptFailed as failed:
+        script.stop()
+        return RunResult(failed.status, str(failed))
+    script.stop()
+    timing_ = replace(t.timing(), measure_s=time.perf_counter() - began)
+    if not steps.wait_known:
+        timing_ = replace(timing_, bottleneck="not reported")
+    figures = t.throughput()
+    cuda = gpu_memory.peak_mb if gpu_memory is not None and gpu_memory.peak_mb else None
+    rss = peak.peak_bytes / 2**20
+    memory = Memory(peak_memory_mb=cuda or rss, peak_rss_mb=rss, cuda_max_allocated_mb=cuda,
+                    dataloader_processes=peak.peak_workers)
+    measurement = Measurement(figures, timing_, memory, t.utilization, facts)
+    threads = topology.threads_per_rank(spec["backend"]["threads"], cores, int(spec["dist"]["nproc_per_node"]))
+    machine = _machine(spec, cores, threads)
+    if figures.pruned:
+        from .stages import pruned_reason
+
+        return RunResult(Status.PRUNED, pruned_reason(figures, Rule.of(meas)), measurement, machine)
+    return RunResult(Status.OK, None, measurement, machine)

@@ -1,0 +1,130 @@
+"""The one line a training script changes to be measured by sweeper (task=script):
+
+    for batch in sweeper.track(loader):      # or: sweeper.step(n) after each step
+        ...
+
+Under sweeper (its step FIFO named in $SWEEPER_STEPS), each step's end time, its loader wait
+and its sample count go to the measuring process, which times the script as it times its own
+loop. Outside sweeper `track` returns the iterable itself and `step` returns at once: nothing
+to measure, nothing paid. Imports no torch (a batch's size is read from `.shape`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
+
+from .protocol import LOADER_CPUS_ENV, STEPS_ENV, step_line
+
+T = TypeVar("T")
+Samples = int | Callable[[Any], int] | None
+
+
+class _Sender:
+    """The open FIFO of this process (opened on the first step, again after a fork)."""
+
+    def __init__(self, path: str) -> None:
+        self.path, self.fd, self.pid = path, -1, -1
+        self.rank = int(os.environ.get("RANK", "0"))
+
+    def send(self, ended: float, wait_s: float | None, samples: int) -> None:
+        if self.pid != os.getpid():
+            self.fd, self.pid = os.open(self.path, os.O_WRONLY), os.getpid()
+        os.write(self.fd, step_line(self.rank, ended, wait_s, samples))
+
+
+_PATH = os.environ.get(STEPS_ENV)
+_SENDER = _Sender(_PATH) if _PATH else None
+
+
+def leading_dimension(batch: Any) -> int | None:
+    """The samples in a batch: the leading dimension of its first tensor (anything with a
+    `.shape`), found in tuples, lists and dicts; None where there is none."""
+    shape = getattr(batch, "shape", None)
+    if shape is not None and len(shape) > 0:
+        return int(shape[0])
+    if isinstance(batch, Mapping):
+        return next((n for n in map(leading_dimension, batch.values()) if n is not None), None)
+    if isinstance(batch, (list, tuple)):
+        return next((n for n in map(leading_dimension, batch) if n is not None), None)
+    return None
+
+
+def _counter(iterable: Any, samples: Samples) -> Callable[[Any], int]:
+    if callable(samples):
+        return samples
+    if isinstance(samples, int):
+        return lambda batch: samples
+    fallback = getattr(iterable, "batch_size", None)
+
+    def count(batch: Any) -> int:
+        found = leading_dimension(batch)
+        if found is not None:
+            return found
+        if isinstance(fallback, int):
+            return fallback
+        raise ValueError(f"sweeper.track: cannot tell how many samples a {type(batch).__name__} batch holds: "
+                         "pass samples=<int> or samples=<function of the batch>")
+
+    return count
+
+
+def _pin_workers(loader: Any) -> None:
+    """backend.affinity: the DataLoader's workers on the loader's cores (a worker_init_fn of
+    sweeper's before the loader's own)."""
+    cpus = os.environ.get(LOADER_CPUS_ENV)
+    own = getattr(loader, "worker_init_fn", "absent")
+    if not cpus or own == "absent" or not getattr(loader, "num_workers", 0) or getattr(own, "sweeper_pins", False):
+        return
+    cores = tuple(int(c) for c in cpus.split(","))
+
+    def pin_then_init(worker_id: int) -> None:
+        os.sched_setaffinity(0, cores)
+        if own is not None:
+            own(worker_id)
+
+    pin_then_init.sweeper_pins = True  # type: ignore[attr-defined]
+    loader.worker_init_fn = pin_then_init
+
+
+class _Tracked:
+    """The iterable, measured: each time the loop asks for the next batch, the step before it
+    has ended."""
+
+    def __init__(self, iterable: Iterable[T], samples: Samples, sender: _Sender) -> None:
+        self._iterable, self._count, self._sender = iterable, _counter(iterable, samples), sender
+        _pin_workers(iterable)
+
+    def __len__(self) -> int:
+        return len(self._iterable)  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[T]:
+        send, count = self._sender.send, self._count
+        iterator = iter(self._iterable)
+        while True:
+            asked = time.monotonic()
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                return
+            got = time.monotonic()
+            yield batch  # the loop's body runs here: the step ends when it asks again
+            send(time.monotonic(), got - asked, count(batch))
+
+
+def track(iterable: Iterable[T], samples: Samples = None) -> Iterable[T]:
+    """`for batch in sweeper.track(loader):` -- measured under sweeper, the iterable itself
+    outside it. `samples`: an int, or a function of the batch, where the batch's size is not the
+    leading dimension of its first tensor (a DataLoader's batch_size is the fallback)."""
+    if _SENDER is None:
+        return iterable
+    return _Tracked(iterable, samples, _SENDER)
+
+
+def step(samples: int) -> None:
+    """After each step of a loop with no single iterable: `sweeper.step(n)` (n samples). The
+    loader's wait is not known this way (sweeper.track knows it)."""
+    if _SENDER is not None:
+        _SENDER.send(time.monotonic(), None, int(samples))
