@@ -5,6 +5,7 @@ The one place, with the Hydra plugin, where sweeper's exceptions become exit cod
 
 from __future__ import annotations
 
+import functools
 import signal
 import sys
 from pathlib import Path
@@ -121,23 +122,25 @@ def check_composed(fixed: list[str]) -> None:
     """Compose the config with the fixed overrides as Hydra will: a value of the wrong type or
     choice, or a key the config does not have, is one line (a sweep's values are checked
     against the same schemas by the plan)."""
-    from hydra import compose, initialize_config_dir
-
     try:
-        with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
-            compose("config", overrides=fixed)
+        _compose(tuple(fixed))
     except Exception as exc:  # noqa: BLE001 - Hydra's composition errors: the schema's become one line
-        line = error_line(exc, _defaults())
+        line = error_line(exc, _compose(()))
         if line is not None:
             raise ConfigError(line) from exc
 
 
-def _defaults() -> Any:
-    """The shipped config, for naming what a refused key or value could have been."""
+@functools.lru_cache(maxsize=32)
+def _compose(overrides: tuple[str, ...]) -> Any:
+    """sweeper's config with these overrides (Hydra's compose API, initialized here unless a
+    caller has initialized it already); kept, for a caller that checks many command lines."""
     from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
 
+    if GlobalHydra.instance().is_initialized():
+        return compose("config", overrides=list(overrides))
     with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
-        return compose("config")
+        return compose("config", overrides=list(overrides))
 
 
 def _stopped_while_starting(signum: int, frame: Any) -> None:

@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 
 EVENT_FD_ENV = "SWEEPER_EVENT_FD"
+# when the parent kills the run (time.monotonic(), which every process of the machine shares):
+# what the child must have said by then, it says a little before
+DEADLINE_ENV = "SWEEPER_DEADLINE"
 # the parent's pid: the child dies with it, and at once if it is already gone
 PARENT_PID_ENV = "SWEEPER_PARENT_PID"
 # a mark every process of one run inherits: escapees from its process group are found by it

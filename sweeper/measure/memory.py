@@ -27,10 +27,12 @@ def _rss(pid: int) -> int:
 
 
 def tree(pid: int) -> list[int]:
-    """pid and all its descendants."""
-    if not os.path.exists(f"/proc/{pid}/task"):
-        proc = psutil.Process(pid)  # not Linux: slower, but correct
-        return [pid, *(c.pid for c in proc.children(recursive=True))]
+    """pid and all its descendants (a process that is gone has none)."""
+    if not os.path.exists("/proc/self/task"):  # not Linux: psutil, slower but correct
+        try:
+            return [pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))]
+        except psutil.Error:
+            return [pid]
     return procs.tree(pid)
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..outcome import last_line
-from ..protocol import STEPS_ENV, parse_step_line, parse_stdout_line
+from ..protocol import DEADLINE_ENV, STEPS_ENV, parse_step_line, parse_stdout_line
 from ..result import RunResult, Status, looks_like_oom
 
 # after SIGTERM, a script gets this long to exit before its group is killed
@@ -151,9 +151,9 @@ class Script:
         try:
             event = self._events.get(timeout=timeout)
         except queue.Empty:
-            raise ScriptFailed(Status.ERROR, f"no steps reported within {deadline - self.started:.0f} s of the "  # type: ignore[operator]
-                               "script's start: call sweeper.track(loader) (or sweeper.step(n)) in its loop, or "
-                               "print 'sweeper: samples=N' after each step") from None
+            raise ScriptFailed(Status.ERROR, f"no steps reported in the {deadline - self.started:.0f} s that "  # type: ignore[operator]
+                               "measure.timeout_s left the script: call sweeper.track(loader) (or sweeper.step(n)) "
+                               "in its loop, or print 'sweeper: samples=N' after each step") from None
         if isinstance(event, ScriptFailed):
             raise event
         if isinstance(event, _Exited):
@@ -207,8 +207,9 @@ class ScriptSteps:
     next step (the other ranks' steps since add their samples to it), `step` ends it when the
     script said it ended, and `clock` is that step time (so a window is the script's own time)."""
 
-    def __init__(self, script: Script, first_deadline: float | None) -> None:
-        self.script, self.first_deadline = script, first_deadline
+    def __init__(self, script: Script, first_deadline: float | None,
+                 on_first: Callable[[], None] = lambda: None) -> None:
+        self.script, self.first_deadline, self.on_first = script, first_deadline, on_first
         self.now = script.started
         self.others = 0  # samples of the other ranks since rank 0's last step
         self.wait_known = True
@@ -219,6 +220,8 @@ class ScriptSteps:
     def next_batch(self) -> Step:
         while True:
             found = self.script.next_step(self.first_deadline if self.script.steps_seen == 0 else None)
+            if self.script.steps_seen == 1:
+                self.on_first()
             if found.rank == 0:
                 break
             self.others += found.samples
@@ -236,5 +239,10 @@ class ScriptSteps:
 
 
 def first_step_deadline(started: float, timeout_s: float) -> float:
-    """When a script that reported no step is given up, a little before the run's own timeout."""
-    return started + max(timeout_s * 0.5, timeout_s - NO_STEPS_MARGIN_S)
+    """When a script that reported no step is given up: a little before the parent kills the run
+    ($SWEEPER_DEADLINE, which counts from the run's start, the zygote's start included)."""
+    own = started + max(timeout_s * 0.5, timeout_s - NO_STEPS_MARGIN_S)
+    killed_at = os.environ.get(DEADLINE_ENV)
+    if killed_at:
+        return max(started, min(own, float(killed_at) - NO_STEPS_MARGIN_S))
+    return own

@@ -107,7 +107,8 @@ def measure_script(spec: Mapping[str, Any], events: Events) -> RunResult:
     cores = len(os.sched_getaffinity(0))
     events.phase("start script")
     script = Script(how.words, how.env, spec.get("cwd"), how.preexec)
-    steps = ScriptSteps(script, first_step_deadline(script.started, float(meas["timeout_s"])))
+    steps = ScriptSteps(script, first_step_deadline(script.started, float(meas["timeout_s"])),
+                        on_first=lambda: events.phase("warm-up (the script's steps have begun)"))
     gpu_memory = utilization.nvml_process_memory(lambda: procs.tree(script.pid))
     try:
         with PeakRSS(pid=script.pid) as peak:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import procs
-from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV, RUN_MARK_ENV, WORKER_MODULE, process_name, pythonpath_with_cwd
+from ..protocol import DEADLINE_ENV, EVENT_FD_ENV, PARENT_PID_ENV, RUN_MARK_ENV, WORKER_MODULE, process_name, pythonpath_with_cwd
 from ..result import RunResult, Status
 from .evidence import oom_killed, oom_kills
 from ..outcome import classify_exit
@@ -164,6 +164,7 @@ class Started:
     read_fd: int  # the event pipe's read end
     mark: str  # NAME=value every process of the run inherits
     note: str | None  # why a run asked to be forked was spawned
+    deadline: float  # time.monotonic() when the run is killed
 
     @property
     def pgid(self) -> int:
@@ -190,14 +191,20 @@ def _fork(spec: Mapping[str, Any], child_env: Mapping[str, str], log_path: Path,
 
 
 def start(spec: Mapping[str, Any], log_path: Path, env: Mapping[str, str] | None, command: list[str] | None,
-          isolation: str, preload: Sequence[str]) -> Started:
+          isolation: str, preload: Sequence[str], timeout_s: float) -> Started:
     """The child, in its own session and process group, with the event pipe's write end and the
-    spec (on stdin when spawned; with the fork request when forked)."""
+    spec (on stdin when spawned; with the fork request when forked). The run's timeout counts
+    from here: a zygote that first has to start (import torch) is sweeper's cost, not the run's."""
     become_subreaper()
+    if isolation == "fork" and command is None:
+        with contextlib.suppress(ZygoteUnavailable):
+            zygote_for(preload, zygote_env())
+    deadline = time.monotonic() + timeout_s
     mark = f"{RUN_MARK_ENV}={uuid.uuid4().hex}"
     read_fd, write_fd = os.pipe()
     child_env = {**os.environ, **(env or {}), EVENT_FD_ENV: str(write_fd), PARENT_PID_ENV: str(os.getpid()),
-                 RUN_MARK_ENV: mark.partition("=")[2], "PYTHONPATH": pythonpath_with_cwd()}
+                 RUN_MARK_ENV: mark.partition("=")[2], "PYTHONPATH": pythonpath_with_cwd(),
+                 DEADLINE_ENV: f"{deadline:.3f}"}
     log_path.parent.mkdir(parents=True, exist_ok=True)
     proc, note = None, None
     if isolation == "fork" and command is None:
@@ -214,14 +221,14 @@ def start(spec: Mapping[str, Any], log_path: Path, env: Mapping[str, str] | None
         except BrokenPipeError:
             pass
     os.close(write_fd)
-    return Started(proc, read_fd, mark, note)
+    return Started(proc, read_fd, mark, note, deadline)
 
 
-def wait_for_result(run: Started, reader: _EventReader, timeout_s: float, started: float) -> bool:
-    """Read events until the result, the child's death or the timeout; then give the child its
-    grace to exit. True if the run timed out without a result."""
+def wait_for_result(run: Started, reader: _EventReader) -> bool:
+    """Read events until the result, the child's death or the run's deadline; then give the
+    child its grace to exit. True if the run timed out without a result."""
     while reader.result is None:
-        remaining = timeout_s - (time.monotonic() - started)
+        remaining = run.deadline - time.monotonic()
         if remaining <= 0:
             return True
         ready, _, _ = select.select([run.read_fd], [], [], min(remaining, _POLL_S))
@@ -234,7 +241,7 @@ def wait_for_result(run: Started, reader: _EventReader, timeout_s: float, starte
         if not chunk:
             break  # the child (and anything holding the fd) closed it
         reader.feed(chunk)
-    grace = timeout_s - (time.monotonic() - started)
+    grace = run.deadline - time.monotonic()
     if reader.result is not None:
         grace = min(grace, _EXIT_GRACE_S)
     try:
@@ -302,11 +309,11 @@ def run_isolated(
         return RunResult(Status.INTERRUPTED, in_flight.stopped, log=str(log_path))
     oom_before = oom_kills()
     began = time.monotonic()
-    run = start(spec, log_path, env, command, isolation, preload)
+    run = start(spec, log_path, env, command, isolation, preload, timeout_s)
     reader = _EventReader(run.read_fd, on_event)
     with in_flight.holding(run.pgid):
         try:
-            timed_out = wait_for_result(run, reader, timeout_s, began)
+            timed_out = wait_for_result(run, reader)
         finally:
             clean_up(run)
     result = outcome(run, reader, timed_out, in_flight.stopped, timeout_s, log_path, oom_before)

@@ -1,0 +1,68 @@
+"""A user's training script in miniature (no torch): steps of `--batch` samples every few ms,
+reported the way `mode` says, misbehaving the way `mode` says.
+
+    python tests/fake_script.py MODE --batch N [--after STEPS] [--out FILE] [--value WORD]
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import sweeper
+
+
+class Batch:
+    """A batch as sweeper.track sees a tensor: by its leading dimension."""
+
+    def __init__(self, n: int) -> None:
+        self.shape = (n, 28 * 28)
+
+
+def batches(n: int):
+    while True:
+        time.sleep(0.001)  # the loader's wait
+        yield Batch(n)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--after", type=int, default=50, help="misbehave after this many steps")
+    parser.add_argument("--out", default=None, help="write argv and the SWEEPER_* environment here")
+    parser.add_argument("--value", default=None)
+    args = parser.parse_args()
+    if args.out:
+        env = {k: v for k, v in os.environ.items() if k.startswith("SWEEPER_") or k.startswith("OMP_")}
+        with open(args.out, "w") as f:
+            json.dump({"argv": sys.argv, "env": env}, f)
+    if args.mode == "silent":
+        time.sleep(3600)
+    steps = 0
+    for batch in sweeper.track(batches(args.batch)) if args.mode not in ("lines", "step") else batches(args.batch):
+        time.sleep(0.003)  # the step
+        steps += 1
+        if args.mode == "lines":
+            print(f"sweeper: samples={args.batch} wait=0.001", flush=True)
+        elif args.mode == "step":
+            sweeper.step(args.batch)
+        if steps == args.after:
+            if args.mode == "crash":
+                os.abort()
+            if args.mode == "oom":
+                print("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB", file=sys.stderr, flush=True)
+                sys.exit(1)
+            if args.mode == "error":
+                raise ValueError("the user's loop broke")
+            if args.mode == "early":
+                return
+            if args.mode == "hang":
+                time.sleep(3600)
+            if args.mode == "garbage":
+                print("sweeper: samples=lots", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+"""task=script: a user's training script measured as it runs (tests/fake_script.py stands in for
+one, without torch), and the pure parts: the command's words, the knobs it names, the wire."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, TINY, load_study, run_multirun
+from sweeper import command, protocol
+
+FAKE = "python tests/fake_script.py"
+
+
+def script(mode: str, *extra: str, fake: str = FAKE) -> str:
+    return f"task.command={fake} {mode} --batch ${{loader.batch_size}} {' '.join(extra)}".strip()
+
+
+# --- pure ------------------------------------------------------------------------------------
+
+def test_the_knobs_a_command_names_and_what_a_sweep_of_it_searches():
+    template = "python train.py --batch-size ${loader.batch_size} --workers=${ loader.num_workers } --x ${task.name}"
+    assert command.named_knobs(template, ["backend.precision"]) == {
+        "loader.batch_size", "loader.num_workers", "task.name", "backend.precision"}
+    space = ["loader.batch_size", "loader.pin_memory", "backend.threads", "dist.nproc_per_node", "backend.channels_last"]
+    kept, note = command.searchable(space, template, [], asked=["loader.batch_size"])
+    # threads and ranks act from outside; pin_memory and channels_last only the script could apply
+    assert kept == ["loader.batch_size", "backend.threads", "dist.nproc_per_node"]
+    assert note.startswith("task=script: the preset's backend.channels_last, loader.pin_memory are not searched")
+    with pytest.raises(Exception, match=r"^loader.pin_memory is swept, but the script cannot see it"):
+        command.searchable(space, template, [], asked=["loader.pin_memory"])
+    assert command.searchable(space, template, ["loader.pin_memory"], asked=["loader.pin_memory"])[1] is not None
+    assert command.env_name("loader.batch_size") == "SWEEPER_LOADER_BATCH_SIZE"
+    assert command.script_name(["python", "examples/train_script.py", "--x"]) == "train_script"
+    assert command.script_name(["python", "-m", "lab.train"]) == "train"
+
+
+def test_the_words_are_split_before_the_knobs_are_put_in():
+    """A value is one argument, whatever it holds: never text a shell would read."""
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create({"task": {"command": "python t.py --name ${task.value} --n=${loader.batch_size}",
+                                     "value": "a b; touch /tmp/x"}, "loader": {"batch_size": 64}})
+    assert command.argv(cfg) == ["python", "t.py", "--name", "a b; touch /tmp/x", "--n=64"]
+
+
+@pytest.mark.parametrize(("line", "said"), [
+    ("sweeper: samples=64", (64, None)),
+    ("sweeper: samples=64 wait=0.002", (64, 0.002)),
+    ("epoch 1 step 400: 8,000 samples/s", None),
+])
+def test_the_printed_line_protocol(line, said):
+    assert protocol.parse_stdout_line(line) == said
+
+
+@pytest.mark.parametrize("line", ["sweeper: samples=lots", "sweeper: samples=-1", "sweeper: samples=3 speed=2",
+                                  "sweeper: wait=0.1"])
+def test_a_garbled_line_is_named(line):
+    with pytest.raises(ValueError, match="sweeper: samples=<integer>"):
+        protocol.parse_stdout_line(line)
+
+
+def test_a_step_line_round_trips():
+    assert protocol.parse_step_line(protocol.step_line(1, 12.5, 0.25, 64)) == (1, 12.5, 0.25, 64)
+    assert protocol.parse_step_line(protocol.step_line(0, 3.0, None, 8)) == (0, 3.0, None, 8)
+
+
+def test_track_counts_the_leading_dimension_and_is_the_iterable_itself_outside_sweeper():
+    import sweeper
+    from sweeper.track import leading_dimension
+
+    class T:
+        def __init__(self, *shape):
+            self.shape = shape
+
+    assert leading_dimension((T(32, 784), T(32))) == 32
+    assert leading_dimension({"input_ids": T(8, 128), "labels": T(8)}) == 8
+    assert leading_dimension([{"x": T(4, 2)}]) == 4 and leading_dimension("text") is None
+    loader = [1, 2, 3]
+    assert sweeper.track(loader) is loader  # outside sweeper: nothing wraps, nothing to pay
+    assert sweeper.step(64) is None
+
+
+def test_track_reports_each_step_with_its_wait_and_samples(tmp_path):
+    """Under sweeper (a FIFO in $SWEEPER_STEPS): enumerate(track(...)) and a generator work, a
+    DataLoader-like batch_size is the fallback, samples= overrides."""
+    fifo = tmp_path / "steps"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    code = ("import sweeper\n"
+            "class L(list):\n    batch_size = 16\n"
+            "for i, b in enumerate(sweeper.track(L(['a', 'b', 'c']))): pass\n"
+            "for b in sweeper.track((x for x in range(2)), samples=lambda b: 5): pass\n")
+    subprocess.run([sys.executable, "-c", code], env={**os.environ, protocol.STEPS_ENV: str(fifo), "RANK": "1"},
+                   cwd=ROOT, check=True, timeout=60)
+    lines = os.read(reader, 65536).splitlines()
+    os.close(reader)
+    steps = [protocol.parse_step_line(line) for line in lines]
+    assert [(rank, samples) for rank, _, _, samples in steps] == [(1, 16)] * 3 + [(1, 5)] * 2
+    assert all(wait is not None and wait >= 0 for _, _, wait, _ in steps)
+    assert [e for _, e, _, _ in steps] == sorted(e for _, e, _, _ in steps)
+
+
+# --- measured runs ---------------------------------------------------------------------------
+
+def _measured(sweeper_run, *overrides, **kw):
+    run = sweeper_run("task=script", *overrides, **kw)
+    return run, run.result
+
+
+@pytest.mark.parametrize("mode", ["ok", "lines", "step"])
+def test_a_script_is_measured_by_every_way_it_can_report(sweeper_run, mode):
+    run, result = _measured(sweeper_run, script(mode), "loader.batch_size=32")
+    assert run.returncode == 0 and result.status == "ok", run.stdout + run.stderr
+    measured = result.measurement
+    # every step counted as the 32 samples it was: figures of the script's own steps
+    assert measured.timing.samples_measured == 32 * measured.timing.steps_measured > 0
+    assert measured.run.command == ("python", "tests/fake_script.py", mode, "--batch", "32")
+    waits = {"ok": True, "lines": True, "step": False}[mode]
+    assert (measured.timing.bottleneck != "not reported") == waits
+    assert "script" in run.stdout and "samples/sec" in run.stdout
+    assert measured.memory.peak_rss_mb > 0 and measured.utilization.cpu_util_main_pct is not None
+
+
+@pytest.mark.parametrize(("mode", "status", "reason"), [
+    pytest.param("crash", "crash", "the script was killed by SIGABRT after", id="crash"),
+    pytest.param("oom", "oom", "the script ran out of memory after", id="oom"),
+    pytest.param("error", "error", "exited with code 1 after 49 steps: ValueError: the user's loop broke", id="error"),
+    pytest.param("early", "error", "ended (exit code 0) after 49 steps, before its figure was known", id="exits-early"),
+    pytest.param("garbage", "error", "printed 'sweeper: samples=lots', which is not", id="garbage"),
+    pytest.param("silent", "error", "no steps reported in the", id="never-reports"),
+    pytest.param("hang", "timeout", "no result within measure.timeout_s=6 s", id="hangs"),
+])
+def test_a_script_that_misbehaves_is_one_line_and_leaves_nothing(sweeper_run, mode, status, reason):
+    run, result = _measured(sweeper_run, script(mode), "measure.timeout_s=6", "measure.windows=20",
+                            "measure.min_windows=20")
+    assert result.status == status and reason in result.reason, result.reason
+    assert run.returncode == 1 and "\n" not in result.reason
+    time.sleep(0.5)
+    leftovers = subprocess.run(["pgrep", "-f", "tests/fake_script.py"], capture_output=True, text=True).stdout.split()
+    assert leftovers == []
+
+
+def test_the_script_gets_the_knobs_as_words_and_as_variables_never_through_a_shell(sweeper_run, tmp_path):
+    out, witness = tmp_path / "seen.json", tmp_path / "pwned"
+    value = f"x; touch {witness}"
+    run, result = _measured(sweeper_run, script("ok", "--out", str(out), "--value", "${oc.env:PAYLOAD}"),
+                            "backend.threads=1", "loader.batch_size=16", env={"PAYLOAD": value})
+    assert result.status == "ok", result.reason
+    seen = json.loads(out.read_text())
+    assert seen["argv"][-2:] == ["--value", value] and not witness.exists()
+    assert seen["env"]["SWEEPER_LOADER_BATCH_SIZE"] == "16" and seen["env"]["SWEEPER_BACKEND_THREADS"] == "1"
+    assert seen["env"]["SWEEPER_BACKEND_PRECISION"] == "fp32" and seen["env"]["OMP_NUM_THREADS"] == "1"
+
+
+def test_a_swept_knob_the_script_cannot_see_is_refused_before_trial_1(tmp_path):
+    proc = run_multirun(tmp_path, "task=script", script("ok"), "search=none", "loader.pin_memory=choice(false,true)",
+                        check=False)
+    assert proc.returncode == 2 and proc.stderr.strip().startswith(
+        "error: loader.pin_memory is swept, but the script cannot see it"), proc.stderr
+    assert not (tmp_path / "study.db").exists() or not load_study(tmp_path).trials
+
+
+@pytest.mark.slow
+def test_a_script_sweep_searches_what_its_command_names_and_its_winner_reproduces(tmp_path):
+    # a sweep runs from its own directory (tmp_path): the script by its full path
+    proc = run_multirun(tmp_path, "task=script", script("ok", fake=f"python {ROOT / 'tests' / 'fake_script.py'}"),
+                        "search=cpu", "hydra.sweeper.n_trials=3",
+                        "hydra.sweeper.confirm.top_k=1", "hydra.sweeper.confirm.rounds=1", "hydra.sweeper.race=false")
+    log = (tmp_path / "s" / "sweep.log").read_text()
+    assert "task=script: the preset's backend.channels_last" in log and "loader.prefetch_factor" in log
+    trials = load_study(tmp_path).trials
+    searched = {k for t in trials for k in t.params}
+    assert "loader.batch_size" in searched and "backend.threads" in searched
+    assert not searched & {"loader.prefetch_factor", "backend.channels_last", "loader.pin_memory"}
+    assert "winner: trial #" in proc.stdout
+    html = (tmp_path / "s" / "report.html").read_text()
+    assert "Apply it to your code" in html or "fake_script" in html
+    words = shlex.split((tmp_path / "s" / "winner_command.txt").read_text())
+    assert words[:3] == ["python", "-m", "sweeper"]
+    again = subprocess.run([sys.executable, *words[1:]] + TINY
+                           + [f"hydra.run.dir={tmp_path / 'again'}"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert again.returncode == 0 and "samples/sec" in again.stdout, again.stderr[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_a_script_under_two_ranks_counts_both(sweeper_run):
+    run, result = _measured(sweeper_run, script("ok"), "dist.nproc_per_node=2", "loader.batch_size=8",
+                            "measure.timeout_s=120")
+    assert result.status == "ok", result.reason
+    measured = result.measurement
+    # each of rank 0's steps carries rank 1's samples since its last: about twice its own
+    per_step = measured.timing.samples_measured / measured.timing.steps_measured
+    assert 14 <= per_step <= 18 and measured.run.nproc_per_node == 2
