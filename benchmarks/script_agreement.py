@@ -11,6 +11,7 @@ warm-up); sweeper's is the run's samples_per_sec (median window, warm-up until s
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -22,7 +23,9 @@ from sweeper.result import RunResult
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = "examples/train_script.py"
-CONFIGS = {"batch 64, 0 workers": (64, 0), "batch 256, 2 workers": (256, 2)}
+# one compute thread each (OMP_NUM_THREADS for the script alone, backend.threads under sweeper),
+# so that the two cores are not oversubscribed and the rounds say more than the VM's noise
+CONFIGS = {"batch 64, 0 workers, 1 thread": (64, 0), "batch 256, 1 worker, 1 thread": (256, 1)}
 LOG_EVERY, STEPS = 25, 400
 RATE = re.compile(r"step \d+: ([\d,.]+) samples/s")
 
@@ -30,7 +33,8 @@ RATE = re.compile(r"step \d+: ([\d,.]+) samples/s")
 def alone(batch: int, workers: int) -> float:
     proc = subprocess.run([sys.executable, SCRIPT, "--batch-size", str(batch), "--workers", str(workers),
                            "--max-steps", str(STEPS), "--log-every", str(LOG_EVERY)],
-                          cwd=ROOT, capture_output=True, text=True, check=True)
+                          cwd=ROOT, capture_output=True, text=True, check=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
     rates = [float(m.group(1).replace(",", "")) for m in RATE.finditer(proc.stdout)]
     return statistics.median(rates[2:])
 
@@ -39,7 +43,8 @@ def under_sweeper(batch: int, workers: int, out: Path) -> float:
     command = (f"python {SCRIPT} --batch-size ${{loader.batch_size}} --workers ${{loader.num_workers}} "
                f"--log-every {LOG_EVERY}")
     subprocess.run([sys.executable, "-m", "sweeper", "task=script", f"task.command={command}",
-                    f"loader.batch_size={batch}", f"loader.num_workers={workers}", f"hydra.run.dir={out}"],
+                    f"loader.batch_size={batch}", f"loader.num_workers={workers}", "backend.threads=1",
+                    f"hydra.run.dir={out}"],
                    cwd=ROOT, capture_output=True, text=True, check=True)
     return RunResult.from_json(json.loads((out / "result.json").read_text())).samples_per_sec or 0.0
 

@@ -17,7 +17,7 @@ from pathlib import Path
 N = 1_000_000
 LOOPS = {
     "plain loop": "for b in items: pass",
-    "for b in sweeper.track(items)": "for b in sweeper.track(items): pass",
+    "for b in sweeper.track(items, samples=64)": "for b in sweeper.track(items, samples=64): pass",
     "sweeper.step(64) per step": "for b in items: sweeper.step(64)",
 }
 

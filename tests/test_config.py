@@ -4,6 +4,7 @@ sweeper/config.py), and a refused value or key is one line naming it and what is
 from __future__ import annotations
 
 import enum
+import functools
 import subprocess
 import sys
 from dataclasses import fields
@@ -21,6 +22,7 @@ TASKS = {"mnist_mlp": config.MnistTask, "image_classification": config.ImageTask
          "language_model": config.LanguageTask, "custom": config.CustomTask, "script": config.ScriptTask}
 
 
+@functools.lru_cache(maxsize=None)
 def _compose(*overrides: str):
     with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
         return compose("config", overrides=list(overrides))

@@ -128,23 +128,47 @@ def test_a_script_is_measured_by_every_way_it_can_report(sweeper_run, mode):
     assert measured.memory.peak_rss_mb > 0 and measured.utilization.cpu_util_main_pct is not None
 
 
+def _spec(*overrides: str) -> dict:
+    from hydra import compose, initialize_config_dir
+
+    from sweeper.paths import config_dir
+    from sweeper.runner.run import checked_spec
+
+    with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
+        return checked_spec(compose("config", overrides=["task=script", *TINY, *overrides]))
+
+
 @pytest.mark.parametrize(("mode", "status", "reason"), [
     pytest.param("crash", "crash", "the script was killed by SIGABRT after", id="crash"),
     pytest.param("oom", "oom", "the script ran out of memory after", id="oom"),
     pytest.param("error", "error", "exited with code 1 after 49 steps: ValueError: the user's loop broke", id="error"),
     pytest.param("early", "error", "ended (exit code 0) after 49 steps, before its figure was known", id="exits-early"),
     pytest.param("garbage", "error", "printed 'sweeper: samples=lots', which is not", id="garbage"),
-    pytest.param("silent", "error", "no steps reported in the", id="never-reports"),
-    pytest.param("hang", "timeout", "no result within measure.timeout_s=6 s", id="hangs"),
+    pytest.param("silent", "error", "no steps reported in the 3 s that measure.timeout_s left the script",
+                 id="never-reports"),
 ])
-def test_a_script_that_misbehaves_is_one_line_and_leaves_nothing(sweeper_run, mode, status, reason):
-    run, result = _measured(sweeper_run, script(mode), "measure.timeout_s=6", "measure.windows=20",
-                            "measure.min_windows=20")
+def test_a_script_that_misbehaves_is_one_line_and_leaves_nothing(monkeypatch, mode, status, reason):
+    """The measuring side in this process (the run's isolation is sweeper's own, tested apart)."""
+    from sweeper.measure.events import Events
+    from sweeper.measure.scripted import measure_script
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv(protocol.DEADLINE_ENV, raising=False)
+    result = measure_script(_spec(script(mode), "measure.timeout_s=6", "measure.windows=20",
+                                  "measure.min_windows=20"), Events(os.devnull))
     assert result.status == status and reason in result.reason, result.reason
-    assert run.returncode == 1 and "\n" not in result.reason
+    assert "\n" not in result.reason
+    leftovers = subprocess.run(["pgrep", "-f", f"fake_script.py {mode}"], capture_output=True, text=True).stdout
+    assert leftovers.split() == []
+
+
+def test_a_script_that_hangs_is_killed_with_its_group_at_the_timeout(sweeper_run):
+    run, result = _measured(sweeper_run, script("hang"), "measure.timeout_s=6")
+    assert run.returncode == 1 and result.status == "timeout", result.reason
+    assert result.reason.startswith("no result within measure.timeout_s=6 s (last phase: warm-up (the script's "
+                                    "steps have begun))")
     time.sleep(0.5)
-    leftovers = subprocess.run(["pgrep", "-f", "tests/fake_script.py"], capture_output=True, text=True).stdout.split()
-    assert leftovers == []
+    assert subprocess.run(["pgrep", "-f", "fake_script.py hang"], capture_output=True, text=True).stdout.split() == []
 
 
 def test_the_script_gets_the_knobs_as_words_and_as_variables_never_through_a_shell(sweeper_run, tmp_path):
