@@ -6,6 +6,7 @@ The one place, with the Hydra plugin, where sweeper's exceptions become exit cod
 from __future__ import annotations
 
 import functools
+import os
 import signal
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ from .config import error_line
 from .errors import ConfigError, Interrupted, RunFailed, SweeperError, exit_code, signal_name
 from .paths import config_dir
 from .result import RunResult, Status
+from .runner.isolation import IN_FLIGHT
 from .runner.lock import claim_for, held
 from .runner.run import RESULT_FILE, checked_spec, measure_spec
 from .runner.signals import stop_on_signals
@@ -49,12 +51,36 @@ def measure_once(cfg: DictConfig, out_dir: Path) -> RunResult:
     return result
 
 
+def scheduler_job() -> str | None:
+    """The scheduler's job this process runs in (SLURM's, where a launcher submitted it)."""
+    job = os.environ.get("SLURM_JOB_ID")
+    return f"slurm:{job}" if job else None
+
+
+def measure_in_job(spec: dict[str, Any], out_dir: Path) -> RunResult:
+    """A sweep's job, where it runs (this machine, or the node a scheduler chose): it holds that
+    machine's lock (or its GPU's) while it measures, so two jobs never measure on one machine at
+    once, whoever submitted them."""
+    from .search import progress  # the sweep's log, where the job runs in the sweep's process
+
+    claim = claim_for(str(spec["backend"]["device"]))
+    stopped = lambda: IN_FLIGHT.stopped is not None  # noqa: E731 - the sweep's SIGTERM, in this process
+    job = scheduler_job()
+    if not spec["measure"]["lock"]:
+        result = measure_spec(spec, out_dir, env=claim.env, scheduler_job=job)
+    else:
+        with held(claim.resource, f"a sweep's job in {out_dir}", on_wait=progress.say, should_stop=stopped) as got:
+            result = (measure_spec(spec, out_dir, env=claim.env, scheduler_job=job) if got
+                      else RunResult(Status.INTERRUPTED, IN_FLIGHT.stopped))
+    return result.replace(job_dir=str(out_dir))
+
+
 def measure_job(cfg: DictConfig) -> RunResult:
     """The Hydra task function: a sweep's job returns its result, a single run prints it."""
     hydra_cfg = HydraConfig.get()
     out_dir = Path(hydra_cfg.runtime.output_dir)
     if hydra_cfg.mode == RunMode.MULTIRUN:
-        return measure_spec(checked_spec(cfg), out_dir).replace(job_dir=str(out_dir))
+        return measure_in_job(checked_spec(cfg), out_dir)
     try:
         return measure_once(cfg, out_dir)
     except SweeperError as exc:
@@ -112,10 +138,33 @@ def check_overrides(argv: list[str]) -> None:
             raise ConfigError(f"cannot read {override!r}: {why} (Hydra's override grammar: choice(a,b), "
                               "range(start,stop[,step]), interval(low,high), tag(log,...), shuffle(...)).") from exc
         parsed = parser.parse_overrides([override])[0]
+        check_launcher_installed(override)
         if not parsed.is_sweep_override() and not override.lstrip("+~").startswith(("hydra.", "hydra/")):
             fixed.append(override)
     if not any(arg in _CONFIG_FLAGS or arg.startswith(tuple(f"{f}=" for f in _CONFIG_FLAGS)) for arg in argv):
         check_composed(fixed)  # (another primary config may have keys of its own: Hydra checks those)
+
+
+# launchers sweeper's README names, and the package that brings each
+_LAUNCHER_PACKAGES = {"submitit_slurm": "sweeper[slurm] (hydra-submitit-launcher)",
+                      "submitit_local": "sweeper[slurm] (hydra-submitit-launcher)",
+                      "ray": "hydra-ray-launcher", "joblib": "hydra-joblib-launcher", "rq": "hydra-rq-launcher"}
+
+
+def check_launcher_installed(override: str) -> None:
+    """hydra/launcher=<name> that no installed Hydra plugin provides: one line naming the package."""
+    key, _, name = override.lstrip("+").partition("=")
+    if key != "hydra/launcher":
+        return
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.plugins import Plugins
+
+    Plugins.instance()  # discovering the plugins registers their configs
+    installed = sorted(entry.removesuffix(".yaml") for entry in ConfigStore.instance().list("hydra/launcher"))
+    if name not in installed:
+        package = _LAUNCHER_PACKAGES.get(name, "the Hydra launcher plugin that provides it")
+        raise ConfigError(f"hydra/launcher={name} is not installed (installed: {', '.join(installed)}): "
+                          f"pip install {package}.")
 
 
 def check_composed(fixed: list[str]) -> None:

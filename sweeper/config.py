@@ -114,6 +114,7 @@ class MeasureConf:
     sync: Sync = MISSING
     isolation: Isolation = MISSING
     timeout_s: float = MISSING
+    lock: bool = MISSING
     compute_bound: bool = MISSING
     memory_limit_gb: Optional[float] = MISSING
     prune_below: Optional[float] = MISSING

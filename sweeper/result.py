@@ -24,6 +24,7 @@ class Status(str, Enum):
     ERROR = "error"  # an exception, with its message
     INVALID = "invalid"  # this machine can't run it (no GPU, fp16 on CPU, unknown model)
     PRUNED = "pruned"  # clearly slower than the best, stopped early
+    OTHER_HARDWARE = "other-hardware"  # measured on a machine of another class than the study's: kept, not ranked
     INTERRUPTED = "interrupted"  # stopped by SIGTERM/SIGINT of the sweep or run
     # not run at all:
     SURPLUS = "surplus"  # another process of the study reached n_trials
@@ -63,7 +64,7 @@ def looks_like_oom(text: str) -> bool:
 WALL_S = "wall_s"
 # result.json's keys besides the measurement's sections
 _RUN_KEYS = ("status", "reason", "isolation", "isolation_note", "wall_s", "started_at", "ended_at", "log", "config",
-             "job_dir")
+             "job_dir", "scheduler_job")
 _FORMAT, _MACHINE = "format", "machine"
 # format 1 (flat) kept the fingerprint under this key
 _V1_FINGERPRINT = "fingerprint"
@@ -88,6 +89,10 @@ class RunResult:
     job_dir: str | None = None  # the Hydra job directory of a sweep trial
     # figures another Hydra app's job returned (its objectives), where there is no measurement
     reported: dict[str, float] | None = None
+    # the scheduler's job that ran it (slurm:<job id>), where a scheduler did
+    scheduler_job: str | None = None
+    # seconds from the job's submission to the run's start (a scheduler's queue, a lock's wait)
+    queue_wait_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -149,4 +154,5 @@ class RunResult:
             log=d.get("log"),
             config=d.get("config"),
             job_dir=d.get("job_dir"),
+            scheduler_job=d.get("scheduler_job"),
         )

@@ -196,7 +196,7 @@ def test_a_trial_without_heartbeats_is_failed_on_the_next_start(tmp_path):
     """A sweep on another host died: no pid to check here, but its heartbeats stopped. One
     whose host still beats is left alone. Works on any storage (Optuna's public API only)."""
     from sweeper.store.record import TrialRecord
-    from sweeper.search.loop import fail_orphans
+    from sweeper.search.loop import recover_or_fail_orphans
     from sweeper.store.heartbeat import heartbeat
     from sweeper.store.study import StoredStudy
 
@@ -210,9 +210,46 @@ def test_a_trial_without_heartbeats_is_failed_on_the_next_start(tmp_path):
     for key, value in TrialRecord.heartbeat(time.time() - 600).items():
         silent.set_user_attr(key, value)
     with heartbeat(stored, beating.number):
-        fail_orphans(stored)
+        recover_or_fail_orphans(stored, _plan())
     after = {t.number: t for t in stored.trials()}
     assert after[silent.number].state.name == "FAIL"
     assert after[silent.number].user_attrs["status"] == "interrupted"
     assert "heartbeats" in after[silent.number].user_attrs["reason"]
     assert after[beating.number].state.name == "RUNNING"
+
+
+def _plan():
+    import types
+
+    from sweeper.search.settings import SweepSettings
+
+    return types.SimpleNamespace(fixed=(), objectives=["samples_per_sec", "peak_memory_mb"], settings=SweepSettings(),
+                                 runs_here=False, hardware_class="h")
+
+
+def test_a_job_that_finished_after_its_sweep_was_killed_is_read_not_measured_again(tmp_path):
+    """kill -9 of the submitting sweep, its job still running on a scheduler: the job writes its
+    result.json where it ran; the next sweep of the study tells the trial that result."""
+    from sweeper.measurement import Measurement, Memory, Throughput
+    from sweeper.result import RunResult, Status
+    from sweeper.search.loop import recover_or_fail_orphans
+    from sweeper.store.record import TrialRecord
+    from sweeper.store.study import StoredStudy
+
+    stored = StoredStudy.open(f"sqlite:///{tmp_path / 's.db'}", "x", directions=["maximize", "minimize"])
+    finished, lost = stored.study.ask(), stored.study.ask()
+    for trial in (finished, lost):
+        attrs = TrialRecord.started(baseline=False, knobs={"loader.batch_size": 64}, fixed=[], workload="w",
+                                    sweep_dir=str(tmp_path / "sweep"), host="login-node", pid=1, pid_started=None,
+                                    hardware_class="h")
+        for key, value in {**attrs, **TrialRecord.heartbeat(time.time() - 600)}.items():
+            trial.set_user_attr(key, value)
+    job_dir = tmp_path / "sweep" / str(finished.number)
+    job_dir.mkdir(parents=True)
+    measured = Measurement(Throughput(samples_per_sec=123.0), memory=Memory(peak_memory_mb=45.0))
+    (job_dir / "result.json").write_text(json.dumps(RunResult(Status.OK, measurement=measured, wall_s=3.0).to_json()))
+    recover_or_fail_orphans(stored, _plan())
+    after = {t.number: t for t in stored.trials()}
+    assert after[finished.number].state.name == "COMPLETE" and after[finished.number].values == [123.0, 45.0]
+    assert TrialRecord.of(after[finished.number]).samples_per_sec == 123.0
+    assert after[lost.number].state.name == "FAIL" and after[lost.number].user_attrs["status"] == "interrupted"

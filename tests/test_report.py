@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -140,3 +141,62 @@ def test_index_lists_the_sweep(swept):
     index = (tmp / "outputs" / "index.html").read_text()
     assert "sweeps/night1/report.html" in index
     assert "custom train" in index
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_optuna_dashboard_opens_the_study(swept):
+    """optuna-dashboard (the optional extra .[dashboard]) on loopback, against the study a sweep
+    wrote: its API shows the objectives by name, every trial's knobs and figures and the failure
+    reasons, the study's facts; its page lists the trials in headless Chromium."""
+    import json
+    import time
+    import urllib.request
+
+    tmp, sweep_dir = swept
+    storage = f"sqlite:///{tmp / 'study.db'}"
+    port = _free_port()
+    dashboard = str(Path(sys.executable).parent / "optuna-dashboard")  # the console script the extra installs
+    server = subprocess.Popen([dashboard, storage, "--host", "127.0.0.1",
+                               "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                studies = json.loads(urllib.request.urlopen(f"{base}/api/studies", timeout=2).read())
+                break
+            except OSError:
+                time.sleep(0.2)
+        else:
+            pytest.fail(f"optuna-dashboard did not answer: {server.stderr.read1().decode()[-500:]}")
+        name = json.loads((sweep_dir / "sweep.json").read_text())["study"]
+        (summary,) = [s for s in studies["study_summaries"] if s["study_name"] == name]
+        study = json.loads(urllib.request.urlopen(f"{base}/api/studies/{summary['study_id']}?after=0").read())
+        assert study["objective_names"] == ["samples_per_sec", "peak_memory_mb"]
+        facts = {a["key"]: a["value"] for a in study["user_attrs"]}
+        assert facts["workload"].startswith("custom train") and "baseline_trial" in facts and "winner_trial" in facts
+        trials = [t for t in study["trials"] if t["state"] != "Running"]
+        assert {p["name"] for t in trials for p in t["params"]} == {"loader.batch_size"}
+        attrs = [{a["key"]: a["value"] for a in t["user_attrs"]} for t in trials]
+        assert {a["status"] for a in attrs} >= {"ok", "crash", "oom"}
+        assert any("SIGABRT" in str(a.get("reason")) for a in attrs)
+        assert all("samples_per_sec" in str(a["metrics"]) for a in attrs if a["status"] == "ok")
+        need_chromium()
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(f"{base}/dashboard/studies/{summary['study_id']}/trials")
+            page.wait_for_selector("text=Trial 3", timeout=30_000)
+            assert page.locator("text=Trial 0").count() >= 1
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

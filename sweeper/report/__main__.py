@@ -10,7 +10,10 @@ import json
 import sys
 from pathlib import Path
 
+from ..errors import ConfigError
 from ..paths import SWEEP_FILE
+from ..store.storage import default_storage, open_storage, redact
+from ..store.study import stored_name
 from .load import load_report_data
 from .page import write_report
 
@@ -19,7 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sweeper.report", description=__doc__.splitlines()[0])
     parser.add_argument("sweep_dir", nargs="?", type=Path, help="a sweep's directory (holds sweep.json)")
     parser.add_argument("--storage", help="Optuna storage URL (needed when the sweep dir's URL had a password)")
-    parser.add_argument("--study", help="study name")
+    parser.add_argument("--study", help="study name: as stored (name@hardware class), or as you named it when the "
+                                         "storage holds it for one hardware class")
     parser.add_argument("--out", type=Path, help="where to write (default: <sweep dir>/report.html or ./report.html)")
     args = parser.parse_args(argv)
 
@@ -39,15 +43,21 @@ def main(argv: list[str] | None = None) -> int:
                       "pass it with --storage URL.", file=sys.stderr)
                 return 2
             storage = info["storage"]
-    if not storage or not study:
+    storage = storage or default_storage()
+    if not study:
         parser.print_usage(sys.stderr)
-        print("error: give a sweep directory, or both --storage URL and --study NAME.", file=sys.stderr)
+        print("error: give a sweep directory, or --study NAME (and --storage URL unless it is the default "
+              "sqlite:///outputs/sweeper.db).", file=sys.stderr)
         return 2
     out = args.out or ((args.sweep_dir / "report.html") if args.sweep_dir else Path("report.html"))
     try:
+        study = stored_name(open_storage(storage), study)
         data = load_report_data(storage, study, fixed)
     except KeyError:
-        print(f"error: no study {study!r} in that storage.", file=sys.stderr)
+        print(f"error: no study {study!r} in {redact(storage)}.", file=sys.stderr)
+        return 2
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     write_report(data, out)
     print(f"report: {out}")

@@ -87,6 +87,9 @@ class ReportData:
     # data-parallel ranks, when trials ran with more than one count: (trial, nproc_per_node,
     # total samples/sec, one rank's mean samples/sec)
     ranks: tuple[tuple[int, int, float, float], ...] = field(default_factory=tuple)
+    # the trials' jobs' time from submission to their run's start (a scheduler's queue, the lock)
+    queue_wait_s: float = 0.0
+    scheduled: int = 0  # trials a scheduler ran (SLURM jobs)
 
 
 # what PyTorch does when a knob is left at null, for the knob-effect charts
@@ -281,12 +284,17 @@ class Verdict:
         return cls(won, base, won / base if won and base else None)
 
 
-def _notes(done: Sequence[FrozenTrial], baseline: FrozenTrial | None, winner: FrozenTrial | None,
-           confirmation: Confirmation | None) -> tuple[str, ...]:
+def _notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial], baseline: FrozenTrial | None,
+           winner: FrozenTrial | None, confirmation: Confirmation | None) -> tuple[str, ...]:
     notes = [note] if (note := batch_note(baseline, winner)) else []
     notes += [note] if (note := separation_note(confirmation)) else []
     if confirmation is None and winner is not None:
         notes.append("The winner was not confirmed by interleaved re-measurement: the speedup is from single search runs.")
+    foreign = [t for t in trials if TrialRecord.of(t).status == Status.OTHER_HARDWARE]
+    if foreign:
+        hosts = sorted({fp.hostname for t in foreign if (fp := TrialRecord.of(t).fingerprint) is not None})
+        notes.append(f"{len(foreign)} trial(s) ran on a machine of another hardware class ({', '.join(hosts)}): their "
+                     "figures are kept, and not ranked against the study's own class.")
     noisy = [t.number for t in done if (m := _measurement(t)) is not None and m.throughput.noisy]
     if noisy:
         notes.append(f"{len(noisy)} trial(s) had a window spread above {IQR_WARN_THRESHOLD:.0%} of their median "
@@ -348,5 +356,7 @@ def build_report_data(
         front_on=COST_KIND.get(objectives[1]) if len(objectives) > 1 else None,
         failures=failures, breakdowns=_breakdowns(baseline, best, winner_number), effects=_effects(done),
         importances=dict(importances or {}), history=_history(done, first), columns=columns, rows=rows,
-        notes=_notes(done, baseline, winner, confirmation), ranks=tuple(ranks_of(done)),
+        notes=_notes(trials, done, baseline, winner, confirmation), ranks=tuple(ranks_of(done)),
+        queue_wait_s=sum(TrialRecord.of(t).queue_wait_s or 0.0 for t in shown),
+        scheduled=sum(TrialRecord.of(t).scheduler_job is not None for t in shown),
     )

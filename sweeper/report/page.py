@@ -92,6 +92,9 @@ def headline(d: ReportData) -> str:
         cards.append(_card(f"{d.winner_memory_mb:,.0f} MB", "peak memory of the winner"))
     cards.append(_card(f"{d.trials_measured} / {d.trials_failed}", "trials measured / failed or pruned"))
     cards.append(_card(f"{d.budget_used_s / 60:,.1f} min", "wall time of the trials"))
+    if d.scheduled:
+        cards.append(_card(f"{d.queue_wait_s / 60:,.1f} min", f"{d.scheduled} jobs waited, from submission to their "
+                           "run (queue, the machine's lock), apart from measuring"))
     if d.sweep_wall_s is not None:
         cards.append(_card(f"{d.sweep_wall_s / 60:,.1f} min", "the sweep took, confirmation included"))
     elif not d.sweep_finished:

@@ -78,6 +78,7 @@ def measure_spec(
     *,
     env: Mapping[str, str] | None = None,
     on_event: Callable[[dict[str, Any]], None] | None = None,
+    scheduler_job: str | None = None,
 ) -> RunResult:
     """Measure a checked spec; the result says what the run ended as
     (ok, oom, timeout, crash, error, invalid, pruned, interrupted); never raises for the child's sake."""
@@ -95,7 +96,7 @@ def measure_spec(
         isolation=isolation,
         preload=preload_modules(spec["task"]),
     )
-    result = result.replace(isolation_note=note or result.isolation_note,
+    result = result.replace(isolation_note=note or result.isolation_note, scheduler_job=scheduler_job,
                             config={k: spec[k] for k in ("task", "loader", "backend", "train", "dist")})
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / RESULT_FILE).write_text(json.dumps(result.to_json(), indent=2, default=str) + "\n")

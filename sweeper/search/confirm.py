@@ -14,7 +14,7 @@ from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import config_of, ranked
 from . import progress
-from .launch import Run, measure_overrides
+from .launch import JobRunner, measure_overrides
 from .plan import SweepPlan
 
 
@@ -67,7 +67,7 @@ def plan_rounds(candidates: Sequence[int], baseline: int, rounds: int, remaining
     return order
 
 
-def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: Run, *, remaining: Callable[[], float | None],
+def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, remaining: Callable[[], float | None],
                      typical_wall_s: float, stopped: Callable[[], bool]) -> Confirmation | None:
     """Re-measure the top candidates and the baseline interleaved; store and return the decision."""
     top_k, rounds = plan.settings.confirm.top_k, plan.settings.confirm.rounds
@@ -81,14 +81,15 @@ def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: Run, *, remainin
     rounds = order[-1][0] + 1
     progress.say(f"confirming: trials {candidates} and baseline {baseline.number}, {rounds} interleaved rounds")
     measured: dict[int, list[float | None]] = {n: [None] * rounds for _, n in order}
-    for r, number in order:
-        if stopped():
-            break
-        overrides = [*plan.overrides_for(config_of(by_number[number])), *measure_overrides(plan, None, remaining()),
-                     f"hydra.sweep.subdir=confirm/round{r + 1}-trial{number}"]
-        result = run(overrides, job_idx=number)
-        measured[number][r] = result.samples_per_sec if result.ok else None
-        progress.confirm_line(r, rounds, number, result)
+    node = baseline_record.fingerprint.hostname if (baseline_record := TrialRecord.of(baseline)).fingerprint else None
+    with run.on_node(node):  # side by side: every run on the machine the baseline ran on
+        for r, number in order:
+            if stopped():
+                break
+            overrides = [*plan.overrides_for(config_of(by_number[number])), *measure_overrides(plan, None, remaining())]
+            result = run(overrides, job_idx=number, subdir=f"confirm/round{r + 1}-trial{number}")
+            measured[number][r] = result.samples_per_sec if result.ok else None
+            progress.confirm_line(r, rounds, number, result)
     decision = decide(measured, baseline.number)
     if decision is not None:
         stored.save_confirmation(plan.fixed, decision)

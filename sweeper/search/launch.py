@@ -1,9 +1,12 @@
-"""One measured job of a sweep, through Hydra's launcher: wait for the machine's lock, beat the
+"""The sweep's measured jobs, through Hydra's launcher, one or a batch at once: beat the
 trial's heartbeat meanwhile, launch, and turn what the job returned into a RunResult."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+import json
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +16,7 @@ from hydra.plugins.launcher import Launcher
 from ..errors import ConfigError
 from ..result import RunResult, Status
 from ..runner.lock import held
+from ..runner.run import RESULT_FILE
 from ..runner.signals import StopRequest
 from ..store.heartbeat import heartbeat
 from ..store.study import StoredStudy
@@ -40,6 +44,8 @@ def measure_overrides(plan: SweepPlan, prune_below: float | None, remaining_s: f
     extra: list[str] = []
     if not plan.own_app:  # another app's jobs measure themselves
         return extra
+    if plan.settings.lock == "off":
+        extra.append("measure.lock=false")
     if prune_below is not None:
         extra.append(f"measure.prune_below={prune_below:.6g}")
     if race is not None:
@@ -51,37 +57,105 @@ def measure_overrides(plan: SweepPlan, prune_below: float | None, remaining_s: f
     return extra
 
 
+@dataclass(frozen=True)
+class Job:
+    """One job to launch: its overrides, its Hydra job number, the trial it measures (None: a
+    confirmation run), and its directory under the sweep's (hydra.sweep.subdir)."""
+
+    overrides: list[str]
+    job_idx: int
+    trial_number: int | None = None
+    subdir: str | None = None
+
+    def launched(self) -> list[str]:
+        return [*self.overrides, f"hydra.sweep.subdir={self.subdir}"] if self.subdir else list(self.overrides)
+
+
+def _first_line(exc: BaseException) -> str:
+    """An exception as one line (a scheduler's state is often on its second: CANCELLED, TIMEOUT)."""
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
+
+
 @dataclass
 class JobRunner:
-    """Runs the sweep's jobs one at a time, each holding the machine."""
+    """Runs the sweep's jobs through Hydra's launcher: one, or a batch at once (n_jobs), each
+    trial's heartbeat beaten meanwhile. sweeper's own jobs take the lock of the machine they
+    run on themselves; another app's jobs run under this machine's lock."""
 
     launcher: Launcher
     plan: SweepPlan
     stored: StoredStudy
     stop: StopRequest
 
-    def __call__(self, overrides: list[str], job_idx: int, trial_number: int | None = None) -> RunResult:
+    def __call__(self, overrides: list[str], job_idx: int, trial_number: int | None = None,
+                 subdir: str | None = None) -> RunResult:
+        return self.batch([Job(overrides, job_idx, trial_number, subdir)])[0]
+
+    def batch(self, jobs: Sequence[Job]) -> list[RunResult]:
         if self.stop.requested:
-            return RunResult(Status.INTERRUPTED, self.stop.reason)
-        with heartbeat(self.stored, trial_number):
-            if self.plan.settings.lock == "off":
-                return self._launch(overrides, job_idx)
+            return [RunResult(Status.INTERRUPTED, self.stop.reason) for _ in jobs]
+        with contextlib.ExitStack() as beating:
+            for job in jobs:
+                beating.enter_context(heartbeat(self.stored, job.trial_number))
+            if self.plan.own_app or self.plan.settings.lock == "off":
+                return self._launch(jobs)
             with held(self.plan.claim.resource, f"study {self.plan.study_name}", on_wait=progress.say,
                       should_stop=lambda: self.stop.requested) as got:
                 if not got:
-                    return RunResult(Status.INTERRUPTED, self.stop.reason)
-                return self._launch(overrides, job_idx)
+                    return [RunResult(Status.INTERRUPTED, self.stop.reason) for _ in jobs]
+                return self._launch(jobs)
 
-    def _launch(self, overrides: list[str], job_idx: int) -> RunResult:
-        job = self.launcher.launch([overrides], initial_job_idx=job_idx)[0]
+    def _launch(self, jobs: Sequence[Job]) -> list[RunResult]:
+        submitted = time.time()
+        try:
+            returns = self.launcher.launch([job.launched() for job in jobs], initial_job_idx=jobs[0].job_idx)
+        except Exception as exc:  # noqa: BLE001 - a scheduler that lost a job (cancelled, timed out, node gone)
+            return [self._recovered(job, exc, submitted) for job in jobs]
+        return [self._waited(self._returned(r), submitted) for r in returns]
+
+    def _returned(self, job: Any) -> RunResult:
         if job.status == JobStatus.COMPLETED:
             return as_result(job.return_value, self.plan.objectives)
         try:
             job.return_value  # re-raises the job's exception
         except Exception as exc:  # noqa: BLE001 - a failed job is data
             status = Status.INVALID if isinstance(exc, ConfigError) else Status.ERROR
-            return RunResult(status, f"{type(exc).__name__}: {exc}".splitlines()[0])
+            return RunResult(status, _first_line(exc))
         return RunResult(Status.ERROR, f"the job ended as {job.status.name} without an exception")
+
+    def _recovered(self, job: Job, exc: BaseException, submitted: float) -> RunResult:
+        """A job of a batch the launcher could not return: what it measured, from the result.json
+        it wrote where it ran (nothing measured is lost), else the launcher's reason."""
+        if job.subdir is not None:
+            path = self.plan.sweep_dir / job.subdir / RESULT_FILE
+            if path.is_file() and path.stat().st_mtime >= submitted:
+                with contextlib.suppress(ValueError, OSError):
+                    left = RunResult.from_json(json.loads(path.read_text())).replace(job_dir=str(path.parent))
+                    return self._waited(left, submitted)
+        return RunResult(Status.INTERRUPTED if self.stop.requested else Status.ERROR,
+                         f"the launcher lost the job: {_first_line(exc)}")
+
+    @contextlib.contextmanager
+    def on_node(self, host: str | None) -> Iterator[None]:
+        """While inside, jobs go to the node `host` (the confirmation's runs all on one node): the
+        SLURM launcher's sbatch --nodelist; other launchers run where they run."""
+        params = getattr(self.launcher, "params", None)
+        if host is None or not isinstance(params, dict) or "additional_parameters" not in params:
+            yield
+            return
+        before = params["additional_parameters"]
+        params["additional_parameters"] = {**(before or {}), "nodelist": host}
+        try:
+            yield
+        finally:
+            params["additional_parameters"] = before
+
+    @staticmethod
+    def _waited(result: RunResult, submitted: float) -> RunResult:
+        """The result with the time from the job's submission to its run's start (a queue)."""
+        if result.started_at is None:
+            return result
+        return result.replace(queue_wait_s=max(0.0, result.started_at - submitted))
 
 
 Run = Callable[..., RunResult]

@@ -6,22 +6,25 @@ configurations reused, batches that must run out of memory skipped, stop rules a
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from optuna.trial import FrozenTrial, Trial
+from optuna.trial import FrozenTrial, Trial, TrialState
 
 from ..measurement import PRIMARY
-from ..result import Status
+from ..result import RunResult, Status
+from ..runner.run import RESULT_FILE
 from ..store.heartbeat import orphans, process_alive
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import baseline_of, config_of, primary_value, ranked, was_measured
 from . import history, progress
-from .launch import Run, measure_overrides
+from .launch import Job, JobRunner, measure_overrides
 from .plan import SweepPlan
 from .trials import Told, ask, reuse, skip, tell_result
 
@@ -80,61 +83,131 @@ def learned_convolutional(stored: StoredStudy, plan: SweepPlan) -> bool | None:
     return None
 
 
-def fail_orphans(stored: StoredStudy) -> None:
-    """RUNNING trials whose sweep is gone (no heartbeat, or a dead process on this host)."""
+def recover_or_fail_orphans(stored: StoredStudy, plan: SweepPlan) -> None:
+    """RUNNING trials whose sweep is gone (no heartbeat, or a dead process on this host): a job
+    that finished after its sweep died (still queued or running on a scheduler when the sweep
+    was killed) left its result.json where it ran, and is told it; the others are failed as
+    interrupted, and measured again."""
     found = orphans(stored.trials(), host=socket.gethostname(), now=time.time(), alive=process_alive)
     for trial, why in found:
-        stored.fail(trial.number, Status.INTERRUPTED, why)
+        record = TrialRecord.of(trial)
+        result = _left_result(record.sweep_dir, trial.number)
+        if result is not None and record.fixed_overrides == plan.fixed:
+            tell_result(stored, Trial(stored.study, stored.trial_id(trial.number)), result, plan)
+            progress.say(f"trial #{trial.number}: its job finished after its sweep stopped; its result.json is read")
+        else:
+            stored.fail(trial.number, Status.INTERRUPTED, why)
 
 
-def optimize(stored: StoredStudy, plan: SweepPlan, run: Run, *, stopped: Callable[[], str | None],
+def _left_result(sweep_dir: str | None, number: int) -> RunResult | None:
+    path = Path(sweep_dir) / str(number) / RESULT_FILE if sweep_dir else None
+    if path is None or not path.is_file():
+        return None
+    try:
+        return RunResult.from_json(json.loads(path.read_text())).replace(job_dir=str(path.parent))
+    except (ValueError, OSError):
+        return None
+
+
+def _note(state: LoopState, told: Told, best: FrozenTrial | None) -> None:
+    """What a told trial changes in the stop rules' state."""
+    state.sampler_done = state.sampler_done or told.sampler_done
+    done, record = told.trial, TrialRecord.of(told.trial)
+    skipped = record.status == Status.SKIPPED
+    state.skipped_in_a_row = state.skipped_in_a_row + 1 if skipped else 0
+    if not skipped:  # not an answer from the study: says nothing about what is left
+        state.unmeasured_in_a_row = 0 if was_measured(done) else state.unmeasured_in_a_row + 1
+    if primary_value(done) is not None and not record.reused:
+        state.since_gain = 0 if history.is_gain(done, best) else state.since_gain + 1
+    elif not record.baseline and not skipped:
+        state.since_gain += 1
+
+
+def optimize(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, stopped: Callable[[], str | None],
              remaining: Callable[[], float | None]) -> str:
-    """Run trials until a stop rule ends the sweep; returns why it stopped."""
+    """Run trials until a stop rule ends the sweep; returns why it stopped. Up to n_jobs trials
+    are measured at once, as one batch through the launcher (the baseline alone, first)."""
     settings = plan.settings
-    fail_orphans(stored)
+    recover_or_fail_orphans(stored, plan)
     state = LoopState()
     while True:
         if (signal_stop := stopped()) is not None:
             return signal_stop
         trials = stored.trials(plan.fixed)
-        measured = [t for t in trials if was_measured(t)]
+        measured = sum(was_measured(t) for t in trials)
         remaining_s = remaining()
-        why = stop_reason(state, measured=len(measured), n_trials=settings.n_trials, patience=settings.patience,
-                          remaining_s=remaining_s,
-                          reserve_s=typical_wall(stored, plan) * (1 + settings.confirm_runs))
+        why = stop_reason(state, measured=measured, n_trials=settings.n_trials, patience=settings.patience,
+                          remaining_s=remaining_s, reserve_s=typical_wall(stored, plan) * (1 + settings.confirm_runs))
         if why is not None:
             return why
-        baseline = baseline_of(trials)
-        best = next(iter(ranked(trials)), None)
+        batch = _ask_batch(stored, plan, state, trials, width=min(settings.n_jobs, settings.n_trials - measured),
+                           remaining_s=remaining_s)
+        if batch.jobs:
+            results = run.batch([job for job, _ in batch.jobs])
+            for (job, trial), result in zip(batch.jobs, results):
+                _tell(stored, plan, state, tell_result(stored, trial, result, plan), batch.best, remaining)
+        for trial, twin in batch.twins:  # the same knobs twice in one batch: measured once
+            _tell(stored, plan, state, reuse(stored, trial, stored.trial(twin)), batch.best, remaining)
+
+
+def _tell(stored: StoredStudy, plan: SweepPlan, state: LoopState, told: Told, best: FrozenTrial | None,
+          remaining: Callable[[], float | None]) -> None:
+    _note(state, told, best)
+    done, record = told.trial, TrialRecord.of(told.trial)
+    if was_measured(done) or record.status in (Status.OOM, Status.OOM_PREDICTED):
+        trials = stored.trials(plan.fixed)
+        count = sum(was_measured(t) for t in trials if t.number <= done.number and t.state != TrialState.RUNNING)
+        progress.trial_line(done, count, plan.settings.n_trials, ranked(trials), remaining())
+
+
+@dataclass
+class Batch:
+    """The trials to measure at once, and those that came back with a pending trial's knobs."""
+
+    best: FrozenTrial | None
+    jobs: list[tuple[Job, Trial]] = field(default_factory=list)
+    twins: list[tuple[Trial, int]] = field(default_factory=list)
+
+
+def _ask_batch(stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: list[FrozenTrial], *, width: int,
+               remaining_s: float | None) -> Batch:
+    """Ask until `width` trials need measuring (answering the others from the study as they come),
+    the baseline first and alone. RUNNING trials count as the sampler's bad ones meanwhile
+    (TPE's constant liar), and knobs asked twice are measured once."""
+    baseline = baseline_of(trials)
+    batch = Batch(best=next(iter(ranked(trials)), None))
+    pending: dict[str, int] = {}
+    while len(batch.jobs) < max(1, width) and not state.sampler_done:
         ctx = plan.context(learned_convolutional(stored, plan))
-        trial, knobs = ask(stored, plan, ctx, baseline=baseline is None)
+        trial, knobs = ask(stored, plan, ctx, baseline=baseline is None and not batch.jobs)
         ahead = [t for t in stored.trials(plan.fixed) if t.number < trial.number and was_measured(t)]
-        if len(ahead) >= settings.n_trials:  # another process took the last slot meanwhile
-            skip(stored, trial, Status.SURPLUS, "n_trials was reached by another process of this study")
+        if len(ahead) >= plan.settings.n_trials:  # another process took the last slot meanwhile
+            _note(state, skip(stored, trial, Status.SURPLUS, "n_trials was reached by another process of this study"),
+                  batch.best)
+            break
+        key = json.dumps(knobs, sort_keys=True, default=str)
+        if key in pending:
+            batch.twins.append((trial, pending[key]))
             continue
-        told = _run_or_answer(stored, plan, run, trial, knobs, trials, best, has_baseline=baseline is not None,
-                              remaining_s=remaining_s)
-        state.sampler_done = told.sampler_done
-        done = told.trial
-        record = TrialRecord.of(done)
-        skipped = record.status == Status.SKIPPED
-        state.skipped_in_a_row = state.skipped_in_a_row + 1 if skipped else 0
-        if not skipped:  # not an answer from the study: says nothing about what is left
-            state.unmeasured_in_a_row = 0 if was_measured(done) else state.unmeasured_in_a_row + 1
-        if primary_value(done) is not None and not record.reused:
-            state.since_gain = 0 if history.is_gain(done, best) else state.since_gain + 1
-        elif not record.baseline and not skipped:
-            state.since_gain += 1
-        if was_measured(done) or record.status in (Status.OOM, Status.OOM_PREDICTED):
-            progress.trial_line(done, len(measured) + was_measured(done), settings.n_trials,
-                                ranked(stored.trials(plan.fixed)), remaining())
+        told = _answer(stored, plan, trial, knobs, trials)
+        if told is not None:
+            _tell(stored, plan, state, told, batch.best, lambda: remaining_s)
+            if not batch.jobs or state.sampler_done or state.unmeasured_in_a_row >= EXHAUSTED_AFTER \
+                    or state.skipped_in_a_row >= SKIPPED_AFTER:
+                break  # back to the stop rules, as between trials
+            continue
+        pending[key] = trial.number
+        batch.jobs.append((_job(plan, trial, knobs, trials, batch.best, has_baseline=baseline is not None,
+                                remaining_s=remaining_s), trial))
+        if baseline is None:
+            break  # the baseline is measured alone: every trial after it races against it
+    return batch
 
 
-def _run_or_answer(stored: StoredStudy, plan: SweepPlan, run: Run, trial: Trial, knobs: dict[str, Any],
-                   trials: list[FrozenTrial], best: FrozenTrial | None, *, has_baseline: bool,
-                   remaining_s: float | None) -> Told:
-    """Measure the trial, or answer it from the study: an identical configuration's result,
-    or a predicted OOM."""
+def _answer(stored: StoredStudy, plan: SweepPlan, trial: Trial, knobs: dict[str, Any],
+            trials: list[FrozenTrial]) -> Told | None:
+    """Answer the trial from the study, without measuring: an identical configuration's result,
+    a point the preset does not measure, a predicted OOM; None when it must be measured."""
     source = None if plan.settings.remeasure else history.find_measured(trials, knobs, plan.fixed)
     if source is not None:
         return reuse(stored, trial, source)
@@ -145,6 +218,12 @@ def _run_or_answer(stored: StoredStudy, plan: SweepPlan, run: Run, trial: Trial,
         return skip(stored, trial, Status.OOM_PREDICTED,
                     f"batch {knobs[history.BATCH]} >= {config_of(dominating).get(history.BATCH)} which ran "
                     f"out of memory in trial {dominating.number} with the same memory settings")
+    return None
+
+
+def _job(plan: SweepPlan, trial: Trial, knobs: dict[str, Any], trials: list[FrozenTrial], best: FrozenTrial | None,
+         *, has_baseline: bool, remaining_s: float | None) -> Job:
+    """The trial's job: its knobs, the race against the best so far, a timeout within the budget."""
     if (why := history.rerun_reason(trials, knobs, plan.fixed)) is not None:
         for key, value in TrialRecord.rerun(why).items():
             trial.set_user_attr(key, value)
@@ -154,5 +233,4 @@ def _run_or_answer(stored: StoredStudy, plan: SweepPlan, run: Run, trial: Trial,
         prune_below = ratio * primary_value(best) if ratio else None
         race = race_interval(best) if plan.settings.race else None
     overrides = plan.overrides_for(knobs) + measure_overrides(plan, prune_below, remaining_s, race)
-    result = run(overrides, job_idx=trial.number, trial_number=trial.number)
-    return tell_result(stored, trial, result, plan)
+    return Job(overrides, trial.number, trial.number, subdir=str(trial.number))

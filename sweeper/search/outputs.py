@@ -83,6 +83,7 @@ def write_outputs(stored: StoredStudy, plan: SweepPlan, decision: Confirmation |
         report=str(report_path) if report_path is not None else None,
     )
     summary.write(out)
+    stored.save_outcome(summary.baseline, summary.winner)
     _write_index()
     progress.final_summary(summary, winner, baseline, out)
     return summary

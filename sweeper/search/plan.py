@@ -57,6 +57,7 @@ class SweepPlan:
     sweep_dir: Path
     asked: frozenset[str] = frozenset()  # knobs the user swept (the rest came from the preset)
     notes: tuple[str, ...] = ()  # what the plan decided that the user should hear before trial 1
+    runs_here: bool = True  # the jobs run on this machine (the basic launcher), not a scheduler's
 
     @property
     def objectives(self) -> list[str]:
@@ -153,9 +154,24 @@ def workload_label(base: DictConfig) -> str:
     return f"{task.name} {task.mode}" + (f" ({task.model})" if "model" in task else "")
 
 
+# Hydra's launcher that runs each job in the sweep's own process, one after another
+BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
+
+
+def check_launcher(settings: SweepSettings, launcher: str) -> None:
+    """n_jobs > 1 needs a launcher that runs jobs elsewhere: the basic one runs them here, one by one."""
+    if settings.n_jobs > 1 and launcher == BASIC_LAUNCHER:
+        raise ConfigError(f"hydra.sweeper.n_jobs={settings.n_jobs} launches that many trials at once, and "
+                          "hydra/launcher=basic runs them here, one after another, on one machine that measures "
+                          "one at a time: use a launcher with machines of its own (hydra/launcher=submitit_slurm, "
+                          "pip install 'sweeper[slurm]') or hydra.sweeper.n_jobs=1.")
+
+
 def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Compose, app_name: str,
-              sweep_dir: Path, probe_machine: Callable[[str, str | None, str], Machine] = probe) -> SweepPlan:
+              sweep_dir: Path, probe_machine: Callable[[str, str | None, str], Machine] = probe,
+              launcher: str = BASIC_LAUNCHER) -> SweepPlan:
     """Everything a sweep needs before trial 1; ConfigError names the first thing that is wrong."""
+    check_launcher(settings, launcher)
     fixed, swept = split_arguments(arguments)
     base = compose(fixed)
     directions = resolve_directions(list(settings.objectives), settings.direction)
@@ -200,5 +216,5 @@ def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Com
         directions=tuple(directions), deadline_s=deadline_s, space=space,
         order=tuple(sp.suggestion_order(list(space))), baseline_knobs=baseline_knobs, study_name=study_name,
         storage_url=settings.storage or default_storage(), claim=claim_for(device), sweep_dir=sweep_dir,
-        asked=asked, notes=tuple(notes),
+        asked=asked, notes=tuple(notes), runs_here=launcher == BASIC_LAUNCHER,
     )

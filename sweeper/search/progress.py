@@ -11,6 +11,7 @@ from optuna.trial import FrozenTrial
 
 from ..result import RunResult, Status
 from ..store.record import TrialRecord
+from ..store.storage import dashboard_command
 from ..store.summary import SweepSummary
 from ..store.trials import config_of, primary_value
 from .budget import format_duration
@@ -101,3 +102,5 @@ def final_summary(summary: SweepSummary, winner: FrozenTrial | None, baseline: F
                 f"{speed / TrialRecord.of(baseline).samples_per_sec:.2f}x")
         say(f"reproduce: {summary.command}")
     say(f"outputs: {out_dir} (report.html, trials.csv, trials.parquet, winner.yaml, optimization_results.yaml)")
+    say(f"study: stored as {summary.study!r} in {summary.storage} (one per hardware class); "
+        f"browse it with: {dashboard_command(summary.storage)}")

@@ -44,6 +44,9 @@ class SweepSettings:
     study_name: Optional[str] = None
     # trials in the study in total (a second run of the same command continues up to this)
     n_trials: int = 20
+    # trials measured at once, launched as one batch through hydra/launcher (each job on a
+    # machine of its own, e.g. hydra/launcher=submitit_slurm); 1 with the basic launcher
+    n_jobs: int = 1
     # knob -> Hydra sweep expression, e.g. loader.batch_size: choice(64,256); added to the preset
     params: Optional[Dict[str, str]] = None
     # wall budget for the whole sweep including the confirmation: 8h, 30m, 90s; null = none
@@ -77,6 +80,8 @@ class SweepSettings:
     def check(self) -> None:
         if self.n_trials < 1:
             raise ConfigError(f"hydra.sweeper.n_trials={self.n_trials} is invalid: expected an integer >= 1.")
+        if self.n_jobs < 1:
+            raise ConfigError(f"hydra.sweeper.n_jobs={self.n_jobs} is invalid: expected an integer >= 1.")
         if self.lock not in LOCK_MODES:
             raise ConfigError(f"hydra.sweeper.lock={self.lock!r} is invalid: expected one of {', '.join(LOCK_MODES)}.")
 

@@ -58,6 +58,8 @@ def make_sampler(plan: SweepPlan) -> Any:
     if target.endswith("TPESampler"):
         # a sweep has tens of trials, not hundreds: model the space sooner than TPE's 10
         config.setdefault("n_startup_trials", TPE_STARTUP_TRIALS)
+        if plan.settings.n_jobs > 1:  # trials still running count as bad ones: not proposed twice
+            config.setdefault("constant_liar", True)
     try:
         return instantiate(config, _convert_="all")
     except Exception as exc:  # noqa: BLE001
@@ -81,7 +83,8 @@ def open_study(plan: SweepPlan) -> StoredStudy:
             f"study {plan.study_name!r} optimises {existing}, not {list(plan.directions)}: "
             "use another hydra.sweeper.study_name or the same objectives."
         )
-    stored.describe(plan.objectives, plan.hardware_class)
+    stored.describe(plan.objectives, plan.hardware_class, workload=plan.workload,
+                    machine=plan.machine.fingerprint.describe())
     return stored
 
 
@@ -118,7 +121,8 @@ class Sweep:
         started, started_at = time.monotonic(), time.time()
         settings = SweepSettings.from_config(self.raw_settings)
         plan = make_plan(settings, arguments, compose=self.compose, app_name=str(self.config.hydra.job.name),
-                         sweep_dir=Path(str(self.config.hydra.sweep.dir)))
+                         sweep_dir=Path(str(self.config.hydra.sweep.dir)),
+                         launcher=str(self.config.hydra.launcher.get("_target_", "")))
         try:
             write_sweep_info(plan)
         except OSError as exc:

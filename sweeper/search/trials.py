@@ -17,6 +17,7 @@ from ..result import RunResult, Status
 from ..store.record import TrialRecord
 from ..store.heartbeat import process_started
 from ..store.study import StoredStudy
+from ..store.trials import baseline_of
 from . import space as sp
 from .plan import SweepPlan
 
@@ -96,7 +97,21 @@ def _set(trial: Trial, attrs: Mapping[str, Any]) -> None:
         trial.set_user_attr(key, value)
 
 
+def study_class(stored: StoredStudy, plan: SweepPlan) -> str | None:
+    """The hardware class the study ranks: its baseline's (the machine a scheduler chose for it),
+    else this machine's where the jobs run here."""
+    baseline = baseline_of(stored.trials(plan.fixed))
+    measured = TrialRecord.of(baseline).fingerprint if baseline is not None else None
+    return measured.hardware_class if measured is not None else (plan.hardware_class if plan.runs_here else None)
+
+
 def tell_result(stored: StoredStudy, trial: Trial, result: RunResult, plan: SweepPlan) -> Told:
+    expected = study_class(stored, plan)
+    measured_on = result.fingerprint.hardware_class if result.fingerprint is not None else None
+    if result.ok and expected and measured_on and measured_on != expected and not TrialRecord.of(trial).baseline:
+        host = result.fingerprint.hostname if result.fingerprint is not None else "?"
+        result = result.replace(status=Status.OTHER_HARDWARE, reason=f"measured on {host}, hardware class "
+                                f"{measured_on}, not the study's {expected}: kept, not ranked")
     _set(trial, TrialRecord.finished(result))
     if result.status == Status.OK:
         values = [result.value(o) for o in plan.objectives]

@@ -21,6 +21,7 @@ _FINGERPRINT, _HARDWARE, _JOB_DIR = "fingerprint", "hardware_class", "job_dir"
 _REUSED_FROM, _WORKLOAD, _SWEEP_DIR = "reused_from", "workload", "sweep_dir"
 _HOST, _PID, _PID_STARTED, _HEARTBEAT = "host", "sweeper_pid", "sweeper_started", "heartbeat_at"
 _RERUN = "rerun_reason"
+_SCHEDULER_JOB, _QUEUE_WAIT = "scheduler_job", "queue_wait_s"
 # the attributes of a result, copied when a result is reused for an identical configuration
 _RESULT_ATTRS = (_STATUS, _REASON, _FIGURES, _FINGERPRINT, _HARDWARE)
 # studies written before skipped-ness was a status marked a predicted OOM by its reason
@@ -59,6 +60,8 @@ class TrialRecord:
     sweeper_started: float | None
     heartbeat_at: float | None
     rerun_reason: str | None
+    scheduler_job: str | None = None  # slurm:<job id>, where a scheduler ran it
+    queue_wait_s: float | None = None  # from its submission to its run's start
 
     @classmethod
     def of(cls, trial: Any) -> TrialRecord:
@@ -77,6 +80,7 @@ class TrialRecord:
             workload=attrs.get(_WORKLOAD), sweep_dir=attrs.get(_SWEEP_DIR), host=attrs.get(_HOST),
             sweeper_pid=int(pid) if pid is not None else None, sweeper_started=attrs.get(_PID_STARTED),
             heartbeat_at=attrs.get(_HEARTBEAT), rerun_reason=attrs.get(_RERUN),
+            scheduler_job=attrs.get(_SCHEDULER_JOB), queue_wait_s=attrs.get(_QUEUE_WAIT),
         )
 
     # -- reading (the typed parts on first use: a sweep reads many records) --
@@ -129,8 +133,10 @@ class TrialRecord:
         if result.fingerprint is not None:
             attrs[_FINGERPRINT] = json.dumps(result.fingerprint.to_dict())
             attrs[_HARDWARE] = result.fingerprint.hardware_class
-        if result.job_dir:
-            attrs[_JOB_DIR] = result.job_dir
+        for key, value in ((_JOB_DIR, result.job_dir), (_SCHEDULER_JOB, result.scheduler_job),
+                           (_QUEUE_WAIT, result.queue_wait_s)):
+            if value is not None:
+                attrs[key] = value
         return attrs
 
     @staticmethod

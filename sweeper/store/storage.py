@@ -35,6 +35,15 @@ def open_storage(url: str) -> Any:
     return RDBStorage(url)
 
 
+def dashboard_command(url: str) -> str:
+    """The optuna-dashboard command line that opens this storage (its password left for you to add)."""
+    import shlex
+
+    if url.startswith(JOURNAL_PREFIX):
+        return f"optuna-dashboard {shlex.quote(url[len(JOURNAL_PREFIX):].removeprefix('//'))}"
+    return f"optuna-dashboard {shlex.quote(redact(url))}"
+
+
 def has_password(url: str) -> bool:
     from sqlalchemy.engine import make_url
 

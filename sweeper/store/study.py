@@ -4,6 +4,7 @@ a trial by number, fail a trial with its reason."""
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -21,6 +22,7 @@ from .trials import of_setup
 
 # study attributes: spelled here only (trial attributes: sweeper.store.record.TrialRecord)
 _OBJECTIVES, _HARDWARE_CLASS = "objectives", "hardware_class"
+_WORKLOAD, _MACHINE, _BASELINE, _WINNER = "workload", "machine", "baseline_trial", "winner_trial"
 
 
 @dataclass
@@ -87,9 +89,24 @@ class StoredStudy:
     def sweep_span(self, fixed: Sequence[str]) -> dict[str, Any] | None:
         return self.study.user_attrs.get(self._span_key(fixed))
 
-    def describe(self, objectives: Sequence[str], hardware_class: str) -> None:
+    def describe(self, objectives: Sequence[str], hardware_class: str, *, workload: str = "",
+                 machine: str = "") -> None:
+        """What the study is, where Optuna's tools show it: the objectives' names (optuna-dashboard's
+        axes) and, as study attributes, the workload, the hardware class and the machine."""
+        with warnings.catch_warnings():  # experimental since Optuna 3.2, and what the dashboard reads
+            warnings.simplefilter("ignore")
+            self.study.set_metric_names(list(objectives))
         self.study.set_user_attr(_OBJECTIVES, list(objectives))
         self.study.set_user_attr(_HARDWARE_CLASS, hardware_class)
+        if workload:
+            self.study.set_user_attr(_WORKLOAD, workload)
+        if machine:
+            self.study.set_user_attr(_MACHINE, machine)
+
+    def save_outcome(self, baseline: int | None, winner: int | None) -> None:
+        """The last sweep's baseline and winner trials, as study attributes (for the dashboard)."""
+        self.study.set_user_attr(_BASELINE, baseline)
+        self.study.set_user_attr(_WINNER, winner)
 
     def objectives(self, default: Sequence[str]) -> list[str]:
         """The figures the study's values are, in order (a study made elsewhere: `default`)."""
@@ -99,3 +116,20 @@ class StoredStudy:
         """End a RUNNING trial as failed, with why."""
         self.set_attrs(number, TrialRecord.ended(status, reason))
         self.study.tell(number, state=TrialState.FAIL)
+
+
+def stored_name(storage: Any, name: str) -> str:
+    """The stored study a user means by `name`: itself, or the one `name@<hardware class>` (a
+    study is kept per hardware class); ConfigError listing them when there are several, KeyError
+    when there is none."""
+    from ..errors import ConfigError
+
+    names = optuna.get_all_study_names(storage)
+    if name in names:
+        return name
+    classes = sorted(n for n in names if n.split("@", 1)[0] == name and "@" in n)
+    if len(classes) == 1:
+        return classes[0]
+    if classes:
+        raise ConfigError(f"study {name!r} is kept per hardware class: {', '.join(classes)}; name one of them.")
+    raise KeyError(name)
