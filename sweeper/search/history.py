@@ -18,10 +18,11 @@ BATCH = "loader.batch_size"
 
 
 # outcomes that measuring again would repeat: reused for an identical configuration (an oom
-# trial's knobs are its memory settings). timeout, crash, error, pruned and interrupted depend
-# on the moment (a budget-capped timeout, a noisy neighbour): measured again; trials answered
-# without running (skipped, surplus, a predicted oom) say nothing of their own.
-REUSABLE = (Status.OK, Status.INVALID, Status.OOM)
+# trial's knobs are its memory settings; a pruned one was clearly slower than the best, and the
+# best only gets faster). timeout, crash, error and interrupted depend on the moment (a
+# budget-capped timeout, a noisy neighbour): measured again; trials answered without running
+# (skipped, surplus, a predicted oom) say nothing of their own.
+REUSABLE = (Status.OK, Status.INVALID, Status.OOM, Status.PRUNED)
 
 
 def _same(t: FrozenTrial, knobs: Mapping[str, Any], fixed: Sequence[str]) -> bool:
