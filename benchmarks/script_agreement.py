@@ -2,8 +2,10 @@
 script (task=script), side by side in fresh processes, the order rotated each round.
 
 The script is examples/train_script.py, which prints its samples/s every --log-every steps (its
-clock around its own loop). Its figure is the median of those lines after the first two (its
-warm-up); sweeper's is the run's samples_per_sec (median window, warm-up until steady).
+clock around its own loop). Its figure is its samples over its time after the first two lines
+(its warm-up): the lines hold equal steps, so the harmonic mean of their rates. sweeper's is the
+run's samples_per_sec (windows of equal steps after a warm-up until steady: their samples over
+their time).
 
     python benchmarks/script_agreement.py [rounds]
 """
@@ -36,7 +38,7 @@ def alone(batch: int, workers: int) -> float:
                           cwd=ROOT, capture_output=True, text=True, check=True,
                           env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
     rates = [float(m.group(1).replace(",", "")) for m in RATE.finditer(proc.stdout)]
-    return statistics.median(rates[2:])
+    return statistics.harmonic_mean(rates[2:])
 
 
 def under_sweeper(batch: int, workers: int, out: Path) -> float:

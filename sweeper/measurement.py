@@ -38,13 +38,13 @@ def bottleneck(data_wait_fraction: float, device_busy_fraction: float | None = N
 class Throughput:
     """samples/sec over the measured windows, with its spread and why measuring stopped."""
 
-    # the median window; with workers restarted at every epoch end, over whole epochs
+    # the windows' mean; with workers restarted at every epoch end, over whole epochs
     samples_per_sec: float = 0.0
     samples_per_sec_iqr: float = 0.0
     samples_per_sec_rel_iqr: float = 0.0
     window_samples_per_sec: tuple[float, ...] = ()
     windows_measured: int = 0
-    # the 95% interval of the windows' mean (one window: the window itself)
+    # the 95% interval of the windows' mean; None with too few windows to bound it
     samples_per_sec_ci_low: float | None = None
     samples_per_sec_ci_high: float | None = None
     # precise | max windows | raced | pruned

@@ -69,11 +69,36 @@ _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
         2.045, 2.042)
 
 
-def mean_interval(values: list[float]) -> tuple[float, float]:
-    """The 95% interval of the mean of `values` (Student t); one value is its own interval."""
+def mean_interval(values: list[float]) -> tuple[float, float] | None:
+    """The 95% interval of the mean of `values` (Student t); None for fewer than two values."""
     if len(values) < 2:
-        return (values[0], values[0]) if values else (math.nan, math.nan)
+        return None
     mean, sd = statistics.fmean(values), statistics.stdev(values)
     t = _T95[len(values) - 2] if len(values) - 1 <= len(_T95) else 1.96
     half = t * sd / math.sqrt(len(values))
     return mean - half, mean + half
+
+
+def rate_interval(samples: list[float], seconds: list[float]) -> tuple[float, tuple[float, float] | None]:
+    """The rate of timed windows (`samples[i]` in `seconds[i]`): all their samples over all their
+    time, what the loop did, and its 95% interval as a ratio estimator's (Student t on the
+    windows' residuals from that rate), centred on the figure. None for the interval when the
+    windows are too few to bound it: one window, or an interval reaching zero."""
+    total_s = sum(seconds)
+    if not samples or total_s <= 0:
+        return 0.0, None
+    rate = sum(samples) / total_s
+    k = len(samples)
+    if k < 2:
+        return rate, None
+    residuals = [y - rate * x for y, x in zip(samples, seconds)]
+    se = math.sqrt(sum(d * d for d in residuals) / (k - 1) / k) / (total_s / k)
+    half = (_T95[k - 2] if k - 1 <= len(_T95) else 1.96) * se
+    return rate, ((rate - half, rate + half) if rate - half > 0 else None)
+
+
+def ahead(ratios: list[float]) -> bool:
+    """Whether paired ratios (A / B, each pair measured side by side) put A ahead of B at 95%:
+    the interval of their mean log lies wholly above zero."""
+    bounds = mean_interval([math.log(r) for r in ratios if r and r > 0])
+    return bounds is not None and bounds[0] > 0

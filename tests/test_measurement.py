@@ -242,6 +242,8 @@ def scripted(step_times):
     return clock, step, calls
 
 
+_MEASURE = dict(warmup_s=0.5, warmup_steps=3, windows=10, window_s=0.5, warmup_max_s=5.0, steady_tol=0.05,
+                min_windows=3, rel_precision=0.05, prune_below=None)
 ADAPTIVE = dict(warmup_s=0.2, warmup_steps=1, max_windows=20, window_s=0.5, warmup_max_s=10.0, steady_tol=0.05,
                 min_windows=3, rel_precision=0.03)
 
@@ -292,6 +294,41 @@ def test_racing_prunes_a_clearly_worse_trial_and_measures_a_close_one_longer():
     alone = timing.measure(lambda: None, alone_step, lambda b: 1, lambda: None, timing.Rule(**ADAPTIVE),
                            clock=alone_clock)
     assert alone.stopped == "precise" and len(alone.window_samples_per_sec) < 20
+
+
+def test_the_figure_is_the_statistic_its_interval_and_rules_are_of():
+    # a loader that delivers in bursts: every 8th step waits 30 ms for the workers, the others
+    # take 2 ms, so a window's rate depends on where the bursts fall (skewed windows)
+    clock, step, _ = scripted(lambda n: 0.032 if n % 8 == 7 else 0.002)
+    t = timing.measure(lambda: None, step, lambda b: 1, lambda: None,
+                       timing.Rule(**{**ADAPTIVE, "window_s": 0.05, "rel_precision": None, "max_windows": 9}),
+                       clock=clock)
+    figures = t.throughput()
+    low, high = figures.interval
+    assert low <= figures.samples_per_sec <= high
+    # the figure is the windows' samples over their time, whatever their lengths
+    assert figures.samples_per_sec == pytest.approx(t.samples / sum(t.window_s))
+
+
+def test_a_window_holds_whole_loader_cycles():
+    # 10 ms steps, 0.5 s windows: 50 steps, rounded up to whole cycles of 4 workers' batches
+    clock, step, _ = scripted(lambda n: 0.01)
+    rule = timing.Rule(**{**ADAPTIVE, "rel_precision": None, "max_windows": 3, "cycle": 4})
+    t = timing.measure(lambda: None, step, lambda b: 1, lambda: None, rule, clock=clock)
+    assert len(t.step_s) == 3 * 52
+    assert timing.Rule.of({**_MEASURE, "race": None}, workers=4).cycle == 4
+
+
+def test_too_few_windows_have_no_interval_and_say_so():
+    from sweeper.runner.text import _throughput_row
+
+    # 1,000 samples in 1 s, then 3,000 in 1 s: 2,000 samples/s, and an interval reaching below zero
+    two = timing.Timings(window_samples_per_sec=[1000.0, 3000.0], window_totals=[(1000, 1.0), (3000, 1.0)])
+    assert two.throughput().interval is None and two.throughput().samples_per_sec == pytest.approx(2000.0)
+    assert "too few windows for an interval" in _throughput_row(two.throughput())
+    assert timing._verdict(two, timing.Rule(**{**ADAPTIVE, "min_windows": 2, "race": (9e3, 1e4)})) is None
+    one = timing.Timings(window_samples_per_sec=[1000.0])
+    assert one.throughput().interval is None
 
 
 def test_gradient_accumulation_makes_the_step_of_the_whole_batch():

@@ -138,7 +138,8 @@ def test_kill_9_then_rerun_completes_the_study(tmp_path):
 
 @pytest.mark.slow
 def test_sigterm_stops_the_trial_writes_results_and_exits_143(tmp_path):
-    proc = start_sweep(tmp_path, *QUICK, "measure.windows=20", "measure.window_s=1", "hydra.sweeper.n_trials=3",
+    proc = start_sweep(tmp_path, *QUICK, "measure.windows=20", "measure.window_s=1", "measure.rel_precision=null",
+                       "hydra.sweeper.n_trials=3",
                        name="s", storage=f"sqlite:///{tmp_path / 'study.db'}", lock_dir=tmp_path)
     wait_for(lambda: trial_running(tmp_path / "s", 0))
     time.sleep(3)

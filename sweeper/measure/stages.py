@@ -182,11 +182,11 @@ def time_windows(spec: Mapping[str, Any], ready: Prepared, built: Built, events:
 
 def pruned_reason(figures: Throughput, rule: Rule) -> str:
     """Both intervals when raced; the floor when below it."""
-    low, high = figures.interval or (figures.samples_per_sec, figures.samples_per_sec)
-    own = f"{low:,.1f}-{high:,.1f} samples/s after {figures.windows_measured} windows"
-    if figures.stopped == "raced" and rule.race is not None:
-        return f"pruned: its 95% interval {own} lies below the best trial's {rule.race[0]:,.1f}-{rule.race[1]:,.1f}"
-    return (f"pruned: median {figures.samples_per_sec:,.1f} samples/s after {figures.windows_measured} "
+    if figures.stopped == "raced" and rule.race is not None and figures.interval is not None:
+        low, high = figures.interval
+        return (f"pruned: its 95% interval {low:,.1f}-{high:,.1f} samples/s after {figures.windows_measured} windows "
+                f"lies below the best trial's {rule.race[0]:,.1f}-{rule.race[1]:,.1f}")
+    return (f"pruned: {figures.samples_per_sec:,.1f} samples/s after {figures.windows_measured} "
             f"windows is below {rule.prune_below:,.1f}")
 
 

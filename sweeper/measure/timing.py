@@ -16,13 +16,14 @@ over the longest rank's time: the total in a common window.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ..measurement import Throughput, Timing, Utilization, bottleneck
-from ..stats import Spread, mean_interval, quantile
+from ..stats import Spread, quantile, rate_interval
 
 
 class StepTimer(Protocol):
@@ -57,6 +58,8 @@ class Timings:
     first_step_s: float = 0.0
     first_wait_s: float = 0.0  # the first batch: loader start-up (workers forking, first samples)
     window_samples_per_sec: list[float] = field(default_factory=list)
+    # (samples, seconds) of each window: the group's total over its longest rank's time
+    window_totals: list[tuple[float, float]] = field(default_factory=list)
     own_window_samples_per_sec: list[float] = field(default_factory=list)  # this rank's alone (ranks only)
     warmup_step_rate: float = 0.0  # steps/s at the end of warm-up
     window_s: list[float] = field(default_factory=list)
@@ -71,16 +74,27 @@ class Timings:
     pruned: bool = False
 
     def throughput(self) -> Throughput:
+        # the figure is the windows' samples over their time, the statistic the interval, the
+        # precision rule and the racing rule are of (a median window with a mean's interval
+        # could lie outside it)
         spread = Spread.of(self.window_samples_per_sec)
-        low, high = mean_interval(self.window_samples_per_sec)
+        rate, interval = rate_interval(*self.totals())
+        low, high = interval or (None, None)
         return Throughput(
-            samples_per_sec=spread.median, samples_per_sec_iqr=spread.iqr,
+            samples_per_sec=rate, samples_per_sec_iqr=spread.iqr,
             samples_per_sec_rel_iqr=spread.relative_iqr, window_samples_per_sec=tuple(self.window_samples_per_sec),
             windows_measured=spread.n, samples_per_sec_ci_low=low, samples_per_sec_ci_high=high, stopped=self.stopped,
             epoch_ends_measured=self.epoch_ends,
-            own_samples_per_sec=(Spread.of(self.own_window_samples_per_sec).median
+            own_samples_per_sec=(rate_interval(self.own_window_samples_per_sec,
+                                               [1.0] * len(self.own_window_samples_per_sec))[0]
                                  if self.own_window_samples_per_sec else None),
         )
+
+    def totals(self) -> tuple[list[float], list[float]]:
+        """The windows' samples and seconds (windows known only by their rate count a second each)."""
+        if self.window_totals:
+            return [n for n, _ in self.window_totals], [s for _, s in self.window_totals]
+        return list(self.window_samples_per_sec), [1.0] * len(self.window_samples_per_sec)
 
     def timing(self) -> Timing:
         wait_fraction = sum(self.wait_s) / sum(self.step_s) if self.step_s else 0.0
@@ -104,11 +118,15 @@ class Timings:
 class Rule:
     """When warm-up and measuring stop: warm-up at least `warmup_s` and `warmup_steps`, then
     until two successive blocks of steps run within `steady_tol` of each other (at most
-    `warmup_max_s`); windows of `window_s` until the 95% interval of their mean is within
+    `warmup_max_s`); windows of `window_s` until the 95% interval of their rate is within
     `rel_precision` of it (at least `min_windows`, at most `max_windows`). Racing against the
     best trial's interval `race` = (low, high): a run whose interval lies wholly below it stops
     (pruned); one whose interval overlaps it is measured on, up to `max_windows`.
-    `prune_below` is a plain floor: the median under it after two windows stops the run."""
+    `prune_below` is a plain floor: the rate under it after two windows stops the run. Every
+    rule reads the same statistic as the figure: the rate over the windows (samples over time)
+    and its 95% interval (stats.rate_interval). A window is at least `window_s` of whole loader
+    cycles (`cycle` steps: one batch from each worker, which arrive in bursts); a group's is rank
+    0's count of such steps."""
 
     warmup_s: float
     warmup_steps: int
@@ -120,6 +138,7 @@ class Rule:
     rel_precision: float | None = None  # None: always max_windows
     prune_below: float | None = None
     race: tuple[float, float] | None = None
+    cycle: int = 1
 
     @classmethod
     def of(cls, measure: dict[str, Any], workers: int = 0) -> Rule:
@@ -132,7 +151,7 @@ class Rule:
             max_windows=measure["windows"], window_s=measure["window_s"], warmup_max_s=measure["warmup_max_s"],
             steady_tol=measure["steady_tol"], min_windows=measure["min_windows"] or measure["windows"],
             rel_precision=measure["rel_precision"], prune_below=measure["prune_below"],
-            race=(float(race[0]), float(race[1])) if race else None,
+            race=(float(race[0]), float(race[1])) if race else None, cycle=max(1, workers),
         )
 
 
@@ -198,19 +217,20 @@ def _warm_up(t: Timings, rule: Rule, next_batch: Callable[[], Any], step: Callab
         t.warmup_step_rate = (t.warmup_steps - 1) / max(1e-9, t.warmup_s - t.first_step_s)
 
 
-def _verdict(rates: list[float], rule: Rule) -> str | None:
+def _verdict(t: Timings, rule: Rule) -> str | None:
     """After a window: why to stop now ("precise", "raced", "pruned"), or None to go on."""
-    n = len(rates)
-    if rule.prune_below is not None and n >= 2 and Spread.of(rates).median < rule.prune_below:
+    n = len(t.window_samples_per_sec)
+    rate, interval = rate_interval(*t.totals())
+    if rule.prune_below is not None and n >= 2 and rate < rule.prune_below:
         return "pruned"
-    if n < min(rule.min_windows, rule.max_windows):
+    if n < min(rule.min_windows, rule.max_windows) or interval is None:
         return None
-    low, high = mean_interval(rates)
-    if rule.race is not None and n >= 2 and high < rule.race[0]:
+    low, high = interval
+    if rule.race is not None and high < rule.race[0]:
         return "raced"
     if rule.rel_precision is None:
         return None
-    precise = (high - low) / 2 <= rule.rel_precision * (low + high) / 2
+    precise = (high - low) / 2 <= rule.rel_precision * rate
     contending = rule.race is not None and not (low > rule.race[1] or high < rule.race[0])
     return "precise" if precise and not contending else None
 
@@ -233,10 +253,12 @@ def measure(
     """Warm up, then measure windows until `rule` says stop. `sync` runs after the first step
     (its time is compile time), at warm-up block edges and at each window's end; after every
     step too with `sync_every_step` (the old, pessimistic way, kept for comparison). With a
-    `group`, windows are rank 0's count of steps in `rule.window_s` and rates are the group's."""
+    `group`, the window's steps are rank 0's count and rates are the group's."""
     t = Timings()
     _warm_up(t, rule, next_batch, step, sync, sync_every_step, clock, group)
     window_steps = group.agree(max(1, math.ceil(rule.window_s * t.warmup_step_rate))) if group is not None else 0
+    if group is not None:
+        window_steps = rule.cycle * math.ceil(window_steps / rule.cycle)
     epochs_before = epochs_started()
     for monitor in monitors:
         monitor.start()
@@ -252,7 +274,8 @@ def measure(
             t.step_s.append(t2 - t0)
             samples += samples_of(batch)
             steps += 1
-            if (steps >= window_steps) if group is not None else (t2 - window_start >= rule.window_s):
+            if steps % rule.cycle == 0 and ((steps >= window_steps) if group is not None
+                                            else (t2 - window_start >= rule.window_s)):
                 break
         sync()  # the window ends when the device has done its work
         elapsed = clock() - window_start
@@ -264,10 +287,11 @@ def measure(
             elapsed, samples = group.total(elapsed, samples)
         rate = samples / elapsed
         t.window_samples_per_sec.append(rate)
+        t.window_totals.append((samples, elapsed))
         t.samples += samples
         if on_window is not None:
             on_window(index, rate)
-        t.stopped = _verdict(t.window_samples_per_sec, rule) or ""
+        t.stopped = _verdict(t, rule) or ""
         if t.stopped:
             break
     t.pruned = t.stopped in ("pruned", "raced")
@@ -281,9 +305,17 @@ def measure(
 def with_epoch_restarts(figures: Throughput, epoch_samples: int, restart_s: float) -> Throughput:
     """The figure over whole epochs: each epoch pays one worker restart on top of its steady
     steps. When fewer than half the windows held an epoch end, their median is the steady rate
-    and the restart is added once per epoch; otherwise the median already holds restarts."""
-    steady = figures.samples_per_sec
-    out = replace(figures, samples_per_sec_steady=steady, epoch_restart_s=restart_s)
-    if steady > 0 and 2 * figures.epoch_ends_measured < figures.windows_measured:
-        out = replace(out, samples_per_sec=epoch_samples / (epoch_samples / steady + restart_s))
-    return out
+    (the few windows an end fell in are its outliers) and the restart is added once per epoch,
+    the interval scaled with it; otherwise the windows' mean already holds restarts."""
+    if 2 * figures.epoch_ends_measured >= figures.windows_measured:
+        return replace(figures, samples_per_sec_steady=figures.samples_per_sec, epoch_restart_s=restart_s)
+    windows = figures.window_samples_per_sec
+    steady = statistics.median(windows) if windows else figures.samples_per_sec
+    if steady <= 0:
+        return replace(figures, samples_per_sec_steady=steady, epoch_restart_s=restart_s)
+    over_epochs = epoch_samples / (epoch_samples / steady + restart_s)
+    scale = over_epochs / figures.samples_per_sec if figures.samples_per_sec else 1.0
+    interval = figures.interval
+    return replace(figures, samples_per_sec=over_epochs, samples_per_sec_steady=steady, epoch_restart_s=restart_s,
+                   samples_per_sec_ci_low=interval[0] * scale if interval else None,
+                   samples_per_sec_ci_high=interval[1] * scale if interval else None)

@@ -63,7 +63,8 @@ def _outside(cfg: Mapping[str, Any]) -> list[str]:
 def _throughput_row(f: Throughput) -> str:
     interval = f.interval
     return (f"{_num(f.samples_per_sec)}  ("
-            + (f"95% interval {_num(interval[0])}-{_num(interval[1])}, " if interval is not None else "")
+            + (f"95% interval {_num(interval[0])}-{_num(interval[1])}, " if interval is not None
+               else "too few windows for an interval, ")
             + f"IQR {100 * f.samples_per_sec_rel_iqr:.1f}% over {f.windows_measured} windows"
             + (f", {_STOPPED[f.stopped]}" if f.stopped in _STOPPED else "") + (", noisy" if f.noisy else "") + ")")
 
