@@ -79,6 +79,47 @@ def test_confirmation_without_baseline_is_none_and_failures_are_skipped():
     assert d.winner == 1 and d.speedup == 3.0
 
 
+def _baseline(sps):
+    t = trial(0, {"loader.batch_size": 64}, sps=sps)
+    t.user_attrs["baseline"] = True
+    return t
+
+
+def test_only_candidates_that_beat_the_baseline_in_the_search_are_confirmed():
+    base = _baseline(100.0)
+    done = [base, trial(1, {"loader.batch_size": 128}, sps=130.0), trial(2, {"loader.batch_size": 256}, sps=90.0),
+            trial(3, {"loader.batch_size": 512}, sps=110.0)]
+    assert [t.number for t in confirm.candidates(done, base, top_k=3)] == [1, 3]
+    assert [t.number for t in confirm.candidates(done, base, top_k=1)] == [1]
+
+
+def test_when_nothing_beat_the_baseline_the_sweep_says_so_in_one_sentence():
+    base = _baseline(100.0)
+    done = [base, trial(1, {"loader.batch_size": 128}, sps=80.0), trial(2, {"loader.batch_size": 256}, sps=60.0)]
+    assert confirm.candidates(done, base, top_k=3) == []
+    kept = trials.baseline_kept(done, None)
+    assert kept == ("Your configuration (the baseline, trial #0) is already the fastest found: the best other, trial #1, "
+                    "trailed it by 20% in the search (80 against 100 samples/s); nothing to confirm.")
+    # a winner that beat it: nothing to say
+    assert trials.baseline_kept([*done, trial(3, {"loader.batch_size": 512}, sps=120.0)], None) is None
+    # the confirmation kept the baseline: no "1.00x, won 100%" against itself, the runner-up's ratio
+    d = confirm.decide({1: [95.0, 97.0], 0: [100.0, 101.0]}, baseline=0)
+    assert d.winner == 0
+    assert trials.baseline_kept(done, d) == ("Your configuration (the baseline, trial #0) stayed the fastest when "
+                                             "re-measured side by side: the best candidate, trial #1, ran at 0.96x "
+                                             "of it over 2 interleaved rounds.")
+
+
+def test_confirmation_rounds_stop_once_the_lead_is_decided():
+    clear = {1: [150.0, 151.0, None], 2: [120.0, 119.0, None], 0: [100.0, 100.5, None]}
+    assert not confirm.decided(clear, 1)  # one round decides nothing
+    assert confirm.decided(clear, 2)  # 1.5x and 1.25x, twice, side by side
+    close = {1: [101.0, 99.0, None], 0: [100.0, 100.0, None]}
+    assert not confirm.decided(close, 2)
+    failed = {1: [150.0, None, None], 0: [100.0, 100.0, None]}
+    assert not confirm.decided(failed, 2)
+
+
 @pytest.mark.parametrize(("text", "seconds"), [("8h", 28800), ("30m", 1800), ("1h30m", 5400), ("90s", 90), ("45", 45), (None, None)])
 def test_durations(text, seconds):
     assert parse_duration(text) == seconds

@@ -18,7 +18,8 @@ from ..stats import IQR_WARN_THRESHOLD, Spread, rounds_to_separate
 from ..store.confirmation import Confirmation
 from ..store.record import TrialRecord
 from ..store.table import knob_columns, trials_frame
-from ..store.trials import baseline_of, config_of, count, measured_results, pareto_trials, primary_value, ranked
+from ..store.trials import (baseline_kept, baseline_of, config_of, count, measured_results, pareto_trials,
+                             primary_value, ranked)
 from .code import code_diff, script_diff
 from .why import StepBreakdown, breakdown
 
@@ -82,6 +83,8 @@ class ReportData:
     columns: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # one sentence when nothing beat the user's own configuration (store.trials.baseline_kept)
+    baseline_kept: str | None = None
     # the same study on other hardware classes: (study, machine, best samples/sec, its knobs)
     siblings: tuple[tuple[str, str, float, str], ...] = field(default_factory=tuple)
     # data-parallel ranks, when trials ran with more than one count: (trial, nproc_per_node,
@@ -286,9 +289,11 @@ class Verdict:
 
 def _notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial], baseline: FrozenTrial | None,
            winner: FrozenTrial | None, confirmation: Confirmation | None) -> tuple[str, ...]:
-    notes = [note] if (note := batch_note(baseline, winner)) else []
+    kept = baseline_kept(trials, confirmation)
+    notes = [kept] if kept else []
+    notes += [note] if (note := batch_note(baseline, winner)) else []
     notes += [note] if (note := separation_note(confirmation)) else []
-    if confirmation is None and winner is not None:
+    if confirmation is None and winner is not None and not kept:
         notes.append("The winner was not confirmed by interleaved re-measurement: the speedup is from single search runs.")
     foreign = [t for t in trials if TrialRecord.of(t).status == Status.OTHER_HARDWARE]
     if foreign:
@@ -356,7 +361,7 @@ def build_report_data(
         front_on=COST_KIND.get(objectives[1]) if len(objectives) > 1 else None,
         failures=failures, breakdowns=_breakdowns(baseline, best, winner_number), effects=_effects(done),
         importances=dict(importances or {}), history=_history(done, first), columns=columns, rows=rows,
-        notes=_notes(trials, done, baseline, winner, confirmation), ranks=tuple(ranks_of(done)),
+        notes=_notes(trials, done, baseline, winner, confirmation), baseline_kept=baseline_kept(own, confirmation), ranks=tuple(ranks_of(done)),
         queue_wait_s=sum(TrialRecord.of(t).queue_wait_s or 0.0 for t in shown),
         scheduled=sum(TrialRecord.of(t).scheduler_job is not None for t in shown),
     )

@@ -84,7 +84,9 @@ def headline(d: ReportData) -> str:
         cards.append(_card(f"{d.winner_samples_per_sec:,.0f}", f"samples/sec, winner (trial #{d.winner})"))
     if d.baseline_samples_per_sec:
         cards.append(_card(f"{d.baseline_samples_per_sec:,.0f}", f"samples/sec, your baseline (trial #{d.baseline})"))
-    if d.speedup:
+    if d.baseline_kept:
+        cards.append(_card("yours", "is the fastest configuration found: nothing beat it (see below)"))
+    elif d.speedup:
         spread = (f"IQR {d.speedup_low:.2f}-{d.speedup_high:.2f}x, won {d.win_share:.0%} of interleaved rounds"
                   if d.confirmed else "from single search runs (unconfirmed)")
         cards.append(_card(f"{d.speedup:.2f}x", f"speedup over baseline; {spread}"))

@@ -1,18 +1,20 @@
 """Interleaved re-measurement of the top candidates and the baseline (A B base, B base A, base A B, ...),
-so that a winner is crowned on numbers taken side by side, not on one lucky run."""
+so that a winner is crowned on numbers taken side by side, not on one lucky run. Only candidates
+that beat the baseline in the search are confirmed, and rounds stop once the leader's lead over
+every other member is decided at 95%."""
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
-from ..stats import Spread, quantile
+from ..stats import Spread, ahead, quantile
 from ..store.confirmation import Confirmation
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
-from ..store.trials import config_of, ranked
+from ..store.trials import config_of, primary_value, ranked
 from . import progress
 from .launch import JobRunner, measure_overrides
 from .plan import SweepPlan
@@ -56,6 +58,26 @@ def decide(rounds: Mapping[int, Sequence[float | None]], baseline: int) -> Confi
     )
 
 
+def candidates(trials: Sequence[FrozenTrial], baseline: FrozenTrial, top_k: int) -> list[FrozenTrial]:
+    """The fastest `top_k` trials that beat the baseline in the search (a slower one can only
+    lose the confirmation)."""
+    base = primary_value(baseline) or 0.0
+    return [t for t in ranked(trials) if t.number != baseline.number and (primary_value(t) or 0.0) > base][:top_k]
+
+
+def decided(rounds: Mapping[int, Sequence[float | None]], upto: int) -> bool:
+    """After the first `upto` rounds: whether the leader (highest median) is ahead of every other
+    member at 95%, on their paired per-round ratios (at least two rounds)."""
+    done = {t: [v for v in runs[:upto]] for t, runs in rounds.items()}
+    medians = {t: statistics.median(v for v in runs if v is not None)
+               for t, runs in done.items() if any(v is not None for v in runs)}
+    if upto < 2 or len(medians) < len(done):
+        return False
+    leader = max(medians, key=lambda t: medians[t])
+    return all(ahead([a / b for a, b in zip(done[leader], done[t]) if a is not None and b])
+               for t in done if t != leader)
+
+
 def plan_rounds(candidates: Sequence[int], baseline: int, rounds: int, remaining_s: float | None,
                 typical_wall_s: float) -> list[tuple[int, int]]:
     """The interleaved order, with fewer rounds when the budget can't hold them all (at least one)."""
@@ -69,28 +91,35 @@ def plan_rounds(candidates: Sequence[int], baseline: int, rounds: int, remaining
 
 def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, remaining: Callable[[], float | None],
                      typical_wall_s: float, stopped: Callable[[], bool]) -> Confirmation | None:
-    """Re-measure the top candidates and the baseline interleaved; store and return the decision."""
+    """Re-measure the candidates that beat the baseline and the baseline, interleaved, until the
+    leader is decided or the rounds run out; store and return the decision. None when there is
+    nothing to confirm (the baseline is the fastest found: the sweep says so)."""
     top_k, rounds = plan.settings.confirm.top_k, plan.settings.confirm.rounds
     trials = stored.trials(plan.fixed)
     baseline = next((t for t in trials if TrialRecord.of(t).baseline and t.state == TrialState.COMPLETE), None)
-    candidates = [t.number for t in ranked(trials) if t.number != baseline.number][:top_k] if baseline else []
-    if baseline is None or top_k < 1 or rounds < 1 or not candidates:
+    chosen = [t.number for t in candidates(trials, baseline, top_k)] if baseline else []
+    if baseline is None or top_k < 1 or rounds < 1 or not chosen:
         return None
     by_number = {t.number: t for t in trials}
-    order = plan_rounds(candidates, baseline.number, rounds, remaining(), typical_wall_s)
+    order = plan_rounds(chosen, baseline.number, rounds, remaining(), typical_wall_s)
     rounds = order[-1][0] + 1
-    progress.say(f"confirming: trials {candidates} and baseline {baseline.number}, {rounds} interleaved rounds")
+    progress.say(f"confirming: trials {chosen} (faster than the baseline in the search) and baseline "
+                 f"{baseline.number}, up to {rounds} interleaved rounds (fewer once the lead is decided at 95%)")
     measured: dict[int, list[float | None]] = {n: [None] * rounds for _, n in order}
+    run_rounds = 0
     node = baseline_record.fingerprint.hostname if (baseline_record := TrialRecord.of(baseline)).fingerprint else None
     with run.on_node(node):  # side by side: every run on the machine the baseline ran on
         for r, number in order:
-            if stopped():
+            if stopped() or (r == run_rounds and decided(measured, r)):
                 break
             overrides = [*plan.overrides_for(config_of(by_number[number])), *measure_overrides(plan, None, remaining())]
             result = run(overrides, job_idx=number, subdir=f"confirm/round{r + 1}-trial{number}")
             measured[number][r] = result.samples_per_sec if result.ok else None
+            run_rounds = r + 1
             progress.confirm_line(r, rounds, number, result)
-    decision = decide(measured, baseline.number)
+    if 0 < run_rounds < rounds and not stopped():
+        progress.say(f"confirmation: the lead was decided at 95% after {run_rounds} of {rounds} rounds")
+    decision = decide({n: runs[:run_rounds] for n, runs in measured.items()}, baseline.number)
     if decision is not None:
         stored.save_confirmation(plan.fixed, decision)
     return decision

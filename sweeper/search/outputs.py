@@ -21,7 +21,7 @@ from ..store.storage import has_password, redact
 from ..store.study import StoredStudy
 from ..store.summary import SweepSummary
 from ..store.table import trials_frame, write_table
-from ..store.trials import baseline_of, config_of, count, pareto_trials, ranked
+from ..store.trials import baseline_kept, baseline_of, config_of, count, pareto_trials, ranked
 from . import progress
 from .plan import SweepPlan
 
@@ -85,7 +85,7 @@ def write_outputs(stored: StoredStudy, plan: SweepPlan, decision: Confirmation |
     summary.write(out)
     stored.save_outcome(summary.baseline, summary.winner)
     _write_index()
-    progress.final_summary(summary, winner, baseline, out)
+    progress.final_summary(summary, winner, baseline, out, kept=baseline_kept(trials, decision))
     return summary
 
 

@@ -74,7 +74,9 @@ def confirm_line(round_index: int, rounds: int, number: int, result: RunResult) 
 
 
 def final_summary(summary: SweepSummary, winner: FrozenTrial | None, baseline: FrozenTrial | None,
-                  out_dir: Path) -> None:
+                  out_dir: Path, kept: str | None = None) -> None:
+    """The sweep's last lines: the counts, the winner and its confirmed speedup (or, when nothing
+    beat the baseline, `kept`: one sentence saying so), how to reproduce it, where it all is."""
     n = summary.counts
     unrun = [f"{n.reused} suggestions answered from earlier results"]
     unrun += [f"{k} {what}" for k, what in ((n.skipped, "skipped as oversubscribed"),
@@ -92,7 +94,9 @@ def final_summary(summary: SweepSummary, winner: FrozenTrial | None, baseline: F
         memory = record.measurement.memory.peak_memory_mb if record.measurement is not None else 0.0
         say(f"winner: trial #{winner.number} {short_knobs(config_of(winner))}: {speed:,.0f} samples/s "
             f"(search run), peak {memory:,.0f} MB")
-        if decision is not None:
+        if kept is not None:
+            say(kept)
+        elif decision is not None:
             say(f"confirmed over {decision.rounds_run} interleaved rounds: "
                 f"{decision.median[decision.winner]:,.0f} vs baseline {decision.median[decision.baseline]:,.0f} "
                 f"samples/s = {decision.speedup:.2f}x (IQR {decision.speedup_low:.2f}-{decision.speedup_high:.2f}x), "

@@ -10,6 +10,7 @@ from typing import Any
 from optuna.trial import FrozenTrial, TrialState
 
 from ..result import Status
+from .confirmation import Confirmation
 from .record import TrialRecord
 
 
@@ -58,6 +59,33 @@ def ranked(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
 def baseline_of(trials: Sequence[FrozenTrial]) -> FrozenTrial | None:
     """The baseline trial (possibly answered from an earlier sweep's identical run)."""
     return next((t for t in trials if TrialRecord.of(t).baseline), None)
+
+
+def baseline_kept(trials: Sequence[FrozenTrial], confirmation: Confirmation | None) -> str | None:
+    """One sentence when nothing beat the user's own configuration: in the search (nothing to
+    confirm), or in the confirmation's side-by-side rounds. None when something did."""
+    baseline, best = baseline_of(trials), ranked(trials)
+    if baseline is None or primary_value(baseline) is None:
+        return None
+    yours = f"Your configuration (the baseline, trial #{baseline.number})"
+    if confirmation is not None:
+        if confirmation.winner != confirmation.baseline:
+            return None
+        others = {n: m for n, m in confirmation.median.items() if n != confirmation.baseline}
+        base = confirmation.median.get(confirmation.baseline)
+        if not others or not base:
+            return None
+        runner_up = max(others, key=lambda n: others[n])
+        return (f"{yours} stayed the fastest when re-measured side by side: the best candidate, trial #{runner_up}, "
+                f"ran at {others[runner_up] / base:.2f}x of it over {confirmation.rounds_run} interleaved rounds.")
+    if not best or best[0].number != baseline.number:
+        return None
+    others = [t for t in best if t.number != baseline.number]
+    if not others:
+        return None
+    base, second = primary_value(baseline) or 0.0, primary_value(others[0]) or 0.0
+    return (f"{yours} is already the fastest found: the best other, trial #{others[0].number}, trailed it by "
+            f"{1 - second / base:.0%} in the search ({second:,.0f} against {base:,.0f} samples/s); nothing to confirm.")
 
 
 def pareto_trials(trials: Sequence[FrozenTrial], directions: Sequence[str]) -> list[FrozenTrial]:
