@@ -199,3 +199,27 @@ def test_an_effective_batch_is_held_by_every_trial(tmp_path):
         assert batch != 96  # does not divide 256: never sampled
         assert metrics["nproc_per_node"] == nproc
         assert metrics["effective_batch"] == batch * metrics["grad_accum_steps"] * nproc == 256
+
+
+def test_a_second_machine_class_starts_from_the_first_ones_winner(tmp_path):
+    """Warm start: the study's winner on another hardware class is measured right after the
+    baseline, said so in the log, and marked on its trial."""
+    common = [*QUICK, "hydra.sweeper.n_trials=2", "hydra.sweeper.confirm.top_k=0", "loader.batch_size=64"]
+    run_multirun(tmp_path, *common, name="first", study="first")
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    mine = load_study(tmp_path, "first")
+    winner = next(t for t in mine.get_trials() if not t.user_attrs["baseline"])
+    # the same study as a lab's other machine class left it: its winner's knobs, stored there
+    other = optuna.create_study(storage=storage, study_name="second@elsewhere", directions=["maximize", "minimize"])
+    moved = optuna.trial.create_trial(params=winner.params, distributions=winner.distributions, values=winner.values,
+                                      user_attrs={**winner.user_attrs, "hardware_class": "elsewhere"})
+    other.add_trial(moved)
+    other.set_user_attr("winner_trial", 0)
+
+    proc = run_multirun(tmp_path, *common, name="second", study="second")
+    assert "queued after the baseline:" in proc.stdout and "warm start: the winner on elsewhere" in proc.stdout
+    trials = load_study(tmp_path, "second").get_trials()
+    started = trials[1]
+    assert started.user_attrs["origin"].startswith("warm start: the winner on elsewhere (study second@elsewhere")
+    assert started.params == winner.params
+    assert "Queued after the baseline" in (tmp_path / "second" / "report.html").read_text()

@@ -295,6 +295,9 @@ def _notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial], baseline:
     notes += [note] if (note := separation_note(confirmation)) else []
     if confirmation is None and winner is not None and not kept:
         notes.append("The winner was not confirmed by interleaved re-measurement: the speedup is from single search runs.")
+    started = [f"#{t.number} ({TrialRecord.of(t).origin})" for t in trials if TrialRecord.of(t).origin]
+    if started:
+        notes.append(f"Queued after the baseline, before the sampler's own picks: {'; '.join(started)}.")
     foreign = [t for t in trials if TrialRecord.of(t).status == Status.OTHER_HARDWARE]
     if foreign:
         hosts = sorted({fp.hostname for t in foreign if (fp := TrialRecord.of(t).fingerprint) is not None})

@@ -26,6 +26,7 @@ from ..store.trials import baseline_of, config_of, primary_value, ranked, was_me
 from . import history, progress
 from .launch import Job, JobRunner, measure_overrides
 from .plan import SweepPlan
+from .start import queue_start
 from .trials import Told, ask, reuse, skip, tell_result
 
 # suggestions in a row that were all measured before: the space has nothing new left
@@ -179,7 +180,11 @@ def _ask_batch(stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: l
     pending: dict[str, int] = {}
     while len(batch.jobs) < max(1, width) and not state.sampler_done:
         ctx = plan.context(learned_convolutional(stored, plan))
-        trial, knobs = ask(stored, plan, ctx, baseline=baseline is None and not batch.jobs)
+        first = baseline is None and not batch.jobs
+        trial, knobs = ask(stored, plan, ctx, baseline=first)
+        if first:  # after the baseline: the other classes' winners and the recipes, if asked
+            for point in queue_start(stored, plan):
+                progress.say(f"queued after the baseline: {progress.short_knobs(dict(point.knobs))} ({point.origin})")
         ahead = [t for t in stored.trials(plan.fixed) if t.number < trial.number and was_measured(t)]
         if len(ahead) >= plan.settings.n_trials:  # another process took the last slot meanwhile
             _note(state, skip(stored, trial, Status.SURPLUS, "n_trials was reached by another process of this study"),

@@ -68,6 +68,11 @@ class SweepSettings:
     # one measurement per machine (per GPU): wait for another sweeper's trial, fail at once
     # when the machine is busy at the start (exit code 75), or off
     lock: str = "wait"
+    # after the baseline, measure the winners of this study on the lab's other hardware classes
+    warm_start: bool = True
+    # after the baseline (and the warm start), the practitioners' recipes: the largest batch,
+    # workers and threads at the core count, bf16 where the device has it, pinned memory on CUDA
+    recipes: bool = False
 
     @classmethod
     def from_config(cls, values: Mapping[str, Any]) -> "SweepSettings":

@@ -22,6 +22,7 @@ _REUSED_FROM, _WORKLOAD, _SWEEP_DIR = "reused_from", "workload", "sweep_dir"
 _HOST, _PID, _PID_STARTED, _HEARTBEAT = "host", "sweeper_pid", "sweeper_started", "heartbeat_at"
 _RERUN = "rerun_reason"
 _SCHEDULER_JOB, _QUEUE_WAIT = "scheduler_job", "queue_wait_s"
+_ORIGIN = "origin"  # set by Optuna's enqueue_trial (search/start.py): why this point was measured
 # the attributes of a result, copied when a result is reused for an identical configuration
 _RESULT_ATTRS = (_STATUS, _REASON, _FIGURES, _FINGERPRINT, _HARDWARE)
 # studies written before skipped-ness was a status marked a predicted OOM by its reason
@@ -62,6 +63,7 @@ class TrialRecord:
     rerun_reason: str | None
     scheduler_job: str | None = None  # slurm:<job id>, where a scheduler ran it
     queue_wait_s: float | None = None  # from its submission to its run's start
+    origin: str | None = None  # queued after the baseline: a warm start or a recipe, and from where
 
     @classmethod
     def of(cls, trial: Any) -> TrialRecord:
@@ -80,7 +82,7 @@ class TrialRecord:
             workload=attrs.get(_WORKLOAD), sweep_dir=attrs.get(_SWEEP_DIR), host=attrs.get(_HOST),
             sweeper_pid=int(pid) if pid is not None else None, sweeper_started=attrs.get(_PID_STARTED),
             heartbeat_at=attrs.get(_HEARTBEAT), rerun_reason=attrs.get(_RERUN),
-            scheduler_job=attrs.get(_SCHEDULER_JOB), queue_wait_s=attrs.get(_QUEUE_WAIT),
+            scheduler_job=attrs.get(_SCHEDULER_JOB), queue_wait_s=attrs.get(_QUEUE_WAIT), origin=attrs.get(_ORIGIN),
         )
 
     # -- reading (the typed parts on first use: a sweep reads many records) --
@@ -125,6 +127,11 @@ class TrialRecord:
         """When a trial is asked for: what it is and which sweep process runs it."""
         return {_BASELINE: baseline, _KNOBS: dict(knobs), _FIXED: list(fixed), _WORKLOAD: workload,
                 _SWEEP_DIR: sweep_dir, _HOST: host, _PID: pid, _PID_STARTED: pid_started, _HARDWARE: hardware_class}
+
+    @staticmethod
+    def queued(origin: str) -> dict[str, Any]:
+        """A point queued for the sampler's next ask (enqueue_trial's user_attrs): why."""
+        return {_ORIGIN: origin}
 
     @staticmethod
     def finished(result: RunResult) -> dict[str, Any]:

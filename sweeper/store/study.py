@@ -108,6 +108,14 @@ class StoredStudy:
         self.study.set_user_attr(_BASELINE, baseline)
         self.study.set_user_attr(_WINNER, winner)
 
+    def enqueue(self, knobs: Mapping[str, Any], origin: str) -> None:
+        """Queue a point for the sampler's next ask (once: not if the study holds it), with why."""
+        self.study.enqueue_trial(dict(knobs), user_attrs=TrialRecord.queued(origin), skip_if_exists=True)
+
+    def last_winner(self) -> int | None:
+        """The winner trial of the study's last sweep (None: no sweep has ended with one)."""
+        return self.study.user_attrs.get(_WINNER)
+
     def objectives(self, default: Sequence[str]) -> list[str]:
         """The figures the study's values are, in order (a study made elsewhere: `default`)."""
         return list(self.study.user_attrs.get(_OBJECTIVES, default))

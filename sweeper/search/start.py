@@ -1,0 +1,115 @@
+"""Where a sweep starts, after the baseline: points worth measuring before the sampler's own
+guesses. The winners of the same study on the lab's other hardware classes (a warm start: what
+a lab with many machine types wants the second night), then the practitioners' recipes (the
+largest batch, workers at the core count, bf16 where the device has it, pinned memory on CUDA).
+Each is queued with Optuna's enqueue_trial, only with knobs valid in this space (the sampler
+fills the rest), and carries where it came from (`origin`) into its trial."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+
+from ..store.record import TrialRecord
+from ..store.study import StoredStudy
+from ..store.trials import config_of, ranked
+from . import space as sp
+from .plan import SweepPlan
+
+
+@dataclass(frozen=True)
+class StartPoint:
+    knobs: Mapping[str, Any]
+    origin: str  # "warm start: the winner on <class>" or "recipe: ..."
+
+
+def _largest(dist: BaseDistribution) -> Any:
+    if isinstance(dist, CategoricalDistribution):
+        numbers = [c for c in dist.choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
+        return max(numbers) if numbers else None
+    if isinstance(dist, IntDistribution):
+        return dist.high - (dist.high - dist.low) % dist.step
+    return None
+
+
+def _nearest(dist: BaseDistribution, want: int) -> Any:
+    """The space's value closest to `want` from below (else the smallest above)."""
+    if isinstance(dist, CategoricalDistribution):
+        numbers = sorted(c for c in dist.choices if isinstance(c, int) and not isinstance(c, bool))
+    elif isinstance(dist, IntDistribution):
+        numbers = list(range(dist.low, dist.high + 1, dist.step))
+    else:
+        return None
+    below = [n for n in numbers if n <= want]
+    return below[-1] if below else (numbers[0] if numbers else None)
+
+
+def recipes(space: Mapping[str, BaseDistribution], baseline: Mapping[str, Any], *, cores: int, cuda: bool,
+            bf16: bool) -> list[StartPoint]:
+    """The baseline with the largest batch; then the practitioners' recipe on top of it (workers
+    and threads at the core count, bf16 where the device has it, pinned memory on CUDA)."""
+    yours = {k: v for k, v in baseline.items() if k in space and sp.contains(space[k], v)}
+    points: list[StartPoint] = []
+    batch = _largest(space["loader.batch_size"]) if "loader.batch_size" in space else None
+    if batch is not None and batch != baseline.get("loader.batch_size"):
+        points.append(StartPoint({**yours, "loader.batch_size": batch}, "recipe: the largest batch"))
+    recipe: dict[str, Any] = {**yours, **({"loader.batch_size": batch} if batch is not None else {})}
+    wanted = {"loader.num_workers": _nearest(space["loader.num_workers"], cores) if "loader.num_workers" in space
+              else None,
+              "backend.threads": _nearest(space["backend.threads"], cores) if "backend.threads" in space else None,
+              "backend.precision": "bf16" if bf16 else None,
+              "loader.pin_memory": True if cuda else None,
+              "loader.persistent_workers": True}
+    for key, value in wanted.items():
+        if key in space and value is not None and sp.contains(space[key], value):
+            recipe[key] = value
+    if recipe != yours and all(p.knobs != recipe for p in points):
+        points.append(StartPoint(recipe, "recipe: the largest batch, workers and threads at the core count"
+                                 + (", bf16" if recipe.get("backend.precision") == "bf16" else "")
+                                 + (", pinned memory" if recipe.get("loader.pin_memory") else "")))
+    return points
+
+
+def warm_starts(storage: Any, study_name: str, fixed: Sequence[str],
+                space: Mapping[str, BaseDistribution]) -> list[StartPoint]:
+    """The winners of the same study on other hardware classes (`name@<class>`), as points of
+    this space: their knobs that this space holds, with values it can take."""
+    base = study_name.split("@")[0]
+    points = []
+    for name in sorted(optuna.get_all_study_names(storage)):
+        if name == study_name or "@" not in name or name.split("@")[0] != base:
+            continue
+        other = StoredStudy(optuna.load_study(study_name=name, storage=storage), storage)
+        trials = other.trials(fixed)
+        number = other.last_winner()
+        winner = next((t for t in trials if t.number == number), None) or next(iter(ranked(trials)), None)
+        if winner is None:
+            continue
+        knobs = {k: v for k, v in config_of(winner).items() if k in space and sp.contains(space[k], v)}
+        if knobs:
+            hardware = TrialRecord.of(winner).hardware_class or name.split("@", 1)[1]
+            points.append(StartPoint(knobs, f"warm start: the winner on {hardware} (study {name}, "
+                                            f"trial #{winner.number})"))
+    return points
+
+
+def enqueue(stored: StoredStudy, points: Sequence[StartPoint]) -> None:
+    """Queue the points (each once) for the sampler's next asks, in order."""
+    for point in points:
+        stored.enqueue(point.knobs, point.origin)
+
+
+def queue_start(stored: StoredStudy, plan: SweepPlan) -> list[StartPoint]:
+    """After the baseline is asked: queue the warm start and the recipes the settings ask for."""
+    points = []
+    if plan.settings.warm_start:
+        points += warm_starts(stored.storage, stored.name, plan.fixed, plan.space)
+    if plan.settings.recipes:
+        points += recipes(plan.space, plan.baseline_knobs, cores=plan.machine.cores, cuda=plan.machine.cuda,
+                          bf16=plan.machine.bf16)
+    enqueue(stored, points)
+    return points
