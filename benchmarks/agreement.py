@@ -84,7 +84,11 @@ def main() -> None:
         print(f"| {name} | {b:,.0f} | {' | '.join(cells)} |")
     for isolation in ISOLATIONS:
         done = runs[isolation]
-        med = lambda key: statistics.median(r[key] for r in done)  # noqa: E731
+        def med(key: str) -> float:
+            if key == "wall_s":
+                return statistics.median(r.wall_s for r in done)
+            return statistics.median(getattr(r.measurement.timing, key) or 0.0 for r in done if r.measurement)
+
         print(f"\n{isolation}: one run, median of {len(done)}: wall {med('wall_s'):.2f} s = measuring "
               f"{med('measure_s'):.2f} s + non-measuring {med('wall_s') - med('measure_s'):.2f} s "
               f"(import torch {med('import_s'):.2f} s, build workload+loader {med('build_s'):.2f} s)")
