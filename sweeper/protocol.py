@@ -43,6 +43,11 @@ def thread_env(threads: int | None) -> dict[str, str]:
     return {name: str(threads) for name in THREAD_ENV_VARS}
 
 
+# the CPUs the run may use, as its parent found them ("0-3,8"): an OpenMP runtime told to bind
+# (OMP_PROC_BIND) pins the measuring process's own thread to one core when torch starts it, so
+# the child cannot read the machine's cores from its own affinity
+MACHINE_CPUS_ENV = "SWEEPER_MACHINE_CPUS"
+
 # ---- a user's training script (task=script) and the measuring child ----
 
 # the path of the FIFO a script's sweeper.track / sweeper.step write their steps to

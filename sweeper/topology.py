@@ -73,6 +73,20 @@ def place(mode: str, cores: Sequence[int], threads: int | None, workers: int) ->
     return Placement(tuple(compute), tuple(rest) if (rest and workers) else tuple(compute))
 
 
+def machine_cpus() -> tuple[int, ...]:
+    """The CPUs this run may use: its parent's (protocol.MACHINE_CPUS_ENV), else its own
+    affinity (a run started by hand)."""
+    from .protocol import MACHINE_CPUS_ENV
+
+    given = os.environ.get(MACHINE_CPUS_ENV)
+    return parse_cpulist(given) if given else tuple(sorted(os.sched_getaffinity(0)))
+
+
+def cpulist(cpus: Sequence[int]) -> str:
+    """CPUs as a list the kernel and parse_cpulist read ("0,1,2")."""
+    return ",".join(str(c) for c in sorted(cpus))
+
+
 def cpus_allowed(pid: int | str = "self") -> str | None:
     """Cpus_allowed_list of a process, as the kernel shows it."""
     try:

@@ -155,6 +155,19 @@ def test_knobs_read_at_process_start_make_the_run_spawned():
     assert start_env({"backend": {"allocator": "default", "omp_bind": "default", "kmp_blocktime": None}}) == ({}, None)
 
 
+def test_an_openmp_bound_run_is_on_the_machine_s_hardware_class(sweeper_run):
+    """OMP_PROC_BIND pins the measuring process's thread to one core when torch starts OpenMP;
+    the run must still see (and fingerprint) the machine's cores, so that it is ranked with the
+    others, not kept apart as another hardware class (found running the README's main job)."""
+    plain = sweeper_run("task.num_samples=1024", "backend.threads=1")
+    bound = sweeper_run("task.num_samples=1024", "backend.threads=1", "backend.omp_bind=spread")
+    assert plain.returncode == 0 and bound.returncode == 0, bound.stderr
+    assert bound.result.isolation == "spawn"
+    cores = len(os.sched_getaffinity(0))
+    assert bound.result.fingerprint.cpus_available == plain.result.fingerprint.cpus_available == cores
+    assert bound.result.fingerprint.hardware_class == plain.result.fingerprint.hardware_class
+
+
 # --- real data-parallel runs (slow) ----------------------------------------------------------
 
 def _spec(*overrides: str) -> dict:

@@ -151,7 +151,7 @@ def launch(spec: Mapping[str, Any], events: Any) -> RunResult:
     nproc = int(spec["dist"]["nproc_per_node"])
     back = spec["backend"]
     check_gpus(back["device"], nproc)
-    cores = len(os.sched_getaffinity(0))
+    cores = len(topology.machine_cpus())
     threads = topology.threads_per_rank(back["threads"], cores, nproc)
     events.phase(f"launch {nproc} ranks")
     with tempfile.TemporaryDirectory(prefix="sweeper-ranks-") as tmp:

@@ -6,7 +6,6 @@ what ran.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -45,7 +44,7 @@ def launch(spec: Mapping[str, Any]) -> Launch:
     env = knob_env(spec)
     if back["device"] == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""  # the script sees no GPU
-    cores = sorted(os.sched_getaffinity(0))
+    cores = list(topology.machine_cpus())
     compute: tuple[int, ...] | None = None
     if nproc > 1:
         threads = topology.threads_per_rank(back["threads"], len(cores), nproc)
@@ -104,7 +103,7 @@ def measure_script(spec: Mapping[str, Any], events: Events) -> RunResult:
 
     meas = spec["measure"]
     how = launch(spec)
-    cores = len(os.sched_getaffinity(0))
+    cores = len(topology.machine_cpus())
     events.phase("start script")
     script = Script(how.words, how.env, spec.get("cwd"), how.preexec)
     steps = ScriptSteps(script, first_step_deadline(script.started, float(meas["timeout_s"])),

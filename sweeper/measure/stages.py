@@ -95,7 +95,7 @@ def prepare(spec: Mapping[str, Any], rank: Rank | None, started: float) -> Prepa
     cuda_at_start = bool(torch.cuda.is_initialized())
     back, load = spec["backend"], spec["loader"]
     backend.apply_threads(back["threads"], back["interop_threads"])
-    machine_cores = tuple(sorted(os.sched_getaffinity(0)))
+    machine_cores = topology.machine_cpus()
     own_cores = rank_cpus(rank, list(machine_cores)) if rank is not None else machine_cores
     placement = topology.place(back["affinity"], own_cores, back["threads"], int(load["num_workers"]))
     if placement is not None:

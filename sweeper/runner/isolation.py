@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import procs
-from ..protocol import DEADLINE_ENV, EVENT_FD_ENV, PARENT_PID_ENV, RUN_MARK_ENV, WORKER_MODULE, process_name, pythonpath_with_cwd
+from .. import procs, topology
+from ..protocol import (DEADLINE_ENV, EVENT_FD_ENV, MACHINE_CPUS_ENV, PARENT_PID_ENV, RUN_MARK_ENV, WORKER_MODULE,
+                        process_name, pythonpath_with_cwd)
 from ..result import RunResult, Status
 from .evidence import oom_killed, oom_kills
 from ..outcome import classify_exit
@@ -204,7 +205,7 @@ def start(spec: Mapping[str, Any], log_path: Path, env: Mapping[str, str] | None
     read_fd, write_fd = os.pipe()
     child_env = {**os.environ, **(env or {}), EVENT_FD_ENV: str(write_fd), PARENT_PID_ENV: str(os.getpid()),
                  RUN_MARK_ENV: mark.partition("=")[2], "PYTHONPATH": pythonpath_with_cwd(),
-                 DEADLINE_ENV: f"{deadline:.3f}"}
+                 DEADLINE_ENV: f"{deadline:.3f}", MACHINE_CPUS_ENV: topology.cpulist(os.sched_getaffinity(0))}
     log_path.parent.mkdir(parents=True, exist_ok=True)
     proc, note = None, None
     if isolation == "fork" and command is None:
