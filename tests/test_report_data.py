@@ -331,3 +331,12 @@ def test_the_summary_and_the_report_count_trials_alike():
     assert (counts.surplus, counts.interrupted, counts.predicted_oom, counts.skipped) == (1, 1, 1, 1)
     d = build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None)
     assert (d.trials_measured, d.trials_failed, d.trials_reused) == (counts.measured, counts.failed, counts.reused)
+
+
+def test_when_nothing_beat_the_baseline_the_report_says_yours_is_the_fastest():
+    trials = [make(0, 64, 3000.0, 400.0, baseline=True), make(1, 256, 2400.0, 600.0), make(2, 128, 1500.0, 700.0)]
+    d = build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None)
+    assert d.baseline_kept is not None and d.baseline_kept.startswith("Your configuration (the baseline, trial #0)")
+    assert d.notes[0] == d.baseline_kept and not any("not confirmed" in n for n in d.notes)
+    html = render(d)
+    assert "is the fastest configuration found" in html and "speedup over baseline" not in html
