@@ -1,7 +1,7 @@
 """Interleaved re-measurement of the top candidates and the baseline (A B base, B base A, base A B, ...),
 so that a winner is crowned on numbers taken side by side, not on one lucky run. Only candidates
 that beat the baseline in the search are confirmed, and rounds stop once the leader's lead over
-every other member is decided at 95%."""
+the baseline is decided at 95%."""
 
 from __future__ import annotations
 
@@ -65,17 +65,20 @@ def candidates(trials: Sequence[FrozenTrial], baseline: FrozenTrial, top_k: int)
     return [t for t in ranked(trials) if t.number != baseline.number and (primary_value(t) or 0.0) > base][:top_k]
 
 
-def decided(rounds: Mapping[int, Sequence[float | None]], upto: int) -> bool:
-    """After the first `upto` rounds: whether the leader (highest median) is ahead of every other
-    member at 95%, on their paired per-round ratios (at least two rounds)."""
-    done = {t: [v for v in runs[:upto]] for t, runs in rounds.items()}
+def decided(rounds: Mapping[int, Sequence[float | None]], upto: int, baseline: int) -> bool:
+    """After the first `upto` rounds (at least two): whether the leader's standing against the
+    baseline is decided at 95% on their paired per-round ratios: the leader (highest median)
+    ahead of the baseline, or, when the baseline leads, the baseline ahead of every other.
+    Candidates the leader is not yet separated from are near-equals: the report says how many
+    rounds would tell them apart."""
+    done = {t: list(runs[:upto]) for t, runs in rounds.items()}
     medians = {t: statistics.median(v for v in runs if v is not None)
                for t, runs in done.items() if any(v is not None for v in runs)}
-    if upto < 2 or len(medians) < len(done):
+    if upto < 2 or baseline not in medians:
         return False
     leader = max(medians, key=lambda t: medians[t])
-    return all(ahead([a / b for a, b in zip(done[leader], done[t]) if a is not None and b])
-               for t in done if t != leader)
+    rivals = [t for t in done if t != leader] if leader == baseline else [baseline]
+    return all(ahead([a / b for a, b in zip(done[leader], done[t]) if a is not None and b]) for t in rivals)
 
 
 def plan_rounds(candidates: Sequence[int], baseline: int, rounds: int, remaining_s: float | None,
@@ -104,13 +107,14 @@ def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, re
     order = plan_rounds(chosen, baseline.number, rounds, remaining(), typical_wall_s)
     rounds = order[-1][0] + 1
     progress.say(f"confirming: trials {chosen} (faster than the baseline in the search) and baseline "
-                 f"{baseline.number}, up to {rounds} interleaved rounds (fewer once the lead is decided at 95%)")
+                 f"{baseline.number}, up to {rounds} interleaved rounds (fewer once the lead over the baseline "
+                 "is decided at 95%)")
     measured: dict[int, list[float | None]] = {n: [None] * rounds for _, n in order}
     run_rounds = 0
     node = baseline_record.fingerprint.hostname if (baseline_record := TrialRecord.of(baseline)).fingerprint else None
     with run.on_node(node):  # side by side: every run on the machine the baseline ran on
         for r, number in order:
-            if stopped() or (r == run_rounds and decided(measured, r)):
+            if stopped() or (r == run_rounds and decided(measured, r, baseline.number)):
                 break
             overrides = [*plan.overrides_for(config_of(by_number[number])), *measure_overrides(plan, None, remaining())]
             result = run(overrides, job_idx=number, subdir=f"confirm/round{r + 1}-trial{number}")
@@ -118,7 +122,8 @@ def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, re
             run_rounds = r + 1
             progress.confirm_line(r, rounds, number, result)
     if 0 < run_rounds < rounds and not stopped():
-        progress.say(f"confirmation: the lead was decided at 95% after {run_rounds} of {rounds} rounds")
+        progress.say(f"confirmation: the winner's lead over the baseline was decided at 95% after {run_rounds} of "
+                     f"{rounds} rounds")
     decision = decide({n: runs[:run_rounds] for n, runs in measured.items()}, baseline.number)
     if decision is not None:
         stored.save_confirmation(plan.fixed, decision)
