@@ -128,6 +128,48 @@ def test_confirmation_rounds_stop_once_the_lead_over_the_baseline_is_decided():
     assert confirm.decided({1: [90.0, 91.0, None], 0: [100.0, 101.0, None]}, 2, baseline=0)
 
 
+def test_the_recipes_start_from_the_baseline_with_values_the_space_holds():
+    from optuna.distributions import IntDistribution
+
+    from sweeper.search import start
+
+    space = {"loader.batch_size": CategoricalDistribution([32, 64, 256, 1024]),
+             "loader.num_workers": IntDistribution(0, 4), "backend.threads": CategoricalDistribution([1, 2]),
+             "backend.precision": CategoricalDistribution(["fp32", "bf16"])}
+    baseline = {"loader.batch_size": 64, "loader.num_workers": 0, "backend.threads": None,
+                "backend.precision": "fp32"}
+    largest, recipe = start.recipes(space, baseline, cores=2, cuda=False, bf16=True)
+    # threads: null is the baseline's, outside the space: left to the sampler
+    assert largest.knobs == {"loader.batch_size": 1024, "loader.num_workers": 0, "backend.precision": "fp32"}
+    assert recipe.knobs == {"loader.batch_size": 1024, "loader.num_workers": 2, "backend.threads": 2,
+                            "backend.precision": "bf16"}
+    assert recipe.origin.endswith(", bf16")
+    # no bf16 on the device, 16 cores: the nearest the space holds
+    _, plain = start.recipes(space, baseline, cores=16, cuda=False, bf16=False)
+    assert plain.knobs["loader.num_workers"] == 4 and plain.knobs["backend.precision"] == "fp32"
+
+
+def test_warm_starts_are_the_other_classes_winners_within_this_space():
+    import optuna
+
+    from sweeper.search import start
+
+    storage = optuna.storages.InMemoryStorage()
+    space = {"loader.batch_size": CategoricalDistribution([64, 256]), "loader.num_workers": CategoricalDistribution([0, 1])}
+    for name, knobs in (("w@gpu-a", {"loader.batch_size": 256, "loader.num_workers": 1, "backend.tf32": True}),
+                        ("w@gpu-b", {"loader.batch_size": 4096, "loader.num_workers": 1}),
+                        ("other@gpu-c", {"loader.batch_size": 64, "loader.num_workers": 0})):
+        study = optuna.create_study(storage=storage, study_name=name)
+        study.add_trial(trial(0, knobs, fixed=("task.mode=train",)))
+        study.set_user_attr("winner_trial", 0)
+    points = start.warm_starts(storage, "w@cpu-here", ("task.mode=train",), space)
+    # only this study's other classes; only knobs this space holds, with values it can take
+    assert [p.knobs for p in points] == [{"loader.batch_size": 256, "loader.num_workers": 1},
+                                         {"loader.num_workers": 1}]
+    assert points[0].origin.startswith("warm start: the winner on gpu-a (study w@gpu-a, trial #0)")
+    assert start.warm_starts(storage, "w@cpu-here", ("task.mode=inference",), space) == []
+
+
 @pytest.mark.parametrize(("text", "seconds"), [("8h", 28800), ("30m", 1800), ("1h30m", 5400), ("90s", 90), ("45", 45), (None, None)])
 def test_durations(text, seconds):
     assert parse_duration(text) == seconds
