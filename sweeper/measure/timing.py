@@ -85,8 +85,8 @@ class Timings:
             samples_per_sec_rel_iqr=spread.relative_iqr, window_samples_per_sec=tuple(self.window_samples_per_sec),
             windows_measured=spread.n, samples_per_sec_ci_low=low, samples_per_sec_ci_high=high, stopped=self.stopped,
             epoch_ends_measured=self.epoch_ends,
-            own_samples_per_sec=(rate_interval(self.own_window_samples_per_sec,
-                                               [1.0] * len(self.own_window_samples_per_sec))[0]
+            # this rank's windows have the group's steps, not equal seconds: their mean rate
+            own_samples_per_sec=(statistics.fmean(self.own_window_samples_per_sec)
                                  if self.own_window_samples_per_sec else None),
         )
 

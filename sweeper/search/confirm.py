@@ -28,10 +28,15 @@ def interleaved_order(candidates: Sequence[int], baseline: int, rounds: int) -> 
     return [(r, members[(r + i) % len(members)]) for r in range(rounds) for i in range(len(members))]
 
 
+def _medians(rounds: Mapping[int, Sequence[float | None]]) -> dict[int, float]:
+    """Each member's median over the rounds it ran (members that never ran are left out)."""
+    return {t: statistics.median(v for v in runs if v is not None)
+            for t, runs in rounds.items() if any(v is not None for v in runs)}
+
+
 def decide(rounds: Mapping[int, Sequence[float | None]], baseline: int) -> Confirmation | None:
     """The winner is the highest median over rounds; None if the baseline never ran."""
-    medians = {t: statistics.median(v for v in runs if v is not None)
-               for t, runs in rounds.items() if any(v is not None for v in runs)}
+    medians = _medians(rounds)
     if baseline not in medians:
         return None
     winner = max(medians, key=lambda t: medians[t])
@@ -72,8 +77,7 @@ def decided(rounds: Mapping[int, Sequence[float | None]], upto: int, baseline: i
     Candidates the leader is not yet separated from are near-equals: the report says how many
     rounds would tell them apart."""
     done = {t: list(runs[:upto]) for t, runs in rounds.items()}
-    medians = {t: statistics.median(v for v in runs if v is not None)
-               for t, runs in done.items() if any(v is not None for v in runs)}
+    medians = _medians(done)
     if upto < 2 or baseline not in medians:
         return False
     leader = max(medians, key=lambda t: medians[t])

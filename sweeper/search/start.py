@@ -97,19 +97,15 @@ def warm_starts(storage: Any, study_name: str, fixed: Sequence[str],
     return points
 
 
-def enqueue(stored: StoredStudy, points: Sequence[StartPoint]) -> None:
-    """Queue the points (each once) for the sampler's next asks, in order."""
-    for point in points:
-        stored.enqueue(point.knobs, point.origin)
-
-
 def queue_start(stored: StoredStudy, plan: SweepPlan) -> list[StartPoint]:
-    """After the baseline is asked: queue the warm start and the recipes the settings ask for."""
+    """After the baseline is asked: queue the warm start and the recipes the settings ask for
+    (each once, in order, for the sampler's next asks)."""
     points = []
     if plan.settings.warm_start:
         points += warm_starts(stored.storage, stored.name, plan.fixed, plan.space)
     if plan.settings.recipes:
         points += recipes(plan.space, plan.baseline_knobs, cores=plan.machine.cores, cuda=plan.machine.cuda,
                           bf16=plan.machine.bf16)
-    enqueue(stored, points)
+    for point in points:
+        stored.enqueue(point.knobs, point.origin)
     return points
