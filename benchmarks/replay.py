@@ -16,7 +16,9 @@ Per strategy, over the seeds: the median and 90th percentile of trials and of me
 until a configuration within 90% / 95% of the grid's best was measured, and the final pick's
 grid figure (relative to the grid's best).
 
-    python benchmarks/replay.py [seeds] [grid.csv] [--trials N] [--strategies a,b]
+    python benchmarks/replay.py [seeds] [grid] [--trials N] [--strategies "a;b"]
+
+(grid: a name of record_grid.py's GRIDS, read from benchmarks/grid_<name>.csv)
 
 The grid's figures are single search runs (a pruned row's figure is from its few windows): its
 noise is not recorded per row, so the replay's noise is set here (RUN_CV, WINDOW_CV), from this
@@ -34,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,7 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sweeper import resolvers  # noqa: E402
 from sweeper.__main__ import _compose  # noqa: E402
@@ -52,76 +55,131 @@ from sweeper.result import RunResult, Status  # noqa: E402
 from sweeper.search.confirm import run_confirmation  # noqa: E402
 from sweeper.search.launch import Job  # noqa: E402
 from sweeper.search.loop import optimize  # noqa: E402
+from sweeper.search import space as sp  # noqa: E402
 from sweeper.search.plan import SweepPlan, make_plan  # noqa: E402
 from sweeper.search.settings import SweepSettings  # noqa: E402
 from sweeper.search.sweep import make_sampler  # noqa: E402
+from sweeper.stats import rate_interval  # noqa: E402
 from sweeper.store.study import StoredStudy  # noqa: E402
 from sweeper.store.trials import config_of, primary_value, ranked, was_measured  # noqa: E402
 
+from record_grid import GRIDS, GridSpec, csv_path  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
-GRID = HERE / "grid_mnist_mlp_train.csv"
-# the grid's space and base, as benchmarks/sweep_gain.py recorded it
-SPACE = ["search=none", "loader.batch_size=choice(32,64,128,256,512,1024)", "loader.num_workers=range(0,5)",
-         "backend.threads=choice(1,2)", "backend.precision=choice(fp32,bf16)", "backend.threads=2"]
 RUN_CV, WINDOW_CV = 0.08, 0.06  # log-normal sigma: run to run (the machine's mood), window to window
 START_S = 0.4  # a forked run's start (benchmarks/README.md, trial cost)
 WARMUP_S = 2.0  # a run's warm-up until steady (the trial-cost benchmark's runs: 7.0 s measuring, 5 s of it windows)
 PEER_S = 0.8 + 2.5  # the peer's fixed measurement per trial
+GRID_WINDOW_S, GRID_WINDOWS_S = 1.5, 4.5  # record_grid.py's windows: 3 of 1.5 s
 TPE = {"_target_": "optuna.samplers.TPESampler"}
-# name: hydra.sweeper settings (the sampler's seed is the replay's)
+CPU = sp.Context(cuda=False, bf16=True, convolutional=True)  # the knobs' liveness on this VM
+MV = {**TPE, "multivariate": True, "group": True}
+GP = {"_target_": "optuna.samplers.GPSampler"}
+WHOLE = {"staged": None}  # the whole space from the first trial
+# name: hydra.sweeper settings (the sampler's seed is the replay's); keys with _ are the replay's:
+# _measure (measure.* of search trials; the confirmation keeps the defaults), _contend (the race
+# before issue 23's change: windows' noise only, and a run overlapping the best measured to max windows)
 STRATEGIES: dict[str, dict[str, Any]] = {
-    "tpe (today)": {"sampler": TPE},
-    "tpe + recipes": {"sampler": TPE, "recipes": True},
-    "tpe multivariate+group": {"sampler": {**TPE, "multivariate": True, "group": True}},
-    "tpe multivariate + recipes": {"sampler": {**TPE, "multivariate": True, "group": True}, "recipes": True},
-    "gp": {"sampler": {"_target_": "optuna.samplers.GPSampler"}},
-    "gp + recipes": {"sampler": {"_target_": "optuna.samplers.GPSampler"}, "recipes": True},
-    "random": {"sampler": {"_target_": "optuna.samplers.RandomSampler"}},
-    "tpe no racing": {"sampler": TPE, "race": False},
-    "tpe no racing no floor": {"sampler": TPE, "race": False, "prune_ratio": None},
-    # measuring less per search trial (the confirmation keeps measure.*): replay-only keys
-    "tpe 10% precision": {"sampler": TPE, "_measure": {"rel_precision": 0.10}},
-    "tpe 10% precision 2 windows": {"sampler": TPE, "_measure": {"rel_precision": 0.10, "min_windows": 2}},
-    "tpe 10% no racing": {"sampler": TPE, "race": False, "_measure": {"rel_precision": 0.10}},
-    "tpe startup 10": {"sampler": {**TPE, "n_startup_trials": 10}},
-    "tpe startup 10 no racing": {"sampler": {**TPE, "n_startup_trials": 10}, "race": False},
-    "tpe mv startup 10 no racing": {"sampler": {**TPE, "n_startup_trials": 10, "multivariate": True, "group": True},
-                                    "race": False},
-    "gp 10% precision": {"sampler": {"_target_": "optuna.samplers.GPSampler"}, "_measure": {"rel_precision": 0.10}},
-    "tpe mv 10% precision": {"sampler": {**TPE, "multivariate": True, "group": True},
-                             "_measure": {"rel_precision": 0.10}},
+    "before: TPE, whole space, race on windows' noise": {"sampler": TPE, **WHOLE, "run_noise": None,
+                                                         "_contend": True},
+    "TPE, whole space, race with run noise": {"sampler": TPE, **WHOLE},
+    "TPE, whole space, no racing": {"sampler": TPE, **WHOLE, "race": False},
+    "TPE staged 0.5, race with run noise (default)": {"sampler": TPE},
+    "TPE staged 0.3": {"sampler": TPE, "staged": 0.3},
+    "TPE staged 0.7": {"sampler": TPE, "staged": 0.7},
+    "TPE staged, no racing": {"sampler": TPE, "race": False},
+    "TPE staged, 10% precision in the search": {"sampler": TPE, "_measure": {"rel_precision": 0.10}},
+    "TPE staged, floor 0.7 of the best": {"sampler": TPE, "prune_ratio": 0.7},
+    "TPE staged, samples/sec alone": {"sampler": TPE, "objectives": ["samples_per_sec"]},
+    "TPE startup 10, staged, samples/sec alone": {"sampler": {**TPE, "n_startup_trials": 10},
+                                                  "objectives": ["samples_per_sec"]},
+    "TPE whole space, samples/sec alone": {"sampler": TPE, **WHOLE, "objectives": ["samples_per_sec"]},
+    "TPE staged 0.3, samples/sec alone": {"sampler": TPE, "staged": 0.3, "objectives": ["samples_per_sec"]},
+    "TPE mv+group whole space, samples/sec alone": {"sampler": MV, **WHOLE, "objectives": ["samples_per_sec"]},
+    "TPE staged + recipes": {"sampler": TPE, "recipes": True},
+    "TPE multivariate+group, staged": {"sampler": MV},
+    "TPE startup 10, staged": {"sampler": {**TPE, "n_startup_trials": 10}},
+    "GPSampler, staged": {"sampler": GP},
+    "random, staged": {"sampler": {"_target_": "optuna.samplers.RandomSampler"}},
+    "random, whole space": {"sampler": {"_target_": "optuna.samplers.RandomSampler"}, **WHOLE},
 }
+
+
+def _contending_verdict(t: timing.Timings, rule: timing.Rule) -> str | None:
+    """timing._verdict before issue 23's change: a run whose interval overlaps the best's is
+    measured on to max windows instead of stopping when precise."""
+    verdict = timing._verdict(t, rule)
+    if verdict != "precise" or rule.race is None:
+        return verdict
+    _, interval = rate_interval(*t.totals())
+    assert interval is not None
+    return None if not (interval[0] > rule.race[1] or interval[1] < rule.race[0]) else verdict
+
+
+@dataclass(frozen=True)
+class Row:
+    """One recorded configuration. The columns record_grid.py adds (its run's wall time, warm-up
+    and window spread) are None in a grid recorded before them."""
+
+    status: str
+    samples_per_sec: float
+    peak_memory_mb: float
+    wall_s: float | None = None
+    warmup_s: float | None = None
+    window_cv: float | None = None  # of its 1.5 s windows
+
+    @property
+    def start_s(self) -> float:
+        """What the run cost besides its warm-up and windows: the fork, the build, the loader's
+        start (spawned workers: seconds)."""
+        if self.wall_s is None or self.warmup_s is None:
+            return START_S
+        return max(START_S, self.wall_s - self.warmup_s - GRID_WINDOWS_S)
 
 
 @dataclass(frozen=True)
 class Grid:
-    """A recorded grid: knobs -> (status, samples/sec, peak memory MB)."""
+    """A recorded grid: knobs -> its row."""
 
     knobs: tuple[str, ...]
-    points: Mapping[tuple[Any, ...], tuple[str, float, float]]
+    points: Mapping[tuple[Any, ...], Row]
 
     @classmethod
     def read(cls, path: Path) -> Grid:
         frame = pd.read_csv(path)
         knobs = tuple(c for c in frame.columns if "." in c)
-        points = {tuple(_plain(row[k]) for k in knobs): (str(row["status"]), float(row["samples_per_sec"]),
-                                                         float(row["peak_memory_mb"]))
-                  for _, row in frame.iterrows()}
+        extra = [c for c in ("wall_s", "warmup_s", "window_cv") if c in frame.columns]
+        points = {tuple(_plain(row[k]) for k in knobs): Row(
+            str(row["status"]), float(row["samples_per_sec"]), float(row["peak_memory_mb"]),
+            **{c: None if pd.isna(row[c]) else float(row[c]) for c in extra})
+            for _, row in frame.iterrows()}
         return cls(knobs, points)
+
+    def choices(self) -> dict[str, list[Any]]:
+        """Each knob's values in the grid (the peer's space)."""
+        return {k: sorted({key[i] for key in self.points}, key=repr) for i, k in enumerate(self.knobs)}
 
     @property
     def best(self) -> float:
-        return max(sps for status, sps, _ in self.points.values() if status in ("ok", "pruned"))
+        return max(row.samples_per_sec for row in self.points.values() if row.status in ("ok", "pruned"))
+
+    def row(self, knobs: Mapping[str, Any]) -> Row | None:
+        """The row of a configuration, its dead knobs (a worker knob without workers) at their
+        neutral values, as the sweep runs them."""
+        live = {k: _plain(knobs.get(k)) for k in self.knobs}
+        live = {k: v if sp.is_active(k, live, CPU) else sp.NEUTRAL[k] for k, v in live.items()}
+        row = self.points.get(tuple(live[k] for k in self.knobs))
+        return row if row is not None and row.status in ("ok", "pruned") else None
 
     def figure(self, knobs: Mapping[str, Any]) -> float | None:
-        point = self.points.get(tuple(_plain(knobs.get(k)) for k in self.knobs))
-        return point[1] if point is not None and point[0] in ("ok", "pruned") else None
+        row = self.row(knobs)
+        return row.samples_per_sec if row is not None else None
 
 
 def _plain(value: Any) -> Any:
     if hasattr(value, "item"):
         value = value.item()
-    return value
+    return None if isinstance(value, float) and math.isnan(value) else value  # a CSV's empty cell: null
 
 
 def _parse(value: str) -> Any:
@@ -140,6 +198,7 @@ class ReplayRunner:
     plan: SweepPlan
     rng: random.Random
     search_measure: Mapping[str, Any] = field(default_factory=dict)  # measure.* of search trials
+    contend: bool = False  # the race before issue 23 (see _contending_verdict)
     confirming: bool = False
     charged_s: float = 0.0
     log: list[tuple[float, float | None]] = field(default_factory=list)  # (seconds so far, grid figure)
@@ -166,26 +225,28 @@ class ReplayRunner:
             measure["prune_below"] = float(given["measure.prune_below"])
         if "measure.race" in given:
             measure["race"] = [float(x) for x in given["measure.race"].strip("[]").split(",")]
-        true = self.grid.figure(knobs)
-        if true is None:
+        row = self.grid.row(knobs)
+        if row is None:
             self.charged_s += START_S
             return RunResult(Status.ERROR, f"not in the grid: {knobs}", fingerprint=self.plan.machine.fingerprint)
+        true = row.samples_per_sec
         rule = timing.Rule.of(measure, int(knobs.get("loader.num_workers") or 0))
         mood = math.exp(self.rng.gauss(0.0, RUN_CV))
+        # the row's own window spread, scaled from its 1.5 s windows to this rule's
+        window_cv = WINDOW_CV if row.window_cv is None else row.window_cv * math.sqrt(GRID_WINDOW_S / rule.window_s)
         t = timing.Timings()
         for _ in range(rule.max_windows):
             seconds = rule.window_s
-            samples = true * mood * math.exp(self.rng.gauss(0.0, WINDOW_CV)) * seconds
+            samples = true * mood * math.exp(self.rng.gauss(0.0, window_cv)) * seconds
             t.window_samples_per_sec.append(samples / seconds)
             t.window_totals.append((samples, seconds))
-            t.stopped = timing._verdict(t, rule) or ""
+            t.stopped = (_contending_verdict if self.contend and not self.confirming else timing._verdict)(t, rule) or ""
             if t.stopped:
                 break
         t.pruned = t.stopped in ("pruned", "raced")
         t.stopped = t.stopped or "max windows"
-        self.charged_s += START_S + WARMUP_S + sum(s for _, s in t.window_totals)
-        memory = self.grid.points[tuple(_plain(knobs.get(k)) for k in self.grid.knobs)][2]
-        measured = Measurement(throughput=t.throughput(), memory=Memory(peak_memory_mb=memory),
+        self.charged_s += row.start_s + WARMUP_S + sum(s for _, s in t.window_totals)
+        measured = Measurement(throughput=t.throughput(), memory=Memory(peak_memory_mb=row.peak_memory_mb),
                                run=RunFacts(device="cpu"))
         self.log.append((self.charged_s, None if t.pruned else true))
         status = Status.PRUNED if t.pruned else Status.OK
@@ -202,6 +263,7 @@ class Outcome:
     pick: float
     trials: int
     seconds: float
+    speedup: float | None = None  # the pick's grid figure over the baseline's (what the confirmation should say)
 
 
 def _reached(log: Sequence[tuple[float, float | None]], best: float) -> dict[float, tuple[int, float] | None]:
@@ -211,27 +273,30 @@ def _reached(log: Sequence[tuple[float, float | None]], best: float) -> dict[flo
     return out
 
 
-_PLANS: dict[tuple[str, int], SweepPlan] = {}
+_PLANS: dict[tuple[str, str, int], SweepPlan] = {}
 
 
-def replay_sweeper(grid: Grid, strategy: Mapping[str, Any], seed: int, n_trials: int, tmp: Path) -> Outcome:
-    key = (repr(strategy), n_trials)
+def replay_sweeper(grid: Grid, spec: GridSpec, strategy: Mapping[str, Any], seed: int, n_trials: int,
+                   tmp: Path) -> Outcome:
+    key = (repr(spec), repr(strategy), n_trials)
     if key not in _PLANS:
         settings = SweepSettings.from_config({**{k: v for k, v in strategy.items() if not k.startswith("_")},
                                               "n_trials": n_trials,
                                               "storage": f"sqlite:///{tmp / 'unused.db'}", "study_name": "replay"})
-        _PLANS[key] = make_plan(settings, SPACE, compose=lambda o: _compose(tuple(o)), app_name="sweeper",
-                                sweep_dir=tmp / "sweep")
+        plan = make_plan(settings, [*spec.base, *spec.space], compose=lambda o: _compose(tuple(o)),
+                         app_name="sweeper", sweep_dir=tmp / "sweep")
+        # the grid's space is swept on the command line (all of it "asked"): its main knobs are the spec's
+        _PLANS[key] = replace(plan, main=frozenset(k for k in spec.main if k in plan.space))
     plan = _PLANS[key]
     seeded = SweepSettings.from_config({**_settings_dict(plan.settings),
                                         "sampler": {**strategy["sampler"], "seed": seed}})
-    strategy = {k: v for k, v in strategy.items() if not k.startswith("_")} | {"_measure": strategy.get("_measure", {})}
     plan = _with_settings(plan, seeded)
     storage = optuna.storages.InMemoryStorage()
     study = optuna.create_study(storage=storage, sampler=make_sampler(plan), study_name=plan.study_name,
                                 directions=list(plan.directions))
     stored = StoredStudy(study, storage)
-    runner = ReplayRunner(grid, plan, random.Random(seed), strategy["_measure"])
+    runner = ReplayRunner(grid, plan, random.Random(seed), strategy.get("_measure", {}),
+                          contend=bool(strategy.get("_contend")))
     with contextlib.redirect_stdout(io.StringIO()):
         optimize(stored, plan, runner, stopped=lambda: None, remaining=lambda: None)  # type: ignore[arg-type]
         searched = len(runner.log)
@@ -243,8 +308,9 @@ def replay_sweeper(grid: Grid, strategy: Mapping[str, Any], seed: int, n_trials:
     best = ranked(trials)
     winner = by_number[decision.winner] if decision else (best[0] if best else None)
     pick = grid.figure(config_of(winner)) if winner is not None else 0.0
+    yours = grid.figure(plan.baseline_knobs)
     return Outcome(_reached(runner.log[:searched], grid.best), (pick or 0.0) / grid.best,
-                   sum(was_measured(t) for t in trials), runner.charged_s)
+                   sum(was_measured(t) for t in trials), runner.charged_s, (pick or 0.0) / yours if yours else None)
 
 
 def _settings_dict(settings: SweepSettings) -> dict[str, Any]:
@@ -254,8 +320,6 @@ def _settings_dict(settings: SweepSettings) -> dict[str, Any]:
 
 
 def _with_settings(plan: SweepPlan, settings: SweepSettings) -> SweepPlan:
-    from dataclasses import replace
-
     return replace(plan, settings=settings)
 
 
@@ -264,15 +328,17 @@ def replay_peer(grid: Grid, seed: int, n_trials: int) -> Outcome:
     rng = random.Random(seed)
     log: list[tuple[float, float | None]] = []
     spent = 0.0
-    choices = {"loader.batch_size": [32, 64, 128, 256, 512, 1024], "loader.num_workers": [0, 1, 2, 3, 4],
-               "backend.threads": [1, 2], "backend.precision": ["fp32", "bf16"]}
+    choices = grid.choices()
 
     def objective(trial: optuna.Trial) -> float:
         nonlocal spent
         knobs = {k: trial.suggest_categorical(k, v) for k, v in choices.items()}
-        true = grid.figure(knobs) or 0.0
+        row = grid.row(knobs)
+        true = row.samples_per_sec if row is not None else 0.0
         spent += PEER_S
-        noise = math.exp(rng.gauss(0.0, RUN_CV) + rng.gauss(0.0, WINDOW_CV / math.sqrt(PEER_S / 0.5)))
+        window_cv = WINDOW_CV / math.sqrt(PEER_S / 0.5) if row is None or row.window_cv is None else \
+            row.window_cv * math.sqrt(GRID_WINDOW_S / 2.5)
+        noise = math.exp(rng.gauss(0.0, RUN_CV) + rng.gauss(0.0, window_cv))
         log.append((spent, true))
         return true * noise
 
@@ -288,21 +354,25 @@ def _q(values: Sequence[float], q: float) -> float:
 
 
 def summarize(name: str, outcomes: Sequence[Outcome]) -> str:
+    """A table row: per threshold, the share of seeds that got there, and over all seeds (a seed
+    that never got there counts as never) the median / 90th percentile of trials and seconds."""
     cells = [name]
     for share in (0.90, 0.95):
         hits = [o.reached[share] for o in outcomes]
-        found = [h for h in hits if h is not None]
-        share_found = len(found) / len(hits)
-        if found:
-            trials, secs = [h[0] for h in found], [h[1] for h in found]
-            cells.append(f"{share_found:.0%}: {statistics.median(trials):.0f} / {_q(trials, 0.9):.0f} trials, "
-                         f"{statistics.median(secs):.0f} / {_q(secs, 0.9):.0f} s")
-        else:
-            cells.append("never")
+        trials = [h[0] if h else math.inf for h in hits]
+        secs = [h[1] if h else math.inf for h in hits]
+        cells.append(f"{sum(h is not None for h in hits) / len(hits):.0%}: {_n(statistics.median(trials))} / "
+                     f"{_n(_q(trials, 0.9))} trials, {_n(statistics.median(secs))} / {_n(_q(secs, 0.9))} s")
     picks = [o.pick for o in outcomes]
     cells.append(f"{statistics.median(picks):.3f} (p10 {_q(picks, 0.1):.3f})")
+    speedups = [o.speedup for o in outcomes if o.speedup is not None]
+    cells.append(f"{statistics.median(speedups):.2f}x" if speedups else "-")
     cells.append(f"{statistics.median(o.seconds for o in outcomes):.0f}")
     return "| " + " | ".join(cells) + " |"
+
+
+def _n(value: float) -> str:
+    return "never" if math.isinf(value) else f"{value:.0f}"
 
 
 def main(argv: Sequence[str]) -> None:
@@ -315,23 +385,28 @@ def main(argv: Sequence[str]) -> None:
         del args[i:i + 2]
     if "--strategies" in args:
         i = args.index("--strategies")
-        chosen = args[i + 1].split(",")
+        chosen = args[i + 1].split(";")
         del args[i:i + 2]
     seeds = int(args[0]) if args else 100
-    grid = Grid.read(Path(args[1]) if len(args) > 1 else GRID)
+    name = args[1] if len(args) > 1 else "mnist_mlp_train"
+    if name not in GRIDS or any(c not in STRATEGIES for c in chosen):
+        sys.exit(f"grid {name!r} or a strategy of {chosen} unknown: grids {', '.join(GRIDS)}; "
+                 f"strategies {', '.join(STRATEGIES)}")
+    grid, spec = Grid.read(csv_path(name)), GRIDS[name]
     resolvers.register()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     started = time.monotonic()
-    print(f"grid {GRID.name if len(args) < 2 else args[1]}: {len(grid.points)} points, best {grid.best:,.0f} samples/s; "
-          f"{seeds} seeds, {n_trials} trials; noise: run {RUN_CV:.0%}, window {WINDOW_CV:.0%}")
-    print("| strategy | to 90% of the best: found / median / p90 trials, seconds | to 95% | final pick / grid best "
-          "(median) | measured s, whole sweep (median) |")
-    print("|---|---|---|---|---:|")
+    print(f"grid {name}: {len(grid.points)} points, best {grid.best:,.0f} samples/s; "
+          f"{seeds} seeds, {n_trials} trials; noise: run {RUN_CV:.0%}, window "
+          + ("each row's" if next(iter(grid.points.values())).window_cv is not None else f"{WINDOW_CV:.0%}"))
+    print("| strategy | to 90% of the best: seeds that got there: median / p90 trials, median / p90 measured s | "
+          "to 95% | final pick / grid best, median (p10) | pick / baseline, median | measured s, whole sweep, median |")
+    print("|---|---|---|---|---:|---:|")
     print(summarize("peer: TPE defaults, fixed 3.3 s, no reuse", [replay_peer(grid, s, n_trials) for s in range(seeds)]))
     with tempfile.TemporaryDirectory() as tmp:
-        for name in chosen:
-            outcomes = [replay_sweeper(grid, STRATEGIES[name], s, n_trials, Path(tmp)) for s in range(seeds)]
-            print(summarize(f"sweeper: {name}", outcomes), flush=True)
+        for strategy in chosen:
+            outcomes = [replay_sweeper(grid, spec, STRATEGIES[strategy], s, n_trials, Path(tmp)) for s in range(seeds)]
+            print(summarize(f"sweeper: {strategy}", outcomes), flush=True)
     print(f"({time.monotonic() - started:.0f} s)")
 
 

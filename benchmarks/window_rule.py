@@ -1,0 +1,76 @@
+"""Issue 23: which window length reaches the 5% precision soonest, measured on the grid's
+configurations (mnist_mlp train, this VM). Every window ends on a whole loader cycle (a batch
+from each worker: they arrive in bursts); the rule compared here is the window's length, the
+rest of the default measurement unchanged (3 windows at least, 10 at most, 5% precision).
+
+    python benchmarks/window_rule.py [rounds]
+
+Runs are single `python -m sweeper` runs, interleaved (every configuration and rule once per
+round, the order rotated each round). Per rule: the share of runs that reached 5% ("precise")
+rather than stopping at 10 windows, the median windows and seconds of windows, and the median
+spread of one configuration's figure between rounds (max/min - 1): what a shorter window gains
+in time it may lose in agreement.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = {  # from grid_mnist_mlp_train.csv: the best, the default, loader-bound and compute-bound points
+    "batch 1024, 2 workers, 1 thread, bf16": ["loader.batch_size=1024", "loader.num_workers=2", "backend.threads=1",
+                                              "backend.precision=bf16"],
+    "batch 64, 0 workers (the default)": ["loader.batch_size=64", "loader.num_workers=0"],
+    "batch 256, 3 workers, 1 thread": ["loader.batch_size=256", "loader.num_workers=3", "backend.threads=1"],
+    "batch 32, 4 workers, 2 threads": ["loader.batch_size=32", "loader.num_workers=4", "backend.threads=2"],
+    "batch 1024, 0 workers, 2 threads": ["loader.batch_size=1024", "loader.num_workers=0", "backend.threads=2"],
+}
+RULES = {"0.25 s windows": 0.25, "0.5 s windows (default)": 0.5, "1 s windows": 1.0}
+
+
+def run(overrides: list[str], out: Path) -> dict:
+    subprocess.run([sys.executable, "-m", "sweeper", *overrides, f"hydra.run.dir={out}"], cwd=ROOT,
+                   capture_output=True, text=True)
+    return json.loads((out / "result.json").read_text())
+
+
+def main(rounds: int) -> None:
+    results: dict[tuple[str, str], list[dict]] = {(c, r): [] for c in CONFIGS for r in RULES}
+    pairs = list(results)
+    with tempfile.TemporaryDirectory() as tmp:
+        for round_ in range(rounds):
+            shift = round_ % len(pairs)
+            for i, (config, rule) in enumerate(pairs[shift:] + pairs[:shift]):
+                results[(config, rule)].append(
+                    run([*CONFIGS[config], f"measure.window_s={RULES[rule]}"], Path(tmp) / f"{round_}-{i}"))
+    print(f"{rounds} rounds x {len(CONFIGS)} configurations per rule")
+    print("| window rule | reached 5% | windows, median | seconds of windows, median | run wall, median "
+          "| one configuration's spread between rounds, median |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for rule in RULES:
+        runs = [r for c in CONFIGS for r in results[(c, rule)] if r["status"] == "ok"]
+        precise = sum(r["throughput"]["stopped"] == "precise" for r in runs) / len(runs)
+        windows = statistics.median(r["throughput"]["windows_measured"] for r in runs)
+        seconds = statistics.median(r["timing"]["measure_s"] - r["timing"]["warmup_s"] for r in runs)
+        wall = statistics.median(r["wall_s"] for r in runs)
+        spreads = []
+        for config in CONFIGS:
+            figures = [r["throughput"]["samples_per_sec"] for r in results[(config, rule)] if r["status"] == "ok"]
+            if len(figures) >= 2:
+                spreads.append(max(figures) / min(figures) - 1)
+        print(f"| {rule} | {precise:.0%} of {len(runs)} | {windows:.0f} | {seconds:.1f} | {wall:.1f} | "
+              f"{statistics.median(spreads):.1%} |")
+    print("per configuration, figure (median of rounds) per rule:")
+    for config in CONFIGS:
+        cells = [f"{statistics.median(r['throughput']['samples_per_sec'] for r in results[(config, rule)] if r['status'] == 'ok'):,.0f}"
+                 for rule in RULES]
+        print(f"| {config} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
