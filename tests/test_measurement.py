@@ -277,23 +277,39 @@ def test_windows_stop_at_the_precision_asked():
         assert (high - low) / 2 <= 0.03 * (high + low) / 2
 
 
-def test_racing_prunes_a_clearly_worse_trial_and_measures_a_close_one_longer():
+def test_racing_prunes_a_clearly_worse_trial_and_a_close_one_stops_when_precise():
     best = (99.0, 101.0)  # the incumbent's interval: 100 samples/s
     worse_clock, worse_step, _ = scripted(lambda n: 0.0125)  # 80 samples/s
     worse = timing.measure(lambda: None, worse_step, lambda b: 1, lambda: None,
                            timing.Rule(**{**ADAPTIVE, "race": best}), clock=worse_clock)
     assert worse.pruned and worse.stopped == "raced" and len(worse.window_samples_per_sec) == 3
 
-    # 99.5 samples/s, windows alternating +-2%: precise after a few windows, but it overlaps
-    # the best's interval, so it is measured on to the maximum
-    close_clock, close_step, _ = scripted(lambda n: 1 / 99.5 * (1.02 if (n // 50) % 2 else 0.98))
-    close = timing.measure(lambda: None, close_step, lambda b: 1, lambda: None,
-                           timing.Rule(**{**ADAPTIVE, "race": best}), clock=close_clock)
-    assert not close.pruned and close.stopped == "max windows" and len(close.window_samples_per_sec) == 20
-    alone_clock, alone_step, _ = scripted(lambda n: 1 / 99.5 * (1.02 if (n // 50) % 2 else 0.98))
-    alone = timing.measure(lambda: None, alone_step, lambda b: 1, lambda: None, timing.Rule(**ADAPTIVE),
-                           clock=alone_clock)
-    assert alone.stopped == "precise" and len(alone.window_samples_per_sec) < 20
+    # 99.5 samples/s, windows alternating +-2%: it overlaps the best's interval, and stops when
+    # precise as a run alone does (more windows cannot resolve what run-to-run noise hides)
+    def close_run(rule):
+        clock, step, _ = scripted(lambda n: 1 / 99.5 * (1.02 if (n // 50) % 2 else 0.98))
+        return timing.measure(lambda: None, step, lambda b: 1, lambda: None, rule, clock=clock)
+
+    close, alone = close_run(timing.Rule(**{**ADAPTIVE, "race": best})), close_run(timing.Rule(**ADAPTIVE))
+    assert not close.pruned and close.stopped == alone.stopped == "precise"
+    assert len(close.window_samples_per_sec) == len(alone.window_samples_per_sec) < 20
+
+
+def test_racing_allows_for_the_run_to_run_noise():
+    from sweeper.stats import with_run_noise
+
+    # the incumbent measured 100 +-1 on a lucky run; a trial at 85 +-1 is within 8% run noise of it
+    widened = with_run_noise((99.0, 101.0), 0.08)
+    assert widened[0] == pytest.approx(99.0 / math.exp(1.96 * math.sqrt(2) * 0.08))
+    assert 86.0 > widened[0] > 78.0 and widened[1] > 101.0
+    assert timing._verdict(_three_windows(85.0), timing.Rule(**{**ADAPTIVE, "race": widened})) == "precise"
+    assert timing._verdict(_three_windows(70.0), timing.Rule(**{**ADAPTIVE, "race": widened})) == "raced"
+    assert timing._verdict(_three_windows(85.0), timing.Rule(**{**ADAPTIVE, "race": (99.0, 101.0)})) == "raced"
+
+
+def _three_windows(rate):
+    rates = [rate * 0.99, rate, rate * 1.01]
+    return timing.Timings(window_samples_per_sec=rates, window_totals=[(r, 1.0) for r in rates])
 
 
 def test_the_figure_is_the_statistic_its_interval_and_rules_are_of():

@@ -120,8 +120,8 @@ class Rule:
     until two successive blocks of steps run within `steady_tol` of each other (at most
     `warmup_max_s`); windows of `window_s` until the 95% interval of their rate is within
     `rel_precision` of it (at least `min_windows`, at most `max_windows`). Racing against the
-    best trial's interval `race` = (low, high): a run whose interval lies wholly below it stops
-    (pruned); one whose interval overlaps it is measured on, up to `max_windows`.
+    best trial's interval `race` = (low, high), widened by the sweep for run-to-run noise: a run
+    whose interval lies wholly below it stops (pruned).
     `prune_below` is a plain floor: the rate under it after two windows stops the run. Every
     rule reads the same statistic as the figure: the rate over the windows (samples over time)
     and its 95% interval (stats.rate_interval). A window is at least `window_s` of whole loader
@@ -230,9 +230,9 @@ def _verdict(t: Timings, rule: Rule) -> str | None:
         return "raced"
     if rule.rel_precision is None:
         return None
-    precise = (high - low) / 2 <= rule.rel_precision * rate
-    contending = rule.race is not None and not (low > rule.race[1] or high < rule.race[0])
-    return "precise" if precise and not contending else None
+    # a run close to the best stops when precise too: windows beyond that cannot resolve a
+    # difference that the run-to-run noise hides (the confirmation measures the close ones again)
+    return "precise" if (high - low) / 2 <= rule.rel_precision * rate else None
 
 
 def measure(

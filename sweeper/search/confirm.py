@@ -70,19 +70,20 @@ def candidates(trials: Sequence[FrozenTrial], baseline: FrozenTrial, top_k: int)
     return [t for t in ranked(trials) if t.number != baseline.number and (primary_value(t) or 0.0) > base][:top_k]
 
 
-def decided(rounds: Mapping[int, Sequence[float | None]], upto: int, baseline: int) -> bool:
+def decided(rounds: Mapping[int, Sequence[float | None]], upto: int, baseline: int, run_noise: float = 0.0) -> bool:
     """After the first `upto` rounds (at least two): whether the leader's standing against the
     baseline is decided at 95% on their paired per-round ratios: the leader (highest median)
     ahead of the baseline, or, when the baseline leads, the baseline ahead of every other.
     Candidates the leader is not yet separated from are near-equals: the report says how many
-    rounds would tell them apart."""
+    rounds would tell them apart. `run_noise`: the machine's known run-to-run spread (stats.ahead)."""
     done = {t: list(runs[:upto]) for t, runs in rounds.items()}
     medians = _medians(done)
     if upto < 2 or baseline not in medians:
         return False
     leader = max(medians, key=lambda t: medians[t])
     rivals = [t for t in done if t != leader] if leader == baseline else [baseline]
-    return all(ahead([a / b for a, b in zip(done[leader], done[t]) if a is not None and b]) for t in rivals)
+    return all(ahead([a / b for a, b in zip(done[leader], done[t]) if a is not None and b], run_noise)
+               for t in rivals)
 
 
 def plan_rounds(candidates: Sequence[int], baseline: int, rounds: int, remaining_s: float | None,
@@ -118,7 +119,8 @@ def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, re
     node = baseline_record.fingerprint.hostname if (baseline_record := TrialRecord.of(baseline)).fingerprint else None
     with run.on_node(node):  # side by side: every run on the machine the baseline ran on
         for r, number in order:
-            if stopped() or (r == run_rounds and decided(measured, r, baseline.number)):
+            if stopped() or (r == run_rounds and decided(measured, r, baseline.number,
+                                                                 plan.settings.run_noise or 0.0)):
                 break
             overrides = [*plan.overrides_for(config_of(by_number[number])), *measure_overrides(plan, None, remaining())]
             result = run(overrides, job_idx=number, subdir=f"confirm/round{r + 1}-trial{number}")

@@ -19,6 +19,7 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 from ..measurement import PRIMARY
 from ..result import RunResult, Status
 from ..runner.run import RESULT_FILE
+from ..stats import with_run_noise
 from ..store.heartbeat import orphans, process_alive
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
@@ -43,6 +44,7 @@ class LoopState:
     unmeasured_in_a_row: int = 0  # suggestions in a row answered without measuring
     skipped_in_a_row: int = 0  # suggestions in a row the preset does not measure (not answers)
     sampler_done: bool = False
+    whole_space_said: bool = False  # a staged search said that the whole space is open
 
 
 def race_interval(best: FrozenTrial) -> tuple[float, float] | None:
@@ -181,7 +183,12 @@ def _ask_batch(stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: l
     while len(batch.jobs) < max(1, width) and not state.sampler_done:
         ctx = plan.context(learned_convolutional(stored, plan))
         first = baseline is None and not batch.jobs
-        trial, knobs = ask(stored, plan, ctx, baseline=first)
+        held_back = plan.held_back(sum(was_measured(t) for t in trials) + len(batch.jobs))
+        if not held_back and not state.whole_space_said and plan.held_back(0):
+            state.whole_space_said = True
+            progress.say(f"the main knobs are settled: now searching the whole space "
+                         f"({', '.join(sorted(set(plan.space) - plan.main))} open)")
+        trial, knobs = ask(stored, plan, ctx, baseline=first, held_back=held_back)
         if first:  # after the baseline: the other classes' winners and the recipes, if asked
             for point in queue_start(stored, plan):
                 progress.say(f"queued after the baseline: {progress.short_knobs(dict(point.knobs))} ({point.origin})")
@@ -236,6 +243,7 @@ def _job(plan: SweepPlan, trial: Trial, knobs: dict[str, Any], trials: list[Froz
     ratio = plan.settings.prune_ratio
     if has_baseline and best is not None and plan.objectives[0] == PRIMARY:
         prune_below = ratio * primary_value(best) if ratio else None
-        race = race_interval(best) if plan.settings.race else None
+        interval = race_interval(best) if plan.settings.race else None
+        race = with_run_noise(interval, plan.settings.run_noise or 0.0) if interval is not None else None
     overrides = plan.overrides_for(knobs) + measure_overrides(plan, prune_below, remaining_s, race)
     return Job(overrides, trial.number, trial.number, subdir=str(trial.number))
