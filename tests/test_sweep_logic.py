@@ -128,6 +128,21 @@ def test_confirmation_rounds_stop_once_the_lead_over_the_baseline_is_decided():
     assert confirm.decided({1: [90.0, 91.0, None], 0: [100.0, 101.0, None]}, 2, baseline=0)
 
 
+def test_a_known_run_noise_lets_two_clear_rounds_decide_and_keeps_a_small_lead_open():
+    # the main job's rounds on this VM: 1.50x and 1.32x. Student's t on two rounds (12.7) can't
+    # decide; with 8% run-to-run noise known, two rounds 32-50% ahead are decided
+    real = {12: [26355.0, 26939.0, None], 0: [17625.0, 20417.0, None]}
+    assert not confirm.decided(real, 2, baseline=0)
+    assert confirm.decided(real, 2, baseline=0, run_noise=0.08)
+    # 11% ahead twice, alike: decided on the rounds' own tiny spread, not with 8% noise known
+    small = {1: [111.0, 111.1, None], 0: [100.0, 100.0, None]}
+    assert confirm.decided(small, 2, baseline=0) and not confirm.decided(small, 2, baseline=0, run_noise=0.08)
+    # rounds that spread more than the noise said: Student's t on their own spread
+    wild = {1: [200.0, 105.0, None], 0: [100.0, 100.0, None]}
+    assert not confirm.decided(wild, 2, baseline=0, run_noise=0.08)
+    assert confirm.decided({1: [126.0, 126.5, None], 0: [100.0, 100.0, None]}, 2, baseline=0, run_noise=0.08)
+
+
 def test_the_recipes_start_from_the_baseline_with_values_the_space_holds():
     from optuna.distributions import IntDistribution
 
@@ -272,7 +287,8 @@ def test_orphans_by_process_here_and_by_heartbeat_elsewhere():
 
 @pytest.mark.parametrize(
     ("values", "message"),
-    [({"lock": "maybe"}, "hydra.sweeper.lock='maybe' is invalid"), ({"n_trials": 0}, "n_trials=0 is invalid")],
+    [({"lock": "maybe"}, "hydra.sweeper.lock='maybe' is invalid"), ({"n_trials": 0}, "n_trials=0 is invalid"),
+     ({"staged": 1.0}, r"hydra.sweeper.staged=1.0 is invalid: expected a share of n_trials in \[0, 1\)")],
 )
 def test_settings_are_checked(values, message):
     from sweeper.search.settings import SweepSettings
@@ -296,3 +312,57 @@ def test_other_apps_job_values(value, status, figures):
 
     result = as_result(value, ["samples_per_sec", "peak_memory_mb"])
     assert result.status == status and result.figures() == figures
+
+
+def _cpu_plan(tmp_path, settings, arguments):
+    from hydra import compose, initialize_config_dir
+
+    from sweeper import resolvers
+    from sweeper.machine import Fingerprint, Machine
+    from sweeper.paths import config_dir
+    from sweeper.search.plan import make_plan
+    from sweeper.search.settings import SweepSettings
+
+    resolvers.register()
+    machine = Machine(device="cpu", cuda=False, bf16=True, fingerprint=Fingerprint(hardware_class="x", cpus_available=2))
+    with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
+        return make_plan(SweepSettings.from_config(settings), arguments,
+                         compose=lambda overrides: compose("config", overrides=list(overrides)), app_name="sweeper",
+                         sweep_dir=tmp_path, probe_machine=lambda *probed: machine)
+
+
+def test_a_staged_search_asks_the_main_knobs_first_then_the_whole_space(tmp_path):
+    import optuna
+
+    from sweeper.search import space as sp
+    from sweeper.search.trials import ask
+    from sweeper.store.study import StoredStudy
+
+    main = {"loader.batch_size", "loader.num_workers", "backend.threads", "backend.precision"}
+    plan = _cpu_plan(tmp_path, {"n_trials": 10, "staged": 0.5}, ["search=cpu"])
+    assert plan.main == main
+    rest = set(plan.space) - main
+    assert {"backend.allocator", "backend.omp_bind", "loader.persistent_workers"} <= rest
+    assert plan.held_back(0) == plan.held_back(4) == rest
+    assert plan.held_back(5) == frozenset()  # half of n_trials measured: the whole space
+    # knobs the user swept are searched from the start; staged=null searches everything at once
+    swept = _cpu_plan(tmp_path, {"n_trials": 10, "staged": 0.5},
+                      ["search=cpu", "backend.allocator=choice(default,jemalloc)"])
+    assert "backend.allocator" in swept.main and "backend.allocator" not in swept.held_back(0)
+    assert _cpu_plan(tmp_path, {"n_trials": 10}, ["search=cpu"]).held_back(0) == frozenset()  # the default
+
+    storage = optuna.storages.InMemoryStorage()
+    study = optuna.create_study(storage=storage, directions=list(plan.directions))
+    stored = StoredStudy(study, storage)
+    ctx = plan.context(False)
+    for _ in range(6):
+        trial, knobs = ask(stored, plan, ctx, baseline=False, held_back=plan.held_back(0))
+        assert set(trial.params) <= main  # the held knobs are no parameters: the sampler models them later
+        held_at = {k: knobs[k] for k in rest if k not in sp.NEUTRAL}
+        assert held_at == {k: plan.baseline_knobs[k] for k in held_at}
+    # a queued point (a warm start) is taken whole, its secondary knobs included
+    stored.enqueue({**plan.baseline_knobs, "backend.allocator": "jemalloc"}, "warm start: test")
+    _, knobs = ask(stored, plan, ctx, baseline=False, held_back=plan.held_back(0))
+    assert knobs["backend.allocator"] == "jemalloc"
+    trial, knobs = ask(stored, plan, ctx, baseline=False, held_back=plan.held_back(5))
+    assert rest & set(trial.params)  # the whole space

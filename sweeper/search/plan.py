@@ -58,6 +58,8 @@ class SweepPlan:
     asked: frozenset[str] = frozenset()  # knobs the user swept (the rest came from the preset)
     notes: tuple[str, ...] = ()  # what the plan decided that the user should hear before trial 1
     runs_here: bool = True  # the jobs run on this machine (the basic launcher), not a scheduler's
+    # the knobs searched first (the preset's main ones and those the user swept): see held_back
+    main: frozenset[str] = frozenset()
 
     @property
     def objectives(self) -> list[str]:
@@ -81,6 +83,17 @@ class SweepPlan:
                                    self.base_value("train.effective_batch"),
                                    ranks_from_preset="dist.nproc_per_node" in self.space
                                    and "dist.nproc_per_node" not in self.asked)
+
+    def held_back(self, measured: int) -> frozenset[str]:
+        """The knobs kept at the baseline's values for now (a staged search: with
+        hydra.sweeper.staged = s, the first s x n_trials measured trials search the main knobs
+        alone, so that the knobs that move throughput most are settled before the secondary and
+        costly-to-start ones open); empty once the whole space is searched."""
+        share = self.settings.staged
+        rest = frozenset(self.space) - self.main
+        if not share or not self.main or not rest or measured >= share * self.settings.n_trials:
+            return frozenset()
+        return rest
 
     def base_value(self, key: str) -> Any:
         """The baseline's value of a key, as plain data (a choice as its string)."""
@@ -106,13 +119,15 @@ def split_arguments(arguments: Sequence[str]) -> tuple[list[str], dict[str, str]
     return fixed, swept
 
 
-def preset_params(base: DictConfig, compose: Compose, fixed: list[str], device_kind: str) -> dict[str, str]:
-    """The search= preset's knobs; `auto` picks gpu or cpu by the device."""
+def preset(base: DictConfig, compose: Compose, fixed: list[str], device_kind: str) -> tuple[dict[str, str], list[str]]:
+    """The search= preset's knobs, and those of them it searches first (`main`); `auto` picks
+    gpu or cpu by the device."""
     if "search" not in base or base.search is None:
-        return {}
+        return {}, []
     if base.search.get("preset") == "auto":
         base = compose([*fixed, f"search={'gpu' if device_kind == 'cuda' else 'cpu'}"])
-    return {k: str(v) for k, v in (OmegaConf.to_container(base.search.params, resolve=True) or {}).items()}
+    params = {k: str(v) for k, v in (OmegaConf.to_container(base.search.params, resolve=True) or {}).items()}
+    return params, [str(k) for k in base.search.get("main") or []]
 
 
 def check_space(base: DictConfig, space: Mapping[str, BaseDistribution], own_app: bool) -> None:
@@ -188,7 +203,8 @@ def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Com
     if machine.cuda and own_app and base.measure.memory_limit_gb is not None:
         raise ConfigError(f"measure.memory_limit_gb={base.measure.memory_limit_gb} limits the address space, which "
                           "the CUDA libraries need far more of than they use: set measure.memory_limit_gb=null on a GPU.")
-    params = {**preset_params(base, compose, fixed, machine.device), **(settings.params or {}), **swept}
+    preset_knobs, preset_main = preset(base, compose, fixed, machine.device)
+    params = {**preset_knobs, **(settings.params or {}), **swept}
     space = sp.build_space(params)
     asked = frozenset({*(settings.params or {}), *swept})
     notes: list[str] = []
@@ -217,4 +233,5 @@ def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Com
         order=tuple(sp.suggestion_order(list(space))), baseline_knobs=baseline_knobs, study_name=study_name,
         storage_url=settings.storage or default_storage(), claim=claim_for(device), sweep_dir=sweep_dir,
         asked=asked, notes=tuple(notes), runs_here=launcher == BASIC_LAUNCHER,
+        main=frozenset(k for k in {*preset_main, *asked} if k in space),
     )

@@ -139,6 +139,10 @@ class Sweep:
             f"{len(plan.space)} knobs: {', '.join(plan.order)}; objectives "
             f"{', '.join(f'{o} ({d})' for o, d in zip(plan.objectives, plan.directions))}"
         )
+        if held := plan.held_back(0):
+            progress.say(f"staged: the first {plan.settings.staged:.0%} of n_trials search "
+                         f"{', '.join(sorted(plan.main))}; the other {len(held)} knobs stay at your config's values "
+                         "until then (hydra.sweeper.staged=null: all at once)")
         for note in plan.notes:
             progress.say(note)
         check_lock_at_start(plan)

@@ -56,8 +56,12 @@ def choose_knobs(plan: SweepPlan, ctx: sp.Context, pick: Any) -> dict[str, Any]:
     return chosen
 
 
-def ask(stored: StoredStudy, plan: SweepPlan, ctx: sp.Context, *, baseline: bool) -> tuple[Trial, dict[str, Any]]:
-    """The next trial (the baseline when it has not run), recorded with who runs it."""
+def ask(stored: StoredStudy, plan: SweepPlan, ctx: sp.Context, *, baseline: bool,
+        held_back: frozenset[str] = frozenset()) -> tuple[Trial, dict[str, Any]]:
+    """The next trial (the baseline when it has not run), recorded with who runs it. Knobs
+    `held_back` (a staged search's first stage) take the baseline's values, unsuggested: the
+    sampler models them only from the trials that searched them. A queued point (a warm start,
+    a recipe) is taken whole."""
     # a baseline value no distribution can hold (threads: null under range(1,3)) is kept as it is,
     # outside the space: the baseline is the user's config exactly, and the sampler never sees it
     outside: dict[str, Any] = {}
@@ -66,6 +70,8 @@ def ask(stored: StoredStudy, plan: SweepPlan, ctx: sp.Context, *, baseline: bool
         outside = {k: v for k, v in plan.baseline_knobs.items() if k not in inside}
         stored.study.enqueue_trial(inside)
     trial = stored.study.ask()
+    if not baseline and TrialRecord.of(trial).origin is None:
+        outside = {k: plan.baseline_knobs[k] for k in held_back}
     knobs = choose_knobs(plan, ctx, lambda key, dist: outside[key] if key in outside else suggest(trial, key, dist))
     attrs = TrialRecord.started(
         baseline=baseline, knobs=knobs, fixed=list(plan.fixed), workload=plan.workload,
