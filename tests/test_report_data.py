@@ -103,6 +103,19 @@ def test_report_and_optimization_results_agree_on_a_constrained_front():
     assert d.front_on == "memory"
 
 
+def test_a_samples_per_sec_search_still_draws_its_memory_front():
+    """The default search optimises samples/sec alone: the report's front is the measured speed
+    against peak memory (Optuna's call on those two figures), constraints honoured."""
+    trials = [make(0, 64, 1000.0, 400.0, baseline=True), make(1, 256, 2500.0, 600.0),
+              make(2, 128, 1500.0, 700.0), make(3, 512, 9000.0, 300.0, over_gb=2.0)]
+    for t in trials:
+        t.values = t.values[:1]
+    d = build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None,
+                          objectives=["samples_per_sec"], directions=["maximize"])
+    assert {p.number for p in d.points if p.pareto} == {0, 1} and d.front_on == "memory"
+    assert {t.number for t in pareto_trials(trials, ["maximize"])} == {1}  # the objective's own: speed alone
+
+
 def test_unconfirmed_winner_says_so():
     d = build_report_data(TRIALS, study_name="s", workload="w", fixed=[], confirmation=None)
     assert d.winner == 1 and d.speedup == 2.5 and not d.confirmed

@@ -11,7 +11,7 @@ from typing import Any
 from optuna.trial import FrozenTrial, TrialState
 
 from ..machine import Fingerprint
-from ..measurement import COST_KIND, DEFAULT_OBJECTIVES, KEY_FIGURES
+from ..measurement import COST_KIND, DEFAULT_OBJECTIVES, KEY_FIGURES, PRIMARY
 from ..overrides import winner_command, winner_yaml
 from ..result import WALL_S, Status
 from ..stats import IQR_WARN_THRESHOLD, Spread, rounds_to_separate
@@ -19,7 +19,7 @@ from ..store.confirmation import Confirmation
 from ..store.record import TrialRecord
 from ..store.table import knob_columns, trials_frame
 from ..store.trials import (baseline_kept, baseline_of, config_of, count, measured_results, pareto_trials,
-                             primary_value, ranked)
+                             primary_value, ranked, speed_memory_front)
 from .code import code_diff, script_diff
 from .why import StepBreakdown, breakdown
 
@@ -196,6 +196,14 @@ def machine_of(trials: Sequence[FrozenTrial]) -> str:
     return "unknown (no trial completed)"
 
 
+def _front(trials: Sequence[FrozenTrial], objectives: Sequence[str], directions: Sequence[str]) -> list[FrozenTrial]:
+    """The trials on the Pareto front the report draws: the objectives' own, or, when the sweep
+    optimised samples/sec alone, speed against peak memory from the measured figures."""
+    if list(objectives) == [PRIMARY]:
+        return speed_memory_front(trials)
+    return pareto_trials(trials, directions)
+
+
 def _points(done: Sequence[FrozenTrial], front: set[int], winner: int | None) -> tuple[Point, ...]:
     points = []
     for t in done:
@@ -318,7 +326,7 @@ def build_report_data(
     fixed: Sequence[str],
     confirmation: Confirmation | None,
     objectives: Sequence[str] = DEFAULT_OBJECTIVES,
-    directions: Sequence[str] = ("maximize", "minimize"),
+    directions: Sequence[str] = ("maximize",),
     importances: Mapping[str, float] | None = None,
     sweep_span: Mapping[str, Any] | None = None,
 ) -> ReportData:
@@ -360,8 +368,8 @@ def build_report_data(
         command=winner_command(fixed, config_of(winner)) if winner else None,
         yaml=winner_yaml(fixed, config_of(winner), f"winner of study {study_name}: trial {winner_number}") if winner else None,
         code_diff=_code(baseline, winner, device),
-        points=_points(done, {t.number for t in pareto_trials(trials, directions)}, winner_number),
-        front_on=COST_KIND.get(objectives[1]) if len(objectives) > 1 else None,
+        points=_points(done, {t.number for t in _front(trials, objectives, directions)}, winner_number),
+        front_on=COST_KIND.get(objectives[1]) if len(objectives) > 1 else "memory" if list(objectives) == [PRIMARY] else None,
         failures=failures, breakdowns=_breakdowns(baseline, best, winner_number), effects=_effects(done),
         importances=dict(importances or {}), history=_history(done, first), columns=columns, rows=rows,
         notes=_notes(trials, done, baseline, winner, confirmation), baseline_kept=baseline_kept(own, confirmation), ranks=tuple(ranks_of(done)),

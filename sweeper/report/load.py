@@ -10,7 +10,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ..measurement import DEFAULT_OBJECTIVES
+from ..measurement import DEFAULT_OBJECTIVES, TWO_OBJECTIVES
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import config_of, measured_results, of_setup, ranked
@@ -67,7 +67,7 @@ def load_report_data(storage: str, study_name: str, fixed: Sequence[str] | None 
     data = build_report_data(
         trials, study_name=study_name, workload=workload, fixed=fixed,
         confirmation=stored.confirmation(fixed),
-        objectives=stored.objectives(list(DEFAULT_OBJECTIVES)),
+        objectives=stored.objectives(list(DEFAULT_OBJECTIVES if len(study.directions) == 1 else TWO_OBJECTIVES)),
         directions=[d.name.lower() for d in study.directions],
         importances=importances(study, trials),
         sweep_span=stored.sweep_span(fixed),

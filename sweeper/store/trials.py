@@ -103,6 +103,23 @@ def pareto_trials(trials: Sequence[FrozenTrial], directions: Sequence[str]) -> l
     return [done[t.number] for t in copy.best_trials]
 
 
+def speed_memory_front(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
+    """The Pareto-optimal trials on the measured speed against peak memory, whatever the study
+    optimised (a samples/sec-only search still shows its memory trade-off): the same Optuna
+    call as pareto_trials, on copies of the trials with those two figures as their values."""
+    import optuna
+
+    pairs = []
+    for t in measured_results(trials):
+        measured = TrialRecord.of(t).measurement
+        if t.state == TrialState.COMPLETE and measured is not None and measured.memory.peak_memory_mb is not None:
+            pairs.append((t, optuna.trial.create_trial(
+                values=[measured.throughput.samples_per_sec, measured.memory.peak_memory_mb], params=t.params,
+                distributions=t.distributions, system_attrs=t.system_attrs)))
+    front = {id(c) for c in pareto_trials([c for _, c in pairs], ["maximize", "minimize"])}
+    return [t for t, c in pairs if id(c) in front]
+
+
 @dataclass(frozen=True)
 class Counts:
     """How a setup's trials ended, counted one way for the sweep's summary and the report."""
