@@ -55,13 +55,13 @@ GRIDS: dict[str, GridSpec] = {
     # the issue's 4-knob space (benchmarks/sweep_gain.py's grid); threads=2 keeps the baseline inside it
     "mnist_mlp_train": GridSpec(MAIN_CPU, ("search=none", "backend.threads=2")),
     # search=cpu on this 2-core VM, the forked knobs: the main four at fewer values, with CPU
-    # pinning and the workers' persistence and queue depth. Left out: the knobs whose trials are
-    # spawned (omp_bind, allocator: seconds of start-up each), ranks (every rank count beyond 1
-    # oversubscribes two cores with threads=2 or a worker), interop threads.
+    # pinning and the workers' persistence. Left out: the knobs whose trials are spawned
+    # (omp_bind, allocator: seconds of start-up each), ranks (every rank count beyond 1
+    # oversubscribes two cores with threads=2 or a worker), interop threads, prefetch_factor.
     "cpu_subgrid": GridSpec(
         ("loader.batch_size=choice(64,256,1024)", "loader.num_workers=choice(0,2)", "backend.threads=choice(1,2)",
          "backend.precision=choice(fp32,bf16)", "backend.affinity=choice(none,compact)",
-         "loader.persistent_workers=choice(false,true)", "loader.prefetch_factor=choice(2,8)"),
+         "loader.persistent_workers=choice(false,true)"),
         ("search=none", "backend.threads=2")),
     # a convolutional workload at a small size: resnet18 on 32 px FakeData, 10 classes
     "image_small": GridSpec(

@@ -75,33 +75,25 @@ TPE = {"_target_": "optuna.samplers.TPESampler"}
 CPU = sp.Context(cuda=False, bf16=True, convolutional=True)  # the knobs' liveness on this VM
 MV = {**TPE, "multivariate": True, "group": True}
 GP = {"_target_": "optuna.samplers.GPSampler"}
-WHOLE = {"staged": None}  # the whole space from the first trial
+TWO = {"objectives": ["samples_per_sec", "peak_memory_mb"]}  # the default before issue 23
 # name: hydra.sweeper settings (the sampler's seed is the replay's); keys with _ are the replay's:
 # _measure (measure.* of search trials; the confirmation keeps the defaults), _contend (the race
 # before issue 23's change: windows' noise only, and a run overlapping the best measured to max windows)
 STRATEGIES: dict[str, dict[str, Any]] = {
-    "before: TPE, whole space, race on windows' noise": {"sampler": TPE, **WHOLE, "run_noise": None,
-                                                         "_contend": True},
-    "TPE, whole space, race with run noise": {"sampler": TPE, **WHOLE},
-    "TPE, whole space, no racing": {"sampler": TPE, **WHOLE, "race": False},
-    "TPE staged 0.5, race with run noise (default)": {"sampler": TPE},
-    "TPE staged 0.3": {"sampler": TPE, "staged": 0.3},
-    "TPE staged 0.7": {"sampler": TPE, "staged": 0.7},
-    "TPE staged, no racing": {"sampler": TPE, "race": False},
-    "TPE staged, 10% precision in the search": {"sampler": TPE, "_measure": {"rel_precision": 0.10}},
-    "TPE staged, floor 0.7 of the best": {"sampler": TPE, "prune_ratio": 0.7},
-    "TPE staged, samples/sec alone": {"sampler": TPE, "objectives": ["samples_per_sec"]},
-    "TPE startup 10, staged, samples/sec alone": {"sampler": {**TPE, "n_startup_trials": 10},
-                                                  "objectives": ["samples_per_sec"]},
-    "TPE whole space, samples/sec alone": {"sampler": TPE, **WHOLE, "objectives": ["samples_per_sec"]},
-    "TPE staged 0.3, samples/sec alone": {"sampler": TPE, "staged": 0.3, "objectives": ["samples_per_sec"]},
-    "TPE mv+group whole space, samples/sec alone": {"sampler": MV, **WHOLE, "objectives": ["samples_per_sec"]},
-    "TPE staged + recipes": {"sampler": TPE, "recipes": True},
-    "TPE multivariate+group, staged": {"sampler": MV},
-    "TPE startup 10, staged": {"sampler": {**TPE, "n_startup_trials": 10}},
-    "GPSampler, staged": {"sampler": GP},
-    "random, staged": {"sampler": {"_target_": "optuna.samplers.RandomSampler"}},
-    "random, whole space": {"sampler": {"_target_": "optuna.samplers.RandomSampler"}, **WHOLE},
+    "before: TPE, speed+memory, race on windows' noise": {"sampler": TPE, **TWO, "run_noise": None, "_contend": True},
+    "TPE, speed+memory, race with run noise": {"sampler": TPE, **TWO},
+    "TPE, speed+memory, staged 0.5": {"sampler": TPE, **TWO, "staged": 0.5},
+    "TPE, samples/sec (the default)": {"sampler": TPE},
+    "TPE, samples/sec, staged 0.5": {"sampler": TPE, "staged": 0.5},
+    "TPE, samples/sec, staged 0.3": {"sampler": TPE, "staged": 0.3},
+    "TPE, samples/sec, no racing": {"sampler": TPE, "race": False},
+    "TPE, samples/sec, 10% precision in the search": {"sampler": TPE, "_measure": {"rel_precision": 0.10}},
+    "TPE, samples/sec, floor 0.7 of the best": {"sampler": TPE, "prune_ratio": 0.7},
+    "TPE, samples/sec, + recipes": {"sampler": TPE, "recipes": True},
+    "TPE multivariate+group, samples/sec": {"sampler": MV},
+    "TPE startup 10, samples/sec": {"sampler": {**TPE, "n_startup_trials": 10}},
+    "GPSampler, samples/sec": {"sampler": GP},
+    "random": {"sampler": {"_target_": "optuna.samplers.RandomSampler"}},
 }
 
 
