@@ -212,8 +212,6 @@ def race(tmp: Path, seeds: int = 5, n_trials: int = 20) -> None:
     trials until it had measured a configuration within 90% / 95% of the grid's best (judged by
     the grid's figure; a pruned trial does not count), the whole sweep's wall time, and its
     pick's grid figure."""
-    import yaml
-
     grid, grid_best = _grid_lookup()
     rows: dict[str, list[tuple[dict[float, tuple[float, int] | None], float, float]]] = {"sweeper": [], "peer": []}
     for seed in range(seeds):
@@ -225,7 +223,7 @@ def race(tmp: Path, seeds: int = 5, n_trials: int = 20) -> None:
             record = TrialRecord.of(t)
             if t.state.name == "COMPLETE" and not record.reused and record.samples_per_sec is not None:
                 measured.append((t.datetime_complete.timestamp() - start, _key(record.knobs)))
-        winner = yaml.safe_load((tmp / f"race{seed}" / "optimization_results.yaml").read_text())["winner"]
+        winner = json.loads((tmp / f"race{seed}" / "summary.json").read_text())["winner"]
         pick = grid.get(_key(study.trials[winner].user_attrs["knobs"]), 0.0) if winner is not None else 0.0
         rows["sweeper"].append((_reach(measured, grid, grid_best), wall, pick / grid_best))
 
