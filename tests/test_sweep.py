@@ -14,6 +14,8 @@ import yaml
 
 from conftest import ROOT, load_study, run_multirun
 
+from sweeper.store.record import TrialRecord
+
 pytestmark = pytest.mark.slow
 
 QUICK = ["search=quick", "task.num_samples=2048", "hydra.sweeper.confirm.top_k=1",
@@ -214,7 +216,8 @@ def test_a_second_machine_class_starts_from_the_first_ones_winner(tmp_path):
     mine = load_study(tmp_path, "first")
     winner = next(t for t in mine.get_trials() if not t.user_attrs["baseline"])
     # the same study as a lab's other machine class left it: its winner's knobs, stored there
-    other = optuna.create_study(storage=storage, study_name="second@elsewhere", directions=["maximize", "minimize"])
+    other = optuna.create_study(storage=storage, study_name="second@elsewhere",
+                                directions=[d.name.lower() for d in mine.directions])
     moved = optuna.trial.create_trial(params=winner.params, distributions=winner.distributions, values=winner.values,
                                       user_attrs={**winner.user_attrs, "hardware_class": "elsewhere"})
     other.add_trial(moved)
