@@ -31,19 +31,19 @@ def load(tmp_path: Path) -> optuna.Study:
 
 
 def test_quick_sweep_then_continue(tmp_path):
-    # batch 8: a baseline every trial of quick's space (batch 64 or 256) beats, so that there
+    # batch 2: a baseline every trial of quick's space (batch 64 or 256, bf16 too) beats, so that there
     # is something to confirm (only candidates faster than the baseline are confirmed)
-    proc = sweep(tmp_path, *QUICK, "hydra.sweeper.n_trials=3", "loader.batch_size=8")
+    proc = sweep(tmp_path, *QUICK, "hydra.sweeper.n_trials=3", "loader.batch_size=2")
     out = tmp_path / "s"
     study = load(tmp_path)
     trials = study.get_trials()
     measured = [t for t in trials if t.user_attrs.get("reused_from") is None]
     assert len(measured) == 3
 
-    # trial 0 is the baseline: the config exactly as composed (batch 8 is not in quick's choices)
+    # trial 0 is the baseline: the config exactly as composed (batch 2 is not in quick's choices)
     baseline = trials[0]
     assert baseline.user_attrs["baseline"] is True
-    assert baseline.user_attrs["knobs"]["loader.batch_size"] == 8
+    assert baseline.user_attrs["knobs"]["loader.batch_size"] == 2
     assert baseline.state == optuna.trial.TrialState.COMPLETE
 
     # samples/sec alone by default (Hydra's single-objective results file); the peak memory is
@@ -80,7 +80,7 @@ def test_quick_sweep_then_continue(tmp_path):
     assert (out / "winner_command.txt").read_text().strip() == summary["command"]
 
     # running the same command again continues the study up to the new total
-    sweep(tmp_path, *QUICK, "hydra.sweeper.n_trials=5", "loader.batch_size=8", name="s2")
+    sweep(tmp_path, *QUICK, "hydra.sweeper.n_trials=5", "loader.batch_size=2", name="s2")
     again = load(tmp_path).get_trials()
     assert [t.user_attrs["knobs"] for t in again[: len(trials)]] == [t.user_attrs["knobs"] for t in trials]
     assert sum(t.user_attrs.get("reused_from") is None for t in again) == 5
