@@ -196,10 +196,14 @@ def machine_of(trials: Sequence[FrozenTrial]) -> str:
     return "unknown (no trial completed)"
 
 
+def _speed_alone(objectives: Sequence[str]) -> bool:
+    return list(objectives) == [PRIMARY]
+
+
 def _front(trials: Sequence[FrozenTrial], objectives: Sequence[str], directions: Sequence[str]) -> list[FrozenTrial]:
     """The trials on the Pareto front the report draws: the objectives' own, or, when the sweep
     optimised samples/sec alone, speed against peak memory from the measured figures."""
-    if list(objectives) == [PRIMARY]:
+    if _speed_alone(objectives):
         return speed_memory_front(trials)
     return pareto_trials(trials, directions)
 
@@ -369,7 +373,7 @@ def build_report_data(
         yaml=winner_yaml(fixed, config_of(winner), f"winner of study {study_name}: trial {winner_number}") if winner else None,
         code_diff=_code(baseline, winner, device),
         points=_points(done, {t.number for t in _front(trials, objectives, directions)}, winner_number),
-        front_on=COST_KIND.get(objectives[1]) if len(objectives) > 1 else "memory" if list(objectives) == [PRIMARY] else None,
+        front_on=COST_KIND.get(objectives[1]) if len(objectives) > 1 else "memory" if _speed_alone(objectives) else None,
         failures=failures, breakdowns=_breakdowns(baseline, best, winner_number), effects=_effects(done),
         importances=dict(importances or {}), history=_history(done, first), columns=columns, rows=rows,
         notes=_notes(trials, done, baseline, winner, confirmation), baseline_kept=baseline_kept(own, confirmation), ranks=tuple(ranks_of(done)),

@@ -119,8 +119,7 @@ def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, re
     node = baseline_record.fingerprint.hostname if (baseline_record := TrialRecord.of(baseline)).fingerprint else None
     with run.on_node(node):  # side by side: every run on the machine the baseline ran on
         for r, number in order:
-            if stopped() or (r == run_rounds and decided(measured, r, baseline.number,
-                                                                 plan.settings.run_noise or 0.0)):
+            if stopped() or (r == run_rounds and decided(measured, r, baseline.number, plan.settings.run_spread)):
                 break
             overrides = [*plan.overrides_for(config_of(by_number[number])), *measure_overrides(plan, None, remaining())]
             result = run(overrides, job_idx=number, subdir=f"confirm/round{r + 1}-trial{number}")

@@ -244,6 +244,6 @@ def _job(plan: SweepPlan, trial: Trial, knobs: dict[str, Any], trials: list[Froz
     if has_baseline and best is not None and plan.objectives[0] == PRIMARY:
         prune_below = ratio * primary_value(best) if ratio else None
         interval = race_interval(best) if plan.settings.race else None
-        race = with_run_noise(interval, plan.settings.run_noise or 0.0) if interval is not None else None
+        race = with_run_noise(interval, plan.settings.run_spread) if interval is not None else None
     overrides = plan.overrides_for(knobs) + measure_overrides(plan, prune_below, remaining_s, race)
     return Job(overrides, trial.number, trial.number, subdir=str(trial.number))

@@ -109,6 +109,11 @@ class SweepSettings:
             raise ConfigError(f"hydra.sweeper.lock={self.lock!r} is invalid: expected one of {', '.join(LOCK_MODES)}.")
 
     @property
+    def run_spread(self) -> float:
+        """run_noise as a number (null = 0: the windows' noise alone)."""
+        return self.run_noise or 0.0
+
+    @property
     def confirm_runs(self) -> int:
         """Runs the confirmation needs: each candidate and the baseline, every round."""
         return (self.confirm.top_k + 1) * self.confirm.rounds
