@@ -99,7 +99,8 @@ def test_a_cancelled_job_and_a_killed_sweep_lose_nothing(tmp_path, slurm):
     trials = load_study(tmp_path).trials
     by_job = {TrialRecord.of(t).scheduler_job: t for t in trials}
     cancelled = [t for t in trials if "CANCELLED" in str(TrialRecord.of(t).reason)]
-    assert len(cancelled) == 1 and cancelled[0].state.name == "FAIL"
+    assert len(cancelled) == 1 and cancelled[0].state.name == "FAIL", [(t.number, t.state.name, TrialRecord.of(t).reason)
+                                                                        for t in trials]
     recovered = by_job.get(f"slurm:{second[0]}")
     assert recovered is not None and recovered.state.name == "COMPLETE", out
     assert "its job finished after its sweep stopped" in out

@@ -314,6 +314,24 @@ def test_other_apps_job_values(value, status, figures):
     assert result.status == status and result.figures() == figures
 
 
+def test_a_lost_jobs_reason_leads_with_the_schedulers_words_whatever_its_error_stream_holds():
+    """submitit's error for a cancelled SLURM job: its cached state may be stale, and the job's
+    error stream may run past the one line's cut before slurmstepd says CANCELLED."""
+    from sweeper.search.launch import lost_reason
+
+    noise = "\n".join(f"UserWarning: something the job printed, line {i}" for i in range(30))
+    exc = RuntimeError(f"Job 7 (task: 0) with path /tmp/a/.submitit/7/7_0_result.pkl\n"
+                       f"has not produced any output (state: RUNNING)\nError stream produced:\n{'-' * 40}\n{noise}\n"
+                       "slurmstepd-n1: error: *** JOB 7 ON n1 CANCELLED AT 2026-11-24T00:13:25 ***\n"
+                       "slurmstepd-n1: error: *** STEP 7.0 ON n1 CANCELLED AT 2026-11-24T00:13:25 ***\n")
+    reason = lost_reason(exc)
+    assert reason.startswith("the launcher lost the job: state RUNNING; JOB 7 ON n1 CANCELLED AT 2026-11-24T00:13:25: "
+                             "RuntimeError: Job 7 (task: 0)")
+    assert "\n" not in reason and len(reason) < 600
+    assert lost_reason(ValueError("partition 'nope' does not exist")) == (
+        "the launcher lost the job: ValueError: partition 'nope' does not exist")
+
+
 def _cpu_plan(tmp_path, settings, arguments):
     from hydra import compose, initialize_config_dir
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -76,6 +77,20 @@ def _first_line(exc: BaseException) -> str:
     return " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
 
 
+_STATE = re.compile(r"\(state: ([^)\n]+)\)")  # submitit: "has not produced any output (state: CANCELLED by 0)"
+_SCHEDULER_SAID = re.compile(r"\*\*\* (JOB \S+ ON \S+ [^*\n]+?) \*\*\*")  # slurmstepd: "*** JOB 7 ON n1 CANCELLED AT ... ***"
+
+
+def lost_reason(exc: BaseException) -> str:
+    """Why the launcher lost a job, in one line that leads with the scheduler's own words (its
+    state, slurmstepd's verdict), which the job's error stream may otherwise push past the cut."""
+    text = str(exc)
+    said = [f"state {m.group(1).strip()}" for m in _STATE.finditer(text)]
+    said += list(dict.fromkeys(m.group(1) for m in _SCHEDULER_SAID.finditer(text)))
+    head = f"{'; '.join(said)}: " if said else ""
+    return f"the launcher lost the job: {head}{_first_line(exc)}"
+
+
 @dataclass
 class JobRunner:
     """Runs the sweep's jobs through Hydra's launcher: one, or a batch at once (n_jobs), each
@@ -132,8 +147,7 @@ class JobRunner:
                 with contextlib.suppress(ValueError, OSError):
                     left = RunResult.from_json(json.loads(path.read_text())).replace(job_dir=str(path.parent))
                     return self._waited(left, submitted)
-        return RunResult(Status.INTERRUPTED if self.stop.requested else Status.ERROR,
-                         f"the launcher lost the job: {_first_line(exc)}")
+        return RunResult(Status.INTERRUPTED if self.stop.requested else Status.ERROR, lost_reason(exc))
 
     @contextlib.contextmanager
     def on_node(self, host: str | None) -> Iterator[None]:
