@@ -20,32 +20,51 @@ from pathlib import Path
 from sweeper.result import RunResult
 
 ROOT = Path(__file__).resolve().parents[1]
-# name: (batch, workers, persistent_workers)
+# name: (batch, workers, persistent_workers, backend overrides read when a process starts)
 CONFIGS = {
-    "default (batch 64, 0 workers)": (64, 0, False),
-    "4 workers, persistent_workers=false": (64, 4, False),
-    "4 workers, persistent_workers=true": (64, 4, True),
-    "large batch (batch 1024, 0 workers)": (1024, 0, False),
+    "default (batch 64, 0 workers)": (64, 0, False, ()),
+    "4 workers, persistent_workers=false": (64, 4, False, ()),
+    "4 workers, persistent_workers=true": (64, 4, True, ()),
+    "large batch (batch 1024, 0 workers)": (1024, 0, False, ()),
+    # issue 23: forked from a zygote started with LD_PRELOAD and OMP_PROC_BIND (was spawned);
+    # the hand loop starts with the same environment
+    "jemalloc, omp_bind=close, 1 thread (batch 512, 0 workers)": (
+        512, 0, False, ("backend.allocator=jemalloc", "backend.omp_bind=close", "backend.threads=1")),
 }
 HAND_S = 10.0
 ISOLATIONS = ("fork", "spawn")
 
 
-def sweeper_run(batch: int, workers: int, persistent: bool, isolation: str, out: Path) -> dict:
+def sweeper_run(batch: int, workers: int, persistent: bool, backend: tuple[str, ...], isolation: str,
+                out: Path) -> dict:
     subprocess.run(
         [sys.executable, "-m", "sweeper", f"loader.batch_size={batch}", f"loader.num_workers={workers}",
-         f"loader.persistent_workers={str(persistent).lower()}", f"measure.isolation={isolation}",
+         f"loader.persistent_workers={str(persistent).lower()}", *backend, f"measure.isolation={isolation}",
          f"hydra.run.dir={out}"],
         cwd=ROOT, check=True, capture_output=True,
     )
     return RunResult.from_json(json.loads((out / "result.json").read_text()))
 
 
-def hand_run(batch: int, workers: int, persistent: bool) -> float:
+def hand_env(backend: tuple[str, ...]) -> dict[str, str]:
+    """The hand loop's environment: what sweeper's run starts with for these knobs (LD_PRELOAD,
+    OMP_PROC_BIND, OMP_NUM_THREADS), as a user would export it before `python train.py`."""
+    from sweeper.protocol import thread_env
+    from sweeper.runner.run import start_env
+
+    knobs = dict(item.split("=", 1) for item in backend)
+    spec = {"backend": {"allocator": knobs.get("backend.allocator", "default"),
+                        "omp_bind": knobs.get("backend.omp_bind", "default"), "kmp_blocktime": None}}
+    threads = int(knobs["backend.threads"]) if "backend.threads" in knobs else None
+    return {**thread_env(threads), **start_env(spec)[0]}
+
+
+def hand_run(batch: int, workers: int, persistent: bool, backend: tuple[str, ...]) -> float:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "hand_loop.py"), str(batch), str(workers), str(HAND_S),
          str(persistent).lower()],
-        cwd=ROOT, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT, check=True, capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **hand_env(backend)},
     )
     return float(proc.stdout.strip().splitlines()[-1])
 
@@ -59,15 +78,16 @@ def main() -> None:
     hand: dict[str, list[float]] = {k: [] for k in configs}
     runs: dict[str, list[dict]] = {i: [] for i in ISOLATIONS}
     for r in range(rounds):
-        for name, (batch, workers, persistent) in configs.items():
+        for name, (batch, workers, persistent, backend) in configs.items():
             # the order rotates each round (fork spawn hand, spawn hand fork, ...): position
             # effects of this VM fall on each in turn
             members = [*ISOLATIONS, "hand"]
             for who in members[r % len(members):] + members[:r % len(members)]:
                 if who == "hand":
-                    hand[name].append(hand_run(batch, workers, persistent))
+                    hand[name].append(hand_run(batch, workers, persistent, backend))
                     continue
-                result = sweeper_run(batch, workers, persistent, who, tmp / f"{r}-{batch}-{workers}-{persistent}-{who}")
+                result = sweeper_run(batch, workers, persistent, backend, who, tmp / f"{r}-{len(backend)}-{batch}-{workers}-"
+                                     f"{persistent}-{who}")
                 ours[who][name].append(result.samples_per_sec)
                 runs[who].append(result)
     print(f"agreement, median of {rounds} interleaved rounds (sweeper's default measurement; hand loop {HAND_S:g} s):")

@@ -172,3 +172,15 @@ class FailsOnRank(nn.Module):
 def fails_on_rank(task: dict[str, Any]):
     params = task["params"]
     return FailsOnRank(params["how"], int(params.get("rank", 1)), params["pids"]), _data(), nn.functional.mse_loss
+
+
+def openmp_binding(task: dict[str, Any]):
+    """Appends OpenMP's proc-bind setting as this process's runtime holds it (libgomp read
+    OMP_PROC_BIND when it was loaded, not later) to params.out: 0 false, 3 close, 4 spread."""
+    import ctypes
+
+    with open("/proc/self/maps") as maps:
+        gomp = next(line.split()[-1] for line in maps if "libgomp" in line)
+    with open(task["params"]["out"], "a") as f:
+        f.write(f"{ctypes.CDLL(gomp).omp_get_proc_bind()}\n")
+    return nn.Linear(4, 1), _data(), nn.functional.mse_loss

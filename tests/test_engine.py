@@ -63,6 +63,34 @@ def test_a_trial_cannot_change_the_zygote_and_a_dead_zygote_is_replaced(tmp_path
     assert out.read_text().split() == ["1", "1", "1"]
 
 
+def test_knobs_read_at_process_start_fork_from_a_zygote_started_with_them(tmp_path):
+    """OMP_PROC_BIND is read by OpenMP when the process loads it: a trial forked from the plain
+    zygote would run unbound; one forked from a zygote started with it runs bound, as a spawned
+    process would. Each start environment keeps its zygote (the second bound trial reuses it)."""
+    out = tmp_path / "bind.txt"
+    run = lambda name, *extra: measure_spec(spec("task=custom", "task.factory=misbehaving:openmp_binding",  # noqa: E731
+                                                 f"+task.params.out={out}", *extra), tmp_path / name)
+    plain, bound, again = run("plain"), run("bound", "backend.omp_bind=spread"), run("again", "backend.omp_bind=spread")
+    assert [r.isolation for r in (plain, bound, again)] == ["fork"] * 3, [r.reason for r in (plain, bound, again)]
+    assert out.read_text().split() == ["0", "4", "4"]  # omp_proc_bind_false, then omp_proc_bind_spread
+    assert plain.isolation_note is None and "backend.omp_bind=spread" in bound.isolation_note
+    assert len(zygote._ZYGOTES) == 2
+    spawned = measure_spec(spec("task=custom", "task.factory=misbehaving:openmp_binding", f"+task.params.out={out}",
+                                "backend.omp_bind=spread", "measure.isolation=spawn"), tmp_path / "spawned")
+    assert spawned.isolation == "spawn" and out.read_text().split()[-1] == "4"  # the same as a fresh process
+
+
+def test_zygotes_past_the_cap_close_the_least_recently_used(monkeypatch):
+    monkeypatch.setattr(zygote, "MAX_ZYGOTES", 2)
+    first = zygote.zygote_for([], {"KMP_BLOCKTIME": "0"})
+    second = zygote.zygote_for([], {"KMP_BLOCKTIME": "1"})
+    assert zygote.zygote_for([], {"KMP_BLOCKTIME": "0"}) is first  # now the most recently used
+    zygote.zygote_for([], {"KMP_BLOCKTIME": "2"})
+    assert first.alive() and not second.alive() and len(zygote._ZYGOTES) == 2
+    with open(f"/proc/{first.pid}/environ", "rb") as environ:
+        assert b"KMP_BLOCKTIME=0" in environ.read().split(b"\0")
+
+
 def test_a_workload_that_starts_threads_at_import_is_spawned_and_says_so(tmp_path):
     result = measure_spec(spec("task=custom", "task.factory=threads_at_import:build"), tmp_path)
     assert result.status == "ok", result.reason

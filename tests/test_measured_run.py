@@ -224,5 +224,5 @@ def test_affinity_pins_the_run_and_its_workers_and_the_allocator_is_mapped(sweep
     assert result.measurement.run.cpus_allowed_workers == (str(cores[1]),)
     assert result.fingerprint.cpus_available == len(cores)  # still the machine's hardware class
     if allocator == "jemalloc":  # in /proc/<pid>/maps: preloaded, in effect
-        assert result.measurement.run.allocator == "jemalloc" and result.isolation == "spawn"
+        assert result.measurement.run.allocator == "jemalloc" and result.isolation == "fork"  # from its own zygote
         assert "LD_PRELOAD" in result.isolation_note

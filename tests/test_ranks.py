@@ -162,7 +162,8 @@ def test_an_openmp_bound_run_is_on_the_machine_s_hardware_class(sweeper_run):
     plain = sweeper_run("task.num_samples=1024", "backend.threads=1")
     bound = sweeper_run("task.num_samples=1024", "backend.threads=1", "backend.omp_bind=spread")
     assert plain.returncode == 0 and bound.returncode == 0, bound.stderr
-    assert bound.result.isolation == "spawn"
+    assert bound.result.isolation == "fork" and "omp_bind=spread" in bound.result.isolation_note
+    print("BOUND", bound.result.measurement.run.cpus_allowed_main, plain.result.measurement.run.cpus_allowed_main)
     cores = len(os.sched_getaffinity(0))
     assert bound.result.fingerprint.cpus_available == plain.result.fingerprint.cpus_available == cores
     assert bound.result.fingerprint.hardware_class == plain.result.fingerprint.hardware_class

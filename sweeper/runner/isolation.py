@@ -30,7 +30,7 @@ from ..protocol import (DEADLINE_ENV, EVENT_FD_ENV, MACHINE_CPUS_ENV, PARENT_PID
 from ..result import RunResult, Status
 from .evidence import oom_killed, oom_kills
 from ..outcome import classify_exit
-from .zygote import ForkedTrial, ZygoteUnavailable, zygote_env, zygote_for
+from .zygote import ForkedTrial, ZygoteUnavailable, zygote_for
 
 _LOG_TAIL_BYTES = 8192
 # after its result, a child gets this long to shut down before its group is killed
@@ -177,12 +177,13 @@ class Started:
 
 
 def _fork(spec: Mapping[str, Any], child_env: Mapping[str, str], log_path: Path, write_fd: int, mark: str,
-          preload: Sequence[str]) -> tuple[Any, str | None]:
-    """A trial forked from the zygote, or (None, why not): a zygote that died is replaced once."""
+          preload: Sequence[str], started_with: Mapping[str, str]) -> tuple[Any, str | None]:
+    """A trial forked from the zygote of its start environment, or (None, why not): a zygote
+    that died is replaced once."""
     why = None
     for _ in range(2):
         try:
-            zygote = zygote_for(preload, zygote_env())
+            zygote = zygote_for(preload, started_with)
             if zygote.hazard:
                 return None, f"spawned: forking is unsafe here ({zygote.hazard})"
             return zygote.fork(spec, child_env, str(log_path), write_fd, process_name(mark.partition('=')[2])), None
@@ -192,14 +193,15 @@ def _fork(spec: Mapping[str, Any], child_env: Mapping[str, str], log_path: Path,
 
 
 def start(spec: Mapping[str, Any], log_path: Path, env: Mapping[str, str] | None, command: list[str] | None,
-          isolation: str, preload: Sequence[str], timeout_s: float) -> Started:
+          isolation: str, preload: Sequence[str], timeout_s: float,
+          started_with: Mapping[str, str] | None = None) -> Started:
     """The child, in its own session and process group, with the event pipe's write end and the
     spec (on stdin when spawned; with the fork request when forked). The run's timeout counts
     from here: a zygote that first has to start (import torch) is sweeper's cost, not the run's."""
     become_subreaper()
     if isolation == "fork" and command is None:
         with contextlib.suppress(ZygoteUnavailable):
-            zygote_for(preload, zygote_env())
+            zygote_for(preload, started_with)
     deadline = time.monotonic() + timeout_s
     mark = f"{RUN_MARK_ENV}={uuid.uuid4().hex}"
     read_fd, write_fd = os.pipe()
@@ -210,7 +212,7 @@ def start(spec: Mapping[str, Any], log_path: Path, env: Mapping[str, str] | None
     proc, note = None, None
     if isolation == "fork" and command is None:
         log_path.write_bytes(b"")
-        proc, note = _fork(spec, child_env, log_path, write_fd, mark, preload)
+        proc, note = _fork(spec, child_env, log_path, write_fd, mark, preload, started_with or {})
     if proc is None:
         with log_path.open("wb") as log:
             proc = subprocess.Popen(command or [sys.executable, "-m", WORKER_MODULE], stdin=subprocess.PIPE,
@@ -296,12 +298,13 @@ def run_isolated(
     command: list[str] | None = None,
     isolation: str = "spawn",
     preload: Sequence[str] = (),
+    started_with: Mapping[str, str] | None = None,
     in_flight: InFlight = IN_FLIGHT,
 ) -> RunResult:
     """Run the worker on `spec`; return its result, or a failure with status and reason.
 
-    `isolation="fork"` forks the run from a zygote that has imported torch and `preload`
-    (falling back to a fresh process, with the reason recorded, where that is unsafe);
+    `isolation="fork"` forks the run from a zygote that has imported torch and `preload`, and
+    started with `started_with` in its environment (what a process reads at its start; falling back to a fresh process, with the reason recorded, where that is unsafe);
     `command` replaces the worker (tests use fake workers); the child reads `spec` as JSON and
     writes JSON lines on the fd named by $SWEEPER_EVENT_FD, the last one the result. A result
     received stands, whatever happens after; a stop of `in_flight` interrupts the run.
@@ -310,7 +313,7 @@ def run_isolated(
         return RunResult(Status.INTERRUPTED, in_flight.stopped, log=str(log_path))
     oom_before = oom_kills()
     began = time.monotonic()
-    run = start(spec, log_path, env, command, isolation, preload, timeout_s)
+    run = start(spec, log_path, env, command, isolation, preload, timeout_s, started_with)
     reader = _EventReader(run.read_fd, on_event)
     with in_flight.holding(run.pgid):
         try:

@@ -16,7 +16,7 @@ from ..machine import Machine, host_facts
 from ..paths import cache_dir, write_atomically
 from ..procs import nvidia_gpus
 from ..protocol import PARENT_PID_ENV, PROBE_MODULE, THREAD_ENV_VARS
-from .zygote import ZygoteUnavailable, zygote_env, zygote_for
+from .zygote import ZygoteUnavailable, zygote_for
 
 def machine_key(device: str) -> str:
     """Everything the probe's answer depends on, known without torch."""
@@ -36,7 +36,7 @@ def machine_key(device: str) -> str:
 def check_factory(device: str, factory: str, isolation: str, timeout_s: float) -> None:
     if isolation == "fork":
         try:
-            zygote = zygote_for([factory], zygote_env())
+            zygote = zygote_for([factory])
         except ZygoteUnavailable:
             pass  # the trials will be spawned; the probe child checks as they will import
         else:

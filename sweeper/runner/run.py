@@ -50,8 +50,9 @@ def allocator_env(spec: Mapping[str, Any]) -> dict[str, str]:
 
 
 def start_env(spec: Mapping[str, Any]) -> tuple[dict[str, str], str | None]:
-    """What must be in the environment when the run's process starts, and why a fork cannot
-    give it (None: nothing that a fork would miss)."""
+    """What must be in the environment when the run's process starts, and why (None: nothing
+    that a fork of the sweep's plain zygote would miss; else the run is forked from a zygote
+    started with it, or spawned)."""
     back = spec["backend"]
     preloaded = allocator_env(spec)
     omp = topology.openmp_env(str(back["omp_bind"]), back["kmp_blocktime"])
@@ -82,11 +83,8 @@ def measure_spec(
 ) -> RunResult:
     """Measure a checked spec; the result says what the run ended as
     (ok, oom, timeout, crash, error, invalid, pruned, interrupted); never raises for the child's sake."""
-    isolation, note = str(spec["measure"]["isolation"]), None
     started_with, why = start_env(spec)
-    if why and isolation == "fork":
-        isolation = "spawn"
-        note = f"spawned: {why}, which a fork cannot give"
+    isolation = str(spec["measure"]["isolation"])
     result = run_isolated(
         spec,
         timeout_s=float(spec["measure"]["timeout_s"]),
@@ -95,7 +93,9 @@ def measure_spec(
         on_event=on_event,
         isolation=isolation,
         preload=preload_modules(spec["task"]),
+        started_with=started_with,
     )
+    note = f"forked from a zygote started so: {why}" if why and result.isolation == "fork" else None
     result = result.replace(isolation_note=note or result.isolation_note, scheduler_job=scheduler_job,
                             config={k: spec[k] for k in ("task", "loader", "backend", "train", "dist")})
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,7 @@
-"""The warm trial engine's parent side: one fork server per set of preloaded modules, started
-on first use, replaced when it dies, and the trials it forks handled like our own children.
+"""The warm trial engine's parent side: one fork server per set of preloaded modules and
+start-time environment (an allocator's LD_PRELOAD, OpenMP's binding: read once, when a process
+starts), started on first use, replaced when it dies, the least recently used closed past
+MAX_ZYGOTES, and the trials it forks handled like our own children.
 
 A forked trial skips the interpreter start, the torch import and the workload module's import
 (seconds per trial); it is re-parented to this process (a child subreaper), so its exit status,
@@ -131,26 +133,34 @@ class Zygote:
         self._stderr.close()
 
 
-def zygote_env() -> dict[str, str]:
+def zygote_env(started_with: Mapping[str, str] | None = None) -> dict[str, str]:
     """The fork server's environment: ours, the working directory importable, no per-run
-    thread settings (each trial applies its own)."""
+    thread settings (each trial applies its own), and what its trials need from their start."""
     env = {k: v for k, v in os.environ.items() if k not in THREAD_ENV_VARS}
     env["PYTHONPATH"] = pythonpath_with_cwd()
-    return env
+    return {**env, **(started_with or {})}
 
 
-_ZYGOTES: dict[tuple[str, ...], Zygote] = {}
+# zygotes kept alive at once (each holds an imported torch, a few hundred MB): a search over
+# allocators and OpenMP bindings meets a handful of start environments
+MAX_ZYGOTES = 4
+
+_ZYGOTES: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], Zygote] = {}
 
 
-def zygote_for(modules: Sequence[str], env: Mapping[str, str]) -> Zygote:
-    """The live zygote that has imported `modules`, started (again) when there is none."""
-    key = tuple(modules)
-    found = _ZYGOTES.get(key)
+def zygote_for(modules: Sequence[str], started_with: Mapping[str, str] | None = None) -> Zygote:
+    """The live zygote that has imported `modules` and started with `started_with` in its
+    environment, started (again) when there is none."""
+    key = (tuple(modules), tuple(sorted((started_with or {}).items())))
+    found = _ZYGOTES.pop(key, None)
     if found is not None and found.alive():
+        _ZYGOTES[key] = found  # the most recently used last
         return found
     if found is not None:
         found.close()
-    _ZYGOTES[key] = Zygote(modules, env)
+    while len(_ZYGOTES) >= MAX_ZYGOTES:
+        _ZYGOTES.pop(next(iter(_ZYGOTES))).close()
+    _ZYGOTES[key] = Zygote(modules, zygote_env(started_with))
     return _ZYGOTES[key]
 
 
