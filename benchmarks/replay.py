@@ -80,14 +80,15 @@ TWO = {"objectives": ["samples_per_sec", "peak_memory_mb"]}  # the default befor
 # _measure (measure.* of search trials; the confirmation keeps the defaults), _contend (the race
 # before issue 23's change: windows' noise only, and a run overlapping the best measured to max windows)
 STRATEGIES: dict[str, dict[str, Any]] = {
-    "before: TPE, speed+memory, race on windows' noise": {"sampler": TPE, **TWO, "run_noise": None, "_contend": True},
+    "before: TPE, speed+memory, race on windows' noise": {"sampler": TPE, **TWO, "run_noise": None, "_contend": True,
+                                                          "search_precision": None},
     "TPE, speed+memory, race with run noise": {"sampler": TPE, **TWO},
     "TPE, speed+memory, staged 0.5": {"sampler": TPE, **TWO, "staged": 0.5},
     "TPE, samples/sec (the default)": {"sampler": TPE},
     "TPE, samples/sec, staged 0.5": {"sampler": TPE, "staged": 0.5},
     "TPE, samples/sec, staged 0.3": {"sampler": TPE, "staged": 0.3},
     "TPE, samples/sec, no racing": {"sampler": TPE, "race": False},
-    "TPE, samples/sec, 10% precision in the search": {"sampler": TPE, "_measure": {"rel_precision": 0.10}},
+    "TPE, samples/sec, 5% precision in the search too": {"sampler": TPE, "search_precision": None},
     "TPE, samples/sec, floor 0.7 of the best": {"sampler": TPE, "prune_ratio": 0.7},
     "TPE, samples/sec, + recipes": {"sampler": TPE, "recipes": True},
     "TPE multivariate+group, samples/sec": {"sampler": MV},
@@ -213,6 +214,8 @@ class ReplayRunner:
                       ("warmup_s", "warmup_steps", "windows", "window_s", "warmup_max_s", "steady_tol", "min_windows",
                        "rel_precision")}, "prune_below": None, "race": None,
                    **({} if self.confirming else self.search_measure)}
+        if "measure.rel_precision" in given and not self.confirming:  # hydra.sweeper.search_precision
+            measure["rel_precision"] = _parse(given["measure.rel_precision"])
         if "measure.prune_below" in given:
             measure["prune_below"] = float(given["measure.prune_below"])
         if "measure.race" in given:

@@ -89,14 +89,32 @@ def test_only_candidates_that_beat_the_baseline_in_the_search_are_confirmed():
     base = _baseline(100.0)
     done = [base, trial(1, {"loader.batch_size": 128}, sps=130.0), trial(2, {"loader.batch_size": 256}, sps=90.0),
             trial(3, {"loader.batch_size": 512}, sps=110.0)]
-    assert [t.number for t in confirm.candidates(done, base, top_k=3)] == [1, 3]
-    assert [t.number for t in confirm.candidates(done, base, top_k=1)] == [1]
+    assert [t.number for t in confirm.beat_baseline(done, base, top_k=3)] == [1, 3]
+    assert [t.number for t in confirm.beat_baseline(done, base, top_k=1)] == [1]
+
+
+def test_candidates_the_leader_left_behind_beyond_the_run_noise_are_not_confirmed():
+    """As racing judges: a candidate whose interval lies wholly below the leader's, widened for
+    two runs' moods, could not win the rounds. Without intervals, nothing is left out."""
+    def measured(number, sps, low, high):
+        t = trial(number, {"loader.batch_size": 2 ** number}, sps=sps)
+        t.user_attrs["metrics"].update(samples_per_sec_ci_low=low, samples_per_sec_ci_high=high)
+        return t
+
+    base = _baseline(100.0)
+    leader, close, far = measured(1, 300.0, 290.0, 310.0), measured(2, 270.0, 250.0, 280.0), measured(3, 200.0, 190.0, 210.0)
+    beat = confirm.beat_baseline([base, far, leader, close], base, top_k=3)
+    assert [t.number for t in beat] == [1, 2, 3]
+    # the leader's low end 290, widened for 8% run noise: 290 / exp(1.96 * sqrt(2) * 0.08) = 232
+    assert [t.number for t in confirm.left_behind(beat, run_noise=0.08)] == [3]
+    assert [t.number for t in confirm.left_behind(beat, run_noise=0.0)] == [2, 3]  # the windows' noise alone
+    assert confirm.left_behind([leader, trial(4, {"loader.batch_size": 16}, sps=150.0)], run_noise=0.08) == []
 
 
 def test_when_nothing_beat_the_baseline_the_sweep_says_so_in_one_sentence():
     base = _baseline(100.0)
     done = [base, trial(1, {"loader.batch_size": 128}, sps=80.0), trial(2, {"loader.batch_size": 256}, sps=60.0)]
-    assert confirm.candidates(done, base, top_k=3) == []
+    assert confirm.beat_baseline(done, base, top_k=3) == []
     kept = trials.baseline_kept(done, None)
     assert kept == ("Your configuration (the baseline, trial #0) is already the fastest found: the best other, trial #1, "
                     "trailed it by 20% in the search (80 against 100 samples/s); nothing to confirm.")
@@ -288,7 +306,8 @@ def test_orphans_by_process_here_and_by_heartbeat_elsewhere():
 @pytest.mark.parametrize(
     ("values", "message"),
     [({"lock": "maybe"}, "hydra.sweeper.lock='maybe' is invalid"), ({"n_trials": 0}, "n_trials=0 is invalid"),
-     ({"staged": 1.0}, r"hydra.sweeper.staged=1.0 is invalid: expected a share of n_trials in \[0, 1\)")],
+     ({"staged": 1.0}, r"hydra.sweeper.staged=1.0 is invalid: expected a share of n_trials in \[0, 1\)"),
+     ({"search_precision": 0}, r"hydra.sweeper.search_precision=0.0 is invalid: expected a share in \(0, 1\)")],
 )
 def test_settings_are_checked(values, message):
     from sweeper.search.settings import SweepSettings
@@ -347,6 +366,20 @@ def _cpu_plan(tmp_path, settings, arguments):
         return make_plan(SweepSettings.from_config(settings), arguments,
                          compose=lambda overrides: compose("config", overrides=list(overrides)), app_name="sweeper",
                          sweep_dir=tmp_path, probe_machine=lambda *probed: machine)
+
+
+@pytest.mark.parametrize(
+    ("settings", "arguments", "expected"),
+    [pytest.param({}, [], ["measure.rel_precision=0.1"], id="looser-than-5%"),
+     pytest.param({"search_precision": None}, [], [], id="off"),
+     pytest.param({}, ["measure.rel_precision=0.2"], [], id="the-config-is-looser"),
+     pytest.param({}, ["measure.rel_precision=null"], [], id="fixed-windows-kept")],
+)
+def test_search_trials_measure_to_the_search_precision_and_the_rest_to_the_configs(tmp_path, settings, arguments,
+                                                                                 expected):
+    from sweeper.search.loop import search_precision
+
+    assert search_precision(_cpu_plan(tmp_path, settings, ["search=quick", *arguments])) == expected
 
 
 def test_a_staged_search_asks_the_main_knobs_first_then_the_whole_space(tmp_path):

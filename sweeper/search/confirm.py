@@ -10,11 +10,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 from optuna.trial import FrozenTrial, TrialState
 
-from ..stats import Spread, ahead, quantile
+from ..stats import Spread, ahead, quantile, with_run_noise
 from ..store.confirmation import Confirmation
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
-from ..store.trials import config_of, primary_value, ranked
+from ..store.trials import config_of, primary_value, ranked, search_interval
 from . import progress
 from .launch import JobRunner, measure_overrides
 from .plan import SweepPlan
@@ -63,11 +63,21 @@ def decide(rounds: Mapping[int, Sequence[float | None]], baseline: int) -> Confi
     )
 
 
-def candidates(trials: Sequence[FrozenTrial], baseline: FrozenTrial, top_k: int) -> list[FrozenTrial]:
+def beat_baseline(trials: Sequence[FrozenTrial], baseline: FrozenTrial, top_k: int) -> list[FrozenTrial]:
     """The fastest `top_k` trials that beat the baseline in the search (a slower one can only
     lose the confirmation)."""
     base = primary_value(baseline) or 0.0
     return [t for t in ranked(trials) if t.number != baseline.number and (primary_value(t) or 0.0) > base][:top_k]
+
+
+def left_behind(beat: Sequence[FrozenTrial], run_noise: float) -> list[FrozenTrial]:
+    """Those the leader (the first) already left behind as racing judges: their interval wholly
+    below the leader's, widened for the run-to-run noise. They could not win the rounds."""
+    lead = search_interval(beat[0]) if beat else None
+    if lead is None:
+        return []
+    floor = with_run_noise(lead, run_noise)[0]
+    return [t for t in beat[1:] if (own := search_interval(t)) is not None and own[1] < floor]
 
 
 def decided(rounds: Mapping[int, Sequence[float | None]], upto: int, baseline: int, run_noise: float = 0.0) -> bool:
@@ -105,7 +115,9 @@ def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, re
     top_k, rounds = plan.settings.confirm.top_k, plan.settings.confirm.rounds
     trials = stored.trials(plan.fixed)
     baseline = next((t for t in trials if TrialRecord.of(t).baseline and t.state == TrialState.COMPLETE), None)
-    chosen = [t.number for t in candidates(trials, baseline, top_k)] if baseline else []
+    beat = beat_baseline(trials, baseline, top_k) if baseline else []
+    behind = [t.number for t in left_behind(beat, plan.settings.run_spread)]
+    chosen = [t.number for t in beat if t.number not in behind]
     if baseline is None or top_k < 1 or rounds < 1 or not chosen:
         return None
     by_number = {t.number: t for t in trials}
@@ -114,6 +126,9 @@ def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, re
     progress.say(f"confirming: trials {chosen} (faster than the baseline in the search) and baseline "
                  f"{baseline.number}, up to {rounds} interleaved rounds (fewer once the lead over the baseline "
                  "is decided at 95%)")
+    if behind:
+        progress.say(f"  not confirmed: trials {behind}, faster than the baseline but behind trial #{chosen[0]} "
+                     f"beyond the run-to-run noise (hydra.sweeper.run_noise={plan.settings.run_spread:g})")
     measured: dict[int, list[float | None]] = {n: [None] * rounds for _, n in order}
     run_rounds = 0
     node = baseline_record.fingerprint.hostname if (baseline_record := TrialRecord.of(baseline)).fingerprint else None

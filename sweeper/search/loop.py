@@ -23,7 +23,7 @@ from ..stats import with_run_noise
 from ..store.heartbeat import orphans, process_alive
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
-from ..store.trials import baseline_of, config_of, primary_value, ranked, was_measured
+from ..store.trials import baseline_of, config_of, primary_value, ranked, search_interval, was_measured
 from . import history, progress
 from .launch import Job, JobRunner, measure_overrides
 from .plan import SweepPlan
@@ -45,12 +45,6 @@ class LoopState:
     skipped_in_a_row: int = 0  # suggestions in a row the preset does not measure (not answers)
     sampler_done: bool = False
     whole_space_said: bool = False  # a staged search said that the whole space is open
-
-
-def race_interval(best: FrozenTrial) -> tuple[float, float] | None:
-    """The incumbent's 95% interval of samples/sec, when its run measured one."""
-    measured = TrialRecord.of(best).measurement
-    return measured.throughput.interval if measured is not None else None
 
 
 def stop_reason(state: LoopState, *, measured: int, n_trials: int, patience: int | None,
@@ -243,7 +237,14 @@ def _job(plan: SweepPlan, trial: Trial, knobs: dict[str, Any], trials: list[Froz
     ratio = plan.settings.prune_ratio
     if has_baseline and best is not None and plan.objectives[0] == PRIMARY:
         prune_below = ratio * primary_value(best) if ratio else None
-        interval = race_interval(best) if plan.settings.race else None
+        interval = search_interval(best) if plan.settings.race else None
         race = with_run_noise(interval, plan.settings.run_spread) if interval is not None else None
     overrides = plan.overrides_for(knobs) + measure_overrides(plan, prune_below, remaining_s, race)
-    return Job(overrides, trial.number, trial.number, subdir=str(trial.number))
+    return Job(overrides + search_precision(plan), trial.number, trial.number, subdir=str(trial.number))
+
+
+def search_precision(plan: SweepPlan) -> list[str]:
+    """A search trial's precision override: hydra.sweeper.search_precision where it is looser
+    than the config's measure.rel_precision (null there: fixed windows, kept)."""
+    looser, own = plan.settings.search_precision, plan.base_value("measure.rel_precision") if plan.own_app else None
+    return [f"measure.rel_precision={looser:g}"] if looser is not None and own is not None and looser > own else []

@@ -68,6 +68,11 @@ class SweepSettings:
     # it, so a trial measured on an unlucky run is not pruned by an incumbent measured on a lucky
     # one. null or 0 = the windows' noise alone
     run_noise: Optional[float] = 0.08
+    # the search's trials measure until their 95% interval is within this share of their figure
+    # (their measure.rel_precision; the confirmation and single runs keep measure.rel_precision,
+    # 5%): a search run need only tell a trial from the incumbent, which racing does allowing
+    # for run_noise anyway. Looser than measure.rel_precision only; null = measure.rel_precision
+    search_precision: Optional[float] = 0.10
     # measure a configuration again even when the study already holds its result
     remeasure: bool = False
     # one measurement per machine (per GPU): wait for another sweeper's trial, fail at once
@@ -105,6 +110,10 @@ class SweepSettings:
         if self.staged is not None and not 0 <= self.staged < 1:
             raise ConfigError(f"hydra.sweeper.staged={self.staged} is invalid: expected a share of n_trials in "
                               "[0, 1) (the trials that search the main knobs alone), or null.")
+        if self.search_precision is not None and not 0 < self.search_precision < 1:
+            raise ConfigError(f"hydra.sweeper.search_precision={self.search_precision} is invalid: expected a share "
+                              "in (0, 1) (0.10 = the search's trials measure until their 95% interval is within "
+                              "10% of their figure), or null.")
         if self.lock not in LOCK_MODES:
             raise ConfigError(f"hydra.sweeper.lock={self.lock!r} is invalid: expected one of {', '.join(LOCK_MODES)}.")
 

@@ -34,6 +34,12 @@ def primary_value(trial: FrozenTrial) -> float | None:
     return TrialRecord.of(trial).samples_per_sec if trial.state == TrialState.COMPLETE else None
 
 
+def search_interval(trial: FrozenTrial) -> tuple[float, float] | None:
+    """The 95% interval of samples/sec its run measured (None: too few windows, or not ours)."""
+    measured = TrialRecord.of(trial).measurement
+    return measured.throughput.interval if measured is not None else None
+
+
 def feasible(trial: FrozenTrial) -> bool:
     return all(v <= 0 for v in trial.constraints.values()) if trial.constraints else True
 
