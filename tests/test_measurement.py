@@ -157,14 +157,37 @@ def test_the_restart_cost_is_timed_once_and_counted_once_per_epoch():
     assert stream.restart_cost_s() == 0.0  # nothing on the fake clock moves while iterating
     assert stream.epochs_started == before + 1
 
-    figures = Throughput(samples_per_sec=1000.0, epoch_ends_measured=0, windows_measured=5)
+    figures = Throughput(samples_per_sec=1000.0, samples_per_sec_steady=1000.0, epoch_ends_measured=1,
+                         windows_measured=5, samples_per_sec_ci_low=950.0, samples_per_sec_ci_high=1050.0)
     out = timing.with_epoch_restarts(figures, 60_000, 3.0)
-    # 60 s of steady steps plus one 3 s restart per epoch
+    # 60 s of steady steps plus one 3 s restart per epoch, the interval scaled with the figure
     assert out.samples_per_sec == pytest.approx(60_000 / 63.0)
+    assert out.interval == pytest.approx((950.0 * 60 / 63, 1050.0 * 60 / 63))
     assert out.samples_per_sec_steady == 1000.0 and out.epoch_restart_s == 3.0
-    # when most windows already held an epoch end, the median has the restarts in it
-    busy = dataclasses.replace(figures, epoch_ends_measured=4)
+    # when most windows already held an epoch end, the windows have the restarts in them
+    busy = dataclasses.replace(figures, samples_per_sec_steady=None, epoch_ends_measured=4)
     assert timing.with_epoch_restarts(busy, 60_000, 3.0).samples_per_sec == 1000.0
+
+
+def test_with_restarts_timed_apart_the_rules_read_the_windows_no_epoch_end_fell_in():
+    """Non-persistent workers stall at each epoch end. That cost is timed apart and added per
+    epoch, so the windows an end fell in are left out of the figure, its interval and the
+    precision rule, which their stall would otherwise keep from ever stopping."""
+    rule = timing.Rule.of({**_MEASURE, "race": None, "windows": 10, "min_windows": 3, "rel_precision": 0.05,
+                           "window_s": 1.0}, workers=2, persistent_workers=False)
+    assert rule.restarts_apart and not timing.Rule.of({**_MEASURE, "race": None}, workers=2).restarts_apart
+    t = timing.Timings()
+    for rate, ends in [(1000.0, 0), (400.0, 1), (1010.0, 0), (990.0, 0)]:
+        t.window_samples_per_sec.append(rate)
+        t.window_totals.append((rate, 1.0))
+        t.window_epoch_ends.append(ends)
+    assert t.counted_totals(True) == ([1000.0, 1010.0, 990.0], [1.0, 1.0, 1.0])
+    assert timing._verdict(t, rule) == "precise"  # all four windows: a 95% interval of +-45%
+    assert timing._verdict(t, dataclasses.replace(rule, restarts_apart=False)) is None
+    figures = t.throughput(restarts_apart=True)
+    assert figures.samples_per_sec == figures.samples_per_sec_steady == pytest.approx(1000.0)
+    assert figures.windows_measured == 4 and figures.epoch_ends_measured == 0  # all windows still reported
+    assert t.throughput().samples_per_sec == pytest.approx(3400.0 / 4) and t.throughput().samples_per_sec_steady is None
 
 
 def _burn(seconds: float) -> None:

@@ -171,13 +171,13 @@ def time_windows(spec: Mapping[str, Any], ready: Prepared, built: Built, events:
     events.phase("measure")
     t = timing.measure(
         built.next_batch, built.step, built.samples_of, backend.synchronize(device),
-        Rule.of(spec["measure"], int(spec["loader"]["num_workers"])),
+        rule := Rule.of(spec["measure"], int(spec["loader"]["num_workers"]), bool(spec["loader"]["persistent_workers"])),
         sync_every_step=spec["measure"]["sync"] == "step", step_timer=backend.step_timer(device),
         monitors=monitors, epochs_started=lambda: built.stream.epochs_started,
         on_window=lambda i, rate: events.send(event="window", phase=f"window {i + 1}", index=i, samples_per_sec=rate),
         group=ready.group,
     )
-    return Timed(t.throughput(), t.timing(), t.utilization)
+    return Timed(t.throughput(rule.restarts_apart), t.timing(), t.utilization)
 
 
 def pruned_reason(figures: Throughput, rule: Rule) -> str:

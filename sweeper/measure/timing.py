@@ -68,23 +68,26 @@ class Timings:
     device_step_s: list[float] = field(default_factory=list)  # from the step timer, if any
     samples: int = 0
     epoch_ends: int = 0  # epoch ends that fell inside the measured windows
+    window_epoch_ends: list[int] = field(default_factory=list)  # of each window
     utilization: Utilization = field(default_factory=Utilization)
     warmup_steady: bool = False  # warm-up ended on a steady step rate, not on its maximum
     stopped: str = ""  # why measuring stopped: precise, raced, pruned, max windows
     pruned: bool = False
 
-    def throughput(self) -> Throughput:
-        # the figure is the windows' samples over their time, the statistic the interval, the
-        # precision rule and the racing rule are of (a median window with a mean's interval
-        # could lie outside it)
+    def throughput(self, restarts_apart: bool = False) -> Throughput:
+        """The figure is the counted windows' samples over their time, the statistic the
+        interval, the precision rule and the racing rule are of (a median window with a mean's
+        interval could lie outside it). With `restarts_apart` it is the steady rate
+        (samples_per_sec_steady too): with_epoch_restarts adds the restarts, timed apart."""
         spread = Spread.of(self.window_samples_per_sec)
-        rate, interval = rate_interval(*self.totals())
+        rate, interval = rate_interval(*self.counted_totals(restarts_apart))
         low, high = interval or (None, None)
         return Throughput(
             samples_per_sec=rate, samples_per_sec_iqr=spread.iqr,
             samples_per_sec_rel_iqr=spread.relative_iqr, window_samples_per_sec=tuple(self.window_samples_per_sec),
             windows_measured=spread.n, samples_per_sec_ci_low=low, samples_per_sec_ci_high=high, stopped=self.stopped,
             epoch_ends_measured=self.epoch_ends,
+            samples_per_sec_steady=rate if self.steady_counted(restarts_apart) else None,
             # this rank's windows have the group's steps, not equal seconds: their mean rate
             own_samples_per_sec=(statistics.fmean(self.own_window_samples_per_sec)
                                  if self.own_window_samples_per_sec else None),
@@ -95,6 +98,24 @@ class Timings:
         if self.window_totals:
             return [n for n, _ in self.window_totals], [s for _, s in self.window_totals]
         return list(self.window_samples_per_sec), [1.0] * len(self.window_samples_per_sec)
+
+    def steady_counted(self, restarts_apart: bool) -> bool:
+        """Whether the figure is of the windows no epoch end fell in: the workers' restart at
+        an epoch end is timed apart and added per epoch (with_epoch_restarts), and such windows
+        are the majority (else the windows' mean already holds the restarts)."""
+        ends = sum(1 for e in self.window_epoch_ends if e)
+        return restarts_apart and bool(self.window_epoch_ends) and 2 * ends < len(self.window_epoch_ends)
+
+    def counted_totals(self, restarts_apart: bool = False) -> tuple[list[float], list[float]]:
+        """The samples and seconds of the windows the figure is of (steady_counted: those no
+        epoch end fell in; else all). A restart's stall in one window of a few would otherwise
+        widen the interval, and keep the precision rule from ever stopping, for a cost that is
+        measured on its own."""
+        samples, seconds = self.totals()
+        if not self.steady_counted(restarts_apart):
+            return samples, seconds
+        kept = [i for i, e in enumerate(self.window_epoch_ends) if not e]
+        return [samples[i] for i in kept], [seconds[i] for i in kept]
 
     def timing(self) -> Timing:
         wait_fraction = sum(self.wait_s) / sum(self.step_s) if self.step_s else 0.0
@@ -139,9 +160,12 @@ class Rule:
     prune_below: float | None = None
     race: tuple[float, float] | None = None
     cycle: int = 1
+    # the loader's workers restart at each epoch end (not persistent), a cost timed apart: the
+    # rules read the windows no epoch end fell in (Timings.counted_totals)
+    restarts_apart: bool = False
 
     @classmethod
-    def of(cls, measure: dict[str, Any], workers: int = 0) -> Rule:
+    def of(cls, measure: dict[str, Any], workers: int = 0, persistent_workers: bool = True) -> Rule:
         """measure.* as a Rule. Warm-up lasts at least two batches per loader worker, so that
         every worker has started (forkserver and spawn workers start one after another,
         seconds each) before a steady rate can be declared."""
@@ -152,6 +176,7 @@ class Rule:
             steady_tol=measure["steady_tol"], min_windows=measure["min_windows"] or measure["windows"],
             rel_precision=measure["rel_precision"], prune_below=measure["prune_below"],
             race=(float(race[0]), float(race[1])) if race else None, cycle=max(1, workers),
+            restarts_apart=workers > 0 and not persistent_workers,
         )
 
 
@@ -219,8 +244,9 @@ def _warm_up(t: Timings, rule: Rule, next_batch: Callable[[], Any], step: Callab
 
 def _verdict(t: Timings, rule: Rule) -> str | None:
     """After a window: why to stop now ("precise", "raced", "pruned"), or None to go on."""
-    n = len(t.window_samples_per_sec)
-    rate, interval = rate_interval(*t.totals())
+    counted = t.counted_totals(rule.restarts_apart)
+    n = len(counted[0])
+    rate, interval = rate_interval(*counted)
     if rule.prune_below is not None and n >= 2 and rate < rule.prune_below:
         return "pruned"
     if n < min(rule.min_windows, rule.max_windows) or interval is None:
@@ -263,7 +289,7 @@ def measure(
     for monitor in monitors:
         monitor.start()
     for index in range(rule.max_windows):
-        window_start = clock()
+        window_start, window_epochs = clock(), epochs_started()
         samples, steps = 0, 0
         while True:
             batch, t0, t1, t2 = _step_once(next_batch, step, clock, step_timer)
@@ -288,6 +314,7 @@ def measure(
         rate = samples / elapsed
         t.window_samples_per_sec.append(rate)
         t.window_totals.append((samples, elapsed))
+        t.window_epoch_ends.append(epochs_started() - window_epochs)
         t.samples += samples
         if on_window is not None:
             on_window(index, rate)
@@ -304,18 +331,15 @@ def measure(
 
 def with_epoch_restarts(figures: Throughput, epoch_samples: int, restart_s: float) -> Throughput:
     """The figure over whole epochs: each epoch pays one worker restart on top of its steady
-    steps. When fewer than half the windows held an epoch end, their median is the steady rate
-    (the few windows an end fell in are its outliers) and the restart is added once per epoch,
-    the interval scaled with it; otherwise the windows' mean already holds restarts."""
-    if 2 * figures.epoch_ends_measured >= figures.windows_measured:
+    steps. When the figure is of the steady windows (samples_per_sec_steady: the few windows an
+    end fell in left out), the restart is added once per epoch, the interval scaled with it;
+    otherwise the windows already hold the restarts."""
+    steady = figures.samples_per_sec_steady
+    if steady is None or steady <= 0:
         return replace(figures, samples_per_sec_steady=figures.samples_per_sec, epoch_restart_s=restart_s)
-    windows = figures.window_samples_per_sec
-    steady = statistics.median(windows) if windows else figures.samples_per_sec
-    if steady <= 0:
-        return replace(figures, samples_per_sec_steady=steady, epoch_restart_s=restart_s)
     over_epochs = epoch_samples / (epoch_samples / steady + restart_s)
-    scale = over_epochs / figures.samples_per_sec if figures.samples_per_sec else 1.0
+    scale = over_epochs / steady
     interval = figures.interval
-    return replace(figures, samples_per_sec=over_epochs, samples_per_sec_steady=steady, epoch_restart_s=restart_s,
+    return replace(figures, samples_per_sec=over_epochs, epoch_restart_s=restart_s,
                    samples_per_sec_ci_low=interval[0] * scale if interval else None,
                    samples_per_sec_ci_high=interval[1] * scale if interval else None)
