@@ -77,18 +77,24 @@ MV = {**TPE, "multivariate": True, "group": True}
 GP = {"_target_": "optuna.samplers.GPSampler"}
 TWO = {"objectives": ["samples_per_sec", "peak_memory_mb"]}  # the default before issue 23
 # name: hydra.sweeper settings (the sampler's seed is the replay's); keys with _ are the replay's:
-# _measure (measure.* of search trials; the confirmation keeps the defaults), _contend (the race
+# _measure (measure.* of search trials), _confirm_measure (of confirmation runs; else the defaults), _contend (the race
 # before issue 23's change: windows' noise only, and a run overlapping the best measured to max windows)
 STRATEGIES: dict[str, dict[str, Any]] = {
     "before: TPE, speed+memory, race on windows' noise": {"sampler": TPE, **TWO, "run_noise": None, "_contend": True,
-                                                          "search_precision": None},
+                                                          "sweep_precision": None, "confirm": {"top_k": 3}},
     "TPE, speed+memory, race with run noise": {"sampler": TPE, **TWO},
     "TPE, speed+memory, staged 0.5": {"sampler": TPE, **TWO, "staged": 0.5},
     "TPE, samples/sec (the default)": {"sampler": TPE},
+    "TPE, samples/sec, confirm top 3 at 5% (the last stop's default)": {
+        "sampler": TPE, "confirm": {"top_k": 3}, "_confirm_measure": {"rel_precision": 0.05}},
     "TPE, samples/sec, staged 0.5": {"sampler": TPE, "staged": 0.5},
     "TPE, samples/sec, staged 0.3": {"sampler": TPE, "staged": 0.3},
     "TPE, samples/sec, no racing": {"sampler": TPE, "race": False},
-    "TPE, samples/sec, 5% precision in the search too": {"sampler": TPE, "search_precision": None},
+    "TPE, samples/sec, 5% precision": {"sampler": TPE, "sweep_precision": None},
+    "TPE, samples/sec, 15% precision": {"sampler": TPE, "sweep_precision": 0.15},
+    "TPE, samples/sec, 20% precision": {"sampler": TPE, "sweep_precision": 0.20},
+    "TPE, samples/sec, confirm top 3": {"sampler": TPE, "confirm": {"top_k": 3}},
+    "TPE, samples/sec, confirm top 1": {"sampler": TPE, "confirm": {"top_k": 1}},
     "TPE, samples/sec, floor 0.7 of the best": {"sampler": TPE, "prune_ratio": 0.7},
     "TPE, samples/sec, + recipes": {"sampler": TPE, "recipes": True},
     "TPE multivariate+group, samples/sec": {"sampler": MV},
@@ -191,6 +197,7 @@ class ReplayRunner:
     plan: SweepPlan
     rng: random.Random
     search_measure: Mapping[str, Any] = field(default_factory=dict)  # measure.* of search trials
+    confirm_measure: Mapping[str, Any] = field(default_factory=dict)  # measure.* of confirmation runs
     contend: bool = False  # the race before issue 23 (see _contending_verdict)
     confirming: bool = False
     charged_s: float = 0.0
@@ -212,10 +219,10 @@ class ReplayRunner:
         knobs = {k: _parse(given[k]) if k in given else self.plan.base_value(k) for k in self.grid.knobs}
         measure = {**{k: self.plan.base_value(f"measure.{k}") for k in
                       ("warmup_s", "warmup_steps", "windows", "window_s", "warmup_max_s", "steady_tol", "min_windows",
-                       "rel_precision")}, "prune_below": None, "race": None,
-                   **({} if self.confirming else self.search_measure)}
-        if "measure.rel_precision" in given and not self.confirming:  # hydra.sweeper.search_precision
+                       "rel_precision")}, "prune_below": None, "race": None}
+        if "measure.rel_precision" in given:  # hydra.sweeper.sweep_precision
             measure["rel_precision"] = _parse(given["measure.rel_precision"])
+        measure.update(self.confirm_measure if self.confirming else self.search_measure)  # a strategy's own
         if "measure.prune_below" in given:
             measure["prune_below"] = float(given["measure.prune_below"])
         if "measure.race" in given:
@@ -291,7 +298,7 @@ def replay_sweeper(grid: Grid, spec: GridSpec, strategy: Mapping[str, Any], seed
                                 directions=list(plan.directions))
     stored = StoredStudy(study, storage)
     runner = ReplayRunner(grid, plan, random.Random(seed), strategy.get("_measure", {}),
-                          contend=bool(strategy.get("_contend")))
+                          strategy.get("_confirm_measure", {}), contend=bool(strategy.get("_contend")))
     with contextlib.redirect_stdout(io.StringIO()):
         optimize(stored, plan, runner, stopped=lambda: None, remaining=lambda: None)  # type: ignore[arg-type]
         searched = len(runner.log)

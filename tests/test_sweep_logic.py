@@ -307,14 +307,14 @@ def test_orphans_by_process_here_and_by_heartbeat_elsewhere():
     ("values", "message"),
     [({"lock": "maybe"}, "hydra.sweeper.lock='maybe' is invalid"), ({"n_trials": 0}, "n_trials=0 is invalid"),
      ({"staged": 1.0}, r"hydra.sweeper.staged=1.0 is invalid: expected a share of n_trials in \[0, 1\)"),
-     ({"search_precision": 0}, r"hydra.sweeper.search_precision=0.0 is invalid: expected a share in \(0, 1\)")],
+     ({"sweep_precision": 0}, r"hydra.sweeper.sweep_precision=0.0 is invalid: expected a share in \(0, 1\)")],
 )
 def test_settings_are_checked(values, message):
     from sweeper.search.settings import SweepSettings
 
     with pytest.raises(ConfigError, match=message):
         SweepSettings.from_config(values)
-    assert SweepSettings.from_config({"confirm": {"rounds": 5}}).confirm_runs == 4 * 5
+    assert SweepSettings.from_config({"confirm": {"rounds": 5}}).confirm_runs == 3 * 5  # 2 candidates and the baseline
 
 
 @pytest.mark.parametrize(
@@ -371,15 +371,17 @@ def _cpu_plan(tmp_path, settings, arguments):
 @pytest.mark.parametrize(
     ("settings", "arguments", "expected"),
     [pytest.param({}, [], ["measure.rel_precision=0.1"], id="looser-than-5%"),
-     pytest.param({"search_precision": None}, [], [], id="off"),
+     pytest.param({"sweep_precision": None}, [], [], id="off"),
      pytest.param({}, ["measure.rel_precision=0.2"], [], id="the-config-is-looser"),
      pytest.param({}, ["measure.rel_precision=null"], [], id="fixed-windows-kept")],
 )
-def test_search_trials_measure_to_the_search_precision_and_the_rest_to_the_configs(tmp_path, settings, arguments,
+def test_a_sweeps_runs_measure_to_the_sweep_precision_single_runs_to_the_configs(tmp_path, settings, arguments,
                                                                                  expected):
-    from sweeper.search.loop import search_precision
+    from sweeper.search.launch import measure_overrides, sweep_precision
 
-    assert search_precision(_cpu_plan(tmp_path, settings, ["search=quick", *arguments])) == expected
+    plan = _cpu_plan(tmp_path, settings, ["search=quick", *arguments])
+    assert sweep_precision(plan) == expected
+    assert measure_overrides(plan, None, None)[:len(expected)] == expected  # the trials' and the confirmation's
 
 
 def test_a_staged_search_asks_the_main_knobs_first_then_the_whole_space(tmp_path):

@@ -38,13 +38,21 @@ def as_result(value: Any, objectives: Sequence[str]) -> RunResult:
                      f"with {', '.join(objectives)}")
 
 
+def sweep_precision(plan: SweepPlan) -> list[str]:
+    """A sweep run's precision override: hydra.sweeper.sweep_precision where it is looser than
+    the config's measure.rel_precision (null there: fixed windows, kept)."""
+    looser, own = plan.settings.sweep_precision, plan.base_value("measure.rel_precision")
+    return [f"measure.rel_precision={looser:g}"] if looser is not None and own is not None and looser > own else []
+
+
 def measure_overrides(plan: SweepPlan, prune_below: float | None, remaining_s: float | None,
                       race: tuple[float, float] | None = None) -> list[str]:
-    """What the sweep adds to a job's overrides: the prune threshold, the incumbent's interval to
-    race against, a timeout within the budget."""
+    """What the sweep adds to a job's overrides: the sweep's precision, the prune threshold, the
+    incumbent's interval to race against, a timeout within the budget."""
     extra: list[str] = []
     if not plan.own_app:  # another app's jobs measure themselves
         return extra
+    extra += sweep_precision(plan)
     if plan.settings.lock == "off":
         extra.append("measure.lock=false")
     if prune_below is not None:

@@ -240,11 +240,4 @@ def _job(plan: SweepPlan, trial: Trial, knobs: dict[str, Any], trials: list[Froz
         interval = search_interval(best) if plan.settings.race else None
         race = with_run_noise(interval, plan.settings.run_spread) if interval is not None else None
     overrides = plan.overrides_for(knobs) + measure_overrides(plan, prune_below, remaining_s, race)
-    return Job(overrides + search_precision(plan), trial.number, trial.number, subdir=str(trial.number))
-
-
-def search_precision(plan: SweepPlan) -> list[str]:
-    """A search trial's precision override: hydra.sweeper.search_precision where it is looser
-    than the config's measure.rel_precision (null there: fixed windows, kept)."""
-    looser, own = plan.settings.search_precision, plan.base_value("measure.rel_precision") if plan.own_app else None
-    return [f"measure.rel_precision={looser:g}"] if looser is not None and own is not None and looser > own else []
+    return Job(overrides, trial.number, trial.number, subdir=str(trial.number))

@@ -16,8 +16,9 @@ LOCK_MODES = ("wait", "fail", "off")
 
 @dataclass
 class ConfirmConf:
-    # candidates re-measured against the baseline at the end (0 = no confirmation)
-    top_k: int = 3
+    # candidates re-measured against the baseline at the end (0 = no confirmation); 2: on the
+    # replay bench's three grids a third candidate never changed the pick (benchmarks/README.md)
+    top_k: int = 2
     # interleaved rounds, the order rotated each round: A B base, B base A, ...
     rounds: int = 3
 
@@ -68,11 +69,12 @@ class SweepSettings:
     # it, so a trial measured on an unlucky run is not pruned by an incumbent measured on a lucky
     # one. null or 0 = the windows' noise alone
     run_noise: Optional[float] = 0.08
-    # the search's trials measure until their 95% interval is within this share of their figure
-    # (their measure.rel_precision; the confirmation and single runs keep measure.rel_precision,
-    # 5%): a search run need only tell a trial from the incumbent, which racing does allowing
-    # for run_noise anyway. Looser than measure.rel_precision only; null = measure.rel_precision
-    search_precision: Optional[float] = 0.10
+    # a sweep's runs (its trials and the confirmation's rounds) measure until their 95% interval
+    # is within this share of their figure (their measure.rel_precision; single runs keep
+    # measure.rel_precision, 5%): one run's figure moves by run_noise from run to run anyway,
+    # racing allows for that, and the confirmation decides on its rounds' spread. Looser than
+    # measure.rel_precision only; null = measure.rel_precision
+    sweep_precision: Optional[float] = 0.10
     # measure a configuration again even when the study already holds its result
     remeasure: bool = False
     # one measurement per machine (per GPU): wait for another sweeper's trial, fail at once
@@ -110,10 +112,10 @@ class SweepSettings:
         if self.staged is not None and not 0 <= self.staged < 1:
             raise ConfigError(f"hydra.sweeper.staged={self.staged} is invalid: expected a share of n_trials in "
                               "[0, 1) (the trials that search the main knobs alone), or null.")
-        if self.search_precision is not None and not 0 < self.search_precision < 1:
-            raise ConfigError(f"hydra.sweeper.search_precision={self.search_precision} is invalid: expected a share "
-                              "in (0, 1) (0.10 = the search's trials measure until their 95% interval is within "
-                              "10% of their figure), or null.")
+        if self.sweep_precision is not None and not 0 < self.sweep_precision < 1:
+            raise ConfigError(f"hydra.sweeper.sweep_precision={self.sweep_precision} is invalid: expected a share "
+                              "in (0, 1) (0.10 = a sweep's runs measure until their 95% interval is within 10% of "
+                              "their figure), or null.")
         if self.lock not in LOCK_MODES:
             raise ConfigError(f"hydra.sweeper.lock={self.lock!r} is invalid: expected one of {', '.join(LOCK_MODES)}.")
 
