@@ -307,7 +307,8 @@ def test_orphans_by_process_here_and_by_heartbeat_elsewhere():
     ("values", "message"),
     [({"lock": "maybe"}, "hydra.sweeper.lock='maybe' is invalid"), ({"n_trials": 0}, "n_trials=0 is invalid"),
      ({"staged": 1.0}, r"hydra.sweeper.staged=1.0 is invalid: expected a share of n_trials in \[0, 1\)"),
-     ({"sweep_precision": 0}, r"hydra.sweeper.sweep_precision=0.0 is invalid: expected a share in \(0, 1\)")],
+     ({"sweep_precision": 0}, r"hydra.sweeper.sweep_precision=0.0 is invalid: expected a share in \(0, 1\)"),
+     ({"later": 2}, r"hydra.sweeper.later=2.0 is invalid: expected a share of n_trials in \[0, 1\]")],
 )
 def test_settings_are_checked(values, message):
     from sweeper.search.settings import SweepSettings
@@ -384,6 +385,23 @@ def test_a_sweeps_runs_measure_to_the_sweep_precision_single_runs_to_the_configs
     assert measure_overrides(plan, None, None)[:len(expected)] == expected  # the trials' and the confirmation's
 
 
+def test_the_presets_later_knobs_open_after_their_share_of_n_trials_unless_swept(tmp_path):
+    """How workers start costs seconds a trial and leaves the steady rate alone: by default it
+    stays at your config's value for the first half of the trials, then the sampler has it too."""
+    plan = _cpu_plan(tmp_path, {"n_trials": 10}, ["search=cpu"])
+    assert plan.later == {"loader.multiprocessing_context"}
+    assert plan.held_back(0) == plan.held_back(4) == {"loader.multiprocessing_context"}
+    assert plan.held_back(5) == frozenset()
+    assert _cpu_plan(tmp_path, {"n_trials": 10, "later": 0.8}, ["search=cpu"]).held_back(7) == plan.later
+    # swept yourself: searched from the start
+    swept = _cpu_plan(tmp_path, {"n_trials": 10}, ["search=cpu", "loader.multiprocessing_context=choice(spawn,forkserver)"])
+    assert swept.later == frozenset() and swept.held_back(0) == frozenset()
+    # with a staged search too: the later knobs stay held past the stage when their share is longer
+    both = _cpu_plan(tmp_path, {"n_trials": 10, "staged": 0.3, "later": 0.6}, ["search=cpu"])
+    assert "backend.allocator" in both.held_back(2) and both.held_back(3) == both.held_back(5) == plan.later
+    assert both.held_back(6) == frozenset()
+
+
 def test_a_staged_search_asks_the_main_knobs_first_then_the_whole_space(tmp_path):
     import optuna
 
@@ -392,7 +410,7 @@ def test_a_staged_search_asks_the_main_knobs_first_then_the_whole_space(tmp_path
     from sweeper.store.study import StoredStudy
 
     main = {"loader.batch_size", "loader.num_workers", "backend.threads", "backend.precision"}
-    plan = _cpu_plan(tmp_path, {"n_trials": 10, "staged": 0.5}, ["search=cpu"])
+    plan = _cpu_plan(tmp_path, {"n_trials": 10, "staged": 0.5, "later": None}, ["search=cpu"])
     assert plan.main == main
     rest = set(plan.space) - main
     assert {"backend.allocator", "backend.omp_bind", "loader.persistent_workers"} <= rest
@@ -402,7 +420,7 @@ def test_a_staged_search_asks_the_main_knobs_first_then_the_whole_space(tmp_path
     swept = _cpu_plan(tmp_path, {"n_trials": 10, "staged": 0.5},
                       ["search=cpu", "backend.allocator=choice(default,jemalloc)"])
     assert "backend.allocator" in swept.main and "backend.allocator" not in swept.held_back(0)
-    assert _cpu_plan(tmp_path, {"n_trials": 10}, ["search=cpu"]).held_back(0) == frozenset()  # the default
+    assert _cpu_plan(tmp_path, {"n_trials": 10, "later": None}, ["search=cpu"]).held_back(0) == frozenset()
 
     storage = optuna.storages.InMemoryStorage()
     study = optuna.create_study(storage=storage, directions=list(plan.directions))

@@ -44,7 +44,7 @@ class LoopState:
     unmeasured_in_a_row: int = 0  # suggestions in a row answered without measuring
     skipped_in_a_row: int = 0  # suggestions in a row the preset does not measure (not answers)
     sampler_done: bool = False
-    whole_space_said: bool = False  # a staged search said that the whole space is open
+    opened: frozenset[str] = frozenset()  # held-back knobs already said to be open
 
 
 def stop_reason(state: LoopState, *, measured: int, n_trials: int, patience: int | None,
@@ -178,10 +178,10 @@ def _ask_batch(stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: l
         ctx = plan.context(learned_convolutional(stored, plan))
         first = baseline is None and not batch.jobs
         held_back = plan.held_back(sum(was_measured(t) for t in trials) + len(batch.jobs))
-        if not held_back and not state.whole_space_said and plan.held_back(0):
-            state.whole_space_said = True
-            progress.say(f"the main knobs are settled: now searching the whole space "
-                         f"({', '.join(sorted(set(plan.space) - plan.main))} open)")
+        if opened := plan.held_back(0) - held_back - state.opened:
+            state.opened |= opened
+            progress.say(f"now also searching {', '.join(sorted(opened))}" + (
+                "" if held_back else " (the whole space is open)"))
         trial, knobs = ask(stored, plan, ctx, baseline=first, held_back=held_back)
         if first:  # after the baseline: the other classes' winners and the recipes, if asked
             for point in queue_start(stored, plan):

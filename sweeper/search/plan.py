@@ -60,6 +60,9 @@ class SweepPlan:
     runs_here: bool = True  # the jobs run on this machine (the basic launcher), not a scheduler's
     # the knobs searched first (the preset's main ones and those the user swept): see held_back
     main: frozenset[str] = frozenset()
+    # the preset's knobs searched only later (costly to start, no change to the steady rate),
+    # unless the user swept them: see held_back
+    later: frozenset[str] = frozenset()
 
     @property
     def objectives(self) -> list[str]:
@@ -85,15 +88,19 @@ class SweepPlan:
                                    and "dist.nproc_per_node" not in self.asked)
 
     def held_back(self, measured: int) -> frozenset[str]:
-        """The knobs kept at the baseline's values for now (a staged search: with
-        hydra.sweeper.staged = s, the first s x n_trials measured trials search the main knobs
-        alone, so that the knobs that move throughput most are settled before the secondary and
-        costly-to-start ones open); empty once the whole space is searched."""
-        share = self.settings.staged
-        rest = frozenset(self.space) - self.main
-        if not share or not self.main or not rest or measured >= share * self.settings.n_trials:
-            return frozenset()
-        return rest
+        """The knobs kept at the baseline's values for now: the preset's `later` ones for the
+        first hydra.sweeper.later x n_trials measured trials (they cost seconds of start-up a
+        trial and leave the steady rate alone), and in a staged search (hydra.sweeper.staged =
+        s) all but the main knobs for the first s x n_trials, so that the knobs that move
+        throughput most are settled first; empty once the whole space is searched."""
+        n_trials = self.settings.n_trials
+        held: frozenset[str] = frozenset()
+        share, rest = self.settings.staged, frozenset(self.space) - self.main
+        if share and self.main and rest and measured < share * n_trials:
+            held |= rest
+        if self.settings.later and measured < self.settings.later * n_trials:
+            held |= self.later
+        return held
 
     def base_value(self, key: str) -> Any:
         """The baseline's value of a key, as plain data (a choice as its string)."""
@@ -119,15 +126,24 @@ def split_arguments(arguments: Sequence[str]) -> tuple[list[str], dict[str, str]
     return fixed, swept
 
 
-def preset(base: DictConfig, compose: Compose, fixed: list[str], device_kind: str) -> tuple[dict[str, str], list[str]]:
-    """The search= preset's knobs, and those of them it searches first (`main`); `auto` picks
-    gpu or cpu by the device."""
+@dataclass(frozen=True)
+class Preset:
+    """A search= preset: its knobs, those it searches first (`main`) and those only later."""
+
+    params: dict[str, str]
+    main: tuple[str, ...] = ()
+    later: tuple[str, ...] = ()
+
+
+def preset(base: DictConfig, compose: Compose, fixed: list[str], device_kind: str) -> Preset:
+    """The search= preset; `auto` picks gpu or cpu by the device."""
     if "search" not in base or base.search is None:
-        return {}, []
+        return Preset({})
     if base.search.get("preset") == "auto":
         base = compose([*fixed, f"search={'gpu' if device_kind == 'cuda' else 'cpu'}"])
     params = {k: str(v) for k, v in (OmegaConf.to_container(base.search.params, resolve=True) or {}).items()}
-    return params, [str(k) for k in base.search.get("main") or []]
+    return Preset(params, tuple(str(k) for k in base.search.get("main") or []),
+                  tuple(str(k) for k in base.search.get("later") or []))
 
 
 def check_space(base: DictConfig, space: Mapping[str, BaseDistribution], own_app: bool) -> None:
@@ -203,8 +219,8 @@ def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Com
     if machine.cuda and own_app and base.measure.memory_limit_gb is not None:
         raise ConfigError(f"measure.memory_limit_gb={base.measure.memory_limit_gb} limits the address space, which "
                           "the CUDA libraries need far more of than they use: set measure.memory_limit_gb=null on a GPU.")
-    preset_knobs, preset_main = preset(base, compose, fixed, machine.device)
-    params = {**preset_knobs, **(settings.params or {}), **swept}
+    chosen = preset(base, compose, fixed, machine.device)
+    params = {**chosen.params, **(settings.params or {}), **swept}
     space = sp.build_space(params)
     asked = frozenset({*(settings.params or {}), *swept})
     notes: list[str] = []
@@ -233,5 +249,6 @@ def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Com
         order=tuple(sp.suggestion_order(list(space))), baseline_knobs=baseline_knobs, study_name=study_name,
         storage_url=settings.storage or default_storage(), claim=claim_for(device), sweep_dir=sweep_dir,
         asked=asked, notes=tuple(notes), runs_here=launcher == BASIC_LAUNCHER,
-        main=frozenset(k for k in {*preset_main, *asked} if k in space),
+        main=frozenset(k for k in {*chosen.main, *asked} if k in space),
+        later=frozenset(k for k in chosen.later if k in space and k not in asked),
     )

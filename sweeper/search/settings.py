@@ -89,6 +89,11 @@ class SweepSettings:
     # default: on the replay bench's grids a staged search helped where the secondary knobs'
     # defaults were already best, and hurt where they were not)
     staged: Optional[float] = None
+    # the preset's `later` knobs (how loader workers start: spawn and forkserver workers take
+    # seconds to start, every epoch without persistent_workers, and run as fast as forked ones
+    # once started) stay at your config's values for this share of n_trials, so that the
+    # search settles before paying their start-up; null or 0 = from the start
+    later: Optional[float] = 0.5
     # after the baseline (and the warm start), the practitioners' recipes: the largest batch,
     # workers and threads at the core count, bf16 where the device has it, pinned memory on CUDA
     recipes: bool = False
@@ -116,6 +121,9 @@ class SweepSettings:
             raise ConfigError(f"hydra.sweeper.sweep_precision={self.sweep_precision} is invalid: expected a share "
                               "in (0, 1) (0.10 = a sweep's runs measure until their 95% interval is within 10% of "
                               "their figure), or null.")
+        if self.later is not None and not 0 <= self.later <= 1:
+            raise ConfigError(f"hydra.sweeper.later={self.later} is invalid: expected a share of n_trials in [0, 1] "
+                              "(the trials before the preset's later knobs open), or null.")
         if self.lock not in LOCK_MODES:
             raise ConfigError(f"hydra.sweeper.lock={self.lock!r} is invalid: expected one of {', '.join(LOCK_MODES)}.")
 

@@ -139,10 +139,14 @@ class Sweep:
             f"{len(plan.space)} knobs: {', '.join(plan.order)}; objectives "
             f"{', '.join(f'{o} ({d})' for o, d in zip(plan.objectives, plan.directions))}"
         )
-        if held := plan.held_back(0):
+        if plan.settings.staged and (held := plan.held_back(0) - plan.later):
             progress.say(f"staged: the first {plan.settings.staged:.0%} of n_trials search "
                          f"{', '.join(sorted(plan.main))}; the other {len(held)} knobs stay at your config's values "
                          "until then (hydra.sweeper.staged=null: all at once)")
+        if plan.later and plan.settings.later:
+            progress.say(f"{', '.join(sorted(plan.later))}: at your config's values for the first "
+                         f"{plan.settings.later:.0%} of n_trials (seconds of start-up a trial, the same steady rate; "
+                         "hydra.sweeper.later=null: from the start)")
         for note in plan.notes:
             progress.say(note)
         check_lock_at_start(plan)
