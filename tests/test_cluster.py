@@ -88,6 +88,9 @@ def test_a_cancelled_job_and_a_killed_sweep_lose_nothing(tmp_path, slurm):
     sweep while its job runs: the job finishes on its node, and the next sweep reads its result."""
     command = [*SLURM, *QUICK, "hydra.sweeper.n_trials=3", "hydra.sweeper.confirm.top_k=0", "measure.windows=6",
                "measure.min_windows=6"]
+    # an earlier test's job may still be ending on the node (its result delivered, its process
+    # exiting): the job cancelled below must be this sweep's own (CI once cancelled another's)
+    _wait_for(lambda: not jobs(slurm), timeout=120)
     first = sweep(tmp_path, slurm, *command)
     running = _wait_for(lambda: [j for j, state in jobs(slurm) if state == "RUNNING"])
     subprocess.run(["scancel", running[0]], env={**os.environ, **slurm}, check=True)

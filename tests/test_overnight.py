@@ -95,8 +95,11 @@ def test_lock_fail_exits_at_once_with_its_code(tmp_path):
 
 @pytest.mark.slow
 def test_two_sweeps_on_one_machine_never_measure_at_the_same_time(tmp_path):
-    procs = [start_sweep(tmp_path, *QUICK, "hydra.sweeper.n_trials=3", name=f"s{i}",
-                         storage=f"sqlite:///{tmp_path / f'study{i}.db'}", lock_dir=tmp_path) for i in range(2)]
+    # 8 windows of 0.3 s a trial: each sweep measures for longer than the other takes to start,
+    # so that they contend (at 2 windows, one sweep could finish before the other's first trial)
+    procs = [start_sweep(tmp_path, *QUICK, "hydra.sweeper.n_trials=3", "measure.windows=8", "measure.min_windows=8",
+                         name=f"s{i}", storage=f"sqlite:///{tmp_path / f'study{i}.db'}", lock_dir=tmp_path)
+             for i in range(2)]
     outputs = [p.communicate(timeout=600) for p in procs]
     assert all(p.returncode == 0 for p in procs), outputs
     assert any("waiting: this machine is measuring for pid" in out for out, _ in outputs)
