@@ -67,8 +67,7 @@ class Timings:
     wait_s: list[float] = field(default_factory=list)
     device_step_s: list[float] = field(default_factory=list)  # from the step timer, if any
     samples: int = 0
-    epoch_ends: int = 0  # epoch ends that fell inside the measured windows
-    window_epoch_ends: list[int] = field(default_factory=list)  # of each window
+    window_epoch_ends: list[int] = field(default_factory=list)  # epoch ends inside each window
     utilization: Utilization = field(default_factory=Utilization)
     warmup_steady: bool = False  # warm-up ended on a steady step rate, not on its maximum
     stopped: str = ""  # why measuring stopped: precise, raced, pruned, max windows
@@ -92,6 +91,11 @@ class Timings:
             own_samples_per_sec=(statistics.fmean(self.own_window_samples_per_sec)
                                  if self.own_window_samples_per_sec else None),
         )
+
+    @property
+    def epoch_ends(self) -> int:
+        """Epoch ends that fell inside the measured windows."""
+        return sum(self.window_epoch_ends)
 
     def totals(self) -> tuple[list[float], list[float]]:
         """The windows' samples and seconds (windows known only by their rate count a second each)."""
@@ -285,7 +289,6 @@ def measure(
     window_steps = group.agree(max(1, math.ceil(rule.window_s * t.warmup_step_rate))) if group is not None else 0
     if group is not None:
         window_steps = rule.cycle * math.ceil(window_steps / rule.cycle)
-    epochs_before = epochs_started()
     for monitor in monitors:
         monitor.start()
     for index in range(rule.max_windows):
@@ -325,7 +328,6 @@ def measure(
     t.stopped = t.stopped or "max windows"
     for monitor in monitors:
         t.utilization = t.utilization.merged(monitor.stop())
-    t.epoch_ends = epochs_started() - epochs_before
     return t
 
 

@@ -303,8 +303,9 @@ def run_isolated(
 ) -> RunResult:
     """Run the worker on `spec`; return its result, or a failure with status and reason.
 
-    `isolation="fork"` forks the run from a zygote that has imported torch and `preload`, and
-    started with `started_with` in its environment (what a process reads at its start; falling back to a fresh process, with the reason recorded, where that is unsafe);
+    `isolation="fork"` forks the run from a zygote that has imported torch and `preload` and
+    started with `started_with` in its environment (what a process reads at its start),
+    falling back to a fresh process, with the reason recorded, where that is unsafe;
     `command` replaces the worker (tests use fake workers); the child reads `spec` as JSON and
     writes JSON lines on the fd named by $SWEEPER_EVENT_FD, the last one the result. A result
     received stands, whatever happens after; a stop of `in_flight` interrupts the run.
