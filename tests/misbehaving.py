@@ -148,7 +148,7 @@ def count_builds(task: dict[str, Any]):
 
 class FailsOnRank(nn.Module):
     """In a data-parallel run, one rank (params.rank) aborts, hangs or raises at its first
-    forward; every rank writes its pid to params.pids first (a file per rank)."""
+    forward; every rank writes its pid and command line to params.pids first (a file per rank)."""
 
     def __init__(self, how: str, rank: int, pids: str) -> None:
         super().__init__()
@@ -156,8 +156,8 @@ class FailsOnRank(nn.Module):
         self.lin = nn.Linear(4, 1)
         me = int(os.environ.get("RANK", "0"))
         os.makedirs(pids, exist_ok=True)
-        with open(os.path.join(pids, f"rank{me}"), "w") as f:
-            f.write(str(os.getpid()))
+        with open("/proc/self/cmdline") as cmdline, open(os.path.join(pids, f"rank{me}"), "w") as f:
+            f.write(f"{os.getpid()} {cmdline.read().replace(chr(0), ' ')}")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if int(os.environ.get("RANK", "0")) == self.rank:

@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 from conftest import ROOT, TINY
 from sweeper import topology
 from sweeper.measure import timing
-from sweeper.measure.ranks import RankResult, combine
+from sweeper.measure.ranks import RANK_MODULE, RankResult, combine, forks_ranks
 from sweeper.measurement import Measurement, Memory, RunFacts, Throughput, Utilization
 from sweeper.result import RunResult, Status
 
@@ -146,6 +146,11 @@ def test_the_openmp_environment_follows_the_runtime():
     assert topology.openmp_env("spread", 0)["KMP_BLOCKTIME"] == "0"
 
 
+def test_ranks_are_forked_on_the_cpu_and_fresh_interpreters_under_numactl():
+    assert forks_ranks({"device": "cpu", "numa": "none"})
+    assert not forks_ranks({"device": "cpu", "numa": "node"})  # numactl execs the rank
+
+
 def test_knobs_read_at_process_start_make_the_run_spawned():
     from sweeper.runner.run import start_env
 
@@ -232,8 +237,10 @@ def test_a_rank_that_fails_takes_the_group_down_and_leaves_no_process(tests_on_p
                              f"+task.params.pids={pids}", "dist.nproc_per_node=2", "loader.num_workers=1",
                              "measure.timeout_s=15"), tmp_path / "run")
     assert run.status == status and reason in run.reason, run.reason
-    ranks = [int(p.read_text()) for p in Path(pids).iterdir()]
-    assert len(ranks) == 2 and not any(_alive(pid) for pid in ranks)
+    ranks = [p.read_text().split(" ", 1) for p in Path(pids).iterdir()]
+    assert len(ranks) == 2 and not any(_alive(int(pid)) for pid, _ in ranks)
+    # on the CPU the ranks are forks of the launcher, not fresh interpreters
+    assert not any(RANK_MODULE in cmdline for _, cmdline in ranks), ranks
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the preset offers ranks with two cores or more")

@@ -1,8 +1,12 @@
 """Data-parallel runs (dist.nproc_per_node > 1): the ranks started by PyTorch's own launcher.
 
 The measuring process becomes the launcher: `elastic_launch` (the API torchrun is built on)
-starts `python -m sweeper.measure.ranks <dir>` once per rank, each measuring the same spec as
-one rank of a DistributedDataParallel job, and its agent stops every rank when one fails. The
+starts one process per rank, each measuring the same spec as one rank of a
+DistributedDataParallel job, and its agent stops every rank when one fails. On the CPU the
+ranks are forked from the launcher (torch is already imported there: a fresh interpreter per
+rank cost seconds of start-up a trial); on a GPU, or bound to NUMA nodes with numactl, each
+rank is a fresh interpreter, `python -m sweeper.measure.ranks <dir>` (CUDA cannot be used in a
+forked child of a process that touched it, and numactl must exec). The
 launcher then combines the ranks' results: the total rate (the ranks measured in common
 windows, see timing.Group), each rank's own figure, memory summed over ranks and workers.
 A rank that hangs keeps the group waiting in an all-reduce until the sweep's timeout kills
@@ -56,6 +60,8 @@ class RankResult:
 # how a rank says that another one is gone (the consequence, not the cause)
 _PEER_GONE = re.compile(r"closed by peer|reset by peer|remote (worker|process)|Broken pipe|NCCL communicator was aborted",
                         re.IGNORECASE)
+# how long a rank that saw its peer vanish waits for the agent to stop it before it exits
+PEER_GONE_GRACE_S = 5.0
 # the launcher's agent stops the other ranks with these
 _STOPPED_BY_AGENT = (signal.SIGTERM, signal.SIGKILL)
 
@@ -140,6 +146,13 @@ def check_gpus(device: str, nproc: int) -> None:
                             "are visible: lower dist.nproc_per_node (or use backend.device=cpu).")
 
 
+def forks_ranks(back: Mapping[str, Any]) -> bool:
+    """Whether the ranks can be forked from the launcher: on the CPU without numactl."""
+    import torch
+
+    return back["numa"] != "node" and (back["device"] == "cpu" or not torch.cuda.is_available())
+
+
 def launch(spec: Mapping[str, Any], events: Any) -> RunResult:
     """Run the spec as dist.nproc_per_node ranks on this machine; their combined result."""
     from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs
@@ -161,16 +174,20 @@ def launch(spec: Mapping[str, Any], events: Any) -> RunResult:
             os.environ[EVENT_PATH_ENV] = f"/proc/{os.getpid()}/fd/{fd}"
         os.environ[PARENT_PID_ENV] = str(os.getpid())
         os.environ.update(thread_env(threads))
+        fork = forks_ranks(back)
         config = LaunchConfig(
             min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=f"sweeper-{uuid.uuid4().hex[:8]}",
             rdzv_backend="c10d", rdzv_endpoint="localhost:0",  # torchrun --standalone
             max_restarts=0, monitor_interval=0.2, logs_specs=DefaultLogsSpecs(log_dir=str(Path(tmp) / "logs")),
-            shutdown_timeout=5,
+            shutdown_timeout=5, start_method="fork",
         )
         failures: dict[int, int] = {}
         with PeakRSS() as peak:
             try:
-                elastic_launch(config, sys.executable)("-m", RANK_MODULE, tmp)
+                if fork:
+                    elastic_launch(config, forked_rank)(tmp)
+                else:
+                    elastic_launch(config, sys.executable)("-m", RANK_MODULE, tmp)
             except ChildFailedError as exc:
                 failures = {int(r): int(f.exitcode) for r, f in exc.failures.items()}
         ranks = {}
@@ -181,22 +198,20 @@ def launch(spec: Mapping[str, Any], events: Any) -> RunResult:
     return combine(ranks, nproc, failures, peak.peak_bytes / 2**20)
 
 
-def main() -> None:
-    """One rank: bound to its NUMA node first when asked (numactl runs this again, same pid),
-    then measured; its result written for the launcher. A rank that fails exits non-zero, so
-    the launcher's agent stops the others at once instead of leaving them in an all-reduce."""
+def measure_rank(out_dir: Path) -> bool:
+    """One rank measured, its result written for the launcher; whether it went well. Bound to
+    its NUMA node first when asked (numactl runs this module again, same pid)."""
     from .events import Events
     from .failure import failure_of
     from .lifeline import die_with_parent, name_process
     from .stages import measure_one
 
-    out_dir = Path(sys.argv[1])
     spec = json.loads((out_dir / "spec.json").read_text())
     rank = Rank.from_env()
     if spec["backend"]["numa"] == "node" and NUMA_NODE_ENV not in os.environ:
         node = topology.rank_node(sorted(topology.numa_nodes()), rank.world, rank.local_rank)
         os.environ[NUMA_NODE_ENV] = str(node)
-        argv = topology.numactl_command(node, [sys.executable, "-m", RANK_MODULE, *sys.argv[1:]])
+        argv = topology.numactl_command(node, [sys.executable, "-m", RANK_MODULE, str(out_dir)])
         os.execvp(argv[0], argv)
     die_with_parent(int(os.environ.get(PARENT_PID_ENV) or 0))
     name_process(process_name(os.environ.get(RUN_MARK_ENV, "")))  # found by it, even dead
@@ -211,7 +226,27 @@ def main() -> None:
     tmp.rename(out_dir / f"rank{rank.rank}.json")
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0 if good else 1)
+    if not good and _PEER_GONE.search(str(result.reason)):
+        # the agent reports the first rank it sees exit: leave it the time to see the peer whose
+        # death this rank only witnessed (it polls every 0.2 s, then stops this rank)
+        time.sleep(PEER_GONE_GRACE_S)
+    return good
+
+
+def forked_rank(out_dir: str) -> None:
+    """A rank forked by the launcher's agent. It inherited the agent's signal handlers, which
+    would turn the agent's stop into an exception here: the defaults come back first. A rank
+    that fails exits at once, non-zero, so that the agent stops the others instead of leaving
+    them in an all-reduce; one that went well returns, and the agent collects it."""
+    for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
+    if not measure_rank(Path(out_dir)):
+        os._exit(1)
+
+
+def main() -> None:
+    """A rank started as `python -m sweeper.measure.ranks <dir>`; exits non-zero when it failed."""
+    os._exit(0 if measure_rank(Path(sys.argv[1])) else 1)
 
 
 if __name__ == "__main__":
