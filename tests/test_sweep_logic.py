@@ -437,3 +437,68 @@ def test_a_staged_search_asks_the_main_knobs_first_then_the_whole_space(tmp_path
     assert knobs["backend.allocator"] == "jemalloc"
     trial, knobs = ask(stored, plan, ctx, baseline=False, held_back=plan.held_back(5))
     assert rest & set(trial.params)  # the whole space
+
+
+def _later_study(tmp_path, best_knobs):
+    """A search=cpu plan past its later share, and a study with the baseline and a best."""
+    import optuna
+
+    from sweeper.store.study import StoredStudy
+
+    plan = _cpu_plan(tmp_path, {"n_trials": 10}, ["search=cpu"])
+    storage = optuna.storages.InMemoryStorage()
+    stored = StoredStudy(optuna.create_study(storage=storage, directions=list(plan.directions)), storage)
+    base = dict(plan.baseline_knobs)
+    stored.study.add_trial(trial(0, base, sps=100.0, fixed=plan.fixed))
+    stored.study.add_trial(trial(1, {**base, **best_knobs}, sps=200.0, fixed=plan.fixed))
+    return plan, stored
+
+
+def _tell(stored, t, sps):
+    t.set_user_attr("status", "ok")
+    t.set_user_attr("metrics", {"samples_per_sec": sps, "samples_per_sec_rel_iqr": 0.01})
+    stored.study.tell(t, [sps])
+
+
+@pytest.mark.parametrize(("tried", "verdict"), [((190.0, 150.0), "kept"), ((260.0, 150.0), "open")])
+def test_a_later_knob_is_tried_at_the_best_and_searched_only_if_that_was_a_gain(tmp_path, tried, verdict):
+    from sweeper.search.later import held_later
+    from sweeper.search.trials import ask
+
+    knob = "loader.multiprocessing_context"
+    plan, stored = _later_study(tmp_path, {"loader.num_workers": 2, "loader.batch_size": 512})
+    ctx, said = plan.context(False), []
+
+    def held():
+        return held_later(stored, plan, stored.trials(plan.fixed), ctx, plan.later,
+                          lambda key, line: said.append(line))
+
+    assert held() == {knob}
+    assert said == [f"trying {knob}=forkserver, spawn at the best so far (#1) before the sampler searches it"]
+    assert held() == {knob} and len(said) == 1  # queued once, said once, held while they run
+    asked = [ask(stored, plan, ctx, baseline=False, held_back=frozenset({knob})) for _ in range(2)]
+    # taken whole: the best's knobs with each other way of starting workers
+    assert [k[knob] for _, k in asked] == ["forkserver", "spawn"]
+    assert all(k["loader.num_workers"] == 2 and k["loader.batch_size"] == 512 for _, k in asked)
+    assert held() == {knob}  # still running
+    for (t, _), sps in zip(asked, tried):
+        _tell(stored, t, sps)
+    if verdict == "kept":
+        assert held() == {knob}
+        assert said[-1] == (f"{knob} at the best so far (#1, 200 samples/s): forkserver 190, spawn 150: no gain, "
+                            "kept at your config's value (null) for the rest of the sweep")
+    else:
+        assert held() == frozenset()
+        assert said[-1].endswith("forkserver 260, spawn 150: a gain, so the sampler searches it now")
+
+
+def test_a_later_knob_that_means_nothing_at_the_best_waits_for_a_best_it_changes(tmp_path):
+    from sweeper.search.later import held_later
+
+    plan, stored = _later_study(tmp_path, {"loader.num_workers": 0, "loader.batch_size": 512})
+    said = []
+    held = held_later(stored, plan, stored.trials(plan.fixed), plan.context(False), plan.later,
+                      lambda key, line: said.append(line))
+    assert held == plan.later and len(stored.trials()) == 2  # nothing queued
+    assert said == ["loader.multiprocessing_context means nothing at the best so far (#1): kept at your "
+                    "config's value until a best it changes"]

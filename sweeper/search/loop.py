@@ -25,6 +25,7 @@ from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import baseline_of, config_of, primary_value, ranked, search_interval, was_measured
 from . import history, progress
+from .later import held_later
 from .launch import Job, JobRunner, measure_overrides
 from .plan import SweepPlan
 from .start import queue_start
@@ -45,6 +46,12 @@ class LoopState:
     skipped_in_a_row: int = 0  # suggestions in a row the preset does not measure (not answers)
     sampler_done: bool = False
     opened: frozenset[str] = frozenset()  # held-back knobs already said to be open
+    said: set[str] = field(default_factory=set)  # what the later knobs' tries already told
+
+    def say_once(self, key: str, line: str) -> None:
+        if key not in self.said:
+            self.said.add(key)
+            progress.say(line)
 
 
 def stop_reason(state: LoopState, *, measured: int, n_trials: int, patience: int | None,
@@ -178,6 +185,8 @@ def _ask_batch(stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: l
         ctx = plan.context(learned_convolutional(stored, plan))
         first = baseline is None and not batch.jobs
         held_back = plan.held_back(sum(was_measured(t) for t in trials) + len(batch.jobs))
+        if plan.settings.later and (due := plan.later - held_back):  # tried at the best first
+            held_back |= held_later(stored, plan, trials, ctx, due, state.say_once)
         if opened := plan.held_back(0) - held_back - state.opened:
             state.opened |= opened
             progress.say(f"now also searching {', '.join(sorted(opened))}" + (

@@ -145,8 +145,9 @@ class Sweep:
                          "until then (hydra.sweeper.staged=null: all at once)")
         if plan.later and plan.settings.later:
             progress.say(f"{', '.join(sorted(plan.later))}: at your config's values for the first "
-                         f"{plan.settings.later:.0%} of n_trials (seconds of start-up a trial, the same steady rate; "
-                         "hydra.sweeper.later=null: from the start)")
+                         f"{plan.settings.later:.0%} of n_trials (seconds of start-up a trial, the same steady rate), "
+                         "then tried at the best so far and searched only if that is a gain "
+                         "(hydra.sweeper.later=null: searched from the start)")
         for note in plan.notes:
             progress.say(note)
         check_lock_at_start(plan)

@@ -108,9 +108,13 @@ class StoredStudy:
         self.study.set_user_attr(_BASELINE, baseline)
         self.study.set_user_attr(_WINNER, winner)
 
-    def enqueue(self, knobs: Mapping[str, Any], origin: str) -> None:
-        """Queue a point for the sampler's next ask (once: not if the study holds it), with why."""
-        self.study.enqueue_trial(dict(knobs), user_attrs=TrialRecord.queued(origin), skip_if_exists=True)
+    def enqueue(self, knobs: Mapping[str, Any], origin: str, *, probe_knob: str | None = None,
+                probe_of: int | None = None) -> None:
+        """Queue a point for the sampler's next ask, with why: once (not if the study holds it),
+        except a later knob's try, which must be a trial of its own (answered from an identical
+        run when there is one)."""
+        self.study.enqueue_trial(dict(knobs), user_attrs=TrialRecord.queued(origin, probe_knob, probe_of),
+                                 skip_if_exists=probe_knob is None)
 
     def last_winner(self) -> int | None:
         """The winner trial of the study's last sweep (None: no sweep has ended with one)."""

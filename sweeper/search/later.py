@@ -1,0 +1,112 @@
+"""The preset's `later` knobs (how loader workers start) when their turn comes.
+
+Spawn and forkserver workers cost seconds of start-up a trial (every epoch without persistent
+workers) and run no faster than forked ones once started. Handed to the sampler, they took 6 of
+the last 10 trials of one main job and doubled its time. So once hydra.sweeper.later of n_trials
+are measured, each other value is tried once at the best configuration so far, and the sampler
+searches the knob only if one of those tries was a gain there (beyond both runs' spread); else
+the knob stays at your config's value. Everything is read from the study's trials (a try
+carries its knob and the trial it was tried at), so every process of a shared study agrees.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+from ..store.record import TrialRecord
+from ..store.study import StoredStudy
+from ..store.trials import config_of, primary_value, ranked
+from . import space as sp
+from .history import is_gain
+from .plan import SweepPlan
+
+
+class Verdict(enum.Enum):
+    UNTRIED = "untried"  # not tried at a best yet
+    TRYING = "trying"  # its tries are queued or running
+    KEPT = "kept"  # no try was a gain: your config's value for the rest of the sweep
+    OPEN = "open"  # a try was a gain: the sampler searches it
+
+
+@dataclass(frozen=True)
+class Tries:
+    """A later knob's tries at the best so far, as the study holds them."""
+
+    knob: str
+    verdict: Verdict
+    at: FrozenTrial | None = None  # the best it was tried at
+    tried: tuple[FrozenTrial, ...] = ()
+
+    def summary(self) -> str:
+        """One line: what the tries measured against the best they were tried at."""
+        if self.at is None:
+            return f"{self.knob}: not tried yet"
+        figures = ", ".join(f"{config_of(t).get(self.knob)} {_rate(t)}" for t in self.tried)
+        return f"{self.knob} at the best so far (#{self.at.number}, {_rate(self.at)} samples/s): {figures}"
+
+
+def _rate(trial: FrozenTrial) -> str:
+    value = primary_value(trial)
+    return f"{value:,.0f}" if value is not None else str(TrialRecord.of(trial).status.value
+                                                          if TrialRecord.of(trial).status else "not measured")
+
+
+def tries_of(knob: str, trials: Sequence[FrozenTrial], setup: Sequence[FrozenTrial]) -> Tries:
+    """The verdict on a later knob from the study's trials (`trials`: all of them, queued ones
+    included; `setup`: this sweep's)."""
+    by_number = {t.number: t for t in setup}
+    tried = tuple(t for t in trials if (r := TrialRecord.of(t)).probe_knob == knob and r.probe_of in by_number)
+    if not tried:
+        return Tries(knob, Verdict.UNTRIED)
+    at = by_number[TrialRecord.of(tried[0]).probe_of]  # type: ignore[index]
+    if any(t.state in (TrialState.WAITING, TrialState.RUNNING) for t in tried):
+        return Tries(knob, Verdict.TRYING, at, tried)
+    gain = any(primary_value(t) is not None and is_gain(t, at) for t in tried)
+    return Tries(knob, Verdict.OPEN if gain else Verdict.KEPT, at, tried)
+
+
+def points_at(best: FrozenTrial, knob: str, plan: SweepPlan, ctx: sp.Context) -> list[dict[str, Any]]:
+    """The best so far with each other value of the knob; none where the knob means nothing
+    there (spawned workers without workers)."""
+    dist = plan.space[knob]
+    knobs = {k: v for k, v in config_of(best).items() if k in plan.space and sp.contains(plan.space[k], v)}
+    if not isinstance(dist, CategoricalDistribution) or not sp.is_active(knob, knobs, ctx):
+        return []
+    return [{**knobs, knob: value} for value in dist.choices if value != knobs.get(knob)]
+
+
+def held_later(stored: StoredStudy, plan: SweepPlan, setup: Sequence[FrozenTrial], ctx: sp.Context,
+               due: frozenset[str], say: Callable[[str, str], None]) -> frozenset[str]:
+    """The later knobs whose turn has come (`due`) that the sampler does not search yet: their
+    tries at the best so far are queued (once), and the knob opens only when one was a gain.
+    `say(key, line)` tells the user once per key."""
+    held = set()
+    everything = stored.trials()
+    for knob in sorted(due):
+        tries = tries_of(knob, everything, setup)
+        if tries.verdict == Verdict.OPEN:
+            say(f"{knob}:open", f"{tries.summary()}: a gain, so the sampler searches it now")
+            continue
+        held.add(knob)
+        if tries.verdict == Verdict.KEPT:
+            yours = plan.baseline_knobs.get(knob)
+            say(f"{knob}:kept", f"{tries.summary()}: no gain, kept at your config's value "
+                                f"({'null' if yours is None else yours}) for the rest of the sweep")
+        elif tries.verdict == Verdict.UNTRIED and (best := next(iter(ranked(setup)), None)) is not None:
+            points = points_at(best, knob, plan, ctx)
+            if not points:
+                say(f"{knob}:idle:{best.number}", f"{knob} means nothing at the best so far (#{best.number}): "
+                                                  "kept at your config's value until a best it changes")
+            for point in points:
+                stored.enqueue(point, f"later: {knob}={point[knob]} at the best so far (#{best.number})",
+                               probe_knob=knob, probe_of=best.number)
+            if points:
+                say(f"{knob}:trying", f"trying {knob}={', '.join(str(p[knob]) for p in points)} at the best "
+                                      f"so far (#{best.number}) before the sampler searches it")
+    return frozenset(held)
