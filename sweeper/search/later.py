@@ -103,8 +103,8 @@ def held_later(stored: StoredStudy, plan: SweepPlan, setup: Sequence[FrozenTrial
         elif tries.verdict == Verdict.UNTRIED and (best := next(iter(ranked(setup)), None)) is not None:
             points = points_at(best, knob, plan, ctx)[:1]
             if not points:
-                say(f"{knob}:idle:{best.number}", f"{knob} means nothing at the best so far (#{best.number}): "
-                                                  "kept at your config's value until a best it changes")
+                say(f"{knob}:idle", f"{knob} means nothing at the best so far (#{best.number}): "
+                                    "kept at your config's value until a best it changes")
             for point in points:
                 stored.enqueue(point, f"later: {knob}={point[knob]} at the best so far (#{best.number})",
                                probe_knob=knob, probe_of=best.number)
