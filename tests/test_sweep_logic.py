@@ -500,3 +500,21 @@ def test_a_later_knob_that_means_nothing_at_the_best_waits_for_a_best_it_changes
     assert held == plan.later and len(stored.trials()) == 2  # nothing queued
     assert said == ["loader.multiprocessing_context means nothing at the best so far (#1): kept at your "
                     "config's value until a best it changes"]
+
+
+def test_a_point_the_preset_does_not_measure_is_told_as_pruned_so_tpe_leaves_its_region():
+    """Told as failed, TPE left such points out and kept drawing them: an 8-trial sweep drew
+    143 oversubscribed points around a 2-rank best and stopped after 100 in a row."""
+    import optuna
+
+    from sweeper.result import Status
+    from sweeper.search.trials import skip
+    from sweeper.store.record import TrialRecord
+    from sweeper.store.study import StoredStudy
+
+    storage = optuna.storages.InMemoryStorage()
+    stored = StoredStudy(optuna.create_study(storage=storage), storage)
+    for status, state in ((Status.SKIPPED, TrialState.PRUNED), (Status.OOM_PREDICTED, TrialState.FAIL),
+                          (Status.SURPLUS, TrialState.FAIL)):
+        told = skip(stored, stored.study.ask(), status, "why")
+        assert told.trial.state == state and TrialRecord.of(told.trial).status == status
