@@ -307,9 +307,11 @@ def _notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial], baseline:
     notes += [note] if (note := separation_note(confirmation)) else []
     if confirmation is None and winner is not None and not kept:
         notes.append("The winner was not confirmed by interleaved re-measurement: the speedup is from single search runs.")
-    started = [f"#{t.number} ({TrialRecord.of(t).origin})" for t in trials if TrialRecord.of(t).origin]
-    if started:
+    queued = [(t.number, r) for t in trials if (r := TrialRecord.of(t)).origin]
+    if started := [f"#{n} ({r.origin})" for n, r in queued if r.probe_knob is None]:
         notes.append(f"Queued after the baseline, before the sampler's own picks: {'; '.join(started)}.")
+    if tried := [f"#{n} ({r.origin})" for n, r in queued if r.probe_knob is not None]:
+        notes.append(f"Knobs searched only later, tried first at the best so far: {'; '.join(tried)}.")
     foreign = [t for t in trials if TrialRecord.of(t).status == Status.OTHER_HARDWARE]
     if foreign:
         hosts = sorted({fp.hostname for t in foreign if (fp := TrialRecord.of(t).fingerprint) is not None})

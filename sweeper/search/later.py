@@ -7,8 +7,9 @@ are measured, the knob's first other value is tried once at the best configurati
 the sampler searches the knob only if that try was a gain there (beyond both runs' spread); else
 the knob stays at your config's value. One try, not one per value: forkserver and spawn workers
 differ from forked ones in the same way (each imports its modules and holds its own copy of
-what the parent had), and trying both cost 40 s of a 212 s main job. Everything is read from the study's trials (a try
-carries its knob and the trial it was tried at), so every process of a shared study agrees.
+what the parent had), and trying both cost 40 s of a 212 s main job. Everything is read from
+the study's trials (a try carries its knob and the trial it was tried at), so every process
+of a shared study agrees.
 """
 
 from __future__ import annotations
@@ -85,8 +86,8 @@ def points_at(best: FrozenTrial, knob: str, plan: SweepPlan, ctx: sp.Context) ->
 
 def held_later(stored: StoredStudy, plan: SweepPlan, setup: Sequence[FrozenTrial], ctx: sp.Context,
                due: frozenset[str], say: Callable[[str, str], None]) -> frozenset[str]:
-    """The later knobs whose turn has come (`due`) that the sampler does not search yet: their
-    tries at the best so far are queued (once), and the knob opens only when one was a gain.
+    """The later knobs whose turn has come (`due`) that the sampler does not search yet: a try
+    at the best so far is queued (once), and the knob opens only when it was a gain.
     `say(key, line)` tells the user once per key."""
     held = set()
     everything = stored.trials()

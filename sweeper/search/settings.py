@@ -92,9 +92,9 @@ class SweepSettings:
     # the preset's `later` knobs (how loader workers start: spawn and forkserver workers take
     # seconds to start, every epoch without persistent_workers, and run as fast as forked ones
     # once started) stay at your config's values for this share of n_trials, so that the
-    # search settles before paying their start-up; then each other value is tried once at the
-    # best so far, and the sampler searches the knob only if one was a gain there (search/later.py);
-    # null or 0 = searched by the sampler from the start
+    # search settles before paying their start-up; then the knob's first other value is tried
+    # once at the best so far, and the sampler searches the knob only if that was a gain there
+    # (search/later.py); null or 0 = searched by the sampler from the start
     later: Optional[float] = 0.5
     # after the baseline (and the warm start), the practitioners' recipes: the largest batch,
     # workers and threads at the core count, bf16 where the device has it, pinned memory on CUDA
