@@ -47,17 +47,15 @@ class Tries:
     tried: tuple[FrozenTrial, ...] = ()
 
     def summary(self) -> str:
-        """One line: what the tries measured against the best they were tried at."""
-        if self.at is None:
-            return f"{self.knob}: not tried yet"
+        """One line: what the tries measured against the best they were tried at (once tried)."""
+        assert self.at is not None
         figures = ", ".join(f"{config_of(t).get(self.knob)} {_rate(t)}" for t in self.tried)
         return f"{self.knob} at the best so far (#{self.at.number}, {_rate(self.at)} samples/s): {figures}"
 
 
 def _rate(trial: FrozenTrial) -> str:
-    value = primary_value(trial)
-    return f"{value:,.0f}" if value is not None else str(TrialRecord.of(trial).status.value
-                                                          if TrialRecord.of(trial).status else "not measured")
+    value, status = primary_value(trial), TrialRecord.of(trial).status
+    return f"{value:,.0f}" if value is not None else (status.value if status else "not measured")
 
 
 def tries_of(knob: str, trials: Sequence[FrozenTrial], setup: Sequence[FrozenTrial]) -> Tries:
@@ -74,14 +72,14 @@ def tries_of(knob: str, trials: Sequence[FrozenTrial], setup: Sequence[FrozenTri
     return Tries(knob, Verdict.OPEN if gain else Verdict.KEPT, at, tried)
 
 
-def points_at(best: FrozenTrial, knob: str, plan: SweepPlan, ctx: sp.Context) -> list[dict[str, Any]]:
-    """The best so far with each other value of the knob; none where the knob means nothing
-    there (spawned workers without workers)."""
+def first_other(best: FrozenTrial, knob: str, plan: SweepPlan, ctx: sp.Context) -> dict[str, Any] | None:
+    """The best so far with the knob's first other value; None where the knob means nothing
+    there (how workers start, without workers)."""
     dist = plan.space[knob]
     knobs = {k: v for k, v in config_of(best).items() if k in plan.space and sp.contains(plan.space[k], v)}
     if not isinstance(dist, CategoricalDistribution) or not sp.is_active(knob, knobs, ctx):
-        return []
-    return [{**knobs, knob: value} for value in dist.choices if value != knobs.get(knob)]
+        return None
+    return next(({**knobs, knob: value} for value in dist.choices if value != knobs.get(knob)), None)
 
 
 def held_later(stored: StoredStudy, plan: SweepPlan, setup: Sequence[FrozenTrial], ctx: sp.Context,
@@ -102,14 +100,13 @@ def held_later(stored: StoredStudy, plan: SweepPlan, setup: Sequence[FrozenTrial
             say(f"{knob}:kept", f"{tries.summary()}: no gain, kept at your config's value "
                                 f"({'null' if yours is None else yours}) for the rest of the sweep")
         elif tries.verdict == Verdict.UNTRIED and (best := next(iter(ranked(setup)), None)) is not None:
-            points = points_at(best, knob, plan, ctx)[:1]
-            if not points:
+            point = first_other(best, knob, plan, ctx)
+            if point is None:
                 say(f"{knob}:idle", f"{knob} means nothing at the best so far (#{best.number}): "
                                     "kept at your config's value until a best it changes")
-            for point in points:
-                stored.enqueue(point, f"later: {knob}={point[knob]} at the best so far (#{best.number})",
-                               probe_knob=knob, probe_of=best.number)
-            if points:
-                say(f"{knob}:trying", f"trying {knob}={', '.join(str(p[knob]) for p in points)} at the best "
-                                      f"so far (#{best.number}) before the sampler searches it")
+                continue
+            stored.enqueue(point, f"later: {knob}={point[knob]} at the best so far (#{best.number})",
+                           probe_knob=knob, probe_of=best.number)
+            say(f"{knob}:trying", f"trying {knob}={point[knob]} at the best so far (#{best.number}) "
+                                  "before the sampler searches it")
     return frozenset(held)
