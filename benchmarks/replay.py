@@ -95,6 +95,7 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "TPE, samples/sec, 20% precision": {"sampler": TPE, "sweep_precision": 0.20},
     "TPE, samples/sec, confirm top 3": {"sampler": TPE, "confirm": {"top_k": 3}},
     "TPE, samples/sec, confirm top 1": {"sampler": TPE, "confirm": {"top_k": 1}},
+    "TPE, samples/sec, confirm at least 2 rounds": {"sampler": TPE, "confirm": {"min_rounds": 2}},
     "TPE, samples/sec, floor 0.7 of the best": {"sampler": TPE, "prune_ratio": 0.7},
     "TPE, samples/sec, + recipes": {"sampler": TPE, "recipes": True},
     "TPE multivariate+group, samples/sec": {"sampler": MV},

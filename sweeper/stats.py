@@ -111,11 +111,14 @@ def ahead(ratios: list[float], run_noise: float = 0.0) -> bool:
     known (`run_noise`, relative sigma of one run), a log-ratio's spread is taken as that of two
     runs (sqrt(2) sigma) with the normal's 1.96, unless the ratios spread more than that (then
     Student's t on their own spread): two clear rounds can decide, as a t with one degree of
-    freedom (12.7) never lets them."""
+    freedom (12.7) never lets them. One ratio decides only with the noise known: nothing of its
+    own says how far it may be off."""
     logs = [math.log(r) for r in ratios if r and r > 0]
+    floor = math.sqrt(2.0) * run_noise
+    if len(logs) == 1 and floor > 0:
+        return logs[0] - 1.96 * floor > 0
     if len(logs) < 2:
         return False
-    floor = math.sqrt(2.0) * run_noise
     if floor > 0 and statistics.stdev(logs) <= floor:
         return statistics.fmean(logs) - 1.96 * floor / math.sqrt(len(logs)) > 0
     bounds = mean_interval(logs)

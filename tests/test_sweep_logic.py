@@ -161,6 +161,69 @@ def test_a_known_run_noise_lets_two_clear_rounds_decide_and_keeps_a_small_lead_o
     assert confirm.decided({1: [126.0, 126.5, None], 0: [100.0, 100.0, None]}, 2, baseline=0, run_noise=0.08)
 
 
+def test_one_round_decides_a_lead_beyond_the_known_noise_that_agrees_with_the_search():
+    # the race's rounds on this VM: 32,774 against 19,703 in round 1; in the search 36,530 and 19,681
+    first = {12: [32774.0, None, None], 17: [31570.0, None, None], 0: [19703.0, None, None]}
+    searched = {12: 36530.0, 17: 35304.0, 0: 19681.0}
+    assert confirm.decided(first, 1, baseline=0, run_noise=0.08, searched=searched, min_rounds=1)
+    assert not confirm.decided(first, 1, baseline=0, run_noise=0.08, searched=searched, min_rounds=2)
+    assert not confirm.decided(first, 1, baseline=0, searched=searched, min_rounds=1)  # the noise unknown
+    assert not confirm.decided(first, 1, baseline=0, run_noise=0.08, min_rounds=1)  # nothing to check it with
+    # a round at odds with the search (1.66x side by side, 3x in the search): the second round decides
+    assert not confirm.decided(first, 1, baseline=0, run_noise=0.08, searched={**searched, 12: 59000.0},
+                               min_rounds=1)
+    # a lead within the noise of one round (1.2x: the bound is exp(1.96 sqrt(2) 0.08) = 1.25x)
+    near = {1: [120.0, None, None], 0: [100.0, None, None]}
+    assert not confirm.decided(near, 1, baseline=0, run_noise=0.08, searched={1: 120.0, 0: 100.0}, min_rounds=1)
+    assert confirm.decided({1: [130.0, None, None], 0: [100.0, None, None]}, 1, baseline=0, run_noise=0.08,
+                           searched={1: 130.0, 0: 100.0}, min_rounds=1)
+
+
+def test_a_sweep_confirms_in_one_round_when_the_lead_is_clear(tmp_path, capsys):
+    """The real confirmation on a real study: a 2x lead, measured alike in the search and side by
+    side, is decided after one round (up to 3 were planned), and the log says why."""
+    import contextlib
+
+    import optuna
+
+    from sweeper.measurement import Measurement, Memory, RunFacts, Throughput
+    from sweeper.result import RunResult, Status
+    from sweeper.store.study import StoredStudy
+
+    plan = _cpu_plan(tmp_path, {"n_trials": 3}, ["search=quick"])
+    storage = optuna.storages.InMemoryStorage()
+    stored = StoredStudy(optuna.create_study(storage=storage, directions=list(plan.directions)), storage)
+    base = trial(0, dict(plan.baseline_knobs), sps=100.0, fixed=plan.fixed)
+    base.user_attrs["baseline"] = True
+    stored.study.add_trial(base)
+    stored.study.add_trial(trial(1, {**plan.baseline_knobs, "loader.batch_size": 256}, sps=200.0, fixed=plan.fixed))
+    asked = []
+
+    class Runner:
+        def __call__(self, overrides, job_idx, trial_number=None, subdir=None):
+            asked.append(job_idx)
+            figure = Throughput(samples_per_sec=190.0 if job_idx == 1 else 100.0)
+            return RunResult(Status.OK, None, Measurement(throughput=figure, memory=Memory(peak_memory_mb=1.0),
+                                                          run=RunFacts(device="cpu")))
+
+        def on_node(self, host):
+            return contextlib.nullcontext()
+
+    decision = confirm.run_confirmation(stored, plan, Runner(), remaining=lambda: None, typical_wall_s=1.0,
+                                        stopped=lambda: False)
+    assert decision is not None and decision.winner == 1 and decision.rounds_run == 1 and sorted(asked) == [0, 1]
+    assert decision.over_rounds == "1 interleaved round" and decision.speedup == pytest.approx(1.9)
+    assert ("decided at 95% after 1 of 3 rounds (its lead beyond the run-to-run noise, in line with the search's "
+            "figures)") in capsys.readouterr().out
+    # at least two rounds, when asked for
+    plan2 = _cpu_plan(tmp_path, {"n_trials": 3, "confirm": {"min_rounds": 2}}, ["search=quick"])
+    asked.clear()
+    assert confirm.run_confirmation(stored, plan2, Runner(), remaining=lambda: None, typical_wall_s=1.0,
+                                    stopped=lambda: False).rounds_run == 2 and len(asked) == 4
+    with pytest.raises(ConfigError, match="confirm.min_rounds=0 is invalid"):
+        _cpu_plan(tmp_path, {"confirm": {"min_rounds": 0}}, ["search=quick"])
+
+
 def test_the_recipes_start_from_the_baseline_with_values_the_space_holds():
     from optuna.distributions import IntDistribution
 

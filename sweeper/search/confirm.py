@@ -5,6 +5,7 @@ the baseline is decided at 95%."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 
@@ -80,20 +81,35 @@ def left_behind(beat: Sequence[FrozenTrial], run_noise: float) -> list[FrozenTri
     return [t for t in beat[1:] if (own := search_interval(t)) is not None and own[1] < floor]
 
 
-def decided(rounds: Mapping[int, Sequence[float | None]], upto: int, baseline: int, run_noise: float = 0.0) -> bool:
-    """After the first `upto` rounds (at least two): whether the leader's standing against the
-    baseline is decided at 95% on their paired per-round ratios: the leader (highest median)
-    ahead of the baseline, or, when the baseline leads, the baseline ahead of every other.
+def decided(rounds: Mapping[int, Sequence[float | None]], upto: int, baseline: int, run_noise: float = 0.0,
+            searched: Mapping[int, float] | None = None, min_rounds: int = 2) -> bool:
+    """After the first `upto` rounds (at least `min_rounds`): whether the leader's standing
+    against the baseline is decided at 95% on their paired per-round ratios: the leader (highest
+    median) ahead of the baseline, or, when the baseline leads, the baseline ahead of every other.
     Candidates the leader is not yet separated from are near-equals: the report says how many
-    rounds would tell them apart. `run_noise`: the machine's known run-to-run spread (stats.ahead)."""
+    rounds would tell them apart. `run_noise`: the machine's known run-to-run spread (stats.ahead).
+    One round decides only with the noise known and when its ratio agrees with the two's
+    figures in the search (`searched`) within that noise: a second ratio, not side by side, that
+    stands in for the second round's check of the spread."""
     done = {t: list(runs[:upto]) for t, runs in rounds.items()}
     medians = _medians(done)
-    if upto < 2 or baseline not in medians:
+    if upto < max(1, min_rounds) or baseline not in medians:
         return False
     leader = max(medians, key=lambda t: medians[t])
     rivals = [t for t in done if t != leader] if leader == baseline else [baseline]
+    if upto == 1 and not all(_agrees(done[leader][0], done[t][0], searched, leader, t, run_noise) for t in rivals):
+        return False
     return all(ahead([a / b for a, b in zip(done[leader], done[t]) if a is not None and b], run_noise)
                for t in rivals)
+
+
+def _agrees(a: float | None, b: float | None, searched: Mapping[int, float] | None, lead: int, rival: int,
+            run_noise: float) -> bool:
+    """Whether one round's ratio of `lead` to `rival` and their search figures' ratio differ by
+    less than the known run-to-run noise allows (95%: four runs' moods, 2 sigma in log)."""
+    if not (run_noise > 0 and a and b and searched and searched.get(lead) and searched.get(rival)):
+        return False
+    return abs(math.log(a / b) - math.log(searched[lead] / searched[rival])) <= 1.96 * 2.0 * run_noise
 
 
 def plan_rounds(candidates: Sequence[int], baseline: int, rounds: int, remaining_s: float | None,
@@ -130,11 +146,13 @@ def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, re
         progress.say(f"  not confirmed: trials {behind}, faster than the baseline but behind trial #{chosen[0]} "
                      f"beyond the run-to-run noise (hydra.sweeper.run_noise={plan.settings.run_spread:g})")
     measured: dict[int, list[float | None]] = {n: [None] * rounds for _, n in order}
+    searched = {n: value for n in measured if (value := primary_value(by_number[n])) is not None}
     run_rounds = 0
     node = baseline_record.fingerprint.hostname if (baseline_record := TrialRecord.of(baseline)).fingerprint else None
     with run.on_node(node):  # side by side: every run on the machine the baseline ran on
         for r, number in order:
-            if stopped() or (r == run_rounds and decided(measured, r, baseline.number, plan.settings.run_spread)):
+            if stopped() or (r == run_rounds and decided(measured, r, baseline.number, plan.settings.run_spread,
+                                                         searched, plan.settings.confirm.min_rounds)):
                 break
             overrides = [*plan.overrides_for(config_of(by_number[number])), *measure_overrides(plan, None, remaining())]
             result = run(overrides, job_idx=number, subdir=f"confirm/round{r + 1}-trial{number}")
@@ -142,8 +160,9 @@ def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, re
             run_rounds = r + 1
             progress.confirm_line(r, rounds, number, result)
     if 0 < run_rounds < rounds and not stopped():
+        one = " (its lead beyond the run-to-run noise, in line with the search's figures)" if run_rounds == 1 else ""
         progress.say(f"confirmation: the winner's lead over the baseline was decided at 95% after {run_rounds} of "
-                     f"{rounds} rounds")
+                     f"{rounds} rounds{one}")
     decision = decide({n: runs[:run_rounds] for n, runs in measured.items()}, baseline.number)
     if decision is not None:
         stored.save_confirmation(plan.fixed, decision)

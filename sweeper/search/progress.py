@@ -97,7 +97,7 @@ def final_summary(summary: SweepSummary, winner: FrozenTrial | None, baseline: F
         if kept is not None:
             say(kept)
         elif decision is not None:
-            say(f"confirmed over {decision.rounds_run} interleaved rounds: "
+            say(f"confirmed over {decision.over_rounds}: "
                 f"{decision.median[decision.winner]:,.0f} vs baseline {decision.median[decision.baseline]:,.0f} "
                 f"samples/s = {decision.speedup:.2f}x (IQR {decision.speedup_low:.2f}-{decision.speedup_high:.2f}x), "
                 f"won {100 * decision.win_share:.0f}% of rounds")

@@ -21,6 +21,10 @@ class ConfirmConf:
     top_k: int = 2
     # interleaved rounds, the order rotated each round: A B base, B base A, ...
     rounds: int = 3
+    # rounds before the lead over the baseline may be decided: 1 = a first round decides when
+    # its lead is beyond the run-to-run noise and agrees with the search's figures (else the
+    # second round, whose spread is the check); 2 = always at least two rounds
+    min_rounds: int = 1
 
 
 @dataclass
@@ -126,6 +130,9 @@ class SweepSettings:
         if self.later is not None and not 0 <= self.later <= 1:
             raise ConfigError(f"hydra.sweeper.later={self.later} is invalid: expected a share of n_trials in [0, 1] "
                               "(the trials before the preset's later knobs open), or null.")
+        if not 1 <= self.confirm.min_rounds:
+            raise ConfigError(f"hydra.sweeper.confirm.min_rounds={self.confirm.min_rounds} is invalid: expected an "
+                              "integer >= 1 (the rounds before the lead over the baseline may be decided).")
         if self.lock not in LOCK_MODES:
             raise ConfigError(f"hydra.sweeper.lock={self.lock!r} is invalid: expected one of {', '.join(LOCK_MODES)}.")
 

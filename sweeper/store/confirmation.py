@@ -26,6 +26,11 @@ class Confirmation:
         return len(self.rounds.get(self.baseline, []))
 
     @property
+    def over_rounds(self) -> str:
+        """'1 interleaved round', '2 interleaved rounds': the log's and the report's words."""
+        return f"{self.rounds_run} interleaved round{'s' if self.rounds_run != 1 else ''}"
+
+    @property
     def winner_samples_per_sec(self) -> float | None:
         return self.median.get(self.winner)
 

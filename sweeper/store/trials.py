@@ -83,7 +83,7 @@ def baseline_kept(trials: Sequence[FrozenTrial], confirmation: Confirmation | No
             return None
         runner_up = max(others, key=lambda n: others[n])
         return (f"{yours} stayed the fastest when re-measured side by side: the best candidate, trial #{runner_up}, "
-                f"ran at {others[runner_up] / base:.2f}x of it over {confirmation.rounds_run} interleaved rounds.")
+                f"ran at {others[runner_up] / base:.2f}x of it over {confirmation.over_rounds}.")
     if not best or best[0].number != baseline.number:
         return None
     others = [t for t in best if t.number != baseline.number]
