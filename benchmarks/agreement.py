@@ -25,6 +25,10 @@ CONFIGS = {
     "default (batch 64, 0 workers)": (64, 0, False, ()),
     "4 workers, persistent_workers=false": (64, 4, False, ()),
     "4 workers, persistent_workers=true": (64, 4, True, ()),
+    # issue 23: warm-up blocks of whole loader cycles, a restart's block compared with neither
+    # neighbour (loader-bound, bursty, a restart every 1.5 s)
+    "batch 1024, 3 workers, 1 thread, persistent_workers=false": (1024, 3, False, ("backend.threads=1",)),
+    "batch 1024, 3 workers, 1 thread, persistent_workers=true": (1024, 3, True, ("backend.threads=1",)),
     "large batch (batch 1024, 0 workers)": (1024, 0, False, ()),
     # issue 23: forked from a zygote started with LD_PRELOAD and OMP_PROC_BIND (was spawned);
     # the hand loop starts with the same environment
@@ -32,7 +36,7 @@ CONFIGS = {
         512, 0, False, ("backend.allocator=jemalloc", "backend.omp_bind=close", "backend.threads=1")),
 }
 HAND_S = 10.0
-ISOLATIONS = ("fork", "spawn")
+ISOLATIONS = tuple(os.environ.get("AGREEMENT_ISOLATIONS", "fork spawn").split())
 
 
 def sweeper_run(batch: int, workers: int, persistent: bool, backend: tuple[str, ...], isolation: str,

@@ -3,7 +3,11 @@ configurations (mnist_mlp train, this VM). Every window ends on a whole loader c
 from each worker: they arrive in bursts); the rule compared here is the window's length, the
 rest of the default measurement unchanged (3 windows at least, 10 at most, 5% precision).
 
-    python benchmarks/window_rule.py [rounds]
+    python benchmarks/window_rule.py [rounds] [--sweep]
+
+--sweep: the rules a sweep's trials could measure by, at the sweep's precision (10%): the window
+length and the warm-up's minimum (its steady blocks are half a window), and the whole run's
+measuring time (warm-up included), which is what a trial costs.
 
 Runs are single `python -m sweeper` runs, interleaved (every configuration and rule once per
 round, the order rotated each round). Per rule: the share of runs that reached 5% ("precise")
@@ -30,7 +34,13 @@ CONFIGS = {  # from grid_mnist_mlp_train.csv: the best, the default, loader-boun
     "batch 32, 4 workers, 2 threads": ["loader.batch_size=32", "loader.num_workers=4", "backend.threads=2"],
     "batch 1024, 0 workers, 2 threads": ["loader.batch_size=1024", "loader.num_workers=0", "backend.threads=2"],
 }
-RULES = {"0.25 s windows": 0.25, "0.5 s windows (default)": 0.5, "1 s windows": 1.0}
+RULES = {"0.25 s windows": ["measure.window_s=0.25"], "0.5 s windows (default)": ["measure.window_s=0.5"],
+         "1 s windows": ["measure.window_s=1.0"]}
+SWEEP_RULES = {  # at the sweep's precision
+    "0.5 s windows, warm-up 0.5 s (the default)": ["measure.rel_precision=0.1"],
+    "0.25 s windows, warm-up 0.5 s": ["measure.rel_precision=0.1", "measure.window_s=0.25"],
+    "0.25 s windows, warm-up 0.25 s": ["measure.rel_precision=0.1", "measure.window_s=0.25", "measure.warmup_s=0.25"],
+}
 
 
 def run(overrides: list[str], out: Path) -> dict:
@@ -39,38 +49,40 @@ def run(overrides: list[str], out: Path) -> dict:
     return json.loads((out / "result.json").read_text())
 
 
-def main(rounds: int) -> None:
-    results: dict[tuple[str, str], list[dict]] = {(c, r): [] for c in CONFIGS for r in RULES}
+def main(rounds: int, rules: dict[str, list[str]]) -> None:
+    results: dict[tuple[str, str], list[dict]] = {(c, r): [] for c in CONFIGS for r in rules}
     pairs = list(results)
     with tempfile.TemporaryDirectory() as tmp:
         for round_ in range(rounds):
             shift = round_ % len(pairs)
             for i, (config, rule) in enumerate(pairs[shift:] + pairs[:shift]):
                 results[(config, rule)].append(
-                    run([*CONFIGS[config], f"measure.window_s={RULES[rule]}"], Path(tmp) / f"{round_}-{i}"))
+                    run([*CONFIGS[config], *rules[rule]], Path(tmp) / f"{round_}-{i}"))
     print(f"{rounds} rounds x {len(CONFIGS)} configurations per rule")
-    print("| window rule | reached 5% | windows, median | seconds of windows, median | run wall, median "
-          "| one configuration's spread between rounds, median |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for rule in RULES:
+    print("| window rule | reached its precision | windows, median | seconds of windows, median | measuring "
+          "(warm-up included), median | run wall, median | one configuration's spread between rounds, median |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for rule in rules:
         runs = [r for c in CONFIGS for r in results[(c, rule)] if r["status"] == "ok"]
         precise = sum(r["throughput"]["stopped"] == "precise" for r in runs) / len(runs)
         windows = statistics.median(r["throughput"]["windows_measured"] for r in runs)
         seconds = statistics.median(r["timing"]["measure_s"] - r["timing"]["warmup_s"] for r in runs)
+        measuring = statistics.median(r["timing"]["measure_s"] for r in runs)
         wall = statistics.median(r["wall_s"] for r in runs)
         spreads = []
         for config in CONFIGS:
             figures = [r["throughput"]["samples_per_sec"] for r in results[(config, rule)] if r["status"] == "ok"]
             if len(figures) >= 2:
                 spreads.append(max(figures) / min(figures) - 1)
-        print(f"| {rule} | {precise:.0%} of {len(runs)} | {windows:.0f} | {seconds:.1f} | {wall:.1f} | "
+        print(f"| {rule} | {precise:.0%} of {len(runs)} | {windows:.0f} | {seconds:.1f} | {measuring:.1f} | {wall:.1f} | "
               f"{statistics.median(spreads):.1%} |")
     print("per configuration, figure (median of rounds) per rule:")
     for config in CONFIGS:
         cells = [f"{statistics.median(r['throughput']['samples_per_sec'] for r in results[(config, rule)] if r['status'] == 'ok'):,.0f}"
-                 for rule in RULES]
+                 for rule in rules]
         print(f"| {config} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+    args = [a for a in sys.argv[1:] if a != "--sweep"]
+    main(int(args[0]) if args else 3, SWEEP_RULES if "--sweep" in sys.argv else RULES)
