@@ -116,6 +116,16 @@ def test_a_samples_per_sec_search_still_draws_its_memory_front():
     assert {t.number for t in pareto_trials(trials, ["maximize"])} == {1}  # the objective's own: speed alone
 
 
+def test_a_confirmation_of_one_round_shows_no_spread_it_did_not_measure():
+    one = Confirmation(winner=1, baseline=0, rounds={1: [2400.0], 0: [1000.0]}, median={1: 2400.0, 0: 1000.0},
+                       speedup=2.4, speedup_low=2.4, speedup_high=2.4, win_share=1.0)
+    d = build_report_data(TRIALS, study_name="s", workload="w", fixed=[], confirmation=one)
+    assert d.confirm_rounds == 1 and one.over_rounds == "1 interleaved round"
+    page = render(d)
+    assert "side by side in 1 interleaved round, its lead beyond the run-to-run noise" in page
+    assert "IQR 2.40-2.40x" not in page
+
+
 def test_unconfirmed_winner_says_so():
     d = build_report_data(TRIALS, study_name="s", workload="w", fixed=[], confirmation=None)
     assert d.winner == 1 and d.speedup == 2.5 and not d.confirmed

@@ -93,6 +93,7 @@ class ReportData:
     # the trials' jobs' time from submission to their run's start (a scheduler's queue, the lock)
     queue_wait_s: float = 0.0
     scheduled: int = 0  # trials a scheduler ran (SLURM jobs)
+    confirm_rounds: int | None = None  # interleaved rounds the confirmation ran
 
 
 # what PyTorch does when a knob is left at null, for the knob-effect charts
@@ -286,6 +287,7 @@ class Verdict:
     speedup_low: float | None = None
     speedup_high: float | None = None
     win_share: float | None = None
+    rounds: int | None = None
 
     @classmethod
     def of(cls, confirmation: Confirmation | None, winner: FrozenTrial | None,
@@ -293,7 +295,7 @@ class Verdict:
         if confirmation is not None:
             return cls(confirmation.winner_samples_per_sec, confirmation.baseline_samples_per_sec,
                        confirmation.speedup, confirmation.speedup_low, confirmation.speedup_high,
-                       confirmation.win_share)
+                       confirmation.win_share, confirmation.rounds_run)
         won = primary_value(winner) if winner else None
         base = primary_value(baseline) if baseline else None
         return cls(won, base, won / base if won and base else None)
@@ -369,7 +371,7 @@ def build_report_data(
         winner_samples_per_sec=verdict.winner_samples_per_sec,
         baseline_samples_per_sec=verdict.baseline_samples_per_sec,
         speedup=verdict.speedup, speedup_low=verdict.speedup_low, speedup_high=verdict.speedup_high,
-        confirmed=confirmation is not None, win_share=verdict.win_share,
+        confirmed=confirmation is not None, win_share=verdict.win_share, confirm_rounds=verdict.rounds,
         winner_memory_mb=winner_measured.memory.peak_memory_mb if winner_measured is not None else None,
         command=winner_command(fixed, config_of(winner)) if winner else None,
         yaml=winner_yaml(fixed, config_of(winner), f"winner of study {study_name}: trial {winner_number}") if winner else None,

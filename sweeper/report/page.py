@@ -87,8 +87,9 @@ def headline(d: ReportData) -> str:
     if d.baseline_kept:
         cards.append(_card("yours", "is the fastest configuration found: nothing beat it (see below)"))
     elif d.speedup:
-        spread = (f"IQR {d.speedup_low:.2f}-{d.speedup_high:.2f}x, won {d.win_share:.0%} of interleaved rounds"
-                  if d.confirmed else "from single search runs (unconfirmed)")
+        spread = ("from single search runs (unconfirmed)" if not d.confirmed else
+                  "side by side in 1 interleaved round, its lead beyond the run-to-run noise" if d.confirm_rounds == 1
+                  else f"IQR {d.speedup_low:.2f}-{d.speedup_high:.2f}x, won {d.win_share:.0%} of interleaved rounds")
         cards.append(_card(f"{d.speedup:.2f}x", f"speedup over baseline; {spread}"))
     if d.winner_memory_mb:
         cards.append(_card(f"{d.winner_memory_mb:,.0f} MB", "peak memory of the winner"))

@@ -97,10 +97,11 @@ def final_summary(summary: SweepSummary, winner: FrozenTrial | None, baseline: F
         if kept is not None:
             say(kept)
         elif decision is not None:
+            spread = (f" (IQR {decision.speedup_low:.2f}-{decision.speedup_high:.2f}x), won "
+                      f"{100 * decision.win_share:.0f}% of rounds" if decision.rounds_run > 1 else "")
             say(f"confirmed over {decision.over_rounds}: "
                 f"{decision.median[decision.winner]:,.0f} vs baseline {decision.median[decision.baseline]:,.0f} "
-                f"samples/s = {decision.speedup:.2f}x (IQR {decision.speedup_low:.2f}-{decision.speedup_high:.2f}x), "
-                f"won {100 * decision.win_share:.0f}% of rounds")
+                f"samples/s = {decision.speedup:.2f}x{spread}")
         elif baseline is not None and TrialRecord.of(baseline).samples_per_sec:
             say(f"speedup over baseline (search runs, unconfirmed): "
                 f"{speed / TrialRecord.of(baseline).samples_per_sec:.2f}x")
