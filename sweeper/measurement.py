@@ -53,6 +53,9 @@ class Throughput:
     samples_per_sec_steady: float | None = None
     epoch_restart_s: float | None = None
     epoch_ends_measured: int = 0
+    # what each epoch end cost the loop, from the windows it fell in (their time beyond their
+    # samples at the steady rate); None when no window held one: then it is timed apart
+    epoch_restart_in_windows_s: float | None = None
     # this process's own rate, a rank of a data-parallel group (the group's total is the figure)
     own_samples_per_sec: float | None = None
     # each rank's own, in rank order (the group's result)

@@ -169,6 +169,23 @@ def test_the_restart_cost_is_timed_once_and_counted_once_per_epoch():
     assert timing.with_epoch_restarts(busy, 60_000, 3.0).samples_per_sec == 1000.0
 
 
+def test_the_restart_is_read_from_the_windows_it_fell_in_when_there_are_such():
+    """As the loop lived it: a window with an epoch end took 0.5 s beyond its samples at the
+    steady rate (1000/s); two ends in one window count twice. No end in a window: timed apart."""
+    rates = [1000.0, 1000.0, 1000.0 / 1.5, 1000.0, 1000.0]
+    t = timing.Timings(window_samples_per_sec=rates, window_totals=[(1000.0, 1.0), (1000.0, 1.0), (1000.0, 1.5),
+                                                                    (1000.0, 1.0), (1000.0, 1.0)],
+                       window_epoch_ends=[0, 0, 1, 0, 0])
+    assert t.restart_in_windows_s(True) == pytest.approx(0.5)
+    assert t.throughput(True).epoch_restart_in_windows_s == pytest.approx(0.5)
+    assert t.restart_in_windows_s(False) is None  # persistent workers: nothing restarts
+    twice = dataclasses.replace(t, window_totals=[*t.window_totals[:2], (1000.0, 2.0), *t.window_totals[3:]],
+                                window_epoch_ends=[0, 0, 2, 0, 0])
+    assert twice.restart_in_windows_s(True) == pytest.approx(0.5)
+    none = dataclasses.replace(t, window_epoch_ends=[0, 0, 0, 0, 0])
+    assert none.restart_in_windows_s(True) is None
+
+
 def test_with_restarts_timed_apart_the_rules_read_the_windows_no_epoch_end_fell_in():
     """Non-persistent workers stall at each epoch end. That cost is timed apart and added per
     epoch, so the windows an end fell in are left out of the figure, its interval and the

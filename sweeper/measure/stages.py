@@ -5,6 +5,7 @@ the run. `measure_one` reads as that list (alone, or as one rank of a data-paral
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import time
@@ -162,6 +163,11 @@ def time_windows(spec: Mapping[str, Any], ready: Prepared, built: Built, events:
     from . import backend, timing, utilization
 
     device = ready.device
+    # Python's garbage collector as a script's is after its imports: nothing pending. Forked from
+    # the zygote, the run's heap holds the imports' and the build's objects uncollected, and a
+    # loader worker forked at an epoch end inherits that debt: its first collection scans and
+    # copies the whole heap (0.25-0.35 s of a 0.1 s restart here, benchmarks/README.md)
+    gc.collect()
     monitors: list[timing.Monitor] = [utilization.CpuMonitor()]
     if device.type == "cuda":
         ready.torch.cuda.reset_peak_memory_stats(device)
@@ -197,9 +203,13 @@ def extras(spec: Mapping[str, Any], ready: Prepared, built: Built, figures: Thro
 
     load, meas = spec["loader"], spec["measure"]
     if load["num_workers"] > 0 and not load["persistent_workers"]:
-        # every epoch end starts the workers again: its cost measured once, on its own
-        events.phase("epoch_restart")
-        figures = timing.with_epoch_restarts(figures, built.epoch_samples, built.stream.restart_cost_s())
+        # every epoch end starts the workers again: its cost as the windows it fell in lived it,
+        # else (no window held one) measured once, on its own
+        restart = figures.epoch_restart_in_windows_s
+        if restart is None:
+            events.phase("epoch_restart")
+            restart = built.stream.restart_cost_s()
+        figures = timing.with_epoch_restarts(figures, built.epoch_samples, restart)
     if meas["compute_bound"]:
         events.phase("compute_bound")
         held = built.next_batch()  # one batch kept on the device: no loader in the loop

@@ -87,6 +87,7 @@ class Timings:
             windows_measured=spread.n, samples_per_sec_ci_low=low, samples_per_sec_ci_high=high, stopped=self.stopped,
             epoch_ends_measured=self.epoch_ends,
             samples_per_sec_steady=rate if self.steady_counted(restarts_apart) else None,
+            epoch_restart_in_windows_s=self.restart_in_windows_s(restarts_apart),
             # this rank's windows have the group's steps, not equal seconds: their mean rate
             own_samples_per_sec=(statistics.fmean(self.own_window_samples_per_sec)
                                  if self.own_window_samples_per_sec else None),
@@ -109,6 +110,20 @@ class Timings:
         are the majority (else the windows' mean already holds the restarts)."""
         ends = sum(1 for e in self.window_epoch_ends if e)
         return restarts_apart and bool(self.window_epoch_ends) and 2 * ends < len(self.window_epoch_ends)
+
+    def restart_in_windows_s(self, restarts_apart: bool) -> float | None:
+        """What an epoch end cost the loop, read from the windows it fell in: their time beyond
+        their samples at the steady rate, per epoch end (the stall, less the batches the new
+        workers made side by side during it, as the loop lived them). None when no window held
+        one, or the figure is not of the steady windows."""
+        if not self.steady_counted(restarts_apart):
+            return None
+        steady, _ = rate_interval(*self.counted_totals(restarts_apart))
+        samples, seconds = self.totals()
+        ended = [(n, s, e) for n, s, e in zip(samples, seconds, self.window_epoch_ends) if e]
+        if not ended or steady <= 0:
+            return None
+        return max(0.0, sum(s - n / steady for n, s, _ in ended) / sum(e for _, _, e in ended))
 
     def counted_totals(self, restarts_apart: bool = False) -> tuple[list[float], list[float]]:
         """The samples and seconds of the windows the figure is of (steady_counted: those no
@@ -334,8 +349,9 @@ def measure(
 def with_epoch_restarts(figures: Throughput, epoch_samples: int, restart_s: float) -> Throughput:
     """The figure over whole epochs: each epoch pays one worker restart on top of its steady
     steps. When the figure is of the steady windows (samples_per_sec_steady: the few windows an
-    end fell in left out), the restart is added once per epoch, the interval scaled with it;
-    otherwise the windows already hold the restarts."""
+    end fell in left out), the restart (`restart_s`: read from those windows, else timed apart)
+    is added once per epoch, the interval scaled with it; otherwise the windows already hold
+    the restarts."""
     steady = figures.samples_per_sec_steady
     if steady is None or steady <= 0:
         return replace(figures, samples_per_sec_steady=figures.samples_per_sec, epoch_restart_s=restart_s)

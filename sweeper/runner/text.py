@@ -75,7 +75,8 @@ def _epoch_row(f: Throughput, run: RunFacts) -> str:
                                    if run.stored_samples and run.stored_samples != epoch else "")
     text += f"; {f.epoch_ends_measured} epoch ends inside the windows"
     if f.epoch_restart_s is not None:
-        text += f"; each epoch end restarts the workers: {f.epoch_restart_s:.2f} s (measured once"
+        how = "in the windows it fell in" if f.epoch_restart_in_windows_s is not None else "measured once, apart"
+        text += f"; each epoch end restarts the workers: {f.epoch_restart_s:.2f} s ({how}"
         steady = f.samples_per_sec_steady
         text += (f"; samples/sec counts it once per epoch, {_num(steady)} between restarts)"
                  if steady and steady != f.samples_per_sec else ")")
