@@ -115,11 +115,9 @@ def ahead(ratios: list[float], run_noise: float = 0.0) -> bool:
     own says how far it may be off."""
     logs = [math.log(r) for r in ratios if r and r > 0]
     floor = math.sqrt(2.0) * run_noise
-    if len(logs) == 1 and floor > 0:
-        return logs[0] - 1.96 * floor > 0
+    if logs and floor > 0 and (len(logs) == 1 or statistics.stdev(logs) <= floor):
+        return statistics.fmean(logs) - 1.96 * floor / math.sqrt(len(logs)) > 0
     if len(logs) < 2:
         return False
-    if floor > 0 and statistics.stdev(logs) <= floor:
-        return statistics.fmean(logs) - 1.96 * floor / math.sqrt(len(logs)) > 0
     bounds = mean_interval(logs)
     return bounds is not None and bounds[0] > 0
