@@ -295,11 +295,43 @@ def test_warm_up_ends_when_the_step_rate_is_steady():
     t = timing.measure(lambda: None, step, lambda b: 1, lambda: None, timing.Rule(**ADAPTIVE), clock=clock)
     assert t.warmup_steady and t.warmup_s < ADAPTIVE["warmup_max_s"]
     assert settling(t.warmup_steps) < 0.0105  # within 5% of the settled step when measuring starts
-    # a rate that never settles stops warming up at the maximum
-    jumpy, jumpy_step, _ = scripted(lambda n: 0.01 if (n // 25) % 2 else 0.02)
-    capped = timing.measure(lambda: None, jumpy_step, lambda b: 1, lambda: None,
-                            timing.Rule(**{**ADAPTIVE, "warmup_max_s": 2.0}), clock=jumpy)
+    # a rate that keeps falling never settles: warm-up stops at the maximum
+    drifting, drifting_step, _ = scripted(lambda n: 0.01 * math.exp(n / 200))
+    capped = timing.measure(lambda: None, drifting_step, lambda b: 1, lambda: None,
+                            timing.Rule(**{**ADAPTIVE, "warmup_max_s": 2.0}), clock=drifting)
     assert not capped.warmup_steady and 2.0 <= capped.warmup_s < 2.1
+
+
+def test_a_bursty_loop_is_steady_over_longer_spans_than_one_block():
+    # workers delivering in bursts: each 0.25 s block runs 20% faster or slower than the next
+    # (periods of 25 and 20 steps), at a rate that does not move: no two neighbouring blocks
+    # agree within 5%, two blocks against two do
+    bursty = lambda n: 0.008 if (n // 25) % 2 else 0.0125  # noqa: E731
+    clock, step, _ = scripted(bursty)
+    t = timing.measure(lambda: None, step, lambda b: 1, lambda: None, timing.Rule(**ADAPTIVE), clock=clock)
+    assert t.warmup_steady and t.warmup_s < 1.5
+    blocks = [(25, 0.2), (20, 0.25)] * 3
+    assert not any(timing.steady(blocks[i:i + 2], 0.05) for i in range(5))
+    assert timing.steady(blocks[:4], 0.05)
+
+
+def test_warm_up_leaves_out_a_block_that_held_a_worker_restart():
+    # 10 ms steps, and every 40th step an epoch end whose restart stalls 0.15 s: the block
+    # holding it reads slow. Restarting workers (restarts_apart): that block is not compared,
+    # and warm-up ends on the blocks around it; compared, it delays the steady verdict
+    def warm_up(restarts_apart: bool) -> timing.Timings:
+        clock, calls = Clock(), {"n": 0}
+
+        def step(batch):
+            calls["n"] += 1
+            clock.now += 0.01 + (0.15 if calls["n"] % 40 == 0 else 0.0)
+
+        rule = timing.Rule(**{**ADAPTIVE, "warmup_s": 0.35, "restarts_apart": restarts_apart})
+        return timing.measure(lambda: None, step, lambda b: 1, lambda: None, rule, clock=clock,
+                              epochs_started=lambda: calls["n"] // 40)
+
+    left_out, compared = warm_up(True), warm_up(False)
+    assert left_out.warmup_steady and left_out.warmup_s < 1.0 < compared.warmup_s
 
 
 def test_windows_stop_at_the_precision_asked():

@@ -216,16 +216,35 @@ def _step_once(next_batch: Callable[[], Any], step: Callable[[Any], None], clock
 _GO_ON, _STOP, _BLOCK_END = 0, 1, 2
 
 
+def steady(blocks: Sequence[tuple[int, float]], tol: float) -> bool:
+    """Whether the warm-up's latest blocks ((steps, seconds) each, oldest first) run at the rate
+    of the blocks before them: the last k within `tol` of the k before, for some k. One block
+    against one is the strictest test of a trend, and enough for a quiet loop; a loop whose
+    workers deliver in bursts swings 15-20% from block to block while its rate stays put
+    (benchmarks/README.md, issue 23, sixth part), and only longer spans average that out."""
+    def rate(span: Sequence[tuple[int, float]]) -> float:
+        return sum(n for n, _ in span) / max(1e-12, sum(s for _, s in span))
+
+    for k in range(1, len(blocks) // 2 + 1):
+        newer, older = rate(blocks[-k:]), rate(blocks[-2 * k:-k])
+        if abs(newer - older) <= tol * newer:
+            return True
+    return False
+
+
 def _warm_up(t: Timings, rule: Rule, next_batch: Callable[[], Any], step: Callable[[Any], None],
              sync: Callable[[], None], sync_every_step: bool, clock: Callable[[], float],
-             group: Group | None = None) -> None:
+             group: Group | None = None, epochs_started: Callable[[], int] = lambda: 0) -> None:
     """Until the minimums are met and the step rate is steady (or the maximum is reached). The
     minimum and maximum time count from the end of the first step, which holds compilation, a
-    loader's start or a script's start-up, however long that takes."""
+    loader's start or a script's start-up, however long that takes. Blocks of half a window are
+    compared (`steady`); with workers restarting at epoch ends, a block that held one is left
+    out, as the windows leave it out."""
     agree = group.agree if group is not None else (lambda value: value)
     start = clock()
     settled = block_start = start
-    block_steps, last_rate = 0, None
+    block_steps, block_epochs = 0, epochs_started()
+    blocks: list[tuple[int, float]] = []
     while True:
         _, t0, t1, _ = _step_once(next_batch, step, clock, None)
         if t.warmup_steps == 0 or sync_every_step:
@@ -233,6 +252,7 @@ def _warm_up(t: Timings, rule: Rule, next_batch: Callable[[], Any], step: Callab
         if t.warmup_steps == 0:
             t.first_step_s, t.first_wait_s = clock() - t0, t1 - t0
             settled = block_start = clock()  # the first step (compile, loader start) is no block's
+            block_epochs = epochs_started()
         else:
             block_steps += 1
         t.warmup_steps += 1
@@ -249,12 +269,13 @@ def _warm_up(t: Timings, rule: Rule, next_batch: Callable[[], Any], step: Callab
         if action == _BLOCK_END:
             sync()
             now = clock()
-            rate = block_steps / (now - block_start)
-            t.warmup_step_rate = rate
-            if agree(int(last_rate is not None and abs(rate - last_rate) <= rule.steady_tol * rate)):
+            t.warmup_step_rate = block_steps / (now - block_start)
+            if not (rule.restarts_apart and epochs_started() != block_epochs):
+                blocks.append((block_steps, now - block_start))
+            if agree(int(len(blocks) >= 2 and steady(blocks, rule.steady_tol))):  # every rank asks
                 t.warmup_steady = True
                 break
-            block_start, block_steps, last_rate = now, 0, rate
+            block_start, block_steps, block_epochs = now, 0, epochs_started()
     sync()
     t.warmup_s = clock() - start
     if not t.warmup_step_rate and t.warmup_steps > 1:
@@ -300,7 +321,7 @@ def measure(
     step too with `sync_every_step` (the old, pessimistic way, kept for comparison). With a
     `group`, the window's steps are rank 0's count and rates are the group's."""
     t = Timings()
-    _warm_up(t, rule, next_batch, step, sync, sync_every_step, clock, group)
+    _warm_up(t, rule, next_batch, step, sync, sync_every_step, clock, group, epochs_started)
     window_steps = group.agree(max(1, math.ceil(rule.window_s * t.warmup_step_rate))) if group is not None else 0
     if group is not None:
         window_steps = rule.cycle * math.ceil(window_steps / rule.cycle)
