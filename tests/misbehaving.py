@@ -146,6 +146,15 @@ def count_builds(task: dict[str, Any]):
     return nn.Linear(4, 1), _data(), nn.functional.mse_loss
 
 
+def frozen_heap(task: dict[str, Any]):
+    """Writes how many objects the process's collector holds frozen (gc.freeze) to params.out."""
+    import gc
+
+    with open(task["params"]["out"], "w") as f:
+        f.write(f"{gc.get_freeze_count()}\n")
+    return nn.Linear(4, 1), _data(), nn.functional.mse_loss
+
+
 class FailsOnRank(nn.Module):
     """In a data-parallel run, one rank (params.rank) aborts, hangs or raises at its first
     forward; every rank writes its pid and command line to params.pids first (a file per rank)."""

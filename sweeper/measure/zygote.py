@@ -13,6 +13,7 @@ run's event pipe as a passed file descriptor.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import os
@@ -144,6 +145,12 @@ def main() -> None:
     allowed = thread_count()
     failed.update(preload(["torch", "torchvision", *modules]))
     hazard = fork_hazard(allowed)
+    # the imports' objects, collected once and frozen here rather than scanned again by every
+    # trial's collection before its warm-up (stages.time_windows: 0.2-0.35 s a trial): a steady
+    # loop runs no full collection (benchmarks/README.md, issue 23, sixth part), so the frozen
+    # ones would never have been scanned in the user's script either
+    gc.collect()
+    gc.freeze()
     channel.sendall((json.dumps({"ready": True, "hazard": hazard, "failed": failed}) + "\n").encode())
     for request, event_fd in _lines(channel):
         pid = _fork_trial(request, event_fd, channel) if hazard is None else 0
