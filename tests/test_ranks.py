@@ -267,3 +267,30 @@ def test_search_cpu_grows_ranks_and_openmp_binding_and_skips_what_it_should_not_
     assert "oversubscribe" in plan.unsampled_reason({**base, "dist.nproc_per_node": 2, "backend.threads": 2})
     assert "does not divide train.effective_batch=128" in plan.unsampled_reason(
         {**base, "loader.batch_size": 128, "dist.nproc_per_node": 2})
+
+    # an oversubscribed point is skipped, and its nearest point within the cores is queued, to
+    # be measured next and whole: the sampler learns what 2 ranks run at, not only that the
+    # points it drew with them were skipped
+    import optuna
+    from optuna.trial import TrialState
+
+    from sweeper.search.loop import _answer
+    from sweeper.search.trials import ask
+    from sweeper.store.record import TrialRecord
+    from sweeper.store.study import StoredStudy
+
+    over = {**base, "dist.nproc_per_node": 2, "backend.threads": 2, "loader.num_workers": 2}
+    fitted = {**over, "backend.threads": 1, "loader.num_workers": 1}
+    assert plan.within_cores(over) == fitted
+    assert plan.within_cores({**base, "dist.nproc_per_node": 2}) is None  # not oversubscribed
+    storage = optuna.storages.InMemoryStorage()
+    stored = StoredStudy(optuna.create_study(storage=storage), storage)
+    told = _answer(stored, plan, stored.study.ask(), over, [])
+    record = TrialRecord.of(told.trial)
+    assert told.trial.state == TrialState.PRUNED and record.status == Status.SKIPPED
+    assert record.reason.endswith("its nearest point within the cores (num_workers=1, threads=1) is queued")
+    _, knobs = ask(stored, plan, plan.context(False), baseline=False)
+    assert {k: knobs[k] for k in fitted} == fitted
+    # queued once: another skipped point with the same nearest point queues nothing more
+    _answer(stored, plan, stored.study.ask(), {**over, "loader.num_workers": 3}, [])
+    assert not stored.study.get_trials(states=(TrialState.WAITING,))

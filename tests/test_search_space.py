@@ -146,6 +146,19 @@ def test_ranks_the_preset_chose_never_oversubscribe_and_always_hold_the_effectiv
         ss.unsampled_reason(knobs, 2, 96, ranks_from_preset=False))
 
 
+def test_an_oversubscribed_point_is_fitted_to_the_cores_each_rank_has_where_the_space_allows():
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+
+    space = {"backend.threads": CategoricalDistribution([None, 1, 2, 4]), "loader.num_workers": IntDistribution(0, 4)}
+    point = {"loader.batch_size": 64, "loader.num_workers": 4, "backend.threads": 4, "dist.nproc_per_node": 2}
+    assert ss.within_cores(point, 4, space) == {**point, "backend.threads": 2, "loader.num_workers": 2}
+    assert ss.within_cores({**point, "backend.threads": None}, 4, space) == {
+        **point, "backend.threads": None, "loader.num_workers": 2}  # null threads: one per rank already fits
+    assert ss.within_cores({**point, "loader.num_workers": 1, "backend.threads": 2}, 4, space) is None  # fits
+    assert ss.within_cores(point, 4, {"loader.num_workers": space["loader.num_workers"]}) is None  # threads fixed
+    assert ss.within_cores({**point, "dist.nproc_per_node": 8}, 4, space) is None  # 8 ranks never fit 4 cores
+
+
 def test_numa_binding_lives_only_with_ranks_and_kmp_blocktime_only_under_intel_openmp():
     ctx = ss.Context(cuda=False, bf16=True, convolutional=None)
     assert not ss.is_active("backend.numa", {"dist.nproc_per_node": 1}, ctx)

@@ -227,6 +227,10 @@ def _answer(stored: StoredStudy, plan: SweepPlan, trial: Trial, knobs: dict[str,
     if source is not None:
         return reuse(stored, trial, source)
     if (unsampled := plan.unsampled_reason(knobs)) is not None:
+        if (fitted := plan.within_cores(knobs)) is not None:  # measured next, unless the study holds it
+            changes = ", ".join(f"{k.split('.')[-1]}={fitted[k]}" for k in fitted if fitted[k] != knobs[k])
+            stored.enqueue(fitted, f"within the cores: #{trial.number}'s point with {changes}")
+            unsampled += f"; its nearest point within the cores ({changes}) is queued"
         return skip(stored, trial, Status.SKIPPED, unsampled)
     dominating = history.oom_dominating(trials, knobs, plan.fixed)
     if dominating is not None:

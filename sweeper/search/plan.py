@@ -87,6 +87,15 @@ class SweepPlan:
                                    ranks_from_preset="dist.nproc_per_node" in self.space
                                    and "dist.nproc_per_node" not in self.asked)
 
+    def within_cores(self, knobs: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The searched knobs of the nearest point the preset measures, when `knobs` oversubscribe
+        the cores with ranks the preset chose (see space.within_cores); None otherwise."""
+        if not self.own_app or "dist.nproc_per_node" not in self.space or "dist.nproc_per_node" in self.asked:
+            return None
+        full = {k: self.base_value(k) for k in ("loader.num_workers", "backend.threads", "dist.nproc_per_node")}
+        fitted = sp.within_cores({**full, **knobs}, self.machine.cores, self.space)
+        return None if fitted is None else {k: fitted[k] for k in knobs}
+
     def held_back(self, measured: int) -> frozenset[str]:
         """The knobs kept at the baseline's values for now: the preset's `later` ones for the
         first hydra.sweeper.later x n_trials measured trials (they cost seconds of start-up a

@@ -188,6 +188,31 @@ def unsampled_reason(knobs: Mapping[str, Any], cores: int, effective_batch: int 
     return None
 
 
+def within_cores(knobs: Mapping[str, Any], cores: int, space: Mapping[str, BaseDistribution]) -> dict[str, Any] | None:
+    """The point nearest an oversubscribed one that the preset measures: the same ranks, with
+    threads and loader workers lowered to the cores each rank has, where the space holds those
+    values; None when the point is not oversubscribed or cannot be fitted. TPE models each
+    knob alone: told only that oversubscribed points were skipped, it learned that ranks are
+    slow, and most main jobs never measured 2 ranks, this VM's fastest (benchmarks/README.md,
+    issue 23, fourth and sixth parts)."""
+    nproc = int(knobs.get("dist.nproc_per_node") or 1)
+    threads, workers = knobs.get("backend.threads"), int(knobs.get("loader.num_workers") or 0)
+    if not topology.oversubscribes(nproc, threads, workers, cores):
+        return None
+    share = max(1, cores // nproc)
+    fitted = dict(knobs)
+    if nproc * (threads or 1) > cores:
+        fitted["backend.threads"] = share
+    if nproc * workers > cores:
+        fitted["loader.num_workers"] = share
+    changed = [k for k in ("backend.threads", "loader.num_workers") if fitted.get(k) != knobs.get(k)]
+    if any(k not in space or not contains(space[k], fitted[k]) for k in changed):
+        return None
+    if topology.oversubscribes(nproc, fitted.get("backend.threads"), int(fitted.get("loader.num_workers") or 0), cores):
+        return None
+    return fitted
+
+
 def include_value(dist: BaseDistribution, value: Any) -> BaseDistribution:
     """Widen a distribution so it holds `value` (the baseline is a point of the space)."""
     if isinstance(dist, CategoricalDistribution):
