@@ -285,7 +285,10 @@ def test_search_cpu_grows_ranks_and_openmp_binding_and_skips_what_it_should_not_
     assert plan.within_cores({**base, "dist.nproc_per_node": 2}) is None  # not oversubscribed
     storage = optuna.storages.InMemoryStorage()
     stored = StoredStudy(optuna.create_study(storage=storage), storage)
-    told = _answer(stored, plan, stored.study.ask(), over, [])
+    said: list[str] = []
+    told = _answer(stored, plan, stored.study.ask(), over, [], lambda key, line: said.append(line))
+    assert said == ["#0 skipped (2 ranks x (2 threads, 2 loader workers) oversubscribe the 2 cores): its point with "
+                    "num_workers=1, threads=1 queued instead"]
     record = TrialRecord.of(told.trial)
     assert told.trial.state == TrialState.PRUNED and record.status == Status.SKIPPED
     assert record.reason.endswith("its nearest point within the cores (num_workers=1, threads=1) is queued")

@@ -204,7 +204,7 @@ def _ask_batch(stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: l
         if key in pending:
             batch.twins.append((trial, pending[key]))
             continue
-        told = _answer(stored, plan, trial, knobs, trials)
+        told = _answer(stored, plan, trial, knobs, trials, state.say_once)
         if told is not None:
             _tell(stored, plan, state, told, batch.best, lambda: remaining_s)
             if not batch.jobs or state.sampler_done or state.unmeasured_in_a_row >= EXHAUSTED_AFTER \
@@ -220,7 +220,7 @@ def _ask_batch(stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: l
 
 
 def _answer(stored: StoredStudy, plan: SweepPlan, trial: Trial, knobs: dict[str, Any],
-            trials: list[FrozenTrial]) -> Told | None:
+            trials: list[FrozenTrial], say: Callable[[str, str], None] = lambda key, line: None) -> Told | None:
     """Answer the trial from the study, without measuring: an identical configuration's result,
     a point the preset does not measure, a predicted OOM; None when it must be measured."""
     source = None if plan.settings.remeasure else history.find_measured(trials, knobs, plan.fixed)
@@ -230,6 +230,8 @@ def _answer(stored: StoredStudy, plan: SweepPlan, trial: Trial, knobs: dict[str,
         if (fitted := plan.within_cores(knobs)) is not None:  # measured next, unless the study holds it
             changes = ", ".join(f"{k.split('.')[-1]}={fitted[k]}" for k in fitted if fitted[k] != knobs[k])
             stored.enqueue(fitted, f"within the cores: #{trial.number}'s point with {changes}")
+            say(json.dumps(fitted, sort_keys=True, default=str),
+                f"#{trial.number} skipped ({unsampled.split(';')[0]}): its point with {changes} queued instead")
             unsampled += f"; its nearest point within the cores ({changes}) is queued"
         return skip(stored, trial, Status.SKIPPED, unsampled)
     dominating = history.oom_dominating(trials, knobs, plan.fixed)
