@@ -132,15 +132,19 @@ def test_unconfirmed_winner_says_so():
     assert any("not confirmed" in n for n in d.notes)
 
 
-def test_queued_points_and_the_later_knobs_tries_are_noted_apart():
+def test_queued_points_the_later_knobs_tries_and_points_in_place_of_skipped_ones_are_noted_apart():
     from sweeper.store.record import TrialRecord
 
     warm, tried = make(4, 512, 2000.0), make(5, 256, 2300.0)
     warm.user_attrs.update(TrialRecord.queued("warm start: the winner on gpu-a"))
     tried.user_attrs.update(TrialRecord.queued("later: loader.multiprocessing_context=forkserver at the best so far "
                                                "(#1)", "loader.multiprocessing_context", 1))
-    d = build_report_data([*TRIALS, warm, tried], study_name="s", workload="w", fixed=[], confirmation=None)
+    fitted = make(6, 1024, 2600.0)
+    fitted.user_attrs.update(TrialRecord.queued("#5's point with num_workers=1", in_place_of=5))
+    d = build_report_data([*TRIALS, warm, tried, fitted], study_name="s", workload="w", fixed=[], confirmation=None)
     assert "Queued after the baseline, before the sampler's own picks: #4 (warm start: the winner on gpu-a)." in d.notes
+    assert ("Measured in place of points skipped as oversubscribed, their nearest point within the cores: #6 (#5's "
+            "point with num_workers=1).") in d.notes
     assert ("Knobs searched only later, tried first at the best so far: #5 (later: "
             "loader.multiprocessing_context=forkserver at the best so far (#1)).") in d.notes
 

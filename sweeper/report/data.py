@@ -310,8 +310,11 @@ def _notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial], baseline:
     if confirmation is None and winner is not None and not kept:
         notes.append("The winner was not confirmed by interleaved re-measurement: the speedup is from single search runs.")
     queued = [(t.number, r) for t in trials if (r := TrialRecord.of(t)).origin]
-    if started := [f"#{n} ({r.origin})" for n, r in queued if r.probe_knob is None]:
+    if started := [f"#{n} ({r.origin})" for n, r in queued if r.probe_knob is None and r.in_place_of is None]:
         notes.append(f"Queued after the baseline, before the sampler's own picks: {'; '.join(started)}.")
+    if fitted := [f"#{n} ({r.origin})" for n, r in queued if r.in_place_of is not None]:
+        notes.append("Measured in place of points skipped as oversubscribed, their nearest point within the cores: "
+                     f"{'; '.join(fitted)}.")
     if tried := [f"#{n} ({r.origin})" for n, r in queued if r.probe_knob is not None]:
         notes.append(f"Knobs searched only later, tried first at the best so far: {'; '.join(tried)}.")
     foreign = [t for t in trials if TrialRecord.of(t).status == Status.OTHER_HARDWARE]

@@ -25,6 +25,8 @@ _SCHEDULER_JOB, _QUEUE_WAIT = "scheduler_job", "queue_wait_s"
 _ORIGIN = "origin"  # set by Optuna's enqueue_trial (search/start.py): why this point was measured
 # a later knob tried at the best so far (search/later.py): the knob, and the best's trial number
 _PROBE_KNOB, _PROBE_OF = "probe_knob", "probe_of"
+# a point measured in place of one the preset skipped (oversubscribed): that trial's number
+_IN_PLACE_OF = "in_place_of"
 # the attributes of a result, copied when a result is reused for an identical configuration
 _RESULT_ATTRS = (_STATUS, _REASON, _FIGURES, _FINGERPRINT, _HARDWARE)
 # studies written before skipped-ness was a status marked a predicted OOM by its reason
@@ -68,6 +70,7 @@ class TrialRecord:
     origin: str | None = None  # queued after the baseline: a warm start or a recipe, and from where
     probe_knob: str | None = None  # a later knob tried at the best so far: which
     probe_of: int | None = None  # ... and the best's trial number
+    in_place_of: int | None = None  # the skipped trial whose nearest point within the cores this is
 
     @classmethod
     def of(cls, trial: Any) -> TrialRecord:
@@ -87,7 +90,7 @@ class TrialRecord:
             sweeper_pid=int(pid) if pid is not None else None, sweeper_started=attrs.get(_PID_STARTED),
             heartbeat_at=attrs.get(_HEARTBEAT), rerun_reason=attrs.get(_RERUN),
             scheduler_job=attrs.get(_SCHEDULER_JOB), queue_wait_s=attrs.get(_QUEUE_WAIT), origin=attrs.get(_ORIGIN),
-            probe_knob=attrs.get(_PROBE_KNOB), probe_of=attrs.get(_PROBE_OF),
+            probe_knob=attrs.get(_PROBE_KNOB), probe_of=attrs.get(_PROBE_OF), in_place_of=attrs.get(_IN_PLACE_OF),
         )
 
     # -- reading (the typed parts on first use: a sweep reads many records) --
@@ -134,10 +137,13 @@ class TrialRecord:
                 _SWEEP_DIR: sweep_dir, _HOST: host, _PID: pid, _PID_STARTED: pid_started, _HARDWARE: hardware_class}
 
     @staticmethod
-    def queued(origin: str, probe_knob: str | None = None, probe_of: int | None = None) -> dict[str, Any]:
+    def queued(origin: str, probe_knob: str | None = None, probe_of: int | None = None,
+               in_place_of: int | None = None) -> dict[str, Any]:
         """A point queued for the sampler's next ask (enqueue_trial's user_attrs): why (and, for
-        a later knob tried at the best so far, which knob at which trial)."""
-        return {_ORIGIN: origin, **({_PROBE_KNOB: probe_knob, _PROBE_OF: probe_of} if probe_knob else {})}
+        a later knob tried at the best so far, which knob at which trial; for a point measured in
+        place of a skipped one, which trial)."""
+        return {_ORIGIN: origin, **({_PROBE_KNOB: probe_knob, _PROBE_OF: probe_of} if probe_knob else {}),
+                **({_IN_PLACE_OF: in_place_of} if in_place_of is not None else {})}
 
     @staticmethod
     def finished(result: RunResult) -> dict[str, Any]:
