@@ -76,24 +76,29 @@ class SweepPlan:
         return sp.Context(cuda=self.machine.cuda, bf16=self.machine.bf16, convolutional=convolutional,
                           loader_in_order=self.machine.loader_in_order, openmp=self.machine.openmp)
 
+    @property
+    def ranks_from_preset(self) -> bool:
+        """The preset searches the ranks, the user did not ask for them."""
+        return "dist.nproc_per_node" in self.space and "dist.nproc_per_node" not in self.asked
+
+    def _with_base(self, knobs: Mapping[str, Any]) -> dict[str, Any]:
+        """`knobs` over the base config's batch, workers, threads and ranks (those not searched)."""
+        keys = ("loader.batch_size", "loader.num_workers", "backend.threads", "dist.nproc_per_node")
+        return {**{k: self.base_value(k) for k in keys}, **knobs}
+
     def unsampled_reason(self, knobs: Mapping[str, Any]) -> str | None:
         """Why this trial is not measured (see space.unsampled_reason), or None."""
         if not self.own_app:
             return None
-        full = {k: self.base_value(k) for k in ("loader.batch_size", "loader.num_workers", "backend.threads",
-                                                "dist.nproc_per_node")}
-        return sp.unsampled_reason({**full, **knobs}, self.machine.cores,
-                                   self.base_value("train.effective_batch"),
-                                   ranks_from_preset="dist.nproc_per_node" in self.space
-                                   and "dist.nproc_per_node" not in self.asked)
+        return sp.unsampled_reason(self._with_base(knobs), self.machine.cores, self.base_value("train.effective_batch"),
+                                   ranks_from_preset=self.ranks_from_preset)
 
     def within_cores(self, knobs: Mapping[str, Any]) -> dict[str, Any] | None:
         """The searched knobs of the nearest point the preset measures, when `knobs` oversubscribe
         the cores with ranks the preset chose (see space.within_cores); None otherwise."""
-        if not self.own_app or "dist.nproc_per_node" not in self.space or "dist.nproc_per_node" in self.asked:
+        if not self.own_app or not self.ranks_from_preset:
             return None
-        full = {k: self.base_value(k) for k in ("loader.num_workers", "backend.threads", "dist.nproc_per_node")}
-        fitted = sp.within_cores({**full, **knobs}, self.machine.cores, self.space)
+        fitted = sp.within_cores(self._with_base(knobs), self.machine.cores, self.space)
         return None if fitted is None else {k: fitted[k] for k in knobs}
 
     def held_back(self, measured: int) -> frozenset[str]:
