@@ -212,7 +212,9 @@ def test_an_effective_batch_is_held_by_every_trial(tmp_path):
 def test_a_second_machine_class_starts_from_the_first_ones_winner(tmp_path):
     """Warm start: the study's winner on another hardware class is measured right after the
     baseline, said so in the log, and marked on its trial."""
-    common = [*QUICK, "hydra.sweeper.n_trials=2", "hydra.sweeper.confirm.top_k=0", "loader.batch_size=64"]
+    # neither floor nor racing: the first sweep's one trial besides the baseline must complete
+    common = [*QUICK, "hydra.sweeper.n_trials=2", "hydra.sweeper.confirm.top_k=0", "loader.batch_size=64",
+              "hydra.sweeper.prune_ratio=null", "hydra.sweeper.race=false"]
     run_multirun(tmp_path, *common, name="first", study="first")
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     mine = load_study(tmp_path, "first")
