@@ -295,5 +295,7 @@ def test_search_cpu_grows_ranks_and_openmp_binding_and_skips_what_it_should_not_
     queued, knobs = ask(stored, plan, plan.context(False), baseline=False)
     assert {k: knobs[k] for k in fitted} == fitted and TrialRecord.of(queued).in_place_of == 0
     # queued once: another skipped point with the same nearest point queues nothing more
-    _answer(stored, plan, stored.study.ask(), {**over, "loader.num_workers": 3}, [])
+    again = _answer(stored, plan, stored.study.ask(), {**over, "loader.num_workers": 3}, [])
     assert not stored.study.get_trials(states=(TrialState.WAITING,))
+    assert TrialRecord.of(again.trial).reason.endswith(
+        "its nearest point within the cores (num_workers=1, threads=1) is in the study already")

@@ -219,10 +219,12 @@ def test_a_second_machine_class_starts_from_the_first_ones_winner(tmp_path):
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     mine = load_study(tmp_path, "first")
     winner = next(t for t in mine.get_trials() if not t.user_attrs["baseline"])
-    # the same study as a lab's other machine class left it: its winner's knobs, stored there
+    # the same study as a lab's other machine class left it: its winner's knobs, stored there, at
+    # the batch the baseline does not run (a winner at the baseline's own point is not queued)
+    params = {**winner.params, "loader.batch_size": 256}
     other = optuna.create_study(storage=storage, study_name="second@elsewhere",
                                 directions=[d.name.lower() for d in mine.directions])
-    moved = optuna.trial.create_trial(params=winner.params, distributions=winner.distributions, values=winner.values,
+    moved = optuna.trial.create_trial(params=params, distributions=winner.distributions, values=winner.values,
                                       user_attrs={**winner.user_attrs, "hardware_class": "elsewhere"})
     other.add_trial(moved)
     other.set_user_attr("winner_trial", 0)
@@ -232,5 +234,5 @@ def test_a_second_machine_class_starts_from_the_first_ones_winner(tmp_path):
     trials = load_study(tmp_path, "second").get_trials()
     started = trials[1]
     assert started.user_attrs["origin"].startswith("warm start: the winner on elsewhere (study second@elsewhere")
-    assert started.params == winner.params
+    assert started.params == params
     assert "Queued after the baseline" in (tmp_path / "second" / "report.html").read_text()

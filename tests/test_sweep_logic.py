@@ -266,6 +266,32 @@ def test_warm_starts_are_the_other_classes_winners_within_this_space():
     assert start.warm_starts(storage, "w@cpu-here", ("task.mode=inference",), space) == []
 
 
+def test_a_warm_start_at_the_baselines_own_point_is_not_queued(tmp_path):
+    """The study holds the baseline's point once the baseline is asked: a class whose winner is
+    that point queues nothing, and the sweep must not say it did (it once logged "queued")."""
+    import optuna
+
+    from sweeper.search import start
+    from sweeper.search.trials import ask
+    from sweeper.store.study import StoredStudy
+
+    plan = _cpu_plan(tmp_path, {"n_trials": 4}, ["search=quick", "loader.batch_size=64"])
+    storage = optuna.storages.InMemoryStorage()
+    stored = StoredStudy(optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)),
+                         storage)
+    _, baseline = ask(stored, plan, plan.context(False), baseline=True)
+    space_knobs = {k: baseline[k] for k in plan.space}
+    for name, knobs in (("w@same", space_knobs), ("w@other", {**space_knobs, "loader.batch_size": 256})):
+        other = optuna.create_study(storage=storage, study_name=name, directions=list(plan.directions))
+        other.add_trial(trial(0, knobs, fixed=plan.fixed))
+        other.set_user_attr("winner_trial", 0)
+    queued = start.queue_start(stored, plan)
+    assert [(p.origin.split(" (")[0], was) for p, was in queued] == [
+        ("warm start: the winner on other", True), ("warm start: the winner on same", False)]
+    waiting = stored.study.get_trials(states=(TrialState.WAITING,))
+    assert [t.system_attrs["fixed_params"]["loader.batch_size"] for t in waiting] == [256]
+
+
 @pytest.mark.parametrize(("text", "seconds"), [("8h", 28800), ("30m", 1800), ("1h30m", 5400), ("90s", 90), ("45", 45), (None, None)])
 def test_durations(text, seconds):
     assert parse_duration(text) == seconds

@@ -193,8 +193,12 @@ def _ask_batch(stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: l
                 "" if held_back else " (the whole space is open)"))
         trial, knobs = ask(stored, plan, ctx, baseline=first, held_back=held_back)
         if first:  # after the baseline: the other classes' winners and the recipes, if asked
-            for point in queue_start(stored, plan):
-                progress.say(f"queued after the baseline: {progress.short_knobs(dict(point.knobs))} ({point.origin})")
+            for point, queued in queue_start(stored, plan):
+                what = progress.short_knobs(dict(point.knobs))
+                held = "your config's own point" if all(plan.baseline_knobs.get(k) == v for k, v in point.knobs.items()) \
+                    else "a point the study holds already"
+                progress.say(f"queued after the baseline: {what} ({point.origin})" if queued
+                             else f"not queued: {what} ({point.origin}) is {held}")
         ahead = [t for t in stored.trials(plan.fixed) if t.number < trial.number and was_measured(t)]
         if len(ahead) >= plan.settings.n_trials:  # another process took the last slot meanwhile
             _note(state, skip(stored, trial, Status.SURPLUS, "n_trials was reached by another process of this study"),
@@ -229,10 +233,12 @@ def _answer(stored: StoredStudy, plan: SweepPlan, trial: Trial, knobs: dict[str,
     if (unsampled := plan.unsampled_reason(knobs)) is not None:
         if (fitted := plan.within_cores(knobs)) is not None:  # measured next, unless the study holds it
             changes = ", ".join(f"{k.split('.')[-1]}={fitted[k]}" for k in fitted if fitted[k] != knobs[k])
-            stored.enqueue(fitted, f"#{trial.number}'s point with {changes}", in_place_of=trial.number)
-            say(json.dumps(fitted, sort_keys=True, default=str),
-                f"#{trial.number} skipped ({unsampled.split(';')[0]}): its point with {changes} queued instead")
-            unsampled += f"; its nearest point within the cores ({changes}) is queued"
+            if stored.enqueue(fitted, f"#{trial.number}'s point with {changes}", in_place_of=trial.number):
+                say(json.dumps(fitted, sort_keys=True, default=str),
+                    f"#{trial.number} skipped ({unsampled.split(';')[0]}): its point with {changes} queued instead")
+                unsampled += f"; its nearest point within the cores ({changes}) is queued"
+            else:
+                unsampled += f"; its nearest point within the cores ({changes}) is in the study already"
         return skip(stored, trial, Status.SKIPPED, unsampled)
     dominating = history.oom_dominating(trials, knobs, plan.fixed)
     if dominating is not None:

@@ -97,15 +97,14 @@ def warm_starts(storage: Any, study_name: str, fixed: Sequence[str],
     return points
 
 
-def queue_start(stored: StoredStudy, plan: SweepPlan) -> list[StartPoint]:
+def queue_start(stored: StoredStudy, plan: SweepPlan) -> list[tuple[StartPoint, bool]]:
     """After the baseline is asked: queue the warm start and the recipes the settings ask for
-    (each once, in order, for the sampler's next asks)."""
+    (each once, in order, for the sampler's next asks), each with whether it was queued (not
+    when the study holds its point already: the baseline's own, or one measured before)."""
     points = []
     if plan.settings.warm_start:
         points += warm_starts(stored.storage, stored.name, plan.fixed, plan.space)
     if plan.settings.recipes:
         points += recipes(plan.space, plan.baseline_knobs, cores=plan.machine.cores, cuda=plan.machine.cuda,
                           bf16=plan.machine.bf16)
-    for point in points:
-        stored.enqueue(point.knobs, point.origin)
-    return points
+    return [(point, stored.enqueue(point.knobs, point.origin)) for point in points]

@@ -109,12 +109,15 @@ class StoredStudy:
         self.study.set_user_attr(_WINNER, winner)
 
     def enqueue(self, knobs: Mapping[str, Any], origin: str, *, probe_knob: str | None = None,
-                probe_of: int | None = None, in_place_of: int | None = None) -> None:
-        """Queue a point for the sampler's next ask, with why: once (not if the study holds it),
-        except a later knob's try, which must be a trial of its own (answered from an identical
-        run when there is one)."""
+                probe_of: int | None = None, in_place_of: int | None = None) -> bool:
+        """Queue a point for the sampler's next ask, with why: once (not if the study holds it,
+        the baseline's own point included), except a later knob's try, which must be a trial of
+        its own (answered from an identical run when there is one). False: the study held it, so
+        nothing was queued (a trial another process adds meanwhile can read as queued)."""
+        before = len(self.study.get_trials(deepcopy=False))
         self.study.enqueue_trial(dict(knobs), user_attrs=TrialRecord.queued(origin, probe_knob, probe_of, in_place_of),
                                  skip_if_exists=probe_knob is None)
+        return len(self.study.get_trials(deepcopy=False)) > before
 
     def last_winner(self) -> int | None:
         """The winner trial of the study's last sweep (None: no sweep has ended with one)."""
