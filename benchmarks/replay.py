@@ -80,7 +80,8 @@ GP = {"_target_": "optuna.samplers.GPSampler"}
 TWO = {"objectives": ["samples_per_sec", "peak_memory_mb"]}  # the default before issue 23
 # name: hydra.sweeper settings (the sampler's seed is the replay's); keys with _ are the replay's:
 # _measure (measure.* of search trials), _confirm_measure (of confirmation runs; else the defaults), _contend (the race
-# before issue 23's change: windows' noise only, and a run overlapping the best measured to max windows)
+# before issue 23's change: windows' noise only, and a run overlapping the best measured to max windows), _no_behind
+# (before issue 23, seventh part: a run behind the best's own interval measured on to precision)
 STRATEGIES: dict[str, dict[str, Any]] = {
     "before: TPE, speed+memory, race on windows' noise": {"sampler": TPE, **TWO, "run_noise": None, "_contend": True,
                                                           "sweep_precision": None, "confirm": {"top_k": 3}},
@@ -99,6 +100,7 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "TPE, samples/sec, confirm top 1": {"sampler": TPE, "confirm": {"top_k": 1}},
     "TPE, samples/sec, confirm at least 2 rounds": {"sampler": TPE, "confirm": {"min_rounds": 2}},
     "TPE, samples/sec, floor 0.5 of the best (before issue 23, sixth part)": {"sampler": TPE, "prune_ratio": 0.5},
+    "TPE, samples/sec, no stop behind the best (before issue 23, seventh part)": {"sampler": TPE, "_no_behind": True},
     "TPE, samples/sec, + recipes": {"sampler": TPE, "recipes": True},
     "TPE multivariate+group, samples/sec": {"sampler": MV},
     "TPE startup 10, samples/sec": {"sampler": {**TPE, "n_startup_trials": 10}},
@@ -202,6 +204,7 @@ class ReplayRunner:
     search_measure: Mapping[str, Any] = field(default_factory=dict)  # measure.* of search trials
     confirm_measure: Mapping[str, Any] = field(default_factory=dict)  # measure.* of confirmation runs
     contend: bool = False  # the race before issue 23 (see _contending_verdict)
+    behind: bool = True  # False: measure.behind ignored, as before issue 23's seventh part
     confirming: bool = False
     charged_s: float = 0.0
     log: list[tuple[float, float | None]] = field(default_factory=list)  # (seconds so far, grid figure)
@@ -222,7 +225,7 @@ class ReplayRunner:
         knobs = {k: _parse(given[k]) if k in given else self.plan.base_value(k) for k in self.grid.knobs}
         measure = {**{k: self.plan.base_value(f"measure.{k}") for k in
                       ("warmup_s", "warmup_steps", "windows", "window_s", "warmup_max_s", "steady_tol", "min_windows",
-                       "rel_precision")}, "prune_below": None, "race": None}
+                       "rel_precision")}, "prune_below": None, "race": None, "behind": None}
         if "measure.rel_precision" in given:  # hydra.sweeper.sweep_precision
             measure["rel_precision"] = _parse(given["measure.rel_precision"])
         measure.update(self.confirm_measure if self.confirming else self.search_measure)  # a strategy's own
@@ -230,6 +233,8 @@ class ReplayRunner:
             measure["prune_below"] = float(given["measure.prune_below"])
         if "measure.race" in given:
             measure["race"] = [float(x) for x in given["measure.race"].strip("[]").split(",")]
+        if "measure.behind" in given and self.behind:
+            measure["behind"] = float(given["measure.behind"])
         row = self.grid.row(knobs)
         if row is None:
             self.charged_s += START_S
@@ -301,7 +306,8 @@ def replay_sweeper(grid: Grid, spec: GridSpec, strategy: Mapping[str, Any], seed
                                 directions=list(plan.directions))
     stored = StoredStudy(study, storage)
     runner = ReplayRunner(grid, plan, random.Random(seed), strategy.get("_measure", {}),
-                          strategy.get("_confirm_measure", {}), contend=bool(strategy.get("_contend")))
+                          strategy.get("_confirm_measure", {}), contend=bool(strategy.get("_contend")),
+                          behind=not strategy.get("_no_behind"))
     with contextlib.redirect_stdout(io.StringIO()):
         optimize(stored, plan, runner, stopped=lambda: None, remaining=lambda: None)  # type: ignore[arg-type]
         searched = len(runner.log)

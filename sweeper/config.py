@@ -119,6 +119,7 @@ class MeasureConf:
     memory_limit_gb: Optional[float] = MISSING
     prune_below: Optional[float] = MISSING
     race: Optional[List[float]] = MISSING
+    behind: Optional[float] = MISSING
 
 
 @dataclass

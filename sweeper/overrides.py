@@ -12,7 +12,7 @@ import yaml
 # Config groups of conf/: an override `task=x` selects an option, it does not set a value.
 GROUPS = ("task", "loader", "backend", "measure", "train")
 # Per-run overrides the sweeper itself adds; a winner does not carry them.
-SWEEP_ONLY = ("measure.prune_below", "measure.race", "measure.timeout_s")
+SWEEP_ONLY = ("measure.prune_below", "measure.race", "measure.behind", "measure.timeout_s")
 
 
 def override_value(value: Any) -> str:

@@ -159,6 +159,7 @@ def check_config(cfg: Mapping[str, Any]) -> None:
     race = measure["race"]
     if race is not None and len(race) != 2:
         raise ConfigError(f"measure.race={race!r} is invalid: expected null or [low, high] samples/sec.")
+    _check_positive("measure.behind", measure["behind"], allow_none=True)
     _check_positive("measure.window_s", measure["window_s"])
     _check_positive("measure.timeout_s", measure["timeout_s"])
     _check_positive("measure.memory_limit_gb", measure["memory_limit_gb"], allow_none=True)

@@ -466,3 +466,27 @@ def test_a_worker_closes_the_event_pipe_only_when_it_inherited_it(monkeypatch):
     finally:
         for fd in (read_fd, other_r, other_w):
             os.close(fd)
+
+
+def test_a_run_known_to_be_behind_the_best_stops_with_its_figure():
+    from sweeper.stats import with_run_noise
+
+    best = (99.0, 101.0)  # the incumbent's own interval: 100 samples/s
+    widened = with_run_noise(best, 0.08)  # racing prunes only below ~78: the run-to-run noise
+
+    # 85 samples/s, windows swinging +-30%: never pruned, and slow to be precise
+    def noisy_run(rule):
+        clock, step, _ = scripted(lambda n: 1 / 85 * (1.3 if (n // 40) % 2 else 0.7))
+        return timing.measure(lambda: None, step, lambda b: 1, lambda: None, rule, clock=clock)
+
+    behind = noisy_run(timing.Rule(**{**ADAPTIVE, "race": widened, "behind": best[0]}))
+    raced_only = noisy_run(timing.Rule(**{**ADAPTIVE, "race": widened}))
+    assert behind.stopped == "behind" and not behind.pruned  # complete: its figure is kept
+    assert raced_only.stopped in ("precise", "max windows") and not raced_only.pruned
+    assert 3 <= len(behind.window_samples_per_sec) < len(raced_only.window_samples_per_sec)
+    low, high = behind.throughput().interval
+    assert high < best[0] and low < 85 < high
+    # a run whose interval reaches the best's goes on, as without the rule
+    assert timing._verdict(_three_windows(99.5), timing.Rule(**{**ADAPTIVE, "race": widened, "behind": 99.0})) \
+        == "precise"
+    assert timing.Rule.of({**_MEASURE, "race": None, "behind": 99.0}).behind == 99.0

@@ -111,6 +111,24 @@ def test_candidates_the_leader_left_behind_beyond_the_run_noise_are_not_confirme
     assert confirm.left_behind([leader, trial(4, {"loader.batch_size": 16}, sps=150.0)], run_noise=0.08) == []
 
 
+def test_a_trial_races_the_best_widened_for_the_run_noise_and_stops_behind_its_own_low_end(tmp_path):
+    import optuna
+
+    from sweeper.search.loop import _job
+
+    plan = _cpu_plan(tmp_path, {}, ["search=quick"])
+    best = trial(1, {"loader.batch_size": 256}, sps=300.0)
+    best.user_attrs["metrics"].update(samples_per_sec_ci_low=290.0, samples_per_sec_ci_high=310.0)
+    asked = optuna.create_study().ask()
+    job = _job(plan, asked, dict(plan.baseline_knobs), [], best, has_baseline=True, remaining_s=None)
+    widened = 290.0 / math.exp(1.96 * math.sqrt(2) * plan.settings.run_spread)
+    assert f"measure.race=[{widened:.6g},{310.0 * 290.0 / widened:.6g}]" in job.overrides
+    assert "measure.behind=290" in job.overrides
+    no_race = _cpu_plan(tmp_path, {"race": False}, ["search=quick"])
+    job = _job(no_race, asked, dict(plan.baseline_knobs), [], best, has_baseline=True, remaining_s=None)
+    assert not any(o.startswith(("measure.race=", "measure.behind=")) for o in job.overrides)
+
+
 def test_when_nothing_beat_the_baseline_the_sweep_says_so_in_one_sentence():
     base = _baseline(100.0)
     done = [base, trial(1, {"loader.batch_size": 128}, sps=80.0), trial(2, {"loader.batch_size": 256}, sps=60.0)]

@@ -213,7 +213,7 @@ def extras(spec: Mapping[str, Any], ready: Prepared, built: Built, figures: Thro
     if meas["compute_bound"]:
         events.phase("compute_bound")
         held = built.next_batch()  # one batch kept on the device: no loader in the loop
-        rule = replace(Rule.of(meas), warmup_steps=1, prune_below=None, race=None)
+        rule = replace(Rule.of(meas), warmup_steps=1, prune_below=None, race=None, behind=None)
         bound = timing.measure(lambda: held, built.step, built.samples_of, backend.synchronize(ready.device), rule,
                                sync_every_step=meas["sync"] == "step", group=ready.group).throughput()
         figures = replace(figures, compute_bound_samples_per_sec=bound.samples_per_sec,

@@ -161,7 +161,10 @@ class Rule:
     `warmup_max_s`); windows of `window_s` until the 95% interval of their rate is within
     `rel_precision` of it (at least `min_windows`, at most `max_windows`). Racing against the
     best trial's interval `race` = (low, high), widened by the sweep for run-to-run noise: a run
-    whose interval lies wholly below it stops (pruned).
+    whose interval lies wholly below it stops (pruned). A run whose interval lies wholly below
+    `behind`, the low end of the best's own interval, stops too, its figure kept (complete): the
+    sweep needs no more precise a figure of a run it knows is behind, and windows cannot resolve
+    the run-to-run noise that decides by how much.
     `prune_below` is a plain floor: the rate under it after two windows stops the run. Every
     rule reads the same statistic as the figure: the rate over the windows (samples over time)
     and its 95% interval (stats.rate_interval). A window is at least `window_s` of whole loader
@@ -178,6 +181,7 @@ class Rule:
     rel_precision: float | None = None  # None: always max_windows
     prune_below: float | None = None
     race: tuple[float, float] | None = None
+    behind: float | None = None
     cycle: int = 1
     # the loader's workers restart at each epoch end (not persistent), a cost timed apart: the
     # rules read the windows no epoch end fell in (Timings.counted_totals)
@@ -194,7 +198,8 @@ class Rule:
             max_windows=measure["windows"], window_s=measure["window_s"], warmup_max_s=measure["warmup_max_s"],
             steady_tol=measure["steady_tol"], min_windows=measure["min_windows"] or measure["windows"],
             rel_precision=measure["rel_precision"], prune_below=measure["prune_below"],
-            race=(float(race[0]), float(race[1])) if race else None, cycle=max(1, workers),
+            race=(float(race[0]), float(race[1])) if race else None, behind=measure.get("behind"),
+            cycle=max(1, workers),
             restarts_apart=workers > 0 and not persistent_workers,
         )
 
@@ -283,7 +288,7 @@ def _warm_up(t: Timings, rule: Rule, next_batch: Callable[[], Any], step: Callab
 
 
 def _verdict(t: Timings, rule: Rule) -> str | None:
-    """After a window: why to stop now ("precise", "raced", "pruned"), or None to go on."""
+    """After a window: why to stop now ("precise", "raced", "behind", "pruned"), or None to go on."""
     counted = t.counted_totals(rule.restarts_apart)
     n = len(counted[0])
     rate, interval = rate_interval(*counted)
@@ -294,6 +299,8 @@ def _verdict(t: Timings, rule: Rule) -> str | None:
     low, high = interval
     if rule.race is not None and high < rule.race[0]:
         return "raced"
+    if rule.behind is not None and high < rule.behind:
+        return "behind"
     if rule.rel_precision is None:
         return None
     # a run close to the best stops when precise too: windows beyond that cannot resolve a

@@ -11,6 +11,7 @@ from ..result import RunResult, Status
 
 # why the windows stopped, as the summary line says it
 _STOPPED = {"precise": "precise enough", "max windows": "at the window maximum", "raced": "below the best",
+            "behind": "behind the best",
             "pruned": "below the floor"}
 
 

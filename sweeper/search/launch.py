@@ -46,9 +46,10 @@ def sweep_precision(plan: SweepPlan) -> list[str]:
 
 
 def measure_overrides(plan: SweepPlan, prune_below: float | None, remaining_s: float | None,
-                      race: tuple[float, float] | None = None) -> list[str]:
+                      race: tuple[float, float] | None = None, behind: float | None = None) -> list[str]:
     """What the sweep adds to a job's overrides: the sweep's precision, the prune threshold, the
-    incumbent's interval to race against, a timeout within the budget."""
+    incumbent's interval to race against (widened, and its own low end), a timeout within the
+    budget."""
     extra: list[str] = []
     if not plan.own_app:  # another app's jobs measure themselves
         return extra
@@ -59,6 +60,8 @@ def measure_overrides(plan: SweepPlan, prune_below: float | None, remaining_s: f
         extra.append(f"measure.prune_below={prune_below:.6g}")
     if race is not None:
         extra.append(f"measure.race=[{race[0]:.6g},{race[1]:.6g}]")
+    if behind is not None:
+        extra.append(f"measure.behind={behind:.6g}")
     if remaining_s is not None:
         cap = max(10.0, remaining_s)
         if cap < float(plan.base_value("measure.timeout_s")):

@@ -254,11 +254,12 @@ def _job(plan: SweepPlan, trial: Trial, knobs: dict[str, Any], trials: list[Froz
     if (why := history.rerun_reason(trials, knobs, plan.fixed)) is not None:
         for key, value in TrialRecord.rerun(why).items():
             trial.set_user_attr(key, value)
-    prune_below, race = None, None
+    prune_below, race, behind = None, None, None
     ratio = plan.settings.prune_ratio
     if has_baseline and best is not None and plan.objectives[0] == PRIMARY:
         prune_below = ratio * primary_value(best) if ratio else None
         interval = search_interval(best) if plan.settings.race else None
-        race = with_run_noise(interval, plan.settings.run_spread) if interval is not None else None
-    overrides = plan.overrides_for(knobs) + measure_overrides(plan, prune_below, remaining_s, race)
+        if interval is not None:
+            race, behind = with_run_noise(interval, plan.settings.run_spread), interval[0]
+    overrides = plan.overrides_for(knobs) + measure_overrides(plan, prune_below, remaining_s, race, behind)
     return Job(overrides, trial.number, trial.number, subdir=str(trial.number))
