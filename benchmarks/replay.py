@@ -81,7 +81,8 @@ TWO = {"objectives": ["samples_per_sec", "peak_memory_mb"]}  # the default befor
 # name: hydra.sweeper settings (the sampler's seed is the replay's); keys with _ are the replay's:
 # _measure (measure.* of search trials), _confirm_measure (of confirmation runs; else the defaults), _contend (the race
 # before issue 23's change: windows' noise only, and a run overlapping the best measured to max windows), _no_behind
-# (before issue 23, seventh part: a run behind the best's own interval measured on to precision)
+# (before issue 23, seventh part: a run behind the best's own interval measured on to precision), _two_window_floor
+# (before the same part: the floor waits for two windows however far below it a run is)
 STRATEGIES: dict[str, dict[str, Any]] = {
     "before: TPE, speed+memory, race on windows' noise": {"sampler": TPE, **TWO, "run_noise": None, "_contend": True,
                                                           "sweep_precision": None, "confirm": {"top_k": 3}},
@@ -101,6 +102,10 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "TPE, samples/sec, confirm at least 2 rounds": {"sampler": TPE, "confirm": {"min_rounds": 2}},
     "TPE, samples/sec, floor 0.5 of the best (before issue 23, sixth part)": {"sampler": TPE, "prune_ratio": 0.5},
     "TPE, samples/sec, no stop behind the best (before issue 23, seventh part)": {"sampler": TPE, "_no_behind": True},
+    "TPE, samples/sec, floor after two windows only (before issue 23, seventh part)": {
+        "sampler": TPE, "_two_window_floor": True},
+    "TPE, samples/sec, neither (before issue 23, seventh part)": {
+        "sampler": TPE, "_no_behind": True, "_two_window_floor": True},
     "TPE, samples/sec, + recipes": {"sampler": TPE, "recipes": True},
     "TPE multivariate+group, samples/sec": {"sampler": MV},
     "TPE startup 10, samples/sec": {"sampler": {**TPE, "n_startup_trials": 10}},
@@ -205,6 +210,7 @@ class ReplayRunner:
     confirm_measure: Mapping[str, Any] = field(default_factory=dict)  # measure.* of confirmation runs
     contend: bool = False  # the race before issue 23 (see _contending_verdict)
     behind: bool = True  # False: measure.behind ignored, as before issue 23's seventh part
+    first_window_floor: bool = True  # False: the floor waits for two windows, as before it
     confirming: bool = False
     charged_s: float = 0.0
     log: list[tuple[float, float | None]] = field(default_factory=list)  # (seconds so far, grid figure)
@@ -241,6 +247,8 @@ class ReplayRunner:
             return RunResult(Status.ERROR, f"not in the grid: {knobs}", fingerprint=self.plan.machine.fingerprint)
         true = row.samples_per_sec
         rule = timing.Rule.of(measure, int(knobs.get("loader.num_workers") or 0))
+        if not self.first_window_floor:
+            rule = replace(rule, first_window_floor=None)
         mood = math.exp(self.rng.gauss(0.0, RUN_CV))
         # the row's own window spread, scaled from its 1.5 s windows to this rule's
         window_cv = WINDOW_CV if row.window_cv is None else row.window_cv * math.sqrt(GRID_WINDOW_S / rule.window_s)
@@ -307,7 +315,8 @@ def replay_sweeper(grid: Grid, spec: GridSpec, strategy: Mapping[str, Any], seed
     stored = StoredStudy(study, storage)
     runner = ReplayRunner(grid, plan, random.Random(seed), strategy.get("_measure", {}),
                           strategy.get("_confirm_measure", {}), contend=bool(strategy.get("_contend")),
-                          behind=not strategy.get("_no_behind"))
+                          behind=not strategy.get("_no_behind"),
+                          first_window_floor=not strategy.get("_two_window_floor"))
     with contextlib.redirect_stdout(io.StringIO()):
         optimize(stored, plan, runner, stopped=lambda: None, remaining=lambda: None)  # type: ignore[arg-type]
         searched = len(runner.log)

@@ -68,17 +68,26 @@ def test_measure_splits_wait_and_compute_on_a_fake_clock():
     assert figures.windows_measured == 3
 
 
-def test_measure_prunes_a_slow_run_after_two_windows():
-    clock = FakeClock()
+def test_measure_prunes_a_slow_run_after_two_windows_and_a_far_slower_one_after_one():
+    from sweeper.measure.stages import pruned_reason
 
-    def step(batch):
-        clock.now += 0.1
+    def run(step_s, **rule):
+        clock = FakeClock()
 
-    t = timing.measure(
-        lambda: None, step, lambda b: 1, lambda: None,
-        rule=timing.Rule(warmup_s=0.1, warmup_steps=1, max_windows=10, window_s=1.0, prune_below=50.0), clock=clock,
-    )
-    assert t.pruned and len(t.window_samples_per_sec) == 2
+        def step(batch):
+            clock.now += step_s
+
+        return timing.measure(lambda: None, step, lambda b: 1, lambda: None, clock=clock, rule=timing.Rule(
+            warmup_s=0.1, warmup_steps=1, max_windows=10, window_s=1.0, prune_below=50.0, **rule))
+
+    near = run(1 / 45)  # 45 samples/s: 0.9 of the floor
+    assert near.pruned and len(near.window_samples_per_sec) == 2
+    far = run(0.1)  # 10 samples/s: 0.2 of the floor
+    assert far.pruned and len(far.window_samples_per_sec) == 1
+    rule = timing.Rule(warmup_s=0.1, warmup_steps=1, max_windows=10, window_s=1.0, prune_below=50.0)
+    assert pruned_reason(far.throughput(), rule) == "pruned: 10.0 samples/s after 1 window is below 0.8 of the floor 50.0"
+    assert len(run(0.1, first_window_floor=None).window_samples_per_sec) == 2  # as before issue 23, seventh part
+    assert not run(1 / 60).pruned  # above the floor
 
 
 def test_the_first_batch_wait_is_not_compile_time():

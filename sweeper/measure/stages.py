@@ -192,6 +192,9 @@ def pruned_reason(figures: Throughput, rule: Rule) -> str:
         low, high = figures.interval
         return (f"pruned: its 95% interval {low:,.1f}-{high:,.1f} samples/s after {figures.windows_measured} windows "
                 f"lies below the best trial's {rule.race[0]:,.1f}-{rule.race[1]:,.1f}")
+    if figures.windows_measured == 1 and rule.first_window_floor is not None and rule.prune_below is not None:
+        return (f"pruned: {figures.samples_per_sec:,.1f} samples/s after 1 window is below "
+                f"{rule.first_window_floor:g} of the floor {rule.prune_below:,.1f}")
     return (f"pruned: {figures.samples_per_sec:,.1f} samples/s after {figures.windows_measured} "
             f"windows is below {rule.prune_below:,.1f}")
 
