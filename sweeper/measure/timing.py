@@ -167,9 +167,8 @@ class Rule:
     the run-to-run noise that decides by how much.
     `prune_below` is a plain floor: the rate under it after two windows stops the run, and after
     one already when under `first_window_floor` of it (a run that far below is no near miss: in
-    the race's 122 trials a first window read within 0.1 of its run's final share of the best,
-    and the burstiest loaders' windows swung up to 35%, so a run within 0.85 of the best
-    would read under 0.56 once in many). Every
+    a race's 122 trials no first window under 0.56 of the best was a run's that ended above the
+    floor; the lowest of those read 0.72, a bursty run that ended at 0.96). Every
     rule reads the same statistic as the figure: the rate over the windows (samples over time)
     and its 95% interval (stats.rate_interval). A window is at least `window_s` of whole loader
     cycles (`cycle` steps: one batch from each worker, which arrive in bursts); a group's is rank
