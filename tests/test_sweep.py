@@ -225,12 +225,22 @@ def test_a_second_machine_class_starts_from_the_first_ones_winner(tmp_path):
     other = optuna.create_study(storage=storage, study_name="second@elsewhere",
                                 directions=[d.name.lower() for d in mine.directions])
     moved = optuna.trial.create_trial(params=params, distributions=winner.distributions, values=winner.values,
-                                      user_attrs={**winner.user_attrs, "hardware_class": "elsewhere"})
+                                      user_attrs={**winner.user_attrs, "hardware_class": "elsewhere",
+                                                  "knobs": {**winner.user_attrs["knobs"], **params}})
     other.add_trial(moved)
     other.set_user_attr("winner_trial", 0)
+    # and a class whose winner is the baseline's own point: the study holds it once the baseline
+    # is asked, so nothing is queued, and the log must say so (it once said "queued")
+    base = mine.get_trials()[0]
+    home = optuna.create_study(storage=storage, study_name="second@home",
+                               directions=[d.name.lower() for d in mine.directions])
+    home.add_trial(optuna.trial.create_trial(params=base.params, distributions=base.distributions, values=base.values,
+                                             user_attrs={**base.user_attrs, "hardware_class": "home"}))
+    home.set_user_attr("winner_trial", 0)
 
     proc = run_multirun(tmp_path, *common, name="second", study="second")
     assert "queued after the baseline:" in proc.stdout and "warm start: the winner on elsewhere" in proc.stdout
+    assert "(warm start: the winner on home (study second@home, trial #0)) is your config's own point" in proc.stdout
     trials = load_study(tmp_path, "second").get_trials()
     started = trials[1]
     assert started.user_attrs["origin"].startswith("warm start: the winner on elsewhere (study second@elsewhere")
