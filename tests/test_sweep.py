@@ -178,9 +178,11 @@ def test_hopeless_trials_are_pruned_but_never_the_baseline(tmp_path):
     trials = [t for t in load(tmp_path).get_trials() if t.user_attrs.get("reused_from") is None]
     assert trials[0].user_attrs["baseline"] and trials[0].state.name == "COMPLETE"
     assert [t.state.name for t in trials[1:]] == ["PRUNED", "PRUNED"]
-    assert all(t.user_attrs["reason"].startswith("pruned: ") and " is below " in t.user_attrs["reason"]
-               for t in trials[1:])
-    assert all(t.user_attrs["metrics"]["windows_measured"] == 2 for t in trials[1:])  # stopped after 2 of 4
+    # a tenth of the floor at most: far below it, so stopped after 1 window of 4 (a run nearer
+    # the floor gets two: tests/test_pure.py)
+    assert all(t.user_attrs["reason"].startswith("pruned: ") and " after 1 window is below 0.8 of the floor "
+               in t.user_attrs["reason"] for t in trials[1:])
+    assert all(t.user_attrs["metrics"]["windows_measured"] == 1 for t in trials[1:])
 
 
 def test_patience_ends_a_sweep_that_stopped_paying(tmp_path):
