@@ -142,6 +142,10 @@ def test_ranks_the_preset_chose_never_oversubscribe_and_always_hold_the_effectiv
     assert "2 ranks x (2 threads, 0 loader workers) oversubscribe the 2 cores" in ss.unsampled_reason(
         over, 2, None, ranks_from_preset=True)
     assert ss.unsampled_reason(over, 2, None, ranks_from_preset=False) is None  # the user asked for it
+    assert "2 ranks x (1 thread, 2 loader workers) oversubscribe" in ss.unsampled_reason(
+        {**knobs, "loader.num_workers": 2}, 2, None, ranks_from_preset=True)
+    assert "3 ranks x (1 thread, 1 loader worker) oversubscribe" in ss.unsampled_reason(
+        {**knobs, "loader.num_workers": 1, "dist.nproc_per_node": 3}, 2, None, ranks_from_preset=True)
     assert "loader.batch_size=64 x dist.nproc_per_node=2 does not divide train.effective_batch=96" in (
         ss.unsampled_reason(knobs, 2, 96, ranks_from_preset=False))
 

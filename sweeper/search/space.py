@@ -183,7 +183,9 @@ def unsampled_reason(knobs: Mapping[str, Any], cores: int, effective_batch: int 
                 f"train.effective_batch={effective_batch}")
     threads, workers = knobs.get("backend.threads"), int(knobs.get("loader.num_workers") or 0)
     if ranks_from_preset and topology.oversubscribes(nproc, threads, workers, cores):
-        return (f"{nproc} ranks x ({threads or 1} threads, {workers} loader workers) oversubscribe "
+        per_rank = threads or 1
+        return (f"{nproc} ranks x ({per_rank} thread{'s' * (per_rank != 1)}, {workers} loader "
+                f"worker{'s' * (workers != 1)}) oversubscribe "
                 f"the {cores} cores; the preset does not sample it (sweep dist.nproc_per_node yourself to measure such points)")
     return None
 
