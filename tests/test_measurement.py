@@ -283,7 +283,7 @@ def scripted(step_times):
 
 
 _MEASURE = dict(warmup_s=0.5, warmup_steps=3, windows=10, window_s=0.5, warmup_max_s=5.0, steady_tol=0.05,
-                min_windows=3, rel_precision=0.05, prune_below=None)
+                min_windows=3, rel_precision=0.05, prune_below=None, behind=None)
 ADAPTIVE = dict(warmup_s=0.2, warmup_steps=1, max_windows=20, window_s=0.5, warmup_max_s=10.0, steady_tol=0.05,
                 min_windows=3, rel_precision=0.03)
 

@@ -202,7 +202,7 @@ class Rule:
             max_windows=measure["windows"], window_s=measure["window_s"], warmup_max_s=measure["warmup_max_s"],
             steady_tol=measure["steady_tol"], min_windows=measure["min_windows"] or measure["windows"],
             rel_precision=measure["rel_precision"], prune_below=measure["prune_below"],
-            race=(float(race[0]), float(race[1])) if race else None, behind=measure.get("behind"),
+            race=(float(race[0]), float(race[1])) if race else None, behind=measure["behind"],
             cycle=max(1, workers),
             restarts_apart=workers > 0 and not persistent_workers,
         )

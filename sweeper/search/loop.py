@@ -194,11 +194,13 @@ def _ask_batch(stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: l
         trial, knobs = ask(stored, plan, ctx, baseline=first, held_back=held_back)
         if first:  # after the baseline: the other classes' winners and the recipes, if asked
             for point, queued in queue_start(stored, plan):
-                what = progress.short_knobs(dict(point.knobs))
-                held = "your config's own point" if all(plan.baseline_knobs.get(k) == v for k, v in point.knobs.items()) \
-                    else "a point the study holds already"
-                progress.say(f"queued after the baseline: {what} ({point.origin})" if queued
-                             else f"not queued: {what} ({point.origin}) is {held}")
+                what = f"{progress.short_knobs(dict(point.knobs))} ({point.origin})"
+                if queued:
+                    progress.say(f"queued after the baseline: {what}")
+                else:
+                    own = all(plan.baseline_knobs.get(k) == v for k, v in point.knobs.items())
+                    progress.say(f"not queued: {what} is "
+                                 + ("your config's own point" if own else "a point the study holds already"))
         ahead = [t for t in stored.trials(plan.fixed) if t.number < trial.number and was_measured(t)]
         if len(ahead) >= plan.settings.n_trials:  # another process took the last slot meanwhile
             _note(state, skip(stored, trial, Status.SURPLUS, "n_trials was reached by another process of this study"),
