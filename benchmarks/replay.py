@@ -85,12 +85,12 @@ TWO = {"objectives": ["samples_per_sec", "peak_memory_mb"]}  # the default befor
 # (before the same part: the floor waits for two windows however far below it a run is)
 STRATEGIES: dict[str, dict[str, Any]] = {
     "before: TPE, speed+memory, race on windows' noise": {"sampler": TPE, **TWO, "run_noise": None, "_contend": True,
-                                                          "sweep_precision": None, "confirm": {"top_k": 3}},
+                                                          "sweep_precision": None, "confirm": {"top_k": 3, "runners_up": "always"}},
     "TPE, speed+memory, race with run noise": {"sampler": TPE, **TWO},
     "TPE, speed+memory, staged 0.5": {"sampler": TPE, **TWO, "staged": 0.5},
     "TPE, samples/sec (the default)": {"sampler": TPE},
     "TPE, samples/sec, confirm top 3 at 5% (the last stop's default)": {
-        "sampler": TPE, "confirm": {"top_k": 3}, "_confirm_measure": {"rel_precision": 0.05}},
+        "sampler": TPE, "confirm": {"top_k": 3, "runners_up": "always"}, "_confirm_measure": {"rel_precision": 0.05}},
     "TPE, samples/sec, staged 0.5": {"sampler": TPE, "staged": 0.5},
     "TPE, samples/sec, staged 0.3": {"sampler": TPE, "staged": 0.3},
     "TPE, samples/sec, no racing": {"sampler": TPE, "race": False},
@@ -99,6 +99,8 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "TPE, samples/sec, 20% precision": {"sampler": TPE, "sweep_precision": 0.20},
     "TPE, samples/sec, confirm top 3": {"sampler": TPE, "confirm": {"top_k": 3}},
     "TPE, samples/sec, confirm top 1": {"sampler": TPE, "confirm": {"top_k": 1}},
+    "TPE, samples/sec, runners-up confirmed every round (before issue 23, eighth part)": {
+        "sampler": TPE, "confirm": {"runners_up": "always"}},
     "TPE, samples/sec, confirm at least 2 rounds": {"sampler": TPE, "confirm": {"min_rounds": 2}},
     "TPE, samples/sec, floor 0.5 of the best (before issue 23, sixth part)": {"sampler": TPE, "prune_ratio": 0.5},
     "TPE, samples/sec, no stop behind the best (before issue 23, seventh part)": {"sampler": TPE, "_no_behind": True},

@@ -242,6 +242,73 @@ def test_a_sweep_confirms_in_one_round_when_the_lead_is_clear(tmp_path, capsys):
         _cpu_plan(tmp_path, {"confirm": {"min_rounds": 0}}, ["search=quick"])
 
 
+def _confirming(tmp_path, settings, searched, measured, capsys):
+    """The real confirmation on a real study: the baseline (#0, 100 samples/s in the search) and
+    trials at `searched` (number -> samples/sec), each confirmation run measuring `measured`'s
+    figure; returns the decision, the runs asked for in order, and the log."""
+    import contextlib
+
+    import optuna
+
+    from sweeper.measurement import Measurement, Memory, RunFacts, Throughput
+    from sweeper.result import RunResult, Status
+    from sweeper.store.study import StoredStudy
+
+    plan = _cpu_plan(tmp_path, {"n_trials": 3, **settings}, ["search=quick"])
+    storage = optuna.storages.InMemoryStorage()
+    stored = StoredStudy(optuna.create_study(storage=storage, directions=list(plan.directions)), storage)
+    base = trial(0, dict(plan.baseline_knobs), sps=100.0, fixed=plan.fixed)
+    base.user_attrs["baseline"] = True
+    stored.study.add_trial(base)
+    for number, (batch, sps) in enumerate(searched.items(), start=1):
+        stored.study.add_trial(trial(number, {**plan.baseline_knobs, "loader.batch_size": batch}, sps=sps,
+                                     fixed=plan.fixed))
+    asked = []
+
+    class Runner:
+        def __call__(self, overrides, job_idx, trial_number=None, subdir=None):
+            asked.append(job_idx)
+            figure = Throughput(samples_per_sec=measured[job_idx])
+            return RunResult(Status.OK, None, Measurement(throughput=figure, memory=Memory(peak_memory_mb=1.0),
+                                                          run=RunFacts(device="cpu")))
+
+        def on_node(self, host):
+            return contextlib.nullcontext()
+
+    capsys.readouterr()
+    decision = confirm.run_confirmation(stored, plan, Runner(), remaining=lambda: None, typical_wall_s=1.0,
+                                        stopped=lambda: False)
+    return decision, asked, capsys.readouterr().out
+
+
+def test_the_runner_up_is_confirmed_only_when_the_fastests_first_round_leaves_doubt(tmp_path, capsys):
+    """The search's fastest (#1, 200) and a runner-up (#2, 185) both beat the baseline (100).
+    When #1's first round agrees with the search (190 against 100), it decides alone: #2 never
+    runs. When #1 measures 170 (still decided, but below #2's search figure once scaled by the
+    baseline), or only 115 (a lucky search run: undecided), #2 joins that round, and wins it.
+    `runners_up=always` runs all three from the first round."""
+    searched = {256: 200.0, 512: 185.0}
+    decision, asked, out = _confirming(tmp_path, {}, searched, {0: 100.0, 1: 190.0, 2: 185.0}, capsys)
+    assert decision is not None and decision.winner == 1 and decision.rounds_run == 1
+    assert asked == [1, 0] and sorted(decision.rounds) == [0, 1]
+    assert "confirming: trial #1 (faster than the baseline in the search) and baseline 0" in out
+    assert ("; trial #2 (also faster) joins if the first round does not decide, or puts the search's order in "
+            "doubt") in out
+    assert "the rounds" not in out.split("joins if")[1]
+
+    for lead, why in ((170.0, "put the search's order in doubt"), (115.0, "did not decide")):
+        decision, asked, out = _confirming(tmp_path, {}, searched, {0: 100.0, 1: lead, 2: 185.0}, capsys)
+        assert asked == [1, 0, 2], lead
+        assert f"  the first round {why}: trial #2 joins the rounds" in out
+        assert decision is not None and decision.winner == 2 and decision.rounds_run == 1
+
+    decision, asked, out = _confirming(tmp_path, {"confirm": {"runners_up": "always"}}, searched,
+                                       {0: 100.0, 1: 190.0, 2: 185.0}, capsys)
+    assert asked == [1, 2, 0] and decision.rounds_run == 1 and "confirming: trials [1, 2]" in out
+    with pytest.raises(ConfigError, match="confirm.runners_up='some' is invalid: expected one of if_in_doubt, always"):
+        _cpu_plan(tmp_path, {"confirm": {"runners_up": "some"}}, ["search=quick"])
+
+
 def test_the_recipes_start_from_the_baseline_with_values_the_space_holds():
     from optuna.distributions import IntDistribution
 

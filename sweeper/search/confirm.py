@@ -1,7 +1,8 @@
 """Interleaved re-measurement of the top candidates and the baseline (A B base, B base A, base A B, ...),
 so that a winner is crowned on numbers taken side by side, not on one lucky run. Only candidates
-that beat the baseline in the search are confirmed, and rounds stop once the leader's lead over
-the baseline is decided at 95%."""
+that beat the baseline in the search are confirmed, the runners-up only when the search's fastest
+does not decide its first round, and rounds stop once the leader's lead over the baseline is
+decided at 95%."""
 
 from __future__ import annotations
 
@@ -21,12 +22,17 @@ from .launch import JobRunner, measure_overrides
 from .plan import SweepPlan
 
 
-def interleaved_order(candidates: Sequence[int], baseline: int, rounds: int) -> list[tuple[int, int]]:
-    """(round, trial) in the order to run: every candidate and the baseline each round, the order
-    rotated from round to round (A B base, B base A, base A B) so that position effects (a
-    machine warming up, a neighbour's cron job) fall on each in turn."""
+def round_order(candidates: Sequence[int], baseline: int, r: int) -> list[int]:
+    """Round `r`'s runs: every candidate and the baseline, the order rotated from round to round
+    (A B base, B base A, base A B) so that position effects (a machine warming up, a neighbour's
+    cron job) fall on each in turn."""
     members = [c for c in candidates if c != baseline] + [baseline]
-    return [(r, members[(r + i) % len(members)]) for r in range(rounds) for i in range(len(members))]
+    return [members[(r + i) % len(members)] for i in range(len(members))]
+
+
+def interleaved_order(candidates: Sequence[int], baseline: int, rounds: int) -> list[tuple[int, int]]:
+    """(round, trial) in the order to run, round after round (round_order)."""
+    return [(r, t) for r in range(rounds) for t in round_order(candidates, baseline, r)]
 
 
 def _medians(rounds: Mapping[int, Sequence[float | None]]) -> dict[int, float]:
@@ -112,6 +118,18 @@ def _agrees(a: float | None, b: float | None, searched: Mapping[int, float] | No
     return abs(math.log(a / b) - math.log(searched[lead] / searched[rival])) <= 1.96 * 2.0 * run_noise
 
 
+def in_doubt(measured: Mapping[int, Sequence[float | None]], leader: int, baseline: int,
+             searched: Mapping[int, float], waiting: Sequence[int]) -> list[int]:
+    """The runners-up whose place behind the search's fastest its first round puts in doubt: its
+    round figure, scaled by the baseline's to the machine's mood in the search, below theirs in
+    the search (all of them when either round failed)."""
+    lead, base = measured[leader][0], measured[baseline][0]
+    if not (lead and base and searched.get(baseline)):
+        return list(waiting)
+    scaled = lead * searched[baseline] / base
+    return [n for n in waiting if searched.get(n, 0.0) > scaled]
+
+
 def plan_rounds(candidates: Sequence[int], baseline: int, rounds: int, remaining_s: float | None,
                 typical_wall_s: float) -> list[tuple[int, int]]:
     """The interleaved order, with fewer rounds when the budget can't hold them all (at least one)."""
@@ -127,8 +145,11 @@ def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, re
                      typical_wall_s: float, stopped: Callable[[], bool]) -> Confirmation | None:
     """Re-measure the candidates that beat the baseline and the baseline, interleaved, until the
     leader is decided or the rounds run out; store and return the decision. None when there is
-    nothing to confirm (the baseline is the fastest found: the sweep says so)."""
-    top_k, rounds = plan.settings.confirm.top_k, plan.settings.confirm.rounds
+    nothing to confirm (the baseline is the fastest found: the sweep says so). With
+    `confirm.runners_up=if_in_doubt` the first round runs the search's fastest and the baseline
+    alone, and the others join (that round first) only when it leaves doubt (in_doubt)."""
+    settings = plan.settings.confirm
+    top_k, rounds = settings.top_k, settings.rounds
     trials = stored.trials(plan.fixed)
     baseline = next((t for t in trials if TrialRecord.of(t).baseline and t.state == TrialState.COMPLETE), None)
     beat = beat_baseline(trials, baseline, top_k) if baseline else []
@@ -137,33 +158,64 @@ def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, re
     if baseline is None or top_k < 1 or rounds < 1 or not chosen:
         return None
     by_number = {t.number: t for t in trials}
-    order = plan_rounds(chosen, baseline.number, rounds, remaining(), typical_wall_s)
-    rounds = order[-1][0] + 1
-    progress.say(f"confirming: trials {chosen} (faster than the baseline in the search) and baseline "
+    rounds = plan_rounds(chosen, baseline.number, rounds, remaining(), typical_wall_s)[-1][0] + 1
+    # with if_in_doubt, the runners-up wait for the first round of the search's fastest
+    waiting = chosen[1:] if settings.runners_up == "if_in_doubt" else []
+    members = [n for n in chosen if n not in waiting]
+    progress.say(f"confirming: {_trials(members)} (faster than the baseline in the search) and baseline "
                  f"{baseline.number}, up to {rounds} interleaved rounds (fewer once the lead over the baseline "
-                 "is decided at 95%)")
+                 "is decided at 95%)" + (f"; {_trials(waiting)} (also faster) join{'s' if len(waiting) == 1 else ''} if "
+                                         "the first round does not decide, or puts the search's order in doubt"
+                                         if waiting else ""))
     if behind:
         progress.say(f"  not confirmed: trials {behind}, faster than the baseline but behind trial #{chosen[0]} "
                      f"beyond the run-to-run noise (hydra.sweeper.run_noise={plan.settings.run_spread:g})")
-    measured: dict[int, list[float | None]] = {n: [None] * rounds for _, n in order}
+    measured: dict[int, list[float | None]] = {n: [None] * rounds for n in [*chosen, baseline.number]}
     searched = {n: value for n in measured if (value := primary_value(by_number[n])) is not None}
-    run_rounds = 0
-    node = baseline_record.fingerprint.hostname if (baseline_record := TrialRecord.of(baseline)).fingerprint else None
-    with run.on_node(node):  # side by side: every run on the machine the baseline ran on
-        for r, number in order:
-            if stopped() or (r == run_rounds and decided(measured, r, baseline.number, plan.settings.run_spread,
-                                                         searched, plan.settings.confirm.min_rounds)):
-                break
+    ran: set[tuple[int, int]] = set()
+
+    def run_round(r: int) -> None:
+        for number in round_order(members, baseline.number, r):
+            if (r, number) in ran or stopped():
+                continue
             overrides = [*plan.overrides_for(config_of(by_number[number])), *measure_overrides(plan, None, remaining())]
             result = run(overrides, job_idx=number, subdir=f"confirm/round{r + 1}-trial{number}")
             measured[number][r] = result.samples_per_sec if result.ok else None
-            run_rounds = r + 1
+            ran.add((r, number))
             progress.confirm_line(r, rounds, number, result)
+
+    def settled(upto: int) -> bool:
+        return decided({n: measured[n] for n in [*members, baseline.number]}, upto, baseline.number,
+                       plan.settings.run_spread, searched, settings.min_rounds)
+
+    run_rounds = 0
+    node = baseline_record.fingerprint.hostname if (baseline_record := TrialRecord.of(baseline)).fingerprint else None
+    with run.on_node(node):  # side by side: every run on the machine the baseline ran on
+        for r in range(rounds):
+            if stopped() or (r and settled(r)):
+                break
+            run_round(r)
+            if waiting and not stopped():
+                undecided = not settled(r + 1)
+                joining = waiting if undecided else in_doubt(measured, chosen[0], baseline.number, searched, waiting)
+                if joining:
+                    why = "did not decide" if undecided else "put the search's order in doubt"
+                    progress.say(f"  the first round {why}: {_trials(joining)} join{'s' if len(joining) == 1 else ''} "
+                                 "the rounds")
+                    members += joining
+                    run_round(r)
+            waiting = []
+            if any(done == r for done, _ in ran):
+                run_rounds = r + 1
     if 0 < run_rounds < rounds and not stopped():
         one = " (its lead beyond the run-to-run noise, in line with the search's figures)" if run_rounds == 1 else ""
         progress.say(f"confirmation: the winner's lead over the baseline was decided at 95% after {run_rounds} of "
                      f"{rounds} rounds{one}")
-    decision = decide({n: runs[:run_rounds] for n, runs in measured.items()}, baseline.number)
+    decision = decide({n: measured[n][:run_rounds] for n in [*members, baseline.number]}, baseline.number)
     if decision is not None:
         stored.save_confirmation(plan.fixed, decision)
     return decision
+
+
+def _trials(numbers: Sequence[int]) -> str:
+    return f"trial #{numbers[0]}" if len(numbers) == 1 else f"trials {list(numbers)}"

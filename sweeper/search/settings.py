@@ -12,6 +12,7 @@ from ..errors import ConfigError
 from ..measurement import DEFAULT_OBJECTIVES
 
 LOCK_MODES = ("wait", "fail", "off")
+RUNNERS_UP = ("if_in_doubt", "always")
 
 
 @dataclass
@@ -25,6 +26,12 @@ class ConfirmConf:
     # its lead is beyond the run-to-run noise and agrees with the search's figures (else the
     # second round, whose spread is the check); 2 = always at least two rounds
     min_rounds: int = 1
+    # the candidates after the search's fastest: if_in_doubt = they join the rounds only when the
+    # fastest's first round leaves its place in doubt (the lead over the baseline undecided, or
+    # its figure, scaled by the baseline's to the search's conditions, below theirs in the
+    # search); on the replay bench's grids this kept the picks of confirming them always, for a
+    # run less (benchmarks/README.md, issue 23, eighth part); always = every round
+    runners_up: str = "if_in_doubt"
 
 
 @dataclass
@@ -135,6 +142,9 @@ class SweepSettings:
         if not 1 <= self.confirm.min_rounds:
             raise ConfigError(f"hydra.sweeper.confirm.min_rounds={self.confirm.min_rounds} is invalid: expected an "
                               "integer >= 1 (the rounds before the lead over the baseline may be decided).")
+        if self.confirm.runners_up not in RUNNERS_UP:
+            raise ConfigError(f"hydra.sweeper.confirm.runners_up={self.confirm.runners_up!r} is invalid: expected one "
+                              f"of {', '.join(RUNNERS_UP)}.")
         if self.lock not in LOCK_MODES:
             raise ConfigError(f"hydra.sweeper.lock={self.lock!r} is invalid: expected one of {', '.join(LOCK_MODES)}.")
 
