@@ -27,6 +27,7 @@ from .runner.lock import claim_for, held
 from .runner.run import RESULT_FILE, checked_spec, measure_spec
 from .runner.signals import stop_on_signals
 from .runner.text import describe_config, format_result
+from .runner.zygote import start_early
 
 
 def measure_once(cfg: DictConfig, out_dir: Path) -> RunResult:
@@ -198,6 +199,10 @@ def _stopped_while_starting(signum: int, frame: Any) -> None:
     sys.exit(128 + signum)
 
 
+# Hydra's flags that print and exit: no run follows, so no zygote is started for one
+_ASKS_ONLY = {"--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c", "--shell-completion", "-sc", "--version"}
+
+
 def main() -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _stopped_while_starting)
@@ -208,6 +213,8 @@ def main() -> None:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exit_code(exc))
+    if not _ASKS_ONLY.intersection(sys.argv[1:]):
+        start_early()  # its torch import runs beside Hydra's start and config composition
     hydra.main(config_path=config_dir(), config_name="config", version_base="1.3")(measure_job)()
 
 

@@ -80,6 +80,29 @@ def test_knobs_read_at_process_start_fork_from_a_zygote_started_with_them(tmp_pa
     assert spawned.isolation == "spawn" and out.read_text().split()[-1] == "4"  # the same as a fresh process
 
 
+def test_an_early_zygote_is_adopted_by_the_first_run_with_its_environment(tmp_path, monkeypatch):
+    """`python -m sweeper` starts a zygote before Hydra composes (its torch import beside the
+    composition); the first run whose start environment it has adopts it, names its modules, and
+    forks from it. One whose environment changed meanwhile is killed, and a fresh one started."""
+    out = tmp_path / "builds.txt"
+    zygote.start_early()
+    (early,) = zygote._EARLY
+    assert early.modules is None and early.alive()
+    result = measure_spec(spec(*MISBEHAVING, f"+task.params.out={out}"), tmp_path / "a")
+    assert result.status == "ok" and result.isolation == "fork", result.reason
+    (engine,) = zygote._ZYGOTES.values()
+    assert engine is early and engine.modules and not zygote._EARLY
+    assert out.read_text().split() == ["1"]
+    zygote.close_all()
+
+    zygote.start_early()
+    (early,) = zygote._EARLY
+    monkeypatch.setenv("SWEEPER_TEST_CHANGED", "1")
+    assert zygote.zygote_for(["json"]) is not early
+    early._proc.wait(timeout=5)
+    assert not early.alive() and not zygote._EARLY
+
+
 def test_zygotes_past_the_cap_close_the_least_recently_used(monkeypatch):
     monkeypatch.setattr(zygote, "MAX_ZYGOTES", 2)
     first = zygote.zygote_for([], {"KMP_BLOCKTIME": "0"})

@@ -8,7 +8,9 @@ kills its session like any child of its own. The trial starts its own session, t
 environment, thread settings and log from the request, and measures exactly as a spawned worker.
 
 Requests and replies are JSON lines on a socket ($SWEEPER_ZYGOTE_FD); each request carries the
-run's event pipe as a passed file descriptor.
+run's event pipe as a passed file descriptor. Started without modules (early, while the sweep's
+process composes its config), it imports torch at once and reads the modules from a first
+request ({"preload": [...]}).
 """
 
 from __future__ import annotations
@@ -140,10 +142,18 @@ def _lines(channel: socket.socket):
 def main() -> None:
     die_with_parent(int(os.environ.get(PARENT_PID_ENV) or 0))
     channel = socket.socket(fileno=int(os.environ.pop(ZYGOTE_FD_ENV)))
-    modules = json.loads(sys.argv[1]) if len(sys.argv) > 1 else []
+    requests = _lines(channel)
     failed = preload(["numpy"])
     allowed = thread_count()
-    failed.update(preload(["torch", "torchvision", *modules]))
+    failed.update(preload(["torch", "torchvision"]))
+    if len(sys.argv) > 1:
+        modules = json.loads(sys.argv[1])
+    else:  # started early, before the sweep knew its workload: its modules come as the first request
+        first = next(requests, None)
+        if first is None:
+            return
+        modules = first[0]["preload"]
+    failed.update(preload(modules))
     hazard = fork_hazard(allowed)
     # the imports' objects, collected once and frozen here rather than scanned again by every
     # trial's collection before its warm-up (stages.time_windows: 0.2-0.35 s a trial): a steady
@@ -152,7 +162,7 @@ def main() -> None:
     gc.collect()
     gc.freeze()
     channel.sendall((json.dumps({"ready": True, "hazard": hazard, "failed": failed}) + "\n").encode())
-    for request, event_fd in _lines(channel):
+    for request, event_fd in requests:
         pid = _fork_trial(request, event_fd, channel) if hazard is None else 0
         channel.sendall((json.dumps({"pid": pid}) + "\n").encode())
 

@@ -10,6 +10,7 @@ its session and its kill are ours exactly as for a spawned worker (sweeper.measu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -60,26 +61,43 @@ class ForkedTrial:
 
 
 class Zygote:
-    """A running fork server (sweeper.measure.zygote) that has imported `modules`."""
+    """A running fork server (sweeper.measure.zygote) that has imported `modules`; started with
+    None, it imports torch at once and the modules when `load` names them."""
 
-    def __init__(self, modules: Sequence[str], env: Mapping[str, str]) -> None:
-        self.modules = tuple(modules)
+    def __init__(self, modules: Sequence[str] | None, env: Mapping[str, str]) -> None:
+        self.env = dict(env)
+        self.modules: tuple[str, ...] | None = None
+        # why forking it is unsafe (threads or CUDA at import), or None
+        self.hazard: str | None = None
+        # what failed to import: module or "module:function" -> the error, one line
+        self.failed: dict[str, str] = {}
         ours, theirs = socket.socketpair()
         self._channel = ours
         self._buffer = b""
         child_env = {**env, ZYGOTE_FD_ENV: str(theirs.fileno()), PARENT_PID_ENV: str(os.getpid())}
         self._stderr = tempfile.TemporaryFile()  # read only when it fails to start
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", ZYGOTE_MODULE, json.dumps(list(modules))],
+            [sys.executable, "-m", ZYGOTE_MODULE, *([json.dumps(list(modules))] if modules is not None else [])],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
             env=child_env, pass_fds=(theirs.fileno(),),
         )
         theirs.close()
+        if modules is not None:
+            self._ready(modules)
+
+    def load(self, modules: Sequence[str]) -> None:
+        """Name the modules of an early-started zygote and wait until it has imported them."""
+        try:
+            self._channel.sendall((json.dumps({"preload": list(modules)}) + "\n").encode())
+        except OSError as exc:
+            raise ZygoteUnavailable(f"the zygote is gone ({exc})") from exc
+        self._ready(modules)
+
+    def _ready(self, modules: Sequence[str]) -> None:
         ready = self._reply(_READY_TIMEOUT_S)
-        # why forking it is unsafe (threads or CUDA at import), or None
-        self.hazard: str | None = ready.get("hazard")
-        # what failed to import: module or "module:function" -> the error, one line
-        self.failed: dict[str, str] = ready.get("failed") or {}
+        self.modules = tuple(modules)
+        self.hazard = ready.get("hazard")
+        self.failed = ready.get("failed") or {}
 
     @property
     def pid(self) -> int:
@@ -124,6 +142,8 @@ class Zygote:
         return ForkedTrial(pid)
 
     def close(self) -> None:
+        if self.modules is None:  # an early one, maybe still importing torch: nothing of it is needed
+            self._proc.kill()
         self._channel.close()  # the zygote exits at the end of its requests
         try:
             self._proc.wait(timeout=5)
@@ -146,6 +166,18 @@ def zygote_env(started_with: Mapping[str, str] | None = None) -> dict[str, str]:
 MAX_ZYGOTES = 4
 
 _ZYGOTES: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], Zygote] = {}
+# a zygote started before the workload was known (start_early), adopted by the first zygote_for
+# whose environment it has
+_EARLY: list[Zygote] = []
+
+
+def start_early() -> None:
+    """Start a zygote now, so that its torch import (about 2 s) runs on another core while this
+    process imports Hydra and composes its config; the first zygote_for with the same
+    environment adopts it. Unadopted (a spawned or scripted run), it dies with this process."""
+    if not _EARLY and not _ZYGOTES:
+        with contextlib.suppress(OSError):
+            _EARLY.append(Zygote(None, zygote_env()))
 
 
 def zygote_for(modules: Sequence[str], started_with: Mapping[str, str] | None = None) -> Zygote:
@@ -160,10 +192,27 @@ def zygote_for(modules: Sequence[str], started_with: Mapping[str, str] | None = 
         found.close()
     while len(_ZYGOTES) >= MAX_ZYGOTES:
         _ZYGOTES.pop(next(iter(_ZYGOTES))).close()
-    _ZYGOTES[key] = Zygote(modules, zygote_env(started_with))
+    _ZYGOTES[key] = _adopted(modules, zygote_env(started_with)) or Zygote(modules, zygote_env(started_with))
     return _ZYGOTES[key]
 
 
+def _adopted(modules: Sequence[str], env: Mapping[str, str]) -> Zygote | None:
+    """The early zygote, given `modules`, when it started with `env`; else it is closed."""
+    early = _EARLY.pop() if _EARLY else None
+    if early is None:
+        return None
+    if early.env == dict(env) and early.alive():
+        try:
+            early.load(modules)
+            return early
+        except ZygoteUnavailable:
+            pass
+    early.close()
+    return None
+
+
 def close_all() -> None:
+    while _EARLY:
+        _EARLY.pop().close()
     while _ZYGOTES:
         _ZYGOTES.popitem()[1].close()
