@@ -9,6 +9,8 @@ rest of the default measurement unchanged (3 windows at least, 10 at most, 5% pr
 length and the warm-up's minimum (its steady blocks are half a window), and the whole run's
 measuring time (warm-up included), which is what a trial costs.
 
+--only a,b: the rules whose names contain one of these words.
+
 --against REV: the default rule as this checkout measures it and as the commit
 REV did (a copy of its tree, run with this environment): a change to the measuring code against
 the code before it.
@@ -46,6 +48,9 @@ SWEEP_RULES = {  # at the sweep's precision
     "0.5 s windows, warm-up 0.5 s (the default)": ["measure.rel_precision=0.1"],
     "0.25 s windows, warm-up 0.5 s": ["measure.rel_precision=0.1", "measure.window_s=0.25"],
     "0.25 s windows, warm-up 0.25 s": ["measure.rel_precision=0.1", "measure.window_s=0.25", "measure.warmup_s=0.25"],
+    # issue 23, eighth part: a warm-up that ends sooner
+    "0.5 s windows, warm-up steady within 10%": ["measure.rel_precision=0.1", "measure.steady_tol=0.1"],
+    "0.5 s windows, warm-up at least 0.25 s": ["measure.rel_precision=0.1", "measure.warmup_s=0.25"],
 }
 
 
@@ -113,6 +118,9 @@ if __name__ == "__main__":
     against = args[args.index("--against") + 1] if "--against" in args else None
     counts = [a for a in args if a.isdigit()]
     rules = SWEEP_RULES if "--sweep" in args else RULES
+    if "--only" in args:
+        words = args[args.index("--only") + 1].split(",")
+        rules = {name: overrides for name, overrides in rules.items() if any(w in name for w in words)}
     if against is not None:
         rules = {name: overrides for name, overrides in rules.items() if "default" in name}
     main(int(counts[0]) if counts else 3, rules, against)
