@@ -95,6 +95,8 @@ class Timing:
     warmup_s: float = 0.0
     warmup_steps: int = 0
     warmup_steady: bool = False  # warm-up ended on a steady step rate, not at its maximum
+    # samples/s over the warm-up's steady span (this process's, in a group), or None
+    warmup_samples_per_sec: float | None = None
     first_step_s: float = 0.0
     first_batch_wait_s: float = 0.0  # loader start-up: workers forking, their first samples
     compile_s: float = 0.0  # the first step's compute beyond a typical step's

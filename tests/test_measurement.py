@@ -490,3 +490,24 @@ def test_a_run_known_to_be_behind_the_best_stops_with_its_figure():
     assert timing._verdict(_three_windows(99.5), timing.Rule(**{**ADAPTIVE, "race": widened, "behind": 99.0})) \
         == "precise"
     assert timing.Rule.of({**_MEASURE, "race": None, "behind": 99.0}).behind == 99.0
+
+
+def test_a_warm_up_far_below_the_floor_is_confirmed_by_a_quarter_window_then_pruned():
+    """The warm-up's steady span reads the loop's rate (samples over time, batches of 8); when
+    it is under the floor's one-window bar (0.8 of prune_below), the first window is a quarter
+    window, and the run stops pruned on that window's own figure. A run above the bar measures
+    full windows, and a loop that speeds up after warm-up is not pruned on the warm-up's word."""
+    def run(step_s, floor, faster_after=None):
+        clock, step, calls = scripted(lambda n: step_s if faster_after is None or n < faster_after else step_s / 4)
+        rule = timing.Rule(**{**ADAPTIVE, "prune_below": floor})
+        return timing.measure(lambda: None, step, lambda b: 8, lambda: None, rule, clock=clock)
+
+    far = run(0.01, floor=2000.0)  # 800 samples/s against a bar of 1,600
+    assert far.warmup_samples_per_sec == pytest.approx(800, rel=0.01)
+    assert far.stopped == "pruned" and len(far.window_s) == 1 and far.window_s[0] == pytest.approx(0.125, abs=0.011)
+    near = run(0.01, floor=900.0)  # 800 against a bar of 720: two full windows decide
+    assert near.stopped == "pruned" and len(near.window_s) == 2 and min(near.window_s) >= 0.5
+    assert run(0.01, floor=None).warmup_samples_per_sec == pytest.approx(800, rel=0.01)
+    # steady at 800 in the warm-up, 3,200 from then on: the quarter window reads it, and it goes on
+    recovered = run(0.01, floor=2000.0, faster_after=far.warmup_steps)
+    assert not recovered.pruned and recovered.window_s[0] < 0.5 and len(recovered.window_s) >= 3

@@ -62,6 +62,8 @@ class Timings:
     window_totals: list[tuple[float, float]] = field(default_factory=list)
     own_window_samples_per_sec: list[float] = field(default_factory=list)  # this rank's alone (ranks only)
     warmup_step_rate: float = 0.0  # steps/s at the end of warm-up
+    # samples/s over the warm-up's steady span (the blocks the steady test compared), or None
+    warmup_samples_per_sec: float | None = None
     window_s: list[float] = field(default_factory=list)
     step_s: list[float] = field(default_factory=list)
     wait_s: list[float] = field(default_factory=list)
@@ -146,7 +148,8 @@ class Timings:
             step_time_p50_ms=1e3 * quantile(self.step_s, 0.5), step_time_p95_ms=1e3 * quantile(self.step_s, 0.95),
             data_wait_fraction=wait_fraction, bottleneck=bottleneck(wait_fraction, busy),
             steps_measured=len(self.step_s), samples_measured=self.samples, warmup_s=self.warmup_s,
-            warmup_steps=self.warmup_steps, warmup_steady=self.warmup_steady, first_step_s=self.first_step_s,
+            warmup_steps=self.warmup_steps, warmup_steady=self.warmup_steady,
+            warmup_samples_per_sec=self.warmup_samples_per_sec, first_step_s=self.first_step_s,
             first_batch_wait_s=self.first_wait_s,
             compile_s=max(0.0, self.first_step_s - self.first_wait_s - typical_compute),
             device_step_time_p50_ms=1e3 * quantile(self.device_step_s, 0.5) if self.device_step_s else None,
@@ -168,7 +171,10 @@ class Rule:
     `prune_below` is a plain floor: the rate under it after two windows stops the run, and after
     one already when under `first_window_floor` of it (a run that far below is no near miss: in
     a race's 122 trials no first window under 0.56 of the best was a run's that ended above the
-    floor; the lowest of those read 0.72, a bursty run that ended at 0.96). Every
+    floor; the lowest of those read 0.72, a bursty run that ended at 0.96). When the warm-up's
+    steady span already read under that bar, the first window is a quarter window (in three
+    sweeps' 57 trials no span under 0.56 of the best was a run's that ended above the floor; the
+    lowest of those read 0.65). Every
     rule reads the same statistic as the figure: the rate over the windows (samples over time)
     and its 95% interval (stats.rate_interval). A window is at least `window_s` of whole loader
     cycles (`cycle` steps: one batch from each worker, which arrive in bursts); a group's is rank
@@ -225,25 +231,31 @@ def _step_once(next_batch: Callable[[], Any], step: Callable[[Any], None], clock
 _GO_ON, _STOP, _BLOCK_END = 0, 1, 2
 
 
-def steady(blocks: Sequence[tuple[int, float]], tol: float) -> bool:
-    """Whether the warm-up's latest blocks ((steps, seconds) each, oldest first) run at the rate
-    of the blocks before them: the last k within `tol` of the k before, for some k. One block
-    against one is the strictest test of a trend, and enough for a quiet loop; a loop whose
-    workers deliver in bursts swings 15-20% from block to block while its rate stays put
-    (benchmarks/README.md, issue 23, sixth part), and only longer spans average that out."""
+def steady_span(blocks: Sequence[tuple[int, float]], tol: float) -> int:
+    """How many of the warm-up's latest blocks ((steps, seconds) each, oldest first) run at the
+    rate of as many blocks before them (within `tol`), for the smallest such span; 0 when none
+    does. One block against one is the strictest test of a trend, and enough for a quiet loop; a
+    loop whose workers deliver in bursts swings 15-20% from block to block while its rate stays
+    put (benchmarks/README.md, issue 23, sixth part), and only longer spans average that out."""
     def rate(span: Sequence[tuple[int, float]]) -> float:
         return sum(n for n, _ in span) / max(1e-12, sum(s for _, s in span))
 
     for k in range(1, len(blocks) // 2 + 1):
         newer, older = rate(blocks[-k:]), rate(blocks[-2 * k:-k])
         if abs(newer - older) <= tol * newer:
-            return True
-    return False
+            return k
+    return 0
+
+
+def steady(blocks: Sequence[tuple[int, float]], tol: float) -> bool:
+    """Whether the warm-up's latest blocks run at the rate of the blocks before them (steady_span)."""
+    return steady_span(blocks, tol) > 0
 
 
 def _warm_up(t: Timings, rule: Rule, next_batch: Callable[[], Any], step: Callable[[Any], None],
              sync: Callable[[], None], sync_every_step: bool, clock: Callable[[], float],
-             group: Group | None = None, epochs_started: Callable[[], int] = lambda: 0) -> None:
+             group: Group | None = None, epochs_started: Callable[[], int] = lambda: 0,
+             samples_of: Callable[[Any], int] = lambda batch: 1) -> None:
     """Until the minimums are met and the step rate is steady (or the maximum is reached). The
     minimum and maximum time count from the end of the first step, which holds compilation, a
     loader's start or a script's start-up, however long that takes. Blocks of half a window are
@@ -252,10 +264,11 @@ def _warm_up(t: Timings, rule: Rule, next_batch: Callable[[], Any], step: Callab
     agree = group.agree if group is not None else (lambda value: value)
     start = clock()
     settled = block_start = start
-    block_steps, block_epochs = 0, epochs_started()
+    block_steps, block_samples, block_epochs = 0, 0, epochs_started()
     blocks: list[tuple[int, float]] = []
+    block_sample_counts: list[int] = []
     while True:
-        _, t0, t1, _ = _step_once(next_batch, step, clock, None)
+        batch, t0, t1, _ = _step_once(next_batch, step, clock, None)
         if t.warmup_steps == 0 or sync_every_step:
             sync()
         if t.warmup_steps == 0:
@@ -264,6 +277,7 @@ def _warm_up(t: Timings, rule: Rule, next_batch: Callable[[], Any], step: Callab
             block_epochs = epochs_started()
         else:
             block_steps += 1
+            block_samples += samples_of(batch)
         t.warmup_steps += 1
         now = clock()
         if t.warmup_steps < rule.warmup_steps or now - settled < rule.warmup_s:
@@ -281,14 +295,28 @@ def _warm_up(t: Timings, rule: Rule, next_batch: Callable[[], Any], step: Callab
             t.warmup_step_rate = block_steps / (now - block_start)
             if not (rule.restarts_apart and epochs_started() != block_epochs):
                 blocks.append((block_steps, now - block_start))
-            if agree(int(len(blocks) >= 2 and steady(blocks, rule.steady_tol))):  # every rank asks
+                block_sample_counts.append(block_samples)
+            span = steady_span(blocks, rule.steady_tol) if len(blocks) >= 2 else 0
+            if agree(int(span > 0)):  # every rank asks
                 t.warmup_steady = True
+                if span:
+                    seconds = sum(s for _, s in blocks[-2 * span:])
+                    t.warmup_samples_per_sec = sum(block_sample_counts[-2 * span:]) / max(1e-12, seconds)
                 break
-            block_start, block_steps, block_epochs = now, 0, epochs_started()
+            block_start, block_steps, block_samples, block_epochs = now, 0, 0, epochs_started()
     sync()
     t.warmup_s = clock() - start
     if not t.warmup_step_rate and t.warmup_steps > 1:
         t.warmup_step_rate = (t.warmup_steps - 1) / max(1e-9, t.warmup_s - t.first_step_s)
+
+
+def _far_below(warmup_rate: float | None, rule: Rule) -> bool:
+    """Whether the warm-up's steady span already ran under the floor's one-window bar
+    (`first_window_floor` of `prune_below`): then a quarter window is enough to confirm it, as
+    the first window, before the run stops pruned (the span itself is no window: the figure
+    and the decision stay the windows')."""
+    return (warmup_rate is not None and rule.prune_below is not None and rule.first_window_floor is not None
+            and warmup_rate < rule.first_window_floor * rule.prune_below)
 
 
 def _verdict(t: Timings, rule: Rule) -> str | None:
@@ -333,10 +361,11 @@ def measure(
     step too with `sync_every_step` (the old, pessimistic way, kept for comparison). With a
     `group`, the window's steps are rank 0's count and rates are the group's."""
     t = Timings()
-    _warm_up(t, rule, next_batch, step, sync, sync_every_step, clock, group, epochs_started)
+    _warm_up(t, rule, next_batch, step, sync, sync_every_step, clock, group, epochs_started, samples_of)
     window_steps = group.agree(max(1, math.ceil(rule.window_s * t.warmup_step_rate))) if group is not None else 0
     if group is not None:
         window_steps = rule.cycle * math.ceil(window_steps / rule.cycle)
+    first_window_s = rule.window_s / 4 if group is None and _far_below(t.warmup_samples_per_sec, rule) else rule.window_s
     for monitor in monitors:
         monitor.start()
     for index in range(rule.max_windows):
@@ -352,7 +381,7 @@ def measure(
             samples += samples_of(batch)
             steps += 1
             if steps % rule.cycle == 0 and ((steps >= window_steps) if group is not None
-                                            else (t2 - window_start >= rule.window_s)):
+                                            else (t2 - window_start >= (rule.window_s if index else first_window_s))):
                 break
         sync()  # the window ends when the device has done its work
         elapsed = clock() - window_start
