@@ -13,7 +13,7 @@ import types
 
 import pytest
 
-from sweeper.measure import timing, utilization
+from sweeper.measure import timing, utilization, warmup
 from sweeper.measurement import Throughput, Utilization
 
 
@@ -311,8 +311,8 @@ def test_a_bursty_loop_is_steady_over_longer_spans_than_one_block():
     t = timing.measure(lambda: None, step, lambda b: 1, lambda: None, timing.Rule(**ADAPTIVE), clock=clock)
     assert t.warmup_steady and t.warmup_s < 1.5
     blocks = [(25, 0.2), (20, 0.25)] * 3
-    assert not any(timing.steady(blocks[i:i + 2], 0.05) for i in range(5))
-    assert timing.steady(blocks[:4], 0.05)
+    assert not any(warmup.steady(blocks[i:i + 2], 0.05) for i in range(5))
+    assert warmup.steady(blocks[:4], 0.05)
 
 
 def test_warm_up_leaves_out_a_block_that_held_a_worker_restart():

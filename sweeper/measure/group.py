@@ -1,5 +1,5 @@
 """One rank of a data-parallel run (dist.nproc_per_node > 1) as the measuring loop sees it:
-who it is, the cores its share comes from, and the group it measures with (timing.Group)."""
+who it is, the cores its share comes from, and the group it measures with (warmup.Group)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class Rank:
 
 
 class TorchGroup:
-    """timing.Group over a gloo process group of its own: rank 0's decisions broadcast, window
+    """warmup.Group over a gloo process group of its own: rank 0's decisions broadcast, window
     totals gathered (small CPU tensors, a few per window; NCCL's group stays the model's)."""
 
     def __init__(self, world: int) -> None:

@@ -8,7 +8,7 @@ rank cost seconds of start-up a trial); on a GPU, or bound to NUMA nodes with nu
 rank is a fresh interpreter, `python -m sweeper.measure.ranks <dir>` (CUDA cannot be used in a
 forked child of a process that touched it, and numactl must exec). The
 launcher then combines the ranks' results: the total rate (the ranks measured in common
-windows, see timing.Group), each rank's own figure, memory summed over ranks and workers.
+windows, see warmup.Group), each rank's own figure, memory summed over ranks and workers.
 A rank that hangs keeps the group waiting in an all-reduce until the sweep's timeout kills
 it: the ranks carry the run's mark and die with the launcher, so none outlives the trial.
 """

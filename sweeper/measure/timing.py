@@ -1,4 +1,4 @@
-"""The timing loop: warm-up, then timed windows of whole steps (clock injectable for tests).
+"""The timing loop: warm-up (warmup.py), then timed windows of whole steps (clock injectable for tests).
 
 Each step is timed on the host as [wait for the next batch][copy + launch compute], so the share
 of step time spent waiting for data says whether the run is data-bound or compute-bound. The
@@ -24,21 +24,7 @@ from typing import Any, Protocol
 
 from ..measurement import Throughput, Timing, Utilization, bottleneck
 from ..stats import Spread, quantile, rate_interval
-
-
-class StepTimer(Protocol):
-    """Times each step on the device: marks around the step, read after the window's sync."""
-
-    def begin(self) -> None: ...
-    def end(self) -> None: ...
-    def collect(self) -> list[float]: ...
-
-
-class Group(Protocol):
-    """The ranks of a data-parallel run, for the measuring loop (None: a single process)."""
-
-    def agree(self, value: int) -> int: ...  # rank 0's value, on every rank
-    def total(self, elapsed: float, samples: int) -> tuple[float, int]: ...  # (longest, summed) over ranks
+from .warmup import Group, StepTimer, step_once, warm_up
 
 
 class Monitor(Protocol):
@@ -214,102 +200,6 @@ class Rule:
         )
 
 
-def _step_once(next_batch: Callable[[], Any], step: Callable[[Any], None], clock: Callable[[], float],
-               step_timer: StepTimer | None) -> tuple[Any, float, float, float]:
-    t0 = clock()
-    batch = next_batch()
-    t1 = clock()
-    if step_timer is not None:
-        step_timer.begin()
-    step(batch)
-    if step_timer is not None:
-        step_timer.end()
-    return batch, t0, t1, clock()
-
-
-# what warm-up does after a step (rank 0's choice in a group)
-_GO_ON, _STOP, _BLOCK_END = 0, 1, 2
-
-
-def steady_span(blocks: Sequence[tuple[int, float]], tol: float) -> int:
-    """How many of the warm-up's latest blocks ((steps, seconds) each, oldest first) run at the
-    rate of as many blocks before them (within `tol`), for the smallest such span; 0 when none
-    does. One block against one is the strictest test of a trend, and enough for a quiet loop; a
-    loop whose workers deliver in bursts swings 15-20% from block to block while its rate stays
-    put (benchmarks/README.md, issue 23, sixth part), and only longer spans average that out."""
-    def rate(span: Sequence[tuple[int, float]]) -> float:
-        return sum(n for n, _ in span) / max(1e-12, sum(s for _, s in span))
-
-    for k in range(1, len(blocks) // 2 + 1):
-        newer, older = rate(blocks[-k:]), rate(blocks[-2 * k:-k])
-        if abs(newer - older) <= tol * newer:
-            return k
-    return 0
-
-
-def steady(blocks: Sequence[tuple[int, float]], tol: float) -> bool:
-    """Whether the warm-up's latest blocks run at the rate of the blocks before them (steady_span)."""
-    return steady_span(blocks, tol) > 0
-
-
-def _warm_up(t: Timings, rule: Rule, next_batch: Callable[[], Any], step: Callable[[Any], None],
-             sync: Callable[[], None], sync_every_step: bool, clock: Callable[[], float],
-             group: Group | None = None, epochs_started: Callable[[], int] = lambda: 0,
-             samples_of: Callable[[Any], int] = lambda batch: 1) -> None:
-    """Until the minimums are met and the step rate is steady (or the maximum is reached). The
-    minimum and maximum time count from the end of the first step, which holds compilation, a
-    loader's start or a script's start-up, however long that takes. Blocks of half a window are
-    compared (`steady`); with workers restarting at epoch ends, a block that held one is left
-    out, as the windows leave it out."""
-    agree = group.agree if group is not None else (lambda value: value)
-    start = clock()
-    settled = block_start = start
-    block_steps, block_samples, block_epochs = 0, 0, epochs_started()
-    blocks: list[tuple[int, float]] = []
-    block_sample_counts: list[int] = []
-    while True:
-        batch, t0, t1, _ = _step_once(next_batch, step, clock, None)
-        if t.warmup_steps == 0 or sync_every_step:
-            sync()
-        if t.warmup_steps == 0:
-            t.first_step_s, t.first_wait_s = clock() - t0, t1 - t0
-            settled = block_start = clock()  # the first step (compile, loader start) is no block's
-            block_epochs = epochs_started()
-        else:
-            block_steps += 1
-            block_samples += samples_of(batch)
-        t.warmup_steps += 1
-        now = clock()
-        if t.warmup_steps < rule.warmup_steps or now - settled < rule.warmup_s:
-            action = _GO_ON
-        elif rule.warmup_max_s is None or now - settled >= rule.warmup_max_s:
-            action = _STOP
-        else:
-            action = _BLOCK_END if block_steps and now - block_start >= rule.window_s / 2 else _GO_ON
-        action = agree(action)
-        if action == _STOP:
-            break
-        if action == _BLOCK_END:
-            sync()
-            now = clock()
-            t.warmup_step_rate = block_steps / (now - block_start)
-            if not (rule.restarts_apart and epochs_started() != block_epochs):
-                blocks.append((block_steps, now - block_start))
-                block_sample_counts.append(block_samples)
-            span = steady_span(blocks, rule.steady_tol) if len(blocks) >= 2 else 0
-            if agree(int(span > 0)):  # every rank asks
-                t.warmup_steady = True
-                if span:
-                    seconds = sum(s for _, s in blocks[-2 * span:])
-                    t.warmup_samples_per_sec = sum(block_sample_counts[-2 * span:]) / max(1e-12, seconds)
-                break
-            block_start, block_steps, block_samples, block_epochs = now, 0, 0, epochs_started()
-    sync()
-    t.warmup_s = clock() - start
-    if not t.warmup_step_rate and t.warmup_steps > 1:
-        t.warmup_step_rate = (t.warmup_steps - 1) / max(1e-9, t.warmup_s - t.first_step_s)
-
-
 def _far_below(warmup_rate: float | None, rule: Rule) -> bool:
     """Whether the warm-up's steady span already ran under the floor's one-window bar
     (`first_window_floor` of `prune_below`): then a quarter window is enough to confirm it, as
@@ -361,7 +251,9 @@ def measure(
     step too with `sync_every_step` (the old, pessimistic way, kept for comparison). With a
     `group`, the window's steps are rank 0's count and rates are the group's."""
     t = Timings()
-    _warm_up(t, rule, next_batch, step, sync, sync_every_step, clock, group, epochs_started, samples_of)
+    w = warm_up(rule, next_batch, step, sync, sync_every_step, clock, group, epochs_started, samples_of)
+    t.warmup_s, t.warmup_steps, t.first_step_s, t.first_wait_s = w.seconds, w.steps, w.first_step_s, w.first_wait_s
+    t.warmup_step_rate, t.warmup_steady, t.warmup_samples_per_sec = w.step_rate, w.steady, w.samples_per_sec
     window_steps = group.agree(max(1, math.ceil(rule.window_s * t.warmup_step_rate))) if group is not None else 0
     if group is not None:
         window_steps = rule.cycle * math.ceil(window_steps / rule.cycle)
@@ -372,7 +264,7 @@ def measure(
         window_start, window_epochs = clock(), epochs_started()
         samples, steps = 0, 0
         while True:
-            batch, t0, t1, t2 = _step_once(next_batch, step, clock, step_timer)
+            batch, t0, t1, t2 = step_once(next_batch, step, clock, step_timer)
             if sync_every_step:
                 sync()
                 t2 = clock()

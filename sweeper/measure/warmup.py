@@ -1,0 +1,147 @@
+"""Warm-up: steps until the loop runs at a steady rate, before any window is timed. The rate is
+read in blocks of half a window; the steady span's rate is kept (a sweep's far-off run is
+confirmed by a quarter window on its word: timing.measure)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class StepTimer(Protocol):
+    """Times each step on the device: marks around the step, read after the window's sync."""
+
+    def begin(self) -> None: ...
+    def end(self) -> None: ...
+    def collect(self) -> list[float]: ...
+
+
+class Group(Protocol):
+    """The ranks of a data-parallel run, for the measuring loop (None: a single process)."""
+
+    def agree(self, value: int) -> int: ...  # rank 0's value, on every rank
+    def total(self, elapsed: float, samples: int) -> tuple[float, int]: ...  # (longest, summed) over ranks
+
+
+class WarmUpRule(Protocol):
+    """The warm-up's part of timing.Rule."""
+
+    warmup_s: float
+    warmup_steps: int
+    warmup_max_s: float | None
+    window_s: float
+    steady_tol: float
+    restarts_apart: bool
+
+
+@dataclass(frozen=True)
+class WarmUp:
+    """What the warm-up did."""
+
+    seconds: float
+    steps: int
+    first_step_s: float
+    first_wait_s: float  # the first batch: loader start-up (workers forking, first samples)
+    step_rate: float  # steps/s at its end
+    steady: bool  # it ended on a steady step rate, not on its maximum
+    samples_per_sec: float | None  # over the steady span (the blocks the steady test compared)
+
+
+def step_once(next_batch: Callable[[], Any], step: Callable[[Any], None], clock: Callable[[], float],
+              step_timer: StepTimer | None) -> tuple[Any, float, float, float]:
+    """One step, timed: (its batch, before the fetch, after the fetch, after the step)."""
+    t0 = clock()
+    batch = next_batch()
+    t1 = clock()
+    if step_timer is not None:
+        step_timer.begin()
+    step(batch)
+    if step_timer is not None:
+        step_timer.end()
+    return batch, t0, t1, clock()
+
+
+# what warm-up does after a step (rank 0's choice in a group)
+_GO_ON, _STOP, _BLOCK_END = 0, 1, 2
+
+
+def steady_span(blocks: Sequence[tuple[int, float]], tol: float) -> int:
+    """How many of the warm-up's latest blocks ((steps, seconds) each, oldest first) run at the
+    rate of as many blocks before them (within `tol`), for the smallest such span; 0 when none
+    does. One block against one is the strictest test of a trend, and enough for a quiet loop; a
+    loop whose workers deliver in bursts swings 15-20% from block to block while its rate stays
+    put (benchmarks/README.md, issue 23, sixth part), and only longer spans average that out."""
+    def rate(span: Sequence[tuple[int, float]]) -> float:
+        return sum(n for n, _ in span) / max(1e-12, sum(s for _, s in span))
+
+    for k in range(1, len(blocks) // 2 + 1):
+        newer, older = rate(blocks[-k:]), rate(blocks[-2 * k:-k])
+        if abs(newer - older) <= tol * newer:
+            return k
+    return 0
+
+
+def steady(blocks: Sequence[tuple[int, float]], tol: float) -> bool:
+    """Whether the warm-up's latest blocks run at the rate of the blocks before them (steady_span)."""
+    return steady_span(blocks, tol) > 0
+
+
+def warm_up(rule: WarmUpRule, next_batch: Callable[[], Any], step: Callable[[Any], None],
+            sync: Callable[[], None], sync_every_step: bool, clock: Callable[[], float],
+            group: Group | None = None, epochs_started: Callable[[], int] = lambda: 0,
+            samples_of: Callable[[Any], int] = lambda batch: 1) -> WarmUp:
+    """Until the minimums are met and the step rate is steady (or the maximum is reached). The
+    minimum and maximum time count from the end of the first step, which holds compilation, a
+    loader's start or a script's start-up, however long that takes. Blocks of half a window are
+    compared (`steady`); with workers restarting at epoch ends, a block that held one is left
+    out, as the windows leave it out."""
+    agree = group.agree if group is not None else (lambda value: value)
+    start = clock()
+    settled = block_start = start
+    steps, first_step_s, first_wait_s, step_rate, steady_rate, is_steady = 0, 0.0, 0.0, 0.0, None, False
+    block_steps, block_samples, block_epochs = 0, 0, epochs_started()
+    blocks: list[tuple[int, float]] = []
+    block_sample_counts: list[int] = []
+    while True:
+        batch, t0, t1, _ = step_once(next_batch, step, clock, None)
+        if steps == 0 or sync_every_step:
+            sync()
+        if steps == 0:
+            first_step_s, first_wait_s = clock() - t0, t1 - t0
+            settled = block_start = clock()  # the first step (compile, loader start) is no block's
+            block_epochs = epochs_started()
+        else:
+            block_steps += 1
+            block_samples += samples_of(batch)
+        steps += 1
+        now = clock()
+        if steps < rule.warmup_steps or now - settled < rule.warmup_s:
+            action = _GO_ON
+        elif rule.warmup_max_s is None or now - settled >= rule.warmup_max_s:
+            action = _STOP
+        else:
+            action = _BLOCK_END if block_steps and now - block_start >= rule.window_s / 2 else _GO_ON
+        action = agree(action)
+        if action == _STOP:
+            break
+        if action == _BLOCK_END:
+            sync()
+            now = clock()
+            step_rate = block_steps / (now - block_start)
+            if not (rule.restarts_apart and epochs_started() != block_epochs):
+                blocks.append((block_steps, now - block_start))
+                block_sample_counts.append(block_samples)
+            span = steady_span(blocks, rule.steady_tol) if len(blocks) >= 2 else 0
+            if agree(int(span > 0)):  # every rank asks
+                is_steady = True
+                if span:
+                    seconds = sum(s for _, s in blocks[-2 * span:])
+                    steady_rate = sum(block_sample_counts[-2 * span:]) / max(1e-12, seconds)
+                break
+            block_start, block_steps, block_samples, block_epochs = now, 0, 0, epochs_started()
+    sync()
+    seconds = clock() - start
+    if not step_rate and steps > 1:
+        step_rate = (steps - 1) / max(1e-9, seconds - first_step_s)
+    return WarmUp(seconds, steps, first_step_s, first_wait_s, step_rate, is_steady, steady_rate)
