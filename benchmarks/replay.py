@@ -284,6 +284,7 @@ class Outcome:
     trials: int
     seconds: float
     speedup: float | None = None  # the pick's grid figure over the baseline's (what the confirmation should say)
+    confirm_runs: int = 0  # the confirmation's runs
 
 
 def _reached(log: Sequence[tuple[float, float | None]], best: float) -> dict[float, tuple[int, float] | None]:
@@ -332,7 +333,8 @@ def replay_sweeper(grid: Grid, spec: GridSpec, strategy: Mapping[str, Any], seed
     pick = grid.figure(config_of(winner)) if winner is not None else 0.0
     yours = grid.figure(plan.baseline_knobs)
     return Outcome(_reached(runner.log[:searched], grid.best), (pick or 0.0) / grid.best,
-                   sum(was_measured(t) for t in trials), runner.charged_s, (pick or 0.0) / yours if yours else None)
+                   sum(was_measured(t) for t in trials), runner.charged_s, (pick or 0.0) / yours if yours else None,
+                   len(runner.log) - searched)
 
 
 def _settings_dict(settings: SweepSettings) -> dict[str, Any]:
@@ -386,10 +388,11 @@ def summarize(name: str, outcomes: Sequence[Outcome]) -> str:
         cells.append(f"{sum(h is not None for h in hits) / len(hits):.0%}: {_n(statistics.median(trials))} / "
                      f"{_n(_q(trials, 0.9))} trials, {_n(statistics.median(secs))} / {_n(_q(secs, 0.9))} s")
     picks = [o.pick for o in outcomes]
-    cells.append(f"{statistics.median(picks):.3f} (p10 {_q(picks, 0.1):.3f})")
+    cells.append(f"{statistics.median(picks):.3f} (p10 {_q(picks, 0.1):.3f}, mean {statistics.fmean(picks):.3f})")
     speedups = [o.speedup for o in outcomes if o.speedup is not None]
     cells.append(f"{statistics.median(speedups):.2f}x" if speedups else "-")
     cells.append(f"{statistics.median(o.seconds for o in outcomes):.0f}")
+    cells.append(f"{statistics.fmean(o.confirm_runs for o in outcomes):.2f}")
     return "| " + " | ".join(cells) + " |"
 
 
@@ -422,8 +425,8 @@ def main(argv: Sequence[str]) -> None:
           f"{seeds} seeds, {n_trials} trials; noise: run {RUN_CV:.0%}, window "
           + ("each row's" if next(iter(grid.points.values())).window_cv is not None else f"{WINDOW_CV:.0%}"))
     print("| strategy | to 90% of the best: seeds that got there: median / p90 trials, median / p90 measured s | "
-          "to 95% | final pick / grid best, median (p10) | pick / baseline, median | measured s, whole sweep, median |")
-    print("|---|---|---|---|---:|---:|")
+          "to 95% | final pick / grid best, median (p10, mean) | pick / baseline, median | measured s, whole sweep, median | confirmation runs, mean |")
+    print("|---|---|---|---|---:|---:|---:|")
     print(summarize("peer: TPE defaults, fixed 3.3 s, no reuse", [replay_peer(grid, s, n_trials) for s in range(seeds)]))
     with tempfile.TemporaryDirectory() as tmp:
         for strategy in chosen:
