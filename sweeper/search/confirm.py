@@ -1,8 +1,8 @@
 """Interleaved re-measurement of the top candidates and the baseline (A B base, B base A, base A B, ...),
 so that a winner is crowned on numbers taken side by side, not on one lucky run. Only candidates
-that beat the baseline in the search are confirmed, the runners-up only when the search's fastest
-does not decide its first round, and rounds stop once the leader's lead over the baseline is
-decided at 95%."""
+that beat the baseline in the search are confirmed, the runners-up only when the first round of
+the search's fastest leaves doubt (in_doubt), and rounds stop once the leader's lead over the
+baseline is decided at 95%."""
 
 from __future__ import annotations
 
