@@ -192,7 +192,8 @@ def zygote_for(modules: Sequence[str], started_with: Mapping[str, str] | None = 
         found.close()
     while len(_ZYGOTES) >= MAX_ZYGOTES:
         _ZYGOTES.pop(next(iter(_ZYGOTES))).close()
-    _ZYGOTES[key] = _adopted(modules, zygote_env(started_with)) or Zygote(modules, zygote_env(started_with))
+    env = zygote_env(started_with)
+    _ZYGOTES[key] = _adopted(modules, env) or Zygote(modules, env)
     return _ZYGOTES[key]
 
 

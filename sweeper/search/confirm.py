@@ -164,9 +164,8 @@ def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, re
     members = [n for n in chosen if n not in waiting]
     progress.say(f"confirming: {_trials(members)} (faster than the baseline in the search) and baseline "
                  f"{baseline.number}, up to {rounds} interleaved rounds (fewer once the lead over the baseline "
-                 "is decided at 95%)" + (f"; {_trials(waiting)} (also faster) join{'s' if len(waiting) == 1 else ''} if "
-                                         "the first round does not decide, or puts the search's order in doubt"
-                                         if waiting else ""))
+                 "is decided at 95%)" + (f"; {_trials(waiting)} (also faster) {_join(waiting)} if the first round does "
+                                         "not decide, or puts the search's order in doubt" if waiting else ""))
     if behind:
         progress.say(f"  not confirmed: trials {behind}, faster than the baseline but behind trial #{chosen[0]} "
                      f"beyond the run-to-run noise (hydra.sweeper.run_noise={plan.settings.run_spread:g})")
@@ -200,8 +199,7 @@ def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, re
                 joining = waiting if undecided else in_doubt(measured, chosen[0], baseline.number, searched, waiting)
                 if joining:
                     why = "did not decide" if undecided else "put the search's order in doubt"
-                    progress.say(f"  the first round {why}: {_trials(joining)} join{'s' if len(joining) == 1 else ''} "
-                                 "the rounds")
+                    progress.say(f"  the first round {why}: {_trials(joining)} {_join(joining)} the rounds")
                     members += joining
                     run_round(r)
             waiting = []
@@ -219,3 +217,7 @@ def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, re
 
 def _trials(numbers: Sequence[int]) -> str:
     return f"trial #{numbers[0]}" if len(numbers) == 1 else f"trials {list(numbers)}"
+
+
+def _join(numbers: Sequence[int]) -> str:
+    return "joins" if len(numbers) == 1 else "join"
