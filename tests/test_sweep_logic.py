@@ -37,6 +37,17 @@ def test_identical_config_is_found_for_reuse_only_in_the_same_setup():
     assert history.find_measured([t], {"loader.batch_size": 64}, ["task.mode=inference"]) is None
 
 
+def test_a_pruned_trial_is_reused_and_a_skipped_one_is_not():
+    """A pruned configuration was clearly slower than the best, and the best only gets faster:
+    asked again (a later batch of a parallel sweep drew it), it is answered from its trial. The
+    trial's Optuna state is PRUNED, as a skipped one's is; the status tells them apart."""
+    knobs = {"loader.batch_size": 64, "loader.num_workers": 1}
+    pruned = trial(1, knobs, state=TrialState.PRUNED, status="pruned")
+    skipped = trial(2, knobs, state=TrialState.PRUNED, status="skipped")
+    assert history.find_measured([pruned], knobs, []) is pruned
+    assert history.find_measured([skipped], knobs, []) is None
+
+
 def test_larger_batch_with_same_memory_settings_is_dominated_by_an_oom():
     oom = trial(3, {"loader.batch_size": 512, "backend.precision": "fp32", "loader.num_workers": 0},
                 state=TrialState.FAIL, status="oom")

@@ -26,7 +26,9 @@ REUSABLE = (Status.OK, Status.INVALID, Status.OOM, Status.PRUNED)
 
 
 def _same(t: FrozenTrial, knobs: Mapping[str, Any], fixed: Sequence[str]) -> bool:
-    return t.state in (TrialState.COMPLETE, TrialState.FAIL) and same_setup(t, fixed) and config_of(t) == dict(knobs)
+    # a pruned trial's state is PRUNED (the sampler's), its status says why: REUSABLE decides
+    return t.state in (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED) and same_setup(t, fixed) \
+        and config_of(t) == dict(knobs)
 
 
 def find_measured(trials: Sequence[FrozenTrial], knobs: Mapping[str, Any], fixed: Sequence[str]) -> FrozenTrial | None:
