@@ -20,9 +20,10 @@ grid figure (relative to the grid's best).
 
 (grid: a name of record_grid.py's GRIDS, read from benchmarks/grid_<name>.csv)
 
-The grid's figures are single search runs (a pruned row's figure is from its few windows): its
-noise is not recorded per row, so the replay's noise is set here (RUN_CV, WINDOW_CV), from this
-VM's side-by-side rounds (benchmarks/README.md: rounds of one configuration spread about 10%).
+The grid's figures are single runs: the run-to-run noise is set here (RUN_CV, from this VM's
+side-by-side rounds: rounds of one configuration spread about 10%, benchmarks/README.md); the
+windows' spread is the grid's own, pooled over the rows of each worker count (Grid.read;
+WINDOW_CV for a grid recorded without it).
 """
 
 from __future__ import annotations
@@ -97,6 +98,9 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "TPE, samples/sec, 5% precision": {"sampler": TPE, "sweep_precision": None},
     "TPE, samples/sec, 15% precision": {"sampler": TPE, "sweep_precision": 0.15},
     "TPE, samples/sec, 20% precision": {"sampler": TPE, "sweep_precision": 0.20},
+    "TPE, samples/sec, 15% in the search, 10% in the confirmation": {
+        "sampler": TPE, "sweep_precision": 0.15, "_confirm_measure": {"rel_precision": 0.10}},
+    "TPE, samples/sec, 10% precision (before issue 23, ninth part)": {"sampler": TPE, "sweep_precision": 0.10},
     "TPE, samples/sec, confirm top 3": {"sampler": TPE, "confirm": {"top_k": 3}},
     "TPE, samples/sec, confirm top 1": {"sampler": TPE, "confirm": {"top_k": 1}},
     "TPE, samples/sec, runners-up confirmed every round (before issue 23, eighth part)": {
@@ -137,7 +141,7 @@ class Row:
     peak_memory_mb: float
     wall_s: float | None = None
     warmup_s: float | None = None
-    window_cv: float | None = None  # of its 1.5 s windows
+    window_cv: float | None = None  # of 1.5 s windows: pooled over the rows with its worker count (Grid.read)
 
     @property
     def start_s(self) -> float:
@@ -157,9 +161,16 @@ class Grid:
 
     @classmethod
     def read(cls, path: Path) -> Grid:
+        """The grid, each row's window spread pooled (root mean square) over the rows with its
+        number of loader workers: one row's spread of 3 windows is a poor estimate of its own
+        (real 0.5 s windows of the race's runs spread 0.6-3.9x what their rows said, quartiles;
+        pooled, within 15% for 2-4 workers: benchmarks/README.md, issue 23, ninth part)."""
         frame = pd.read_csv(path)
         knobs = tuple(c for c in frame.columns if "." in c)
         extra = [c for c in ("wall_s", "warmup_s", "window_cv") if c in frame.columns]
+        if "window_cv" in frame.columns and "loader.num_workers" in frame.columns:
+            pooled = frame.groupby("loader.num_workers")["window_cv"].transform(lambda s: math.sqrt((s ** 2).mean()))
+            frame = frame.assign(window_cv=pooled)
         points = {tuple(_plain(row[k]) for k in knobs): Row(
             str(row["status"]), float(row["samples_per_sec"]), float(row["peak_memory_mb"]),
             **{c: None if pd.isna(row[c]) else float(row[c]) for c in extra})
@@ -252,7 +263,7 @@ class ReplayRunner:
         if not self.first_window_floor:
             rule = replace(rule, first_window_floor=None)
         mood = math.exp(self.rng.gauss(0.0, RUN_CV))
-        # the row's own window spread, scaled from its 1.5 s windows to this rule's
+        # the window spread of its rows (pooled by worker count), scaled from 1.5 s windows to this rule's
         window_cv = WINDOW_CV if row.window_cv is None else row.window_cv * math.sqrt(GRID_WINDOW_S / rule.window_s)
         t = timing.Timings()
         for _ in range(rule.max_windows):
@@ -423,7 +434,8 @@ def main(argv: Sequence[str]) -> None:
     started = time.monotonic()
     print(f"grid {name}: {len(grid.points)} points, best {grid.best:,.0f} samples/s; "
           f"{seeds} seeds, {n_trials} trials; noise: run {RUN_CV:.0%}, window "
-          + ("each row's" if next(iter(grid.points.values())).window_cv is not None else f"{WINDOW_CV:.0%}"))
+          + ("the grid's, pooled by worker count" if next(iter(grid.points.values())).window_cv is not None
+             else f"{WINDOW_CV:.0%}"))
     print("| strategy | to 90% of the best: seeds that got there: median / p90 trials, median / p90 measured s | "
           "to 95% | final pick / grid best, median (p10, mean) | pick / baseline, median | measured s, whole sweep, median | confirmation runs, mean |")
     print("|---|---|---|---|---:|---:|---:|")
