@@ -12,6 +12,9 @@ precision {fp32, bf16}.
                                                 # hydra-optuna-sweeper==1.3.0 hydra-core==1.3.2 omegaconf==2.3.0 optuna==2.10.1 "sqlalchemy<2" "numpy<2")
     python benchmarks/sweep_gain.py race [seeds] [n_trials]  # issue 23: the same race, seeded repeats,
                                                 # sweeper as shipped (confirmation included)
+    python benchmarks/sweep_gain.py variants SEEDS N_TRIALS "" "hydra.sweeper.x=1 ..."
+                                                # sweeper against itself: each set of overrides ("" = as
+                                                # shipped) on the race's space, the same seeds, interleaved
 
 Every figure compared in a table is measured in the same run, interleaved (A B C, A B C, ...).
 """
@@ -54,6 +57,9 @@ TEXTBOOK = {"loader.batch_size": 64, "loader.num_workers": 8, "loader.pin_memory
             "backend.precision": "fp32", "backend.threads": None}
 GRID_CSV = HERE / "grid_mnist_mlp_train.csv"
 KNOBS = ["loader.batch_size", "loader.num_workers", "backend.threads", "backend.precision"]
+# one sweep of the race: when it reached 90% / 95% of the grid's best (s, trials), its wall time,
+# its pick / grid best
+RaceRun = tuple[dict[float, tuple[float, int] | None], float, float]
 
 
 def overrides(knobs: dict) -> list[str]:
@@ -213,19 +219,9 @@ def race(tmp: Path, seeds: int = 5, n_trials: int = 20) -> None:
     the grid's figure; a pruned trial does not count), the whole sweep's wall time, and its
     pick's grid figure."""
     grid, grid_best = _grid_lookup()
-    rows: dict[str, list[tuple[dict[float, tuple[float, int] | None], float, float]]] = {"sweeper": [], "peer": []}
+    rows: dict[str, list[RaceRun]] = {"sweeper": [], "peer": []}
     for seed in range(seeds):
-        start = time.time()
-        study, wall, _ = sweep(tmp, f"race{seed}", *GRID_BASE, f"hydra.sweeper.n_trials={n_trials}",
-                               f"hydra.sweeper.sampler.seed={seed}", measure=[])
-        measured = []
-        for t in sorted(study.get_trials(), key=lambda t: t.datetime_complete or t.datetime_start):
-            record = TrialRecord.of(t)
-            if t.state.name == "COMPLETE" and not record.reused and record.samples_per_sec is not None:
-                measured.append((t.datetime_complete.timestamp() - start, _key(record.knobs)))
-        winner = json.loads((tmp / f"race{seed}" / "summary.json").read_text())["winner"]
-        pick = grid.get(_key(study.trials[winner].user_attrs["knobs"]), 0.0) if winner is not None else 0.0
-        rows["sweeper"].append((_reach(measured, grid, grid_best), wall, pick / grid_best))
+        rows["sweeper"].append(_sweeper_run(tmp, f"race{seed}", seed, n_trials, grid, grid_best))
 
         log = tmp / f"peer{seed}.jsonl"
         start = time.time()
@@ -242,8 +238,42 @@ def race(tmp: Path, seeds: int = 5, n_trials: int = 20) -> None:
         pick = grid.get((best["batch_size"], best["num_workers"], best["threads"], best["precision"]), 0.0)
         rows["peer"].append((_reach(theirs, grid, grid_best), peer_wall, pick / grid_best))
         print(f"seed {seed}: sweeper {rows['sweeper'][-1]}, peer {rows['peer'][-1]}", flush=True)
-    print(f"| tool ({seeds} seeds, {n_trials} trials) | to 90% of the grid's best: reached, median s (trials) | to 95% "
-          "| whole sweep, median s | pick / grid best, median (min) |")
+    _race_table(rows, f"tool ({seeds} seeds, {n_trials} trials)")
+
+
+def _sweeper_run(tmp: Path, name: str, seed: int, n_trials: int, grid: dict[tuple, float], grid_best: float,
+                 *extra: str) -> RaceRun:
+    """One seeded sweeper sweep of the race's space: (when it reached 90% / 95% of the grid's
+    best, its whole wall time, its pick's grid figure over the grid's best)."""
+    start = time.time()
+    study, wall, _ = sweep(tmp, name, *GRID_BASE, f"hydra.sweeper.n_trials={n_trials}",
+                           f"hydra.sweeper.sampler.seed={seed}", *extra, measure=[])
+    measured = []
+    for t in sorted(study.get_trials(), key=lambda t: t.datetime_complete or t.datetime_start):
+        record = TrialRecord.of(t)
+        if t.state.name == "COMPLETE" and not record.reused and record.samples_per_sec is not None:
+            measured.append((t.datetime_complete.timestamp() - start, _key(record.knobs)))
+    winner = json.loads((tmp / name / "summary.json").read_text())["winner"]
+    pick = grid.get(_key(study.trials[winner].user_attrs["knobs"]), 0.0) if winner is not None else 0.0
+    return _reach(measured, grid, grid_best), wall, pick / grid_best
+
+
+def variants(tmp: Path, seeds: int, n_trials: int, *overrides: str) -> None:
+    """Sweeper against itself: each variant (a space-separated set of overrides, "" = as
+    shipped) swept with the same seeds, interleaved (seed 0 of each, then seed 1, ...)."""
+    grid, grid_best = _grid_lookup()
+    rows: dict[str, list[RaceRun]] = {v or "as shipped": [] for v in overrides}
+    for seed in range(seeds):
+        for i, variant in enumerate(overrides):
+            rows[variant or "as shipped"].append(
+                _sweeper_run(tmp, f"v{i}s{seed}", seed, n_trials, grid, grid_best, *variant.split()))
+            print(f"seed {seed}, {variant or 'as shipped'}: {rows[variant or 'as shipped'][-1]}", flush=True)
+    _race_table(rows, f"variant ({seeds} seeds, {n_trials} trials)")
+
+
+def _race_table(rows: dict[str, list[RaceRun]], head: str) -> None:
+    print(f"| {head} | to 90% of the grid's best: reached, median s (trials) | to 95% "
+          "| whole sweep, median s (range) | pick / grid best, median (min, mean) |")
     print("|---|---|---|---:|---|")
     for name, runs in rows.items():
         cells = []
@@ -251,9 +281,10 @@ def race(tmp: Path, seeds: int = 5, n_trials: int = 20) -> None:
             hits = [r[0][share] for r in runs if r[0][share] is not None]
             cells.append(f"{len(hits)}/{len(runs)}, {statistics.median(h[0] for h in hits):.0f} s "
                          f"({statistics.median(h[1] for h in hits):.0f})" if hits else f"0/{len(runs)}")
-        picks = [r[2] for r in runs]
-        print(f"| {name} | {cells[0]} | {cells[1]} | {statistics.median(r[1] for r in runs):.0f} | "
-              f"{statistics.median(picks):.3f} ({min(picks):.3f}) |")
+        picks, walls = [r[2] for r in runs], [r[1] for r in runs]
+        whole = f"{statistics.median(walls):.0f} ({min(walls):.0f}-{max(walls):.0f})"
+        print(f"| {name} | {cells[0]} | {cells[1]} | {whole} | "
+              f"{statistics.median(picks):.3f} ({min(picks):.3f}, {statistics.fmean(picks):.3f}) |")
 
 
 def _key(knobs: dict) -> tuple:
@@ -272,5 +303,11 @@ if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "gain"
     if what == "grid":  # the grid is recorded by record_grid.py now (with each run's cost and spread)
         sys.exit(subprocess.call([sys.executable, str(HERE / "record_grid.py"), "mnist_mlp_train"]))
+    if what == "variants":  # variants SEEDS N_TRIALS "overrides a" "overrides b" ...
+        if len(sys.argv) < 5 or not (sys.argv[2].isdigit() and sys.argv[3].isdigit()):
+            sys.exit(f"variants {' '.join(sys.argv[2:])!r}: expected SEEDS N_TRIALS and one or more sets of "
+                     'overrides ("" = as shipped)')
+        variants(Path(tempfile.mkdtemp()), int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:])
+        sys.exit(0)
     extra = [int(a) for a in sys.argv[2:]]
     {"efficiency": efficiency, "gain": gain, "anchor": anchor, "race": race}[what](Path(tempfile.mkdtemp()), *extra)
