@@ -100,7 +100,6 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "TPE, samples/sec, 20% precision": {"sampler": TPE, "sweep_precision": 0.20},
     "TPE, samples/sec, 15% in the search, 10% in the confirmation": {
         "sampler": TPE, "sweep_precision": 0.15, "_confirm_measure": {"rel_precision": 0.10}},
-    "TPE, samples/sec, 10% precision (before issue 23, ninth part)": {"sampler": TPE, "sweep_precision": 0.10},
     "TPE, samples/sec, confirm top 3": {"sampler": TPE, "confirm": {"top_k": 3}},
     "TPE, samples/sec, confirm top 1": {"sampler": TPE, "confirm": {"top_k": 1}},
     "TPE, samples/sec, runners-up confirmed every round (before issue 23, eighth part)": {
@@ -163,7 +162,7 @@ class Grid:
     def read(cls, path: Path) -> Grid:
         """The grid, each row's window spread pooled (root mean square) over the rows with its
         number of loader workers: one row's spread of 3 windows is a poor estimate of its own
-        (real 0.5 s windows of the race's runs spread 0.6-3.9x what their rows said, quartiles;
+        (real 0.5 s windows of real sweeps' runs spread 0.6-3.9x what their rows said, quartiles;
         pooled, within 15% for 2-4 workers: benchmarks/README.md, issue 23, ninth part)."""
         frame = pd.read_csv(path)
         knobs = tuple(c for c in frame.columns if "." in c)
