@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 from ..result import Status
 from ..store.record import TrialRecord
@@ -26,9 +26,8 @@ REUSABLE = (Status.OK, Status.INVALID, Status.OOM, Status.PRUNED)
 
 
 def _same(t: FrozenTrial, knobs: Mapping[str, Any], fixed: Sequence[str]) -> bool:
-    # a pruned trial's state is PRUNED (the sampler's), its status says why: REUSABLE decides
-    return t.state in (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED) and same_setup(t, fixed) \
-        and config_of(t) == dict(knobs)
+    # any finished trial (a pruned or skipped one is PRUNED to the sampler): its status decides (REUSABLE)
+    return t.state.is_finished() and same_setup(t, fixed) and config_of(t) == dict(knobs)
 
 
 def find_measured(trials: Sequence[FrozenTrial], knobs: Mapping[str, Any], fixed: Sequence[str]) -> FrozenTrial | None:
