@@ -111,7 +111,7 @@ STRATEGIES: dict[str, dict[str, Any]] = {
         "sampler": TPE, "_two_window_floor": True},
     "TPE, samples/sec, neither (before issue 23, seventh part)": {
         "sampler": TPE, "_no_behind": True, "_two_window_floor": True},
-    "TPE, samples/sec, + recipes": {"sampler": TPE, "recipes": True},
+    "TPE, samples/sec, no recipes (before issue 23, tenth part)": {"sampler": TPE, "recipes": False},
     "TPE multivariate+group, samples/sec": {"sampler": MV},
     "TPE startup 10, samples/sec": {"sampler": {**TPE, "n_startup_trials": 10}},
     "GPSampler, samples/sec": {"sampler": GP},

@@ -130,9 +130,12 @@ def test_kill_9_then_rerun_completes_the_study(tmp_path):
     run_multirun(tmp_path, *QUICK, *slow, "hydra.sweeper.n_trials=3", name="b", study="night")
     after = load_study(tmp_path, "b").get_trials()
     for old in before:
-        if old.state.name != "RUNNING":  # kept as they were, not measured again
+        if old.state.is_finished():  # kept as they were, not measured again
             assert after[old.number].datetime_complete == old.datetime_complete
             assert after[old.number].user_attrs["knobs"] == old.user_attrs["knobs"]
+        elif old.state.name == "WAITING":  # a recipe queued after the baseline: the rerun measures it
+            assert after[old.number].state.is_finished() and after[old.number].user_attrs["origin"] == (
+                old.user_attrs["origin"])
     orphan = after[running[0]]
     assert orphan.state.name == "FAIL" and orphan.user_attrs["status"] == "interrupted"
     measured = [t for t in after if t.user_attrs.get("reused_from") is None and t.user_attrs.get("status") != "interrupted"]

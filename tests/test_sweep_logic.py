@@ -320,25 +320,35 @@ def test_the_runner_up_is_confirmed_only_when_the_fastests_first_round_leaves_do
         _cpu_plan(tmp_path, {"confirm": {"runners_up": "some"}}, ["search=quick"])
 
 
-def test_the_recipes_start_from_the_baseline_with_values_the_space_holds():
+def test_the_recipes_split_the_cores_from_either_side_with_values_the_space_holds():
     from optuna.distributions import IntDistribution
 
     from sweeper.search import start
 
     space = {"loader.batch_size": CategoricalDistribution([32, 64, 256, 1024]),
              "loader.num_workers": IntDistribution(0, 4), "backend.threads": CategoricalDistribution([1, 2]),
-             "backend.precision": CategoricalDistribution(["fp32", "bf16"])}
+             "backend.precision": CategoricalDistribution(["fp32", "bf16"]),
+             "backend.channels_last": CategoricalDistribution([False, True])}
     baseline = {"loader.batch_size": 64, "loader.num_workers": 0, "backend.threads": None,
-                "backend.precision": "fp32"}
-    largest, recipe = start.recipes(space, baseline, cores=2, cuda=False, bf16=True)
-    # threads: null is the baseline's, outside the space: left to the sampler
-    assert largest.knobs == {"loader.batch_size": 1024, "loader.num_workers": 0, "backend.precision": "fp32"}
-    assert recipe.knobs == {"loader.batch_size": 1024, "loader.num_workers": 2, "backend.threads": 2,
-                            "backend.precision": "bf16"}
-    assert recipe.origin.endswith(", bf16")
+                "backend.precision": "fp32", "backend.channels_last": False}
+    loader, compute = start.recipes(space, baseline, cores=2, cuda=False, bf16=True)
+    # the loader's side: workers at the core count, one compute thread (never both at 2 on 2 cores)
+    assert loader.knobs == {"loader.batch_size": 1024, "loader.num_workers": 2, "backend.threads": 1,
+                            "backend.precision": "bf16", "backend.channels_last": True}
+    assert compute.knobs == {"loader.batch_size": 1024, "loader.num_workers": 0, "backend.threads": 2,
+                             "backend.precision": "bf16", "backend.channels_last": True}
+    assert loader.origin.startswith("recipe: the largest batch, the loader's side") and loader.origin.endswith(", bf16")
     # no bf16 on the device, 16 cores: the nearest the space holds
-    _, plain = start.recipes(space, baseline, cores=16, cuda=False, bf16=False)
-    assert plain.knobs["loader.num_workers"] == 4 and plain.knobs["backend.precision"] == "fp32"
+    plain, _ = start.recipes(space, baseline, cores=16, cuda=False, bf16=False)
+    assert plain.knobs["loader.num_workers"] == 4 and plain.knobs["backend.threads"] == 2
+    assert plain.knobs["backend.precision"] == "fp32"
+    # on CUDA the compute is the GPU's: the loader's side alone, with pinned memory
+    gpu_space = {**space, "loader.pin_memory": CategoricalDistribution([False, True])}
+    (only,) = start.recipes(gpu_space, {**baseline, "loader.pin_memory": False}, cores=16, cuda=True, bf16=True)
+    assert only.knobs["loader.pin_memory"] is True and only.origin.endswith(", bf16, pinned memory")
+    # a space without the knobs: nothing to queue beyond the baseline's own point
+    assert start.recipes({"loader.num_workers": IntDistribution(0, 0)}, {"loader.num_workers": 0}, cores=2,
+                         cuda=False, bf16=False) == []
 
 
 def test_warm_starts_are_the_other_classes_winners_within_this_space():
@@ -371,7 +381,7 @@ def test_a_warm_start_at_the_baselines_own_point_is_not_queued(tmp_path):
     from sweeper.search.trials import ask
     from sweeper.store.study import StoredStudy
 
-    plan = _cpu_plan(tmp_path, {"n_trials": 4}, ["search=quick", "loader.batch_size=64"])
+    plan = _cpu_plan(tmp_path, {"n_trials": 4, "recipes": False}, ["search=quick", "loader.batch_size=64"])
     storage = optuna.storages.InMemoryStorage()
     stored = StoredStudy(optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)),
                          storage)
@@ -381,11 +391,33 @@ def test_a_warm_start_at_the_baselines_own_point_is_not_queued(tmp_path):
         other = optuna.create_study(storage=storage, study_name=name, directions=list(plan.directions))
         other.add_trial(trial(0, knobs, fixed=plan.fixed))
         other.set_user_attr("winner_trial", 0)
-    queued = start.queue_start(stored, plan)
+    queued = start.queue_start(stored, plan, room=3)
     assert [(p.origin.split(" (")[0], was) for p, was in queued] == [
-        ("warm start: the winner on other", True), ("warm start: the winner on same", False)]
+        ("warm start: the winner on other", start.Queued.QUEUED), ("warm start: the winner on same", start.Queued.HELD)]
     waiting = stored.study.get_trials(states=(TrialState.WAITING,))
     assert [t.system_attrs["fixed_params"]["loader.batch_size"] for t in waiting] == [256]
+
+
+def test_start_points_take_only_the_trials_n_trials_leaves(tmp_path):
+    """n_trials=2 leaves one trial after the baseline: one recipe is queued, the other is said to
+    have no room, and no trial is left waiting in the study for a later run to find."""
+    import optuna
+
+    from sweeper.search import start
+    from sweeper.search.trials import ask
+    from sweeper.store.study import StoredStudy
+
+    plan = _cpu_plan(tmp_path, {"n_trials": 2}, ["search=quick", "loader.batch_size=64"])
+    storage = optuna.storages.InMemoryStorage()
+    stored = StoredStudy(optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)),
+                         storage)
+    ask(stored, plan, plan.context(False), baseline=True)
+    queued = start.queue_start(stored, plan, room=1)
+    assert [(p.origin.split(":")[1].split(",")[1].strip(), was) for p, was in queued] == [
+        ("the loader's side", start.Queued.QUEUED), ("the compute's side", start.Queued.NO_ROOM)]
+    waiting = stored.study.get_trials(states=(TrialState.WAITING,))
+    assert [t.system_attrs["fixed_params"] for t in waiting] == [
+        {"loader.batch_size": 256, "loader.num_workers": 1, "backend.precision": "bf16"}]
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("8h", 28800), ("30m", 1800), ("1h30m", 5400), ("90s", 90), ("45", 45), (None, None)])

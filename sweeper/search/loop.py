@@ -28,7 +28,7 @@ from . import history, progress
 from .later import held_later
 from .launch import Job, JobRunner, measure_overrides
 from .plan import SweepPlan
-from .start import queue_start
+from .start import Queued, queue_start
 from .trials import Told, ask, reuse, skip, tell_result
 
 # suggestions in a row that were all measured before: the space has nothing new left
@@ -193,10 +193,13 @@ def _ask_batch(stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: l
                 "" if held_back else " (the whole space is open)"))
         trial, knobs = ask(stored, plan, ctx, baseline=first, held_back=held_back)
         if first:  # after the baseline: the other classes' winners and the recipes, if asked
-            for point, queued in queue_start(stored, plan):
+            room = plan.settings.n_trials - 1 - sum(was_measured(t) for t in trials)
+            for point, queued in queue_start(stored, plan, room):
                 what = f"{progress.short_knobs(dict(point.knobs))} ({point.origin})"
-                if queued:
+                if queued is Queued.QUEUED:
                     progress.say(f"queued after the baseline: {what}")
+                elif queued is Queued.NO_ROOM:
+                    progress.say(f"not queued: {what}: n_trials={plan.settings.n_trials} leaves no trial for it")
                 else:
                     own = all(plan.baseline_knobs.get(k) == v for k, v in point.knobs.items())
                     progress.say(f"not queued: {what} is "

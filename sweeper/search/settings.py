@@ -110,8 +110,12 @@ class SweepSettings:
     # (search/later.py); null or 0 = searched by the sampler from the start
     later: Optional[float] = 0.5
     # after the baseline (and the warm start), the practitioners' recipes: the largest batch,
-    # workers and threads at the core count, bf16 where the device has it, pinned memory on CUDA
-    recipes: bool = False
+    # bf16 where the device has it, pinned memory on CUDA, with the cores split from either
+    # side (workers at the core count and compute threads on the cores left; on a CPU also
+    # compute threads at the core count, no workers). On the replay bench's three grids they
+    # reached 95% of the best in 2-3 trials, against 16 or never without (benchmarks/README.md,
+    # issue 23, tenth part)
+    recipes: bool = True
 
     @classmethod
     def from_config(cls, values: Mapping[str, Any]) -> "SweepSettings":
@@ -147,6 +151,12 @@ class SweepSettings:
                               f"of {', '.join(RUNNERS_UP)}.")
         if self.lock not in LOCK_MODES:
             raise ConfigError(f"hydra.sweeper.lock={self.lock!r} is invalid: expected one of {', '.join(LOCK_MODES)}.")
+
+    @property
+    def grid(self) -> bool:
+        """Whether the sampler is Optuna's GridSampler: it measures every point of the space, and
+        takes no account of queued ones (a recipe would be measured twice)."""
+        return str((self.sampler or {}).get("_target_", "")).endswith("GridSampler")
 
     @property
     def run_spread(self) -> float:

@@ -1,7 +1,8 @@
 """Where a sweep starts, after the baseline: points worth measuring before the sampler's own
 guesses. The winners of the same study on the lab's other hardware classes (a warm start: what
 a lab with many machine types wants the second night), then the practitioners' recipes (the
-largest batch, workers at the core count, bf16 where the device has it, pinned memory on CUDA).
+largest batch, the cores split between the loader and the compute from either side, bf16 where
+the device has it, pinned memory on CUDA).
 Each is queued with Optuna's enqueue_trial, only with knobs valid in this space (the sampler
 fills the rest), and carries where it came from (`origin`) into its trial."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import optuna
@@ -50,28 +52,41 @@ def _nearest(dist: BaseDistribution, want: int) -> Any:
 
 def recipes(space: Mapping[str, BaseDistribution], baseline: Mapping[str, Any], *, cores: int, cuda: bool,
             bf16: bool) -> list[StartPoint]:
-    """The baseline with the largest batch; then the practitioners' recipe on top of it (workers
-    and threads at the core count, bf16 where the device has it, pinned memory on CUDA)."""
+    """The practitioners' recipe on top of the baseline, once from each side of the cores'
+    split: the loader's side (workers at the core count, compute threads on the cores they
+    leave, at least one) and, on a CPU, the compute's side (compute threads at the core count,
+    the loader in the main process). Both with the largest batch, bf16 where the device has it,
+    channels_last (live only for convolutional models), persistent workers and pinned memory on
+    CUDA. Which side wins is the workload's (a loader-bound MLP, a compute-bound CNN), so both
+    are measured first. Workers and threads both at the core count oversubscribe: on 2 cores
+    that point read 0.61 of the best, and anchored TPE's model there (benchmarks/README.md,
+    issue 23, tenth part)."""
     yours = {k: v for k, v in baseline.items() if k in space and sp.contains(space[k], v)}
+    common = {"loader.batch_size": _largest(space["loader.batch_size"]) if "loader.batch_size" in space else None,
+              "backend.precision": "bf16" if bf16 else None, "backend.channels_last": True,
+              "loader.pin_memory": True if cuda else None, "loader.persistent_workers": True}
+    workers = _nearest_in(space, "loader.num_workers", cores)
+    sides = [("the loader's side: workers at the core count, compute threads on the cores left",
+              {"loader.num_workers": workers, "backend.threads": _nearest_in(space, "backend.threads",
+                                                                             max(1, cores - (workers or 0)))})]
+    if not cuda:
+        sides.append(("the compute's side: compute threads at the core count, the loader in the main process",
+                      {"loader.num_workers": 0, "backend.threads": _nearest_in(space, "backend.threads", cores)}))
     points: list[StartPoint] = []
-    batch = _largest(space["loader.batch_size"]) if "loader.batch_size" in space else None
-    if batch is not None and batch != baseline.get("loader.batch_size"):
-        points.append(StartPoint({**yours, "loader.batch_size": batch}, "recipe: the largest batch"))
-    recipe: dict[str, Any] = {**yours, **({"loader.batch_size": batch} if batch is not None else {})}
-    wanted = {"loader.num_workers": _nearest(space["loader.num_workers"], cores) if "loader.num_workers" in space
-              else None,
-              "backend.threads": _nearest(space["backend.threads"], cores) if "backend.threads" in space else None,
-              "backend.precision": "bf16" if bf16 else None,
-              "loader.pin_memory": True if cuda else None,
-              "loader.persistent_workers": True}
-    for key, value in wanted.items():
-        if key in space and value is not None and sp.contains(space[key], value):
-            recipe[key] = value
-    if recipe != yours and all(p.knobs != recipe for p in points):
-        points.append(StartPoint(recipe, "recipe: the largest batch, workers and threads at the core count"
-                                 + (", bf16" if recipe.get("backend.precision") == "bf16" else "")
-                                 + (", pinned memory" if recipe.get("loader.pin_memory") else "")))
+    for what, split in sides:
+        recipe = dict(yours)
+        for key, value in {**common, **split}.items():
+            if key in space and value is not None and sp.contains(space[key], value):
+                recipe[key] = value
+        if recipe != yours and all(p.knobs != recipe for p in points):
+            points.append(StartPoint(recipe, f"recipe: the largest batch, {what}"
+                                     + (", bf16" if recipe.get("backend.precision") == "bf16" else "")
+                                     + (", pinned memory" if recipe.get("loader.pin_memory") else "")))
     return points
+
+
+def _nearest_in(space: Mapping[str, BaseDistribution], key: str, want: int) -> Any:
+    return _nearest(space[key], want) if key in space else None
 
 
 def warm_starts(storage: Any, study_name: str, fixed: Sequence[str],
@@ -97,14 +112,32 @@ def warm_starts(storage: Any, study_name: str, fixed: Sequence[str],
     return points
 
 
-def queue_start(stored: StoredStudy, plan: SweepPlan) -> list[tuple[StartPoint, bool]]:
+class Queued(Enum):
+    """What became of a start point."""
+
+    QUEUED = "queued"
+    HELD = "held"  # the study holds its point already: the baseline's own, or one measured before
+    NO_ROOM = "no room"  # n_trials leaves no trial for it (none is left waiting in the study)
+
+
+def queue_start(stored: StoredStudy, plan: SweepPlan, room: int) -> list[tuple[StartPoint, Queued]]:
     """After the baseline is asked: queue the warm start and the recipes the settings ask for
-    (each once, in order, for the sampler's next asks), each with whether it was queued (not
-    when the study holds its point already: the baseline's own, or one measured before)."""
+    (each once, in order, for the sampler's next asks), as many as the `room` that n_trials
+    leaves after the baseline, each with what became of it. A grid measures every point anyway:
+    no recipes."""
     points = []
     if plan.settings.warm_start:
         points += warm_starts(stored.storage, stored.name, plan.fixed, plan.space)
-    if plan.settings.recipes:
+    if plan.settings.recipes and not plan.settings.grid:
         points += recipes(plan.space, plan.baseline_knobs, cores=plan.machine.cores, cuda=plan.machine.cuda,
                           bf16=plan.machine.bf16)
-    return [(point, stored.enqueue(point.knobs, point.origin)) for point in points]
+    outcomes = []
+    for point in points:
+        if room <= 0:
+            outcomes.append((point, Queued.NO_ROOM))
+        elif stored.enqueue(point.knobs, point.origin):
+            outcomes.append((point, Queued.QUEUED))
+            room -= 1
+        else:
+            outcomes.append((point, Queued.HELD))
+    return outcomes

@@ -53,7 +53,7 @@ def grid_space(space: Mapping[str, BaseDistribution]) -> dict[str, list[Any]]:
 def make_sampler(plan: SweepPlan) -> Any:
     config = dict(plan.settings.sampler or {"_target_": "optuna.samplers.TPESampler"})
     target = str(config.get("_target_", ""))
-    if target.endswith("GridSampler") and "search_space" not in config:
+    if plan.settings.grid and "search_space" not in config:
         config["search_space"] = grid_space(plan.space)
     if target.endswith("TPESampler"):
         # a sweep has tens of trials, not hundreds: model the space sooner than TPE's 10
