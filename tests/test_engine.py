@@ -177,3 +177,35 @@ def test_the_machine_probe_is_asked_once_per_machine_and_the_factory_still_check
     with pytest.raises(ConfigError, match="cannot import module 'no_such_module'"):
         probe_module.probe("auto", "no_such_module:build", "spawn")
     assert len(asked) == 2  # spawned runs: the factory is checked in a probe child
+
+
+def test_a_forked_trial_knows_its_intermediate_however_soon_that_exits(tmp_path):
+    """The trial waits to be re-parented to the sweep (away from the intermediate that forked
+    it). It once read the intermediate's pid itself: when the intermediate had exited already,
+    that was the sweep's, and the trial waited out the full 5 s (4 runs in 100 of a race)."""
+    import socket
+
+    from sweeper.measure import zygote as child_side
+
+    def become(request, event_fd, intermediate, channel):
+        deadline = time.monotonic() + 2
+        while os.getppid() == intermediate and time.monotonic() < deadline:  # re-parented once it exits
+            time.sleep(0.001)
+        Path(request["out"]).write_text(f"{intermediate} {os.getppid()}")
+
+    ours, _ = socket.socketpair()
+    forks = 20
+    for n in range(forks):
+        read_fd, event_fd = os.pipe()
+        trial = child_side._fork_trial({"out": str(tmp_path / str(n))}, event_fd, ours, become)
+        os.close(read_fd)
+        deadline = time.monotonic() + 10
+        while not (tmp_path / str(n)).exists() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        with_parent = (tmp_path / str(n)).read_text().split()
+        # the pid passed is the intermediate's: never this process, nor the trial's parent now
+        assert int(with_parent[0]) not in (os.getpid(), int(with_parent[1]), trial)
+        try:
+            os.waitpid(trial, 0)  # re-parented here when this process is a subreaper
+        except ChildProcessError:
+            pass

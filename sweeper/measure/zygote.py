@@ -96,18 +96,23 @@ def _become_trial(request: dict[str, Any], event_fd: int, intermediate: int, cha
     serve(request["spec"], Events())
 
 
-def _fork_trial(request: dict[str, Any], event_fd: int, channel: socket.socket) -> int:
-    """Fork the trial through an intermediate that exits at once; return the trial's pid."""
+def _fork_trial(request: dict[str, Any], event_fd: int, channel: socket.socket, become: Any = None) -> int:
+    """Fork the trial through an intermediate that exits at once; return the trial's pid. The
+    trial runs `become` (the trial's life: _become_trial) with the intermediate's pid."""
+    become = become or _become_trial
     read_pid, write_pid = os.pipe()
     intermediate = os.fork()
     if intermediate == 0:
         try:
             os.close(read_pid)
+            # taken here: read in the trial, its parent could already be the sweep (the
+            # intermediate gone), and the trial would wait out _REPARENT_S for nothing
+            me = os.getpid()
             trial = os.fork()
             if trial == 0:
                 os.close(write_pid)
                 try:
-                    _become_trial(request, event_fd, os.getppid(), channel)
+                    become(request, event_fd, me, channel)
                 except BaseException:  # noqa: BLE001 - reported in the run's log; exit status 70
                     traceback.print_exc()
                 os._exit(70)
