@@ -418,6 +418,32 @@ def test_start_points_take_only_the_trials_n_trials_leaves(tmp_path):
     waiting = stored.study.get_trials(states=(TrialState.WAITING,))
     assert [t.system_attrs["fixed_params"] for t in waiting] == [
         {"loader.batch_size": 256, "loader.num_workers": 1, "backend.precision": "bf16"}]
+    # asked again without room: the point the study holds is said to be held, not short of room
+    again = start.queue_start(stored, plan, room=0)
+    assert [was for _, was in again] == [start.Queued.HELD, start.Queued.NO_ROOM]
+
+
+def test_points_still_queued_when_n_trials_is_reached_end_as_surplus(tmp_path, capsys):
+    """Two processes starting one study both queue their start points; what n_trials leaves
+    unmeasured ends as surplus with why, and no trial waits in the study for a later run."""
+    import optuna
+
+    from sweeper.search import loop, start
+    from sweeper.search.trials import ask
+    from sweeper.store.study import StoredStudy
+
+    plan = _cpu_plan(tmp_path, {"n_trials": 2}, ["search=quick", "loader.batch_size=64"])
+    storage = optuna.storages.InMemoryStorage()
+    stored = StoredStudy(optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)),
+                         storage)
+    ask(stored, plan, plan.context(False), baseline=True)
+    start.queue_start(stored, plan, room=2)  # as if another process had not measured its own yet
+    loop._end_queued(stored, plan)
+    assert stored.study.get_trials(states=(TrialState.WAITING,)) == []
+    ended = [t for t in stored.study.get_trials() if t.number > 0]
+    assert [t.user_attrs["status"] for t in ended] == ["surplus", "surplus"]
+    assert ended[0].user_attrs["reason"] == "n_trials=2 was reached before this queued point was measured"
+    assert "not measured: #1 " in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("8h", 28800), ("30m", 1800), ("1h30m", 5400), ("90s", 90), ("45", 45), (None, None)])

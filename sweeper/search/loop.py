@@ -143,6 +143,8 @@ def optimize(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, stopped: C
         why = stop_reason(state, measured=measured, n_trials=settings.n_trials, patience=settings.patience,
                           remaining_s=remaining_s, reserve_s=typical_wall(stored, plan) * (1 + settings.confirm_runs))
         if why is not None:
+            if measured >= settings.n_trials:
+                _end_queued(stored, plan)
             return why
         batch = _ask_batch(stored, plan, state, trials, width=min(settings.n_jobs, settings.n_trials - measured),
                            remaining_s=remaining_s)
@@ -152,6 +154,17 @@ def optimize(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, stopped: C
                 _tell(stored, plan, state, tell_result(stored, trial, result, plan), batch.best, remaining)
         for trial, twin in batch.twins:  # the same knobs twice in one batch: measured once
             _tell(stored, plan, state, reuse(stored, trial, stored.trial(twin)), batch.best, remaining)
+
+
+def _end_queued(stored: StoredStudy, plan: SweepPlan) -> None:
+    """Points still queued once n_trials is reached (two processes starting one study both
+    queue their start points) end as surplus, each with why, so that no later run of the study
+    measures them unasked."""
+    for _ in stored.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        trial, knobs = ask(stored, plan, plan.context(learned_convolutional(stored, plan)), baseline=False)
+        skip(stored, trial, Status.SURPLUS, f"n_trials={plan.settings.n_trials} was reached before this queued "
+                                            "point was measured")
+        progress.say(f"not measured: #{trial.number} {progress.short_knobs(knobs)}, queued, as n_trials is reached")
 
 
 def _tell(stored: StoredStudy, plan: SweepPlan, state: LoopState, told: Told, best: FrozenTrial | None,

@@ -133,7 +133,9 @@ def queue_start(stored: StoredStudy, plan: SweepPlan, room: int) -> list[tuple[S
                           bf16=plan.machine.bf16)
     outcomes = []
     for point in points:
-        if room <= 0:
+        if stored.holds(point.knobs):
+            outcomes.append((point, Queued.HELD))
+        elif room <= 0:
             outcomes.append((point, Queued.NO_ROOM))
         elif stored.enqueue(point.knobs, point.origin):
             outcomes.append((point, Queued.QUEUED))

@@ -119,6 +119,13 @@ class StoredStudy:
                                  skip_if_exists=probe_knob is None)
         return len(self.study.get_trials(deepcopy=False)) > before
 
+    def holds(self, knobs: Mapping[str, Any]) -> bool:
+        """Whether a trial of the study has exactly these knobs (asked, queued or measured): what
+        enqueue skips."""
+        wanted = dict(knobs)
+        return any(t.system_attrs.get("fixed_params", t.params) == wanted
+                   for t in self.study.get_trials(deepcopy=False))
+
     def last_winner(self) -> int | None:
         """The winner trial of the study's last sweep (None: no sweep has ended with one)."""
         return self.study.user_attrs.get(_WINNER)
