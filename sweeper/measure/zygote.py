@@ -23,6 +23,7 @@ import socket
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV, ZYGOTE_FD_ENV
@@ -96,7 +97,8 @@ def _become_trial(request: dict[str, Any], event_fd: int, intermediate: int, cha
     serve(request["spec"], Events())
 
 
-def _fork_trial(request: dict[str, Any], event_fd: int, channel: socket.socket, become: Any = None) -> int:
+def _fork_trial(request: dict[str, Any], event_fd: int, channel: socket.socket,
+                become: Callable[[dict[str, Any], int, int, socket.socket], None] | None = None) -> int:
     """Fork the trial through an intermediate that exits at once; return the trial's pid. The
     trial runs `become` (the trial's life: _become_trial) with the intermediate's pid."""
     become = become or _become_trial
