@@ -70,9 +70,9 @@ class SweepSettings:
     # stop after this many trials without a gain beyond the measured noise; null = never
     patience: Optional[int] = None
     # stop a trial whose first two windows run below this share of the best samples/sec (racing
-    # needs three); null = never. 0.7: on the replay bench it saved 4-12 of 76-93 measured s a
-    # sweep and kept the picks (benchmarks/README.md, issue 23, sixth part)
-    prune_ratio: Optional[float] = 0.7
+    # needs three); null = never. 0.8: with the recipes measured first, real sweeps took 64 s
+    # against 72 s at 0.7, picks as good (benchmarks/README.md, issue 23, tenth part)
+    prune_ratio: Optional[float] = 0.8
     # race each trial against the best so far: one whose 95% interval lies wholly below the
     # best's, widened for run_noise, stops early (pruned, both in its reason); the baseline is
     # never raced
