@@ -184,12 +184,14 @@ class Grid:
     def best(self) -> float:
         return max(row.samples_per_sec for row in self.points.values() if row.status in ("ok", "pruned"))
 
-    def row(self, knobs: Mapping[str, Any]) -> Row | None:
-        """The row of a configuration, its dead knobs (a worker knob without workers) at their
-        neutral values, as the sweep runs them."""
+    def key(self, knobs: Mapping[str, Any]) -> tuple[Any, ...]:
+        """A configuration's key in the grid: its dead knobs (a worker knob without workers) at
+        their neutral values, as the sweep runs them."""
         live = {k: _plain(knobs.get(k)) for k in self.knobs}
-        live = {k: v if sp.is_active(k, live, CPU) else sp.NEUTRAL[k] for k, v in live.items()}
-        row = self.points.get(tuple(live[k] for k in self.knobs))
+        return tuple(v if sp.is_active(k, live, CPU) else sp.NEUTRAL[k] for k, v in live.items())
+
+    def row(self, knobs: Mapping[str, Any]) -> Row | None:
+        row = self.points.get(self.key(knobs))
         return row if row is not None and row.status in ("ok", "pruned") else None
 
     def figure(self, knobs: Mapping[str, Any]) -> float | None:
@@ -307,8 +309,8 @@ def _reached(log: Sequence[tuple[float, float | None]], best: float) -> dict[flo
 _PLANS: dict[tuple[str, str, int], SweepPlan] = {}
 
 
-def replay_sweeper(grid: Grid, spec: GridSpec, strategy: Mapping[str, Any], seed: int, n_trials: int,
-                   tmp: Path) -> Outcome:
+def plan_for(spec: GridSpec, strategy: Mapping[str, Any], n_trials: int, tmp: Path) -> SweepPlan:
+    """The sweep's own plan for a grid's space and a strategy's settings (the sampler unseeded)."""
     key = (repr(spec), repr(strategy), n_trials)
     if key not in _PLANS:
         settings = SweepSettings.from_config({**{k: v for k, v in strategy.items() if not k.startswith("_")},
@@ -318,7 +320,12 @@ def replay_sweeper(grid: Grid, spec: GridSpec, strategy: Mapping[str, Any], seed
                          app_name="sweeper", sweep_dir=tmp / "sweep")
         # the grid's space is swept on the command line (all of it "asked"): its main knobs are the spec's
         _PLANS[key] = replace(plan, main=frozenset(k for k in spec.main if k in plan.space))
-    plan = _PLANS[key]
+    return _PLANS[key]
+
+
+def replay_sweeper(grid: Grid, spec: GridSpec, strategy: Mapping[str, Any], seed: int, n_trials: int,
+                   tmp: Path) -> Outcome:
+    plan = plan_for(spec, strategy, n_trials, tmp)
     seeded = SweepSettings.from_config({**_settings_dict(plan.settings),
                                         "sampler": {**strategy["sampler"], "seed": seed}})
     plan = _with_settings(plan, seeded)
@@ -427,8 +434,13 @@ def main(argv: Sequence[str]) -> None:
     if name not in GRIDS or any(c not in STRATEGIES for c in chosen):
         sys.exit(f"grid {name!r} or a strategy of {chosen} unknown: grids {', '.join(GRIDS)}; "
                  f"strategies {', '.join(STRATEGIES)}")
-    grid, spec = Grid.read(csv_path(name)), GRIDS[name]
     resolvers.register()
+    table(name, Grid.read(csv_path(name)), chosen, seeds, n_trials)
+
+
+def table(name: str, grid: Grid, chosen: Sequence[str], seeds: int, n_trials: int) -> None:
+    """The replay table of the chosen strategies on a grid, the peer's row first."""
+    spec = GRIDS[name]
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     started = time.monotonic()
     print(f"grid {name}: {len(grid.points)} points, best {grid.best:,.0f} samples/s; "
