@@ -258,7 +258,8 @@ def _picks_side_by_side(rows: dict[str, list[RaceRun]], grid: dict[tuple, float]
     top = max(today.values())
     print(f"the picks measured side by side ({rounds} interleaved rounds, median), today / the fastest of them:")
     for k in keys:
-        print(f"  {k}: {today[repr(k)]:,.0f} samples/s = {today[repr(k)] / top:.3f} (grid {grid[k] / grid[best]:.3f})")
+        ongrid = f"grid {grid[k] / grid[best]:.3f}" if k in grid else "not in the grid"
+        print(f"  {k}: {today[repr(k)]:,.0f} samples/s = {today[repr(k)] / top:.3f} ({ongrid})")
     print("| tool | pick / fastest pick today, median (min, mean) |")
     print("|---|---|")
     for name, runs in rows.items():
