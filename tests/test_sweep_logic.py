@@ -446,6 +446,46 @@ def test_points_still_queued_when_n_trials_is_reached_end_as_surplus(tmp_path, c
     assert "not measured: #1 " in capsys.readouterr().out
 
 
+def test_a_point_still_queued_is_measured_before_n_trials_counts_it(tmp_path):
+    """A queued point (here: in place of a skipped one) is not a measured trial until it runs: it
+    once counted, and the sweep stopped at n_trials=20 with 19 measured and the point ended as
+    surplus."""
+    import contextlib
+
+    import optuna
+
+    from sweeper.measurement import Measurement, Memory, RunFacts, Throughput
+    from sweeper.result import RunResult, Status
+    from sweeper.search import loop
+    from sweeper.store.study import StoredStudy
+    from sweeper.store.trials import count
+
+    plan = _cpu_plan(tmp_path, {"n_trials": 2, "recipes": False}, [])  # no fixed overrides: as the main job
+    storage = optuna.storages.InMemoryStorage()
+    stored = StoredStudy(optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)),
+                         storage)
+    base = trial(0, dict(plan.baseline_knobs), sps=100.0, fixed=plan.fixed)
+    base.user_attrs["baseline"] = True
+    stored.study.add_trial(base)
+    assert stored.enqueue({**plan.baseline_knobs, "loader.batch_size": 256}, "in place of #1, skipped")
+    assert count(stored.trials(plan.fixed)).measured == 1
+
+    class Runner:
+        def batch(self, jobs):
+            return [RunResult(Status.OK, None, Measurement(throughput=Throughput(samples_per_sec=150.0),
+                                                           memory=Memory(peak_memory_mb=1.0),
+                                                           run=RunFacts(device="cpu"))) for _ in jobs]
+
+        def on_node(self, host):
+            return contextlib.nullcontext()
+
+    why = loop.optimize(stored, plan, Runner(), stopped=lambda: None, remaining=lambda: None)
+    trials = stored.trials(plan.fixed)
+    assert why == "n_trials=2 reached" and count(trials).measured == 2 and count(trials).surplus == 0
+    assert [(t.number, t.user_attrs["status"], t.user_attrs["knobs"]["loader.batch_size"]) for t in trials] == [
+        (0, "ok", plan.baseline_knobs["loader.batch_size"]), (1, "ok", 256)]
+
+
 @pytest.mark.parametrize(("text", "seconds"), [("8h", 28800), ("30m", 1800), ("1h30m", 5400), ("90s", 90), ("45", 45), (None, None)])
 def test_durations(text, seconds):
     assert parse_duration(text) == seconds

@@ -47,8 +47,9 @@ def feasible(trial: FrozenTrial) -> bool:
 def was_measured(trial: FrozenTrial) -> bool:
     """Ran a measurement (or is running one): not a reused result, not a trial answered without
     running (a predicted OOM, a skipped or surplus trial), not interrupted (measured again when
-    the sweep resumes)."""
-    return TrialRecord.of(trial).measured
+    the sweep resumes), not a point still queued (counted, a point queued in place of a skipped
+    one at the last slot once ended the sweep one trial short of n_trials)."""
+    return trial.state != TrialState.WAITING and TrialRecord.of(trial).measured
 
 
 def measured_results(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
@@ -145,8 +146,8 @@ def count(trials: Sequence[FrozenTrial]) -> Counts:
     statuses = [r.status for _, r in records if not r.reused]
     return Counts(
         trials=len(records),
-        measured=sum(r.measured for _, r in records),
-        failed=sum(r.measured and t.state != TrialState.COMPLETE for t, r in records),
+        measured=sum(was_measured(t) for t, _ in records),
+        failed=sum(was_measured(t) and t.state != TrialState.COMPLETE for t, _ in records),
         reused=sum(r.reused for _, r in records),
         skipped=statuses.count(Status.SKIPPED),
         predicted_oom=statuses.count(Status.OOM_PREDICTED),
