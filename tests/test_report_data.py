@@ -23,7 +23,7 @@ T0 = dt.datetime(2026, 11, 21, 22, 0)
 
 
 def make(number, batch, sps=None, memory=500.0, status="ok", baseline=False, wait=0.5, reason=None, over_gb=None):
-    state = TrialState.COMPLETE if status == "ok" else TrialState.FAIL
+    state = {"ok": TrialState.COMPLETE, "pruned": TrialState.PRUNED}.get(status, TrialState.FAIL)
     system_attrs = {"constraints": [over_gb]} if over_gb is not None else {}
     metrics = {"samples_per_sec": sps, "peak_memory_mb": memory, "step_time_p95_ms": 10.0,
                "step_time_p50_ms": 8.0, "data_wait_fraction": wait, "samples_per_sec_rel_iqr": 0.01} if sps else {}
@@ -353,6 +353,21 @@ def test_a_point_the_preset_skips_is_listed_but_neither_measured_nor_failed():
     d = build_report_data([*TRIALS, skipped], study_name="s", workload="w", fixed=[], confirmation=None)
     assert 4 not in {f.number for f in d.failures} and d.trials_failed == 1 and d.trials_measured == 4
     assert any(row[0] == 4 and row[2] == "skipped" for row in d.rows)
+
+
+def test_a_run_stopped_behind_the_best_is_drawn_at_its_figure_not_on_the_failures_zero_line():
+    from sweeper.report.charts import scatter_chart
+
+    stopped = make(4, 32, 700.0, status="pruned", reason="pruned: 700 samples/s after 1 window is below 0.8 of the floor")
+    d = build_report_data([*TRIALS, stopped], study_name="s", workload="w", fixed=[], confirmation=None)
+    assert [(p.number, p.samples_per_sec, p.stopped, p.pareto) for p in d.points if p.stopped] == [(4, 700.0, True, False)]
+    assert [f.number for f in d.failures] == [3] and d.trials_failed == 2  # still counted as pruned
+    fig = scatter_chart.__wrapped__(d.points, d.failures, x="memory", xlabel="MB", pareto=True)
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "stopped early, behind the best (1)" in legend and any(label.startswith("oom (1)") for label in legend)
+    drawn = [tuple(xy) for c in fig.axes[0].collections for xy in c.get_offsets().tolist()]
+    assert (500.0, 700.0) in drawn  # at its figure
+    assert [xy for xy in drawn if xy[1] == 0] == [(400.0, 0.0)]  # the OOM alone on the zero line
 
 
 def test_the_summary_and_the_report_count_trials_alike():

@@ -60,13 +60,19 @@ def _failures(ax, failures: Sequence[Failure], x: float) -> None:
 @chart
 def scatter_chart(points: Sequence[Point], failures: Sequence[Failure], *, x: str, xlabel: str,
                   pareto: bool) -> Figure:
-    """samples/sec against a cost (peak memory or p95 latency); failures on the zero line."""
+    """samples/sec against a cost (peak memory or p95 latency); runs stopped early hollow, at the
+    figure they had; failures on the zero line."""
     x_of = (lambda p: p.peak_memory_mb) if x == "memory" else (lambda p: p.p95_ms)
     fig = Figure(figsize=(7.5, 4.2))
     ax = fig.subplots()
-    ordinary = [p for p in points if not (pareto and p.pareto)]
+    ordinary = [p for p in points if not (pareto and p.pareto) and not p.stopped]
     ax.scatter([x_of(p) for p in ordinary], [p.samples_per_sec for p in ordinary], color="#9ecae1",
                edgecolors="#3182bd", label="trial", zorder=2)
+    stopped = [p for p in points if p.stopped]
+    if stopped:
+        ax.scatter([x_of(p) for p in stopped], [p.samples_per_sec for p in stopped], facecolors="none",
+                   edgecolors=STATUS_COLORS["pruned"], linewidths=1.2,
+                   label=f"stopped early, behind the best ({len(stopped)})", zorder=2)
     if pareto:
         front = sorted((p for p in points if p.pareto), key=x_of)
         ax.plot([x_of(p) for p in front], [p.samples_per_sec for p in front], "-o", color="#2ca02c",

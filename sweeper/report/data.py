@@ -33,6 +33,7 @@ class Point:
     pareto: bool
     baseline: bool
     winner: bool
+    stopped: bool = False  # pruned behind the best: its figure is from the windows it ran
 
 
 @dataclass(frozen=True)
@@ -209,13 +210,15 @@ def _front(trials: Sequence[FrozenTrial], objectives: Sequence[str], directions:
     return pareto_trials(trials, directions)
 
 
-def _points(done: Sequence[FrozenTrial], front: set[int], winner: int | None) -> tuple[Point, ...]:
+def _points(measured: Sequence[FrozenTrial], front: set[int], winner: int | None) -> tuple[Point, ...]:
+    """The charts' points: the completed runs, and the ones stopped early behind the best at the
+    figure they had (not on the failures' zero line: a run at 0.7 of the best is no crash)."""
     points = []
-    for t in done:
-        measured = _measurement(t)
-        points.append(Point(t.number, measured.throughput.samples_per_sec, measured.memory.peak_memory_mb,
-                            measured.timing.step_time_p95_ms, t.number in front, TrialRecord.of(t).baseline,
-                            t.number == winner))
+    for t in measured:
+        m = _measurement(t)
+        points.append(Point(t.number, m.throughput.samples_per_sec, m.memory.peak_memory_mb,
+                            m.timing.step_time_p95_ms, t.number in front, TrialRecord.of(t).baseline,
+                            t.number == winner, stopped=t.state == TrialState.PRUNED))
     return tuple(points)
 
 
@@ -349,8 +352,10 @@ def build_report_data(
     baseline, best = baseline_of(own), ranked(own)
     winner_number = confirmation.winner if confirmation else (best[0].number if best else None)
     winner = {t.number: t for t in trials}.get(winner_number) if winner_number is not None else None
+    stopped = [t for t in shown if t.state == TrialState.PRUNED and _measurement(t) is not None]
     failures = tuple(Failure(t.number, str(TrialRecord.of(t).status or t.state.name.lower()),
-                             str(TrialRecord.of(t).reason or "")) for t in shown if t.state != TrialState.COMPLETE)
+                             str(TrialRecord.of(t).reason or "")) for t in shown
+                     if t.state != TrialState.COMPLETE and t not in stopped)
     starts = [t.datetime_start for t in shown if t.datetime_start]
     ends = [t.datetime_complete for t in shown if t.datetime_complete]
     first = min(starts) if starts else None
@@ -379,7 +384,7 @@ def build_report_data(
         command=winner_command(fixed, config_of(winner)) if winner else None,
         yaml=winner_yaml(fixed, config_of(winner), f"winner of study {study_name}: trial {winner_number}") if winner else None,
         code_diff=_code(baseline, winner, device),
-        points=_points(done, {t.number for t in _front(trials, objectives, directions)}, winner_number),
+        points=_points([*done, *stopped], {t.number for t in _front(trials, objectives, directions)}, winner_number),
         front_on=COST_KIND.get(objectives[1]) if len(objectives) > 1 else "memory" if _speed_alone(objectives) else None,
         failures=failures, breakdowns=_breakdowns(baseline, best, winner_number), effects=_effects(done),
         importances=dict(importances or {}), history=_history(done, first), columns=columns, rows=rows,
