@@ -2,6 +2,11 @@
 with perf_counter.
 
     python benchmarks/hand_loop.py BATCH WORKERS SECONDS [PERSISTENT]  -> prints samples/sec
+    python benchmarks/hand_loop.py BATCH WORKERS SECONDS [PERSISTENT] --each-second [--flush-denormal]
+        -> no warm-up; the rate of each second and the steps so far, then the whole run's rate:
+           does the loop keep the speed of the first seconds a trial measures? (with
+           torch.set_flush_denormal(True): subnormal floats flushed to zero instead of taking
+           the CPU's slow path)
 """
 
 import sys
@@ -12,8 +17,16 @@ from torch.utils.data import DataLoader
 
 from sweeper.tasks.mnist_mlp import MNIST_TRANSFORM, generated_mnist, mlp
 
-batch, workers, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
-persistent = len(sys.argv) > 4 and sys.argv[4] == "true" and workers > 0
+args = [a for a in sys.argv[1:] if not a.startswith("--")]
+flags = {a for a in sys.argv[1:] if a.startswith("--")}
+if len(args) < 3 or flags - {"--each-second", "--flush-denormal"}:
+    sys.exit(f"hand_loop.py {' '.join(sys.argv[1:])!r}: expected BATCH WORKERS SECONDS [PERSISTENT] "
+             "[--each-second] [--flush-denormal]")
+batch, workers, seconds = int(args[0]), int(args[1]), float(args[2])
+persistent = len(args) > 3 and args[3] == "true" and workers > 0
+each_second = "--each-second" in flags
+if "--flush-denormal" in flags:
+    torch.set_flush_denormal(True)
 torch.manual_seed(0)
 model = mlp()
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)  # the published experiment
@@ -26,21 +39,27 @@ def batches():
         yield from data
 
 
-stream = batches()
-warmup_end = time.perf_counter() + 2.0
-while time.perf_counter() < warmup_end:
+def step(stream) -> int:
     x, y = next(stream)
     loss = torch.nn.functional.cross_entropy(model(x), y)
     opt.zero_grad()
     loss.backward()
     opt.step()
+    return x.shape[0]
 
-samples, start = 0, time.perf_counter()
+
+stream = batches()
+warmup_end = time.perf_counter() + (0.0 if each_second else 2.0)
+while time.perf_counter() < warmup_end:
+    step(stream)
+
+samples, steps, start = 0, 0, time.perf_counter()
+second_samples, second_start = 0, start
 while time.perf_counter() - start < seconds:
-    x, y = next(stream)
-    loss = torch.nn.functional.cross_entropy(model(x), y)
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    samples += x.shape[0]
+    n = step(stream)
+    samples, steps, second_samples = samples + n, steps + 1, second_samples + n
+    now = time.perf_counter()
+    if each_second and now - second_start >= 1.0:
+        print(f"{now - start:5.1f} s {second_samples / (now - second_start):8.0f} samples/s  step {steps}", flush=True)
+        second_samples, second_start = 0, now
 print(samples / (time.perf_counter() - start))
