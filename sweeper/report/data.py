@@ -210,6 +210,11 @@ def _front(trials: Sequence[FrozenTrial], objectives: Sequence[str], directions:
     return pareto_trials(trials, directions)
 
 
+def _stopped_early(t: FrozenTrial) -> bool:
+    """Pruned behind the best with the figure it had (a chart point, not a failure)."""
+    return t.state == TrialState.PRUNED and _measurement(t) is not None
+
+
 def _points(measured: Sequence[FrozenTrial], front: set[int], winner: int | None) -> tuple[Point, ...]:
     """The charts' points: the completed runs, and the ones stopped early behind the best at the
     figure they had (not on the failures' zero line: a run at 0.7 of the best is no crash)."""
@@ -218,7 +223,7 @@ def _points(measured: Sequence[FrozenTrial], front: set[int], winner: int | None
         m = _measurement(t)
         points.append(Point(t.number, m.throughput.samples_per_sec, m.memory.peak_memory_mb,
                             m.timing.step_time_p95_ms, t.number in front, TrialRecord.of(t).baseline,
-                            t.number == winner, stopped=t.state == TrialState.PRUNED))
+                            t.number == winner, stopped=_stopped_early(t)))
     return tuple(points)
 
 
@@ -352,10 +357,10 @@ def build_report_data(
     baseline, best = baseline_of(own), ranked(own)
     winner_number = confirmation.winner if confirmation else (best[0].number if best else None)
     winner = {t.number: t for t in trials}.get(winner_number) if winner_number is not None else None
-    stopped = [t for t in shown if t.state == TrialState.PRUNED and _measurement(t) is not None]
+    stopped = [t for t in shown if _stopped_early(t)]
     failures = tuple(Failure(t.number, str(TrialRecord.of(t).status or t.state.name.lower()),
                              str(TrialRecord.of(t).reason or "")) for t in shown
-                     if t.state != TrialState.COMPLETE and t not in stopped)
+                     if t.state != TrialState.COMPLETE and not _stopped_early(t))
     starts = [t.datetime_start for t in shown if t.datetime_start]
     ends = [t.datetime_complete for t in shown if t.datetime_complete]
     first = min(starts) if starts else None
