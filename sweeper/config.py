@@ -9,7 +9,7 @@ Ranges and relations between keys are checked in sweeper.validation.
 import difflib
 import enum
 from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
@@ -117,9 +117,20 @@ class MeasureConf:
     lock: bool = MISSING
     compute_bound: bool = MISSING
     memory_limit_gb: Optional[float] = MISSING
-    prune_below: Optional[float] = MISSING
-    race: Optional[List[float]] = MISSING
-    behind: Optional[float] = MISSING
+
+
+@dataclass
+class TrialConf:
+    """What the sweep tells one trial about the best so far (`+trial=raced trial.race=[..]`):
+    never part of a user's config, so `--help` and `--cfg job` do not show it."""
+
+    # stop early when the windows so far run below this samples/sec (hydra.sweeper.prune_ratio)
+    prune_below: Optional[float] = None
+    # the best trial's 95% interval [low, high], widened for hydra.sweeper.run_noise: a run
+    # wholly below it stops, pruned
+    race: Optional[List[float]] = None
+    # the low end of the best trial's own interval: a run wholly below it stops with its figure
+    behind: Optional[float] = None
 
 
 @dataclass
@@ -190,18 +201,20 @@ class CustomTask(FactoryTask):
     params: Dict[str, Any] = field(default_factory=dict)
 
 
-# (config group, schema name, schema): each YAML of the group names its schema in its defaults
+# (schema name, schema): each YAML of conf/ names its schema in its defaults
+# (`- /schema/task/mnist_mlp@_here_`); the schemas live in a group of their own, `schema/`, so
+# that they are never offered as a group's options (task=mnist_mlp is a workload, its schema is not)
 SCHEMAS = (
-    ("loader", "loader_schema", LoaderConf),
-    ("backend", "backend_schema", BackendConf),
-    ("measure", "measure_schema", MeasureConf),
-    ("train", "train_schema", TrainConf),
-    ("dist", "dist_schema", DistConf),
-    ("task", "mnist_mlp_schema", MnistTask),
-    ("task", "image_classification_schema", ImageTask),
-    ("task", "language_model_schema", LanguageTask),
-    ("task", "custom_schema", CustomTask),
-    ("task", "script_schema", ScriptTask),
+    ("loader", LoaderConf),
+    ("backend", BackendConf),
+    ("measure", MeasureConf),
+    ("train", TrainConf),
+    ("dist", DistConf),
+    ("task/mnist_mlp", MnistTask),
+    ("task/image_classification", ImageTask),
+    ("task/language_model", LanguageTask),
+    ("task/custom", CustomTask),
+    ("task/script", ScriptTask),
 )
 
 
@@ -210,8 +223,10 @@ def register() -> None:
     from hydra.core.config_store import ConfigStore
 
     store = ConfigStore.instance()
-    for group, name, schema in SCHEMAS:
+    for path, schema in SCHEMAS:
+        group, _, name = f"schema/{path}".rpartition("/")
         store.store(group=group, name=name, node=schema, provider="sweeper")
+    store.store(group="trial", name="raced", node=TrialConf, provider="sweeper")
 
 
 # ---- one line for a value the schema refuses ----
@@ -225,7 +240,7 @@ def _field_type(full_key: str, config: Optional[DictConfig]) -> Any:
         schema = OmegaConf.get_type(config[group])
         if schema is not None and is_dataclass(schema):
             candidates.append(schema)
-    candidates += [schema for g, _, schema in SCHEMAS if g == group]
+    candidates += [schema for path, schema in SCHEMAS if path.partition("/")[0] == group]
     for schema in candidates:
         for f in fields(schema):
             if f.name == leaf:
@@ -257,16 +272,34 @@ def allowed(annotation: Any) -> str:
     return "a string" + null
 
 
-def _keys_like(full_key: str, config: Optional[DictConfig]) -> list[str]:
-    group, _, leaf = full_key.partition(".")
-    if config is None or group not in config or not isinstance(config[group], DictConfig):
-        return []
-    return [f"{group}.{k}" for k in difflib.get_close_matches(leaf, list(config[group].keys()), n=1)]
+def nearest_key(full_key: str, config: Optional[DictConfig]) -> Optional[str]:
+    """The config's key nearest to a misspelt one, at any depth (`lodaer.batch_size` ->
+    `loader.batch_size`, `hydra.sweeper.n_trial` -> `hydra.sweeper.n_trials`); None if some part
+    has no close match."""
+    if config is None:
+        return None
+    node: Any = config
+    chosen = []
+    parts = full_key.lstrip("+~").split(".")
+    for i, part in enumerate(parts):
+        if not isinstance(node, DictConfig):
+            return None
+        keys = [str(k) for k in node.keys()]
+        match = part if part in keys else next(iter(difflib.get_close_matches(part, keys, n=1, cutoff=0.6)), None)
+        if match is None:
+            return None
+        chosen.append(match)
+        if i < len(parts) - 1:
+            node = node._get_node(match)
+    found = ".".join(chosen)
+    return found if found != full_key else None
 
 
-def error_line(exc: BaseException, config: Optional[DictConfig] = None) -> Optional[str]:
+def error_line(exc: BaseException, config: Optional[DictConfig] = None,
+               overrides: Sequence[str] = ()) -> Optional[str]:
     """The one line for a value or key the config's schema refuses (Hydra's composition error,
-    or OmegaConf's, anywhere in the cause chain); None if it is not such an error."""
+    or OmegaConf's, anywhere in the cause chain); None if it is not such an error. `overrides`,
+    the command line's, name the whole key a user wrote when OmegaConf names only the start of it."""
     seen = exc
     while seen is not None and not isinstance(seen, OmegaConfBaseException):
         seen = seen.__cause__ or seen.__context__
@@ -274,9 +307,11 @@ def error_line(exc: BaseException, config: Optional[DictConfig] = None) -> Optio
         return None
     key = str(seen.full_key)
     if isinstance(seen, (ConfigAttributeError, ConfigKeyError)):
-        like = _keys_like(key, config)
+        written = [o.partition("=")[0].lstrip("+~") for o in overrides]
+        key = next((w for w in written if w == key or w.startswith(key + ".")), key)
+        like = nearest_key(key, config)
         if like:
-            return f"{key} is not a key of the config (did you mean {like[0]}?)."
+            return f"{key} is not a key of the config (did you mean {like}?)."
         return f"{key} is not a key of the config: check its spelling (a key of your own: +{key}=...)."
     annotation = _field_type(key, config)
     value = getattr(seen, "value", None)

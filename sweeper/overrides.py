@@ -11,8 +11,9 @@ import yaml
 
 # Config groups of conf/: an override `task=x` selects an option, it does not set a value.
 GROUPS = ("task", "loader", "backend", "measure", "train")
-# Per-run overrides the sweeper itself adds; a winner does not carry them.
-SWEEP_ONLY = ("measure.prune_below", "measure.race", "measure.behind", "measure.timeout_s")
+# Per-run overrides the sweeper itself adds (the best so far, a timeout within the budget); a
+# winner does not carry them.
+SWEEP_ONLY = ("trial", "trial.prune_below", "trial.race", "trial.behind", "measure.timeout_s")
 
 
 def override_value(value: Any) -> str:

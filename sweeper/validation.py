@@ -156,10 +156,12 @@ def check_config(cfg: Mapping[str, Any]) -> None:
     _check_positive("measure.warmup_max_s", measure["warmup_max_s"], allow_none=True)
     _check_positive("measure.steady_tol", measure["steady_tol"])
     _check_positive("measure.rel_precision", measure["rel_precision"], allow_none=True)
-    race = measure["race"]
+    trial = cfg.get("trial") or {}
+    race = trial.get("race")
     if race is not None and len(race) != 2:
-        raise ConfigError(f"measure.race={race!r} is invalid: expected null or [low, high] samples/sec.")
-    _check_positive("measure.behind", measure["behind"], allow_none=True)
+        raise ConfigError(f"trial.race={race!r} is invalid: expected null or [low, high] samples/sec.")
+    _check_positive("trial.behind", trial.get("behind"), allow_none=True)
+    _check_positive("trial.prune_below", trial.get("prune_below"), allow_none=True)
     _check_positive("measure.window_s", measure["window_s"])
     _check_positive("measure.timeout_s", measure["timeout_s"])
     _check_positive("measure.memory_limit_gb", measure["memory_limit_gb"], allow_none=True)

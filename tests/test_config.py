@@ -45,7 +45,7 @@ def _wrong_value(annotation) -> str | None:
 
 def _every_key():
     for group in GROUPS:
-        schema = next(s for g, _, s in config.SCHEMAS if g == group)
+        schema = dict(config.SCHEMAS)[group]
         yield from (((), f"{group}.{f.name}", f.type) for f in fields(schema))
     for task, schema in TASKS.items():
         yield from (((f"task={task}",), f"task.{f.name}", f.type) for f in fields(schema))

@@ -192,7 +192,7 @@ def test_with_restarts_timed_apart_the_rules_read_the_windows_no_epoch_end_fell_
     precision rule, which their stall would otherwise keep from ever stopping."""
     rule = timing.Rule.of({**_MEASURE, "race": None, "windows": 10, "min_windows": 3, "rel_precision": 0.05,
                            "window_s": 1.0}, workers=2, persistent_workers=False)
-    assert rule.restarts_apart and not timing.Rule.of({**_MEASURE, "race": None}, workers=2).restarts_apart
+    assert rule.restarts_apart and not timing.Rule.of(_MEASURE, workers=2).restarts_apart
     t = timing.Timings()
     for rate, ends in [(1000.0, 0), (400.0, 1), (1010.0, 0), (990.0, 0)]:
         t.window_samples_per_sec.append(rate)
@@ -404,7 +404,7 @@ def test_a_window_holds_whole_loader_cycles():
     rule = timing.Rule(**{**ADAPTIVE, "rel_precision": None, "max_windows": 3, "cycle": 4})
     t = timing.measure(lambda: None, step, lambda b: 1, lambda: None, rule, clock=clock)
     assert len(t.step_s) == 3 * 52
-    assert timing.Rule.of({**_MEASURE, "race": None}, workers=4).cycle == 4
+    assert timing.Rule.of(_MEASURE, workers=4).cycle == 4
 
 
 def test_too_few_windows_have_no_interval_and_say_so():
@@ -489,7 +489,7 @@ def test_a_run_known_to_be_behind_the_best_stops_with_its_figure():
     # a run whose interval reaches the best's goes on, as without the rule
     assert timing._verdict(_three_windows(99.5), timing.Rule(**{**ADAPTIVE, "race": widened, "behind": 99.0})) \
         == "precise"
-    assert timing.Rule.of({**_MEASURE, "race": None, "behind": 99.0}).behind == 99.0
+    assert timing.Rule.of(_MEASURE, trial={"behind": 99.0}).behind == 99.0
 
 
 def test_a_warm_up_far_below_the_floor_is_confirmed_by_a_quarter_window_then_pruned():

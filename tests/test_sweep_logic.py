@@ -133,11 +133,11 @@ def test_a_trial_races_the_best_widened_for_the_run_noise_and_stops_behind_its_o
     asked = optuna.create_study().ask()
     job = _job(plan, asked, dict(plan.baseline_knobs), [], best, has_baseline=True, remaining_s=None)
     widened = 290.0 / math.exp(1.96 * math.sqrt(2) * plan.settings.run_spread)
-    assert f"measure.race=[{widened:.6g},{310.0 * 290.0 / widened:.6g}]" in job.overrides
-    assert "measure.behind=290" in job.overrides
+    assert f"trial.race=[{widened:.6g},{310.0 * 290.0 / widened:.6g}]" in job.overrides
+    assert "trial.behind=290" in job.overrides
     no_race = _cpu_plan(tmp_path, {"race": False}, ["search=quick"])
     job = _job(no_race, asked, dict(plan.baseline_knobs), [], best, has_baseline=True, remaining_s=None)
-    assert not any(o.startswith(("measure.race=", "measure.behind=")) for o in job.overrides)
+    assert not any(o.startswith(("trial.race=", "trial.behind=")) for o in job.overrides)
 
 
 def test_when_nothing_beat_the_baseline_the_sweep_says_so_in_one_sentence():

@@ -117,7 +117,7 @@ def measure_script(spec: Mapping[str, Any], events: Events) -> RunResult:
             began = time.perf_counter()
             t = timing.measure(
                 steps.next_batch, steps.step, steps.samples_of, lambda: None,
-                Rule.of(meas, int(spec["loader"]["num_workers"])), monitors=monitors,
+                Rule.of(meas, int(spec["loader"]["num_workers"]), trial=spec.get("trial")), monitors=monitors,
                 on_window=lambda i, rate: events.send(event="window", phase=f"window {i + 1}", index=i,
                                                       samples_per_sec=rate),
                 clock=steps.clock,
@@ -141,5 +141,5 @@ def measure_script(spec: Mapping[str, Any], events: Events) -> RunResult:
     if figures.pruned:
         from .stages import pruned_reason
 
-        return RunResult(Status.PRUNED, pruned_reason(figures, Rule.of(meas)), measurement, machine)
+        return RunResult(Status.PRUNED, pruned_reason(figures, Rule.of(meas, trial=spec.get("trial"))), measurement, machine)
     return RunResult(Status.OK, None, measurement, machine)

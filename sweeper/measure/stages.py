@@ -166,7 +166,7 @@ def time_windows(spec: Mapping[str, Any], ready: Prepared, built: Built, events:
     # Python's garbage collector as a script's is after its imports: nothing pending. A run holds
     # the build's objects uncollected (and, spawned, the imports' too; forked, the zygote froze
     # those), and a loader worker forked at an epoch end inherits that debt: its first collection
-    # scans and copies the heap (0.25-0.35 s of a 0.1 s restart here, benchmarks/README.md)
+    # scans and copies the heap (0.25-0.35 s of a 0.1 s restart here, docs/benchmarks.md)
     gc.collect()
     monitors: list[timing.Monitor] = [utilization.CpuMonitor()]
     if device.type == "cuda":
@@ -177,7 +177,8 @@ def time_windows(spec: Mapping[str, Any], ready: Prepared, built: Built, events:
     events.phase("measure")
     t = timing.measure(
         built.next_batch, built.step, built.samples_of, backend.synchronize(device),
-        rule := Rule.of(spec["measure"], int(spec["loader"]["num_workers"]), bool(spec["loader"]["persistent_workers"])),
+        rule := Rule.of(spec["measure"], int(spec["loader"]["num_workers"]), bool(spec["loader"]["persistent_workers"]),
+                        trial=spec.get("trial")),
         sync_every_step=spec["measure"]["sync"] == "step", step_timer=backend.step_timer(device),
         monitors=monitors, epochs_started=lambda: built.stream.epochs_started,
         on_window=lambda i, rate: events.send(event="window", phase=f"window {i + 1}", index=i, samples_per_sec=rate),
@@ -282,5 +283,5 @@ def measure_one(spec: Mapping[str, Any], events: Events, rank: Rank | None = Non
     facts, machine = describe(spec, ready, built)
     measurement = Measurement(figures, timing_, peak_memory(ready, peak), timed.utilization, facts)
     if figures.pruned:
-        return RunResult(Status.PRUNED, pruned_reason(figures, Rule.of(spec["measure"])), measurement, machine)
+        return RunResult(Status.PRUNED, pruned_reason(figures, Rule.of(spec["measure"], trial=spec.get("trial"))), measurement, machine)
     return RunResult(Status.OK, None, measurement, machine)

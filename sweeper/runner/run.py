@@ -27,6 +27,8 @@ def worker_spec(cfg: DictConfig) -> dict[str, Any]:
         key: OmegaConf.to_container(cfg[key], resolve=True, enum_to_str=True)
         for key in ("task", "loader", "backend", "measure", "train", "dist")
     }
+    # the best so far, where the sweep races this run against it (config.TrialConf)
+    spec["trial"] = OmegaConf.to_container(cfg.trial, resolve=True) if "trial" in cfg else {}
     if is_script(spec["task"]):  # the command's words, each with its knobs (never a shell's text)
         spec["task"]["argv"] = argv(cfg)
         spec["task"]["command"] = shown(spec["task"]["argv"])

@@ -56,12 +56,14 @@ def measure_overrides(plan: SweepPlan, prune_below: float | None, remaining_s: f
     extra += sweep_precision(plan)
     if plan.settings.lock == "off":
         extra.append("measure.lock=false")
+    bar = []
     if prune_below is not None:
-        extra.append(f"measure.prune_below={prune_below:.6g}")
+        bar.append(f"trial.prune_below={prune_below:.6g}")
     if race is not None:
-        extra.append(f"measure.race=[{race[0]:.6g},{race[1]:.6g}]")
+        bar.append(f"trial.race=[{race[0]:.6g},{race[1]:.6g}]")
     if behind is not None:
-        extra.append(f"measure.behind={behind:.6g}")
+        bar.append(f"trial.behind={behind:.6g}")
+    extra += ["+trial=raced", *bar] if bar else []
     if remaining_s is not None:
         cap = max(10.0, remaining_s)
         if cap < float(plan.base_value("measure.timeout_s")):
