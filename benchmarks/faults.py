@@ -1,4 +1,4 @@
-"""The fault campaign of the reliability section (README): hostile input, kills, failures.
+"""The fault campaign (docs/reliability.md): hostile input, kills, failures.
 
     python benchmarks/faults.py grammar          # every knob x every sweep-grammar form
     python benchmarks/faults.py kill [N]         # N sweeps SIGKILLed / SIGTERMed at random moments
@@ -59,7 +59,7 @@ def grammar() -> int:
 
     import hydra_plugins.throughput_sweeper.config  # noqa: F401
     from sweeper import resolvers
-    from sweeper.__main__ import check_overrides
+    from sweeper.preflight import check as check_overrides
     from sweeper.errors import ConfigError
     from sweeper.machine import Fingerprint, Machine
     from sweeper.paths import config_dir

@@ -5,7 +5,6 @@ The one place, with the Hydra plugin, where sweeper's exceptions become exit cod
 
 from __future__ import annotations
 
-import functools
 import os
 import signal
 import sys
@@ -17,8 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from . import resolvers
-from .config import error_line
+from . import __version__, preflight, resolvers
 from .errors import ConfigError, Interrupted, RunFailed, SweeperError, exit_code, signal_name
 from .paths import config_dir
 from .result import RunResult, Status
@@ -87,6 +85,7 @@ def measure_job(cfg: DictConfig) -> RunResult:
     except SweeperError as exc:
         if isinstance(exc, ConfigError):  # the others have printed what happened
             print(f"error: {exc}", file=sys.stderr)
+            preflight.discard_run_dir(out_dir)  # nothing ran: leave no directory behind
         sys.exit(exit_code(exc))
 
 
@@ -100,107 +99,24 @@ def register_plugin() -> None:
     Plugins.instance().register(ThroughputSweeper)
 
 
-# Hydra's flags that choose another primary config
-_CONFIG_FLAGS = ("-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir")
-# Hydra's flags that take a value: what follows them is not an override
-_FLAG_VALUES = {"-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir", "-p", "--package",
-                "--experimental-rerun"}
-
-
-def overrides_of(argv: list[str]) -> list[str]:
-    """The key=value overrides of a command line (Hydra's flags and their values left out)."""
-    found, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg in _FLAG_VALUES:
-            skip = True
-        elif not arg.startswith("-") and "=" in arg:
-            found.append(arg)
-    return found
-
-
-def check_overrides(argv: list[str]) -> None:
-    """Hydra's grammar errors, and values or keys the config's schemas refuse, as one line
-    (Hydra's own message is several, and exits 1)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parser = OverridesParser.create()
-    fixed = []
-    for override in overrides_of(argv):
-        if "\n" in override or "\r" in override:
-            raise ConfigError(f"{override.partition('=')[0]}: a value cannot hold a line break "
-                              f"(got {override.partition('=')[2]!r}): write it on one line.")
-        try:
-            parser.parse_overrides([override])
-        except Exception as exc:  # noqa: BLE001 - OverrideParseException and the grammar's own
-            lines = [line for line in str(exc).splitlines()[1:] if line.strip() and not line.startswith("See https")]
-            why = " ".join(lines) or str(exc).splitlines()[0]
-            raise ConfigError(f"cannot read {override!r}: {why} (Hydra's override grammar: choice(a,b), "
-                              "range(start,stop[,step]), interval(low,high), tag(log,...), shuffle(...)).") from exc
-        parsed = parser.parse_overrides([override])[0]
-        check_launcher_installed(override)
-        if not parsed.is_sweep_override() and not override.lstrip("+~").startswith(("hydra.", "hydra/")):
-            fixed.append(override)
-    if not any(arg in _CONFIG_FLAGS or arg.startswith(tuple(f"{f}=" for f in _CONFIG_FLAGS)) for arg in argv):
-        check_composed(fixed)  # (another primary config may have keys of its own: Hydra checks those)
-
-
-# launchers sweeper's README names, and the package that brings each
-_LAUNCHER_PACKAGES = {"submitit_slurm": "sweeper[slurm] (hydra-submitit-launcher)",
-                      "submitit_local": "sweeper[slurm] (hydra-submitit-launcher)",
-                      "ray": "hydra-ray-launcher", "joblib": "hydra-joblib-launcher", "rq": "hydra-rq-launcher"}
-
-
-def check_launcher_installed(override: str) -> None:
-    """hydra/launcher=<name> that no installed Hydra plugin provides: one line naming the package."""
-    key, _, name = override.lstrip("+").partition("=")
-    if key != "hydra/launcher":
-        return
-    from hydra.core.config_store import ConfigStore
-    from hydra.core.plugins import Plugins
-
-    Plugins.instance()  # discovering the plugins registers their configs
-    installed = sorted(entry.removesuffix(".yaml") for entry in ConfigStore.instance().list("hydra/launcher"))
-    if name not in installed:
-        package = _LAUNCHER_PACKAGES.get(name, "the Hydra launcher plugin that provides it")
-        raise ConfigError(f"hydra/launcher={name} is not installed (installed: {', '.join(installed)}): "
-                          f"pip install {package}.")
-
-
-def check_composed(fixed: list[str]) -> None:
-    """Compose the config with the fixed overrides as Hydra will: a value of the wrong type or
-    choice, or a key the config does not have, is one line (a sweep's values are checked
-    against the same schemas by the plan)."""
-    try:
-        _compose(tuple(fixed))
-    except Exception as exc:  # noqa: BLE001 - Hydra's composition errors: the schema's become one line
-        line = error_line(exc, _compose(()))
-        if line is not None:
-            raise ConfigError(line) from exc
-
-
-@functools.lru_cache(maxsize=32)
-def _compose(overrides: tuple[str, ...]) -> Any:
-    """sweeper's config with these overrides (Hydra's compose API, initialized here unless a
-    caller has initialized it already); kept, for a caller that checks many command lines."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    if GlobalHydra.instance().is_initialized():
-        return compose("config", overrides=list(overrides))
-    with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
-        return compose("config", overrides=list(overrides))
-
-
 def _stopped_while_starting(signum: int, frame: Any) -> None:
     """SIGTERM/SIGINT before a run or sweep has its own handlers: nothing was measured yet."""
     print(f"interrupted by {signal_name(signum)} while starting: nothing was measured", file=sys.stderr)
     sys.exit(128 + signum)
 
 
-# Hydra's flags that print and exit: no run follows, so no zygote is started for one
-_ASKS_ONLY = {"--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c", "--shell-completion", "-sc", "--version"}
+def version_line() -> str:
+    """sweeper's version and the versions of what it measures with, without importing them."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def of(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return (f"sweeper {__version__} (torch {of('torch')}, optuna {of('optuna')}, hydra-core {of('hydra-core')}, "
+            f"Python {sys.version.split()[0]})")
 
 
 def main() -> None:
@@ -208,12 +124,15 @@ def main() -> None:
         signal.signal(sig, _stopped_while_starting)
     resolvers.register()
     register_plugin()
+    if "--version" in sys.argv[1:]:
+        print(version_line())
+        sys.exit(0)
     try:
-        check_overrides(sys.argv[1:])
+        preflight.check(sys.argv[1:])
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exit_code(exc))
-    if not _ASKS_ONLY.intersection(sys.argv[1:]):
+    if not preflight.ASKS_ONLY.intersection(sys.argv[1:]):
         start_early()  # its torch import runs beside Hydra's start and config composition
     hydra.main(config_path=config_dir(), config_name="config", version_base="1.3")(measure_job)()
 

@@ -44,3 +44,9 @@ def register() -> None:
         OmegaConf.register_new_resolver(
             "sweeper.thread_choices", lambda: ",".join(map(str, powers_of_two_upto(cores())))
         )
+    if not OmegaConf.has_resolver("sweeper.help_groups"):  # sweeper --help (conf/config.yaml)
+        from . import __version__, help
+
+        OmegaConf.register_new_resolver("sweeper.help_groups", help.groups_text)
+        OmegaConf.register_new_resolver("sweeper.help_keys", help.keys_text)
+        OmegaConf.register_new_resolver("sweeper.version", lambda: __version__)

@@ -209,7 +209,7 @@ def test_bad_environments_are_one_line_before_trial_1(tmp_path, overrides, messa
     ],
 )
 def test_grammar_errors_are_one_line_before_hydra_starts(argv, message):
-    from sweeper.__main__ import check_overrides
+    from sweeper.preflight import check as check_overrides
     from sweeper.errors import ConfigError
 
     with pytest.raises(ConfigError, match=re.escape(message)) as caught:
