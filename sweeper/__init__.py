@@ -8,5 +8,6 @@ from __future__ import annotations
 
 from .track import step, track
 
+# the distribution (torch-sweeper) has the same version: pyproject.toml
 __version__ = "0.1.0"
 __all__ = ["step", "track"]

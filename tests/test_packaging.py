@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 def test_wheel_runs_outside_the_checkout(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "whl"), str(ROOT)],
                    check=True, capture_output=True)
-    (wheel,) = (tmp_path / "whl").glob("sweeper-*.whl")
+    (wheel,) = (tmp_path / "whl").glob("torch_sweeper-*.whl")
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     assert (site / "sweeper" / "conf" / "config.yaml").is_file()

@@ -13,6 +13,7 @@ from ..result import RunResult, Status
 from ..store.record import TrialRecord
 from ..store.storage import dashboard_command
 from ..store.summary import SweepSummary
+from ..store.table import PARQUET_MISSING, parquet_available
 from ..store.trials import config_of, primary_value
 from .budget import format_duration
 
@@ -106,6 +107,8 @@ def final_summary(summary: SweepSummary, winner: FrozenTrial | None, baseline: F
             say(f"speedup over baseline (search runs, unconfirmed): "
                 f"{speed / TrialRecord.of(baseline).samples_per_sec:.2f}x")
         say(f"reproduce: {summary.command}")
-    say(f"outputs: {out_dir} (report.html, trials.csv, trials.parquet, winner.yaml, optimization_results.yaml)")
+    written = [name for name in ("report.html", "trials.csv", "trials.parquet", "winner.yaml", "optimization_results.yaml")
+               if (out_dir / name).exists()]
+    say(f"outputs: {out_dir} ({', '.join(written)})" + ("" if parquet_available() else f"; {PARQUET_MISSING}"))
     say(f"study: stored as {summary.study!r} in {summary.storage} (one per hardware class); "
         f"browse it with: {dashboard_command(summary.storage)}")

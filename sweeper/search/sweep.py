@@ -7,6 +7,8 @@ into exit codes.
 
 from __future__ import annotations
 
+import importlib.util
+
 import logging
 import os
 import time
@@ -55,6 +57,8 @@ def make_sampler(plan: SweepPlan) -> Any:
     target = str(config.get("_target_", ""))
     if plan.settings.grid and "search_space" not in config:
         config["search_space"] = grid_space(plan.space)
+    if target.endswith("GPSampler") and importlib.util.find_spec("scipy") is None:
+        raise ConfigError(f"hydra.sweeper.sampler={target} needs scipy: pip install 'torch-sweeper[gp]'.")
     if target.endswith("TPESampler"):
         # a sweep has tens of trials, not hundreds: model the space sooner than TPE's 10
         config.setdefault("n_startup_trials", TPE_STARTUP_TRIALS)

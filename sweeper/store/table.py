@@ -52,11 +52,24 @@ def knob_columns(frame: pd.DataFrame) -> list[str]:
     return sorted(c for c in frame.columns if "." in c)
 
 
+PARQUET_MISSING = "trials.parquet not written: pip install 'torch-sweeper[parquet]' (pyarrow) for it"
+
+
+def parquet_available() -> bool:
+    """Whether pandas can write Parquet here (pyarrow is the `[parquet]` extra)."""
+    import importlib.util
+
+    return importlib.util.find_spec("pyarrow") is not None
+
+
 def write_table(frame: pd.DataFrame, out_dir: Any) -> None:
-    """trials.csv and trials.parquet, each column with the type its values share."""
+    """trials.csv, and trials.parquet where pyarrow is installed; each column with the type its
+    values share."""
     frame = frame.infer_objects()
     frame["reused_from"] = frame["reused_from"].astype("Int64")
     frame.to_csv(out_dir / "trials.csv", index=False)
+    if not parquet_available():
+        return
     # Parquet needs one type per column: knobs such as threads mix null, ints and strings
     frame.astype({c: "string" for c in frame.columns if frame[c].dtype == object}).to_parquet(
         out_dir / "trials.parquet", index=False
