@@ -1,4 +1,4 @@
-"""Issue 2, benchmarks 1 and 2; issue 10, benchmark 1; issue 9, benchmark 3: does sweeper report
+"""Does sweeper report
 what a hand-written loop measures, with forked and with spawned runs, and what does a run cost
 besides measuring?  python benchmarks/agreement.py [rounds] [name filter, e.g. default]
 
@@ -25,12 +25,12 @@ CONFIGS = {
     "default (batch 64, 0 workers)": (64, 0, False, ()),
     "4 workers, persistent_workers=false": (64, 4, False, ()),
     "4 workers, persistent_workers=true": (64, 4, True, ()),
-    # issue 23: warm-up blocks of whole loader cycles, a restart's block compared with neither
+    # warm-up blocks of whole loader cycles, a restart's block compared with neither
     # neighbour (loader-bound, bursty, a restart every 1.5 s)
     "batch 1024, 3 workers, 1 thread, persistent_workers=false": (1024, 3, False, ("backend.threads=1",)),
     "batch 1024, 3 workers, 1 thread, persistent_workers=true": (1024, 3, True, ("backend.threads=1",)),
     "large batch (batch 1024, 0 workers)": (1024, 0, False, ()),
-    # issue 23: forked from a zygote started with LD_PRELOAD and OMP_PROC_BIND (was spawned);
+    # forked from a zygote started with LD_PRELOAD and OMP_PROC_BIND (was spawned);
     # the hand loop starts with the same environment
     "jemalloc, omp_bind=close, 1 thread (batch 512, 0 workers)": (
         512, 0, False, ("backend.allocator=jemalloc", "backend.omp_bind=close", "backend.threads=1")),

@@ -1,4 +1,4 @@
-"""Issue 22: the same sweep through the basic launcher, and through SLURM (hydra/launcher=
+"""The same sweep through the basic launcher, and through SLURM (hydra/launcher=
 submitit_slurm) with n_jobs=1 and n_jobs=2, on this machine's one-node SLURM (the tests'
 cluster: tests/slurm_cluster.py; run as root with slurm-wlm, slurmdbd, munge and MariaDB).
 

@@ -1,4 +1,4 @@
-"""Issue 10, benchmark 2: epochs at the real rate. resnet18 at 64 px on 2,048 stored FakeData
+"""Epochs at the real rate. resnet18 at 64 px on 2,048 stored FakeData
 images, batch 256, 2 workers (persistent_workers=false, the DataLoader's default):
 
 1. samples/sec with 2,048-image epochs (task.epoch_samples=null: an epoch ends every 8 steps and

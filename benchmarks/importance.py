@@ -1,4 +1,4 @@
-"""Issue 23: which knobs move throughput most, on the recorded grids: Optuna's parameter
+"""Which knobs move throughput most, on the recorded grids: Optuna's parameter
 importance (its default evaluator, PED-ANOVA, as the report's chart) over every configuration of each grid, the figures
 as they were measured. This is what chose the presets' `main` knobs (searched first by a staged
 search).

@@ -1,4 +1,4 @@
-"""Issue 23: what the recipes cost where they miss. On every grid recorded on this 2-core VM one
+"""What the recipes cost where they miss. On every grid recorded on this 2-core VM one
 of the two recipes is the grid's best point, so the replay cannot say how the sweep fares on a
 machine where they are not (more cores, another workload). Two ways to make them miss, each
 replayed with the default sweep against the same sweep without recipes:
@@ -31,7 +31,7 @@ from sweeper.search.plan import SweepPlan  # noqa: E402
 from sweeper.search.start import recipes  # noqa: E402
 
 DEFAULT = "TPE, samples/sec (the default)"
-NO_RECIPES = "TPE, samples/sec, no recipes (before issue 23, tenth part)"
+NO_RECIPES = "TPE, samples/sec, no recipes"
 
 
 def missed(grid: replay.Grid, plan: SweepPlan, at: float) -> tuple[replay.Grid, list[str]]:

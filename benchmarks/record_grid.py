@@ -1,4 +1,4 @@
-"""Issue 23: record a grid for the replay bench (benchmarks/replay.py): every configuration of a
+"""Record a grid for the replay bench (benchmarks/replay.py): every configuration of a
 space measured once, alike, by the real sweeper (GridSampler, no racing, no prune floor, no
 confirmation, a fixed measurement), and written to benchmarks/grid_<name>.csv.
 

@@ -1,4 +1,4 @@
-"""Issue 23: search strategies compared for free, by replaying a recorded grid through the real
+"""Search strategies compared for free, by replaying a recorded grid through the real
 search code, with many seeds.
 
 The sweep's own plan (make_plan, the same space and baseline as `python -m sweeper -m`), its
@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sweeper import resolvers  # noqa: E402
-from sweeper.__main__ import _compose  # noqa: E402
+from sweeper.preflight import compose as _compose  # noqa: E402
 from sweeper.measure import timing  # noqa: E402
 from sweeper.measurement import Measurement, Memory, RunFacts  # noqa: E402
 from sweeper.result import RunResult, Status  # noqa: E402
@@ -70,7 +70,7 @@ HERE = Path(__file__).resolve().parent
 RUN_CV, WINDOW_CV = 0.08, 0.06  # log-normal sigma: run to run (the machine's mood), window to window
 START_S = 0.4  # a forked run's start (benchmarks/README.md, trial cost)
 # a run's warm-up until steady: the mean over the 100 trials of `sweep_gain.py race 5 20` once
-# warm-up compared spans of blocks (issue 23, sixth part; 2.0 before, from the trial-cost runs)
+# warm-up compared spans of blocks (2.0 when it compared single blocks, from the trial-cost runs)
 WARMUP_S = 1.1
 PEER_S = 0.8 + 2.5  # the peer's fixed measurement per trial
 GRID_WINDOW_S, GRID_WINDOWS_S = 1.5, 4.5  # record_grid.py's windows: 3 of 1.5 s
@@ -78,11 +78,11 @@ TPE = {"_target_": "optuna.samplers.TPESampler"}
 CPU = sp.Context(cuda=False, bf16=True, convolutional=True)  # the knobs' liveness on this VM
 MV = {**TPE, "multivariate": True, "group": True}
 GP = {"_target_": "optuna.samplers.GPSampler"}
-TWO = {"objectives": ["samples_per_sec", "peak_memory_mb"]}  # the default before issue 23
+TWO = {"objectives": ["samples_per_sec", "peak_memory_mb"]}  # the sweep's objectives when it searched speed and memory together
 # name: hydra.sweeper settings (the sampler's seed is the replay's); keys with _ are the replay's:
 # _measure (measure.* of search trials), _confirm_measure (of confirmation runs; else the defaults), _contend (the race
-# before issue 23's change: windows' noise only, and a run overlapping the best measured to max windows), _no_behind
-# (before issue 23, seventh part: a run behind the best's own interval measured on to precision), _two_window_floor
+# the earlier race: windows' noise only, and a run overlapping the best measured to max windows), _no_behind
+# (the earlier rule: a run behind the best's own interval measured on to precision), _two_window_floor
 # (before the same part: the floor waits for two windows however far below it a run is)
 STRATEGIES: dict[str, dict[str, Any]] = {
     "before: TPE, speed+memory, race on windows' noise": {"sampler": TPE, **TWO, "run_noise": None, "_contend": True,
@@ -102,16 +102,16 @@ STRATEGIES: dict[str, dict[str, Any]] = {
         "sampler": TPE, "sweep_precision": 0.15, "_confirm_measure": {"rel_precision": 0.10}},
     "TPE, samples/sec, confirm top 3": {"sampler": TPE, "confirm": {"top_k": 3}},
     "TPE, samples/sec, confirm top 1": {"sampler": TPE, "confirm": {"top_k": 1}},
-    "TPE, samples/sec, runners-up confirmed every round (before issue 23, eighth part)": {
+    "TPE, samples/sec, runners-up confirmed every round": {
         "sampler": TPE, "confirm": {"runners_up": "always"}},
     "TPE, samples/sec, confirm at least 2 rounds": {"sampler": TPE, "confirm": {"min_rounds": 2}},
-    "TPE, samples/sec, floor 0.5 of the best (before issue 23, sixth part)": {"sampler": TPE, "prune_ratio": 0.5},
-    "TPE, samples/sec, no stop behind the best (before issue 23, seventh part)": {"sampler": TPE, "_no_behind": True},
-    "TPE, samples/sec, floor after two windows only (before issue 23, seventh part)": {
+    "TPE, samples/sec, floor 0.5 of the best": {"sampler": TPE, "prune_ratio": 0.5},
+    "TPE, samples/sec, no stop behind the best": {"sampler": TPE, "_no_behind": True},
+    "TPE, samples/sec, floor after two windows only": {
         "sampler": TPE, "_two_window_floor": True},
-    "TPE, samples/sec, neither (before issue 23, seventh part)": {
+    "TPE, samples/sec, neither": {
         "sampler": TPE, "_no_behind": True, "_two_window_floor": True},
-    "TPE, samples/sec, no recipes (before issue 23, tenth part)": {"sampler": TPE, "recipes": False},
+    "TPE, samples/sec, no recipes": {"sampler": TPE, "recipes": False},
     "TPE multivariate+group, samples/sec": {"sampler": MV},
     "TPE startup 10, samples/sec": {"sampler": {**TPE, "n_startup_trials": 10}},
     "GPSampler, samples/sec": {"sampler": GP},
@@ -120,7 +120,7 @@ STRATEGIES: dict[str, dict[str, Any]] = {
 
 
 def _contending_verdict(t: timing.Timings, rule: timing.Rule) -> str | None:
-    """timing._verdict before issue 23's change: a run whose interval overlaps the best's is
+    """timing._verdict as it was before racing allowed for run noise: a run whose interval overlaps the best's is
     measured on to max windows instead of stopping when precise."""
     verdict = timing._verdict(t, rule)
     if verdict != "precise" or rule.race is None:
@@ -163,7 +163,7 @@ class Grid:
         """The grid, each row's window spread pooled (root mean square) over the rows with its
         number of loader workers: one row's spread of 3 windows is a poor estimate of its own
         (real 0.5 s windows of real sweeps' runs spread 0.6-3.9x what their rows said, quartiles;
-        pooled, within 15% for 2-4 workers: benchmarks/README.md, issue 23, ninth part)."""
+        pooled, within 15% for 2-4 workers: docs/benchmarks.md)."""
         frame = pd.read_csv(path)
         knobs = tuple(c for c in frame.columns if "." in c)
         extra = [c for c in ("wall_s", "warmup_s", "window_cv") if c in frame.columns]
@@ -222,8 +222,8 @@ class ReplayRunner:
     rng: random.Random
     search_measure: Mapping[str, Any] = field(default_factory=dict)  # measure.* of search trials
     confirm_measure: Mapping[str, Any] = field(default_factory=dict)  # measure.* of confirmation runs
-    contend: bool = False  # the race before issue 23 (see _contending_verdict)
-    behind: bool = True  # False: measure.behind ignored, as before issue 23's seventh part
+    contend: bool = False  # the earlier race (see _contending_verdict)
+    behind: bool = True  # False: trial.behind ignored (a run behind the best measured to the end)
     first_window_floor: bool = True  # False: the floor waits for two windows, as before it
     confirming: bool = False
     charged_s: float = 0.0
@@ -243,24 +243,25 @@ class ReplayRunner:
     def _one(self, overrides: list[str]) -> RunResult:
         given = dict(o.split("=", 1) for o in overrides)
         knobs = {k: _parse(given[k]) if k in given else self.plan.base_value(k) for k in self.grid.knobs}
-        measure = {**{k: self.plan.base_value(f"measure.{k}") for k in
-                      ("warmup_s", "warmup_steps", "windows", "window_s", "warmup_max_s", "steady_tol", "min_windows",
-                       "rel_precision")}, "prune_below": None, "race": None, "behind": None}
+        measure = {k: self.plan.base_value(f"measure.{k}") for k in
+                   ("warmup_s", "warmup_steps", "windows", "window_s", "warmup_max_s", "steady_tol", "min_windows",
+                    "rel_precision")}
+        trial: dict[str, Any] = {}
         if "measure.rel_precision" in given:  # hydra.sweeper.sweep_precision
             measure["rel_precision"] = _parse(given["measure.rel_precision"])
         measure.update(self.confirm_measure if self.confirming else self.search_measure)  # a strategy's own
-        if "measure.prune_below" in given:
-            measure["prune_below"] = float(given["measure.prune_below"])
-        if "measure.race" in given:
-            measure["race"] = [float(x) for x in given["measure.race"].strip("[]").split(",")]
-        if "measure.behind" in given and self.behind:
-            measure["behind"] = float(given["measure.behind"])
+        if "trial.prune_below" in given:
+            trial["prune_below"] = float(given["trial.prune_below"])
+        if "trial.race" in given:
+            trial["race"] = [float(x) for x in given["trial.race"].strip("[]").split(",")]
+        if "trial.behind" in given and self.behind:
+            trial["behind"] = float(given["trial.behind"])
         row = self.grid.row(knobs)
         if row is None:
             self.charged_s += START_S
             return RunResult(Status.ERROR, f"not in the grid: {knobs}", fingerprint=self.plan.machine.fingerprint)
         true = row.samples_per_sec
-        rule = timing.Rule.of(measure, int(knobs.get("loader.num_workers") or 0))
+        rule = timing.Rule.of(measure, int(knobs.get("loader.num_workers") or 0), trial=trial)
         if not self.first_window_floor:
             rule = replace(rule, first_window_floor=None)
         mood = math.exp(self.rng.gauss(0.0, RUN_CV))

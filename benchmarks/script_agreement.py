@@ -1,4 +1,4 @@
-"""Issue 21: a training script's own printed throughput against sweeper's figure for the same
+"""A training script's own printed throughput against sweeper's figure for the same
 script (task=script), side by side in fresh processes, the order rotated each round.
 
 The script is examples/train_script.py, which prints its samples/s every --log-every steps (its

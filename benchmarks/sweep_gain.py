@@ -1,4 +1,4 @@
-"""Issue 3 benchmarks on mnist_mlp train, space: batch {32..1024}, workers {0..4}, threads {1,2},
+"""Sweep benchmarks on mnist_mlp train, space: batch {32..1024}, workers {0..4}, threads {1,2},
 precision {fp32, bf16}.
 
     python benchmarks/sweep_gain.py grid        # the exhaustive grid, measured once (benchmarks/record_grid.py)
@@ -10,7 +10,7 @@ precision {fp32, bf16}.
                                                 # sweeper against hydra-optuna-sweeper 1.3.0 (Optuna 2.10,
                                                 # installed apart: pip install --target /tmp/hos
                                                 # hydra-optuna-sweeper==1.3.0 hydra-core==1.3.2 omegaconf==2.3.0 optuna==2.10.1 "sqlalchemy<2" "numpy<2")
-    python benchmarks/sweep_gain.py race [seeds] [n_trials]  # issue 23: the same race, seeded repeats,
+    python benchmarks/sweep_gain.py race [seeds] [n_trials]  # the same race, seeded repeats,
                                                 # sweeper as shipped (confirmation included)
     python benchmarks/sweep_gain.py variants SEEDS N_TRIALS "" "hydra.sweeper.x=1 ..."
                                                 # sweeper against itself: each set of overrides ("" = as
@@ -217,7 +217,7 @@ def race_table(grid: dict[tuple, float], grid_best: float, runs: dict[str, tuple
 
 
 def race(tmp: Path, seeds: int = 5, n_trials: int = 20) -> None:
-    """Issue 23: the race on real runs, `seeds` seeded repeats per tool, one after the other.
+    """The race on real runs, `seeds` seeded repeats per tool, one after the other.
     Sweeper as shipped (its default measurement, racing, confirmation; the 4 knobs swept on the
     command line, so not staged), against hydra-optuna-sweeper 1.3.0 with an in-process
     objective (0.8 s warm-up, a 2.5 s window, TPE with Optuna's defaults). Per tool: seconds and

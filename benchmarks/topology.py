@@ -1,4 +1,4 @@
-"""Issue 13's benchmark: processes per node, loader workers, allocator and affinity side by side
+"""Processes per node, loader workers, allocator and affinity side by side
 on this machine, then a search=cpu sweep with the new knobs against one without them.
 
     python benchmarks/topology.py [rounds]          # side by side (interleaved), then the sweeps
@@ -10,7 +10,7 @@ Side by side: every configuration once per round, the order rotated each round, 
 default measurement; the hand-written loops (one process, and DDP under torchrun) measure the
 same mnist_mlp configurations as a truth check of the ranks' total. Sweeps: the README's main
 job (`python -m sweeper -m`, search=cpu) against the same sweep over the knobs search=cpu had
-before issue 13 (no ranks, affinity, allocator or OpenMP binding); both winners re-measured
+without the topology knobs (no ranks, affinity, allocator or OpenMP binding); both winners re-measured
 interleaved, their ratio printed.
 """
 
@@ -51,7 +51,7 @@ HAND = {
     "hand DDP loop (torchrun), 2 ranks x 1 thread, 0 workers": ("ddp_hand_loop.py", 2, 1),
 }
 HAND_S = 10.0
-# search=cpu's knobs before issue 13
+# search=cpu's knobs without the topology knobs
 OLD_SPACE = [
     "loader.batch_size=choice(32,64,128,256,512,1024)", "loader.num_workers=range(0,5)",
     "backend.threads=choice(1,2)", "backend.interop_threads=choice(1,2)", "backend.precision=choice(fp32,bf16)",

@@ -1,4 +1,4 @@
-"""Issue 21: what sweeper.track and sweeper.step cost a training loop, outside sweeper (they must
+"""What sweeper.track and sweeper.step cost a training loop, outside sweeper (they must
 cost nothing measurable) and under it (one small write per step to the measuring process).
 
     python benchmarks/track_cost.py

@@ -1,4 +1,4 @@
-"""Issue 9, benchmarks 1 and 2: what a trial costs, and what the README's main command takes,
+"""What a trial costs, and what the README's main command takes,
 before (spawned trials, a fixed 2 s warm-up and 5 x 2 s windows, no racing: the measurement
 of the previous release, set through its keys) and after (the defaults: forked trials, steady
 warm-up, windows until the precision, racing), one after the other in this run.

@@ -1,4 +1,4 @@
-"""Issue 23: which window length reaches the 5% precision soonest, measured on the grid's
+"""Which window length reaches the 5% precision soonest, measured on the grid's
 configurations (mnist_mlp train, this VM). Every window ends on a whole loader cycle (a batch
 from each worker: they arrive in bursts); the rule compared here is the window's length, the
 rest of the default measurement unchanged (3 windows at least, 10 at most, 5% precision).
@@ -48,7 +48,7 @@ SWEEP_RULES = {  # at the sweep's precision
     "0.5 s windows, warm-up 0.5 s (the default)": ["measure.rel_precision=0.1"],
     "0.25 s windows, warm-up 0.5 s": ["measure.rel_precision=0.1", "measure.window_s=0.25"],
     "0.25 s windows, warm-up 0.25 s": ["measure.rel_precision=0.1", "measure.window_s=0.25", "measure.warmup_s=0.25"],
-    # issue 23, eighth part: a warm-up that ends sooner
+    # a warm-up that ends sooner
     "0.5 s windows, warm-up steady within 10%": ["measure.rel_precision=0.1", "measure.steady_tol=0.1"],
     "0.5 s windows, warm-up at least 0.25 s": ["measure.rel_precision=0.1", "measure.warmup_s=0.25"],
 }

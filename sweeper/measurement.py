@@ -265,8 +265,8 @@ KEY_FIGURES = ("samples_per_sec", "samples_per_sec_rel_iqr", "peak_memory_mb", "
 COST_KIND = {"peak_memory_mb": "memory", "peak_rss_mb": "memory", "step_time_p95_ms": "latency"}
 PRIMARY = "samples_per_sec"
 MEMORY = "peak_memory_mb"
-# samples/sec alone: the replay bench (issue 23) found a search for both speed and memory reaching
-# 95% of the best in far fewer seeds (Optuna's multi-objective TPE spreads its trials along the
+# samples/sec alone: on the replay bench (benchmarks/replay.py) a search for both speed and memory
+# reached 95% of the best in far fewer seeds (Optuna's multi-objective TPE spreads its trials along the
 # front); the memory is measured all the same and the report draws speed against it
 DEFAULT_OBJECTIVES = (PRIMARY,)
 # what studies made before that default optimised (a study that doesn't name its objectives)

@@ -86,7 +86,7 @@ def test_measure_prunes_a_slow_run_after_two_windows_and_a_far_slower_one_after_
     assert far.pruned and len(far.window_samples_per_sec) == 1
     rule = timing.Rule(warmup_s=0.1, warmup_steps=1, max_windows=10, window_s=1.0, prune_below=50.0)
     assert pruned_reason(far.throughput(), rule) == "pruned: 10.0 samples/s after 1 window is below 0.8 of the floor 50.0"
-    assert len(run(0.1, first_window_floor=None).window_samples_per_sec) == 2  # as before issue 23, seventh part
+    assert len(run(0.1, first_window_floor=None).window_samples_per_sec) == 2  # the floor that waits for two windows
     assert not run(1 / 60).pruned  # above the floor
 
 

@@ -1,5 +1,5 @@
-"""Issue 14, item 2, and issue 10, benchmark 3: sweeper's samples/sec on the GPU, synchronized
-per window (the default) and per step (measure.sync=step, the old way), against a plain loop
+"""Sweeper's samples/sec on the GPU, synchronized
+per window (the default) and per step (measure.sync=step), against a plain loop
 with no synchronization inside it, interleaved in fresh processes.
 
     python benchmarks/gpu/truth.py [rounds] [out.json]

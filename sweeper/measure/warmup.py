@@ -71,7 +71,7 @@ def steady_span(blocks: Sequence[tuple[int, float]], tol: float) -> int:
     rate of as many blocks before them (within `tol`), for the smallest such span; 0 when none
     does. One block against one is the strictest test of a trend, and enough for a quiet loop; a
     loop whose workers deliver in bursts swings 15-20% from block to block while its rate stays
-    put (benchmarks/README.md, issue 23, sixth part), and only longer spans average that out."""
+    put, and only longer spans average that out."""
     def rate(span: Sequence[tuple[int, float]]) -> float:
         return sum(n for n, _ in span) / max(1e-12, sum(s for _, s in span))
 

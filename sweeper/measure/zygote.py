@@ -164,7 +164,7 @@ def main() -> None:
     hazard = fork_hazard(allowed)
     # the imports' objects, collected once and frozen here rather than scanned again by every
     # trial's collection before its warm-up (stages.time_windows: 0.2-0.35 s a trial): a steady
-    # loop runs no full collection (benchmarks/README.md, issue 23, sixth part), so the frozen
+    # loop runs no full collection, so the frozen
     # ones would never have been scanned in the user's script either
     gc.collect()
     gc.freeze()

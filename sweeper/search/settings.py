@@ -18,7 +18,7 @@ RUNNERS_UP = ("if_in_doubt", "always")
 @dataclass
 class ConfirmConf:
     # candidates re-measured against the baseline at the end (0 = no confirmation); 2: on the
-    # replay bench's three grids a third candidate never changed the pick (benchmarks/README.md)
+    # replay bench's three grids a third candidate never changed the pick (docs/benchmarks.md)
     top_k: int = 2
     # interleaved rounds, the order rotated each round: A B base, B base A, ...
     rounds: int = 3
@@ -30,7 +30,7 @@ class ConfirmConf:
     # fastest's first round leaves its place in doubt (the lead over the baseline undecided, or
     # its figure, scaled by the baseline's to the search's conditions, below theirs in the
     # search); on the replay bench's grids this kept the picks of confirming them always, for a
-    # run less (benchmarks/README.md, issue 23, eighth part); always = every round
+    # run less (docs/benchmarks.md); always = every round
     runners_up: str = "if_in_doubt"
 
 
@@ -70,15 +70,15 @@ class SweepSettings:
     # stop after this many trials without a gain beyond the measured noise; null = never
     patience: Optional[int] = None
     # stop a trial whose first two windows run below this share of the best samples/sec (racing
-    # needs three); null = never. 0.8: with the recipes measured first, real sweeps took 64 s
-    # against 72 s at 0.7, picks as good (benchmarks/README.md, issue 23, tenth part)
+    # needs three); null = never. 0.8: with the recipes measured first, real sweeps were shorter
+    # than at 0.7 with picks as good (docs/benchmarks.md)
     prune_ratio: Optional[float] = 0.8
     # race each trial against the best so far: one whose 95% interval lies wholly below the
     # best's, widened for run_noise, stops early (pruned, both in its reason); the baseline is
     # never raced
     race: bool = True
     # the run-to-run spread of one configuration's figure on this kind of machine (relative
-    # sigma: 0.08 on the shared 2-core VM of benchmarks/README.md, issue 23); racing allows for
+    # sigma: 0.08 on a shared 2-core VM, docs/benchmarks.md); racing allows for
     # it, so a trial measured on an unlucky run is not pruned by an incumbent measured on a lucky
     # one. null or 0 = the windows' noise alone
     run_noise: Optional[float] = 0.08
@@ -113,8 +113,7 @@ class SweepSettings:
     # bf16 where the device has it, pinned memory on CUDA, with the cores split from either
     # side (workers at the core count and compute threads on the cores left; on a CPU also
     # compute threads at the core count, no workers). On the replay bench's three grids they
-    # reached 95% of the best in 2-3 trials, against 16 or never without (benchmarks/README.md,
-    # issue 23, tenth part)
+    # reached 95% of the best in 2-3 trials, against 16 or never without (docs/benchmarks.md)
     recipes: bool = True
 
     @classmethod

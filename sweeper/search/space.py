@@ -195,8 +195,7 @@ def within_cores(knobs: Mapping[str, Any], cores: int, space: Mapping[str, BaseD
     threads and loader workers lowered to the cores each rank has, where the space holds those
     values; None when the point is not oversubscribed or cannot be fitted. TPE models each
     knob alone: told only that oversubscribed points were skipped, it learned that ranks are
-    slow, and most main jobs never measured 2 ranks, this VM's fastest (benchmarks/README.md,
-    issue 23, fourth and sixth parts)."""
+    slow, and a sweep rarely measured the ranks where they were the fastest point."""
     nproc = int(knobs.get("dist.nproc_per_node") or 1)
     threads, workers = knobs.get("backend.threads"), int(knobs.get("loader.num_workers") or 0)
     if not topology.oversubscribes(nproc, threads, workers, cores):

@@ -59,8 +59,7 @@ def recipes(space: Mapping[str, BaseDistribution], baseline: Mapping[str, Any], 
     channels_last (live only for convolutional models), persistent workers and pinned memory on
     CUDA. Which side wins is the workload's (a loader-bound MLP, a compute-bound CNN), so both
     are measured first. Workers and threads both at the core count oversubscribe: on 2 cores
-    that point read 0.61 of the best, and anchored TPE's model there (benchmarks/README.md,
-    issue 23, tenth part)."""
+    that point read 0.61 of the best, and anchored TPE's model there."""
     yours = {k: v for k, v in baseline.items() if k in space and sp.contains(space[k], v)}
     common = {"loader.batch_size": _largest(space["loader.batch_size"]) if "loader.batch_size" in space else None,
               "backend.precision": "bf16" if bf16 else None, "backend.channels_last": True,

@@ -1,0 +1,159 @@
+"""The docs stay true: the site builds with every link and page in place, the settings page names
+every key the schemas declare with its real default, and the front page stays a front page."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from omegaconf import MISSING, OmegaConf
+
+from conftest import ROOT
+
+SETTINGS = ROOT / "docs" / "settings.md"
+# the sections of settings.md that document config groups' keys (the rest: task=..., hydra.sweeper)
+GROUP_SECTIONS = ("loader", "backend", "train", "dist", "measure")
+
+
+def _rows(markdown: str) -> dict[str, dict[str, str]]:
+    """settings.md's tables as {heading: {key: default cell}}, keys and cells without backticks."""
+    tables: dict[str, dict[str, str]] = {}
+    heading = ""
+    for line in markdown.splitlines():
+        if line.startswith("#"):
+            heading = line.lstrip("#").strip()
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("| `") else []
+        if len(cells) >= 3 and "." in cells[0]:
+            tables.setdefault(heading, {})[cells[0].strip("`")] = cells[1]
+    return tables
+
+
+def _documented(cell: str) -> Any:
+    text = cell.replace("(required)", "").strip().strip("`")
+    return MISSING if text == "???" else text
+
+
+def _same(cell: str, value: Any) -> bool:
+    shown = _documented(cell)
+    if value == MISSING or isinstance(value, str):
+        return shown == value
+    return yaml.safe_load(shown) == value
+
+
+def _leaves(node: Any, prefix: str) -> dict[str, Any]:
+    """A config node's leaf values by dotted key (MISSING kept as '???')."""
+    found: dict[str, Any] = {}
+    for key in node:
+        value = node._get_node(key)._value()
+        if OmegaConf.is_dict(node[key]) if value != MISSING else False:
+            if node[key]:
+                found.update(_leaves(node[key], f"{prefix}{key}."))
+                continue
+            value = {}
+        found[f"{prefix}{key}"] = OmegaConf.to_container(node[key]) if OmegaConf.is_config(value) else value
+    return found
+
+
+def _dataclass_defaults(schema: Any, prefix: str) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for f in fields(schema):
+        if f.name.startswith("_"):
+            continue
+        default = f.default_factory() if callable(f.default_factory) else f.default  # type: ignore[misc]
+        if is_dataclass(default):
+            found.update(_dataclass_defaults(type(default), f"{prefix}{f.name}."))
+        else:
+            found[prefix + f.name] = default
+    return found
+
+
+def test_settings_page_names_every_config_key_with_its_default():
+    from sweeper.preflight import compose
+
+    tables = _rows(SETTINGS.read_text())
+    config = compose(())
+    expected = {}
+    for group in GROUP_SECTIONS:
+        expected.update(_leaves(config[group], f"{group}."))
+    documented = {k: v for heading, rows in tables.items()
+                  if heading.split(":")[0].strip("` ") in GROUP_SECTIONS or heading.startswith("`train`")
+                  for k, v in rows.items()}
+    assert sorted(documented) == sorted(expected), "docs/settings.md and the config's keys differ"
+    wrong = {k: (documented[k], expected[k]) for k in expected if not _same(documented[k], expected[k])}
+    assert not wrong, f"defaults in docs/settings.md differ from conf/: {wrong}"
+
+
+@pytest.mark.parametrize("task", ["mnist_mlp", "image_classification", "language_model", "custom", "script"])
+def test_settings_page_names_every_task_key_with_its_default(task):
+    from sweeper.preflight import compose
+
+    documented = _rows(SETTINGS.read_text())[f"`task={task}`"]
+    expected = _leaves(compose((f"task={task}",))["task"], "task.")
+    assert sorted(documented) == sorted(expected)
+    wrong = {k: (documented[k], expected[k]) for k in expected if not _same(documented[k], expected[k])}
+    assert not wrong, f"task={task}: defaults in docs/settings.md differ from conf/: {wrong}"
+
+
+def test_settings_page_names_every_sweeper_setting_with_its_default():
+    from sweeper.search.settings import SweepSettings
+
+    documented = _rows(SETTINGS.read_text())["`hydra.sweeper`: the search"]
+    expected = _dataclass_defaults(SweepSettings, "hydra.sweeper.")
+    assert sorted(documented) == sorted(expected)
+    wrong = {k: (documented[k], expected[k]) for k in expected if not _same(documented[k], expected[k])}
+    assert not wrong, f"defaults in docs/settings.md differ from SweepSettings: {wrong}"
+
+
+def test_the_site_builds_strictly(tmp_path):
+    """mkdocs build --strict: a broken link or anchor, or a page left out of the nav, fails."""
+    mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent)) or shutil.which("mkdocs")
+    if mkdocs is None:
+        if os.environ.get("CI"):
+            pytest.fail("mkdocs is not installed (pip install -e '.[test]')")
+        pytest.skip("mkdocs is not installed (pip install -e '.[test]')")
+    done = subprocess.run([mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "site" / "settings" / "index.html").is_file()
+
+
+def test_the_readme_is_a_front_page_with_the_two_commands():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert ci in readme, "the README's test command is not the one .ci/run runs"
+    assert "&& .venv/bin/sweeper -m" in readme  # the main job
+    for page in re.findall(r"\]\((docs/[^)#]+)", readme):
+        assert (ROOT / page).is_file(), page
+
+
+# how development history reads: an issue's number, a session, the parts of a piece of work
+HISTORY = re.compile(r"\bissue ?#?\d+|\bthis session\b|\b(?:first|second|third|fourth|fifth|sixth|seventh|eighth|"
+                     r"ninth|tenth|eleventh) part\b", re.IGNORECASE)
+
+
+def test_what_ships_speaks_of_itself_alone():
+    """No issue numbers or development history in the README, docs, code or configs: history is
+    CHANGELOG.md's."""
+    tracked = subprocess.run(["git", "ls-files", "README.md", "docs", "sweeper", "conf", "hydra_plugins",
+                              "benchmarks", "examples"], cwd=ROOT, capture_output=True, text=True)
+    if tracked.returncode != 0:
+        pytest.skip("not a git checkout")
+    found = []
+    for name in tracked.stdout.split():
+        path = ROOT / name
+        if path.suffix not in {".md", ".py", ".yaml", ".sh"} or not path.is_file():
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if HISTORY.search(line):
+                found.append(f"{name}:{number}: {line.strip()[:100]}")
+    assert not found, "\n".join(found[:20])
