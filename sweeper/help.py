@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import fields, is_dataclass
+from pathlib import Path
 from typing import Any
 
 from .config import SCHEMAS
@@ -20,9 +21,13 @@ def _wrapped(label: str, words: list[str]) -> str:
 
 def groups_text() -> str:
     """Each config group of conf/ and its options, the default marked with *."""
+    import yaml
+
+    from .paths import config_dir
     from .preflight import group_options
 
-    defaults = {"task": "mnist_mlp", "search": "auto"}
+    primary = yaml.safe_load((Path(config_dir()) / "config.yaml").read_text())
+    defaults = {k: v for entry in primary["defaults"] if isinstance(entry, dict) for k, v in entry.items()}
     lines = []
     for group in ("task", "search"):
         lines.append(_wrapped(group, [o + ("*" if o == defaults[group] else "") for o in group_options(group)]))

@@ -223,4 +223,4 @@ def test_an_unwritable_sweep_directory_is_one_line(tmp_path):
     proc = run_multirun(tmp_path, "search=quick", "hydra.sweeper.n_trials=1", check=False,
                         name="a-file/sweep")
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode == 2 and len(lines) == 1 and "cannot be written" in lines[0], proc.stderr
+    assert proc.returncode == 2 and len(lines) == 1 and "a-file is a file, not a directory" in lines[0], proc.stderr

@@ -40,3 +40,35 @@ def test_wheel_runs_outside_the_checkout(tmp_path):
                          cwd=work, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-2000:]
     assert (work / "r" / "result.json").is_file()
+
+
+def test_without_pyarrow_the_table_is_csv_and_the_sweep_says_which_extra(tmp_path, monkeypatch):
+    from sweeper.store import table
+
+    monkeypatch.setattr(table, "parquet_available", lambda: False)
+    table.write_table(table.trials_frame([]), tmp_path)
+    assert (tmp_path / "trials.csv").is_file() and not (tmp_path / "trials.parquet").exists()
+    assert "torch-sweeper[parquet]" in table.PARQUET_MISSING
+
+
+def test_gpsampler_without_scipy_is_one_line_naming_the_extra(monkeypatch):
+    import importlib.util
+    from types import SimpleNamespace
+
+    from sweeper.errors import ConfigError
+    from sweeper.search import sweep
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "scipy" else real(name, *a))
+    settings = SimpleNamespace(sampler={"_target_": "optuna.samplers.GPSampler"}, grid=False, n_jobs=1)
+    with pytest.raises(ConfigError, match=r"needs scipy: pip install 'torch-sweeper\[gp\]'"):
+        sweep.make_sampler(SimpleNamespace(settings=settings, space={}))
+
+
+def test_the_distribution_carries_its_licence_and_metadata():
+    from importlib.metadata import metadata
+
+    meta = metadata("torch-sweeper")
+    assert meta["License-Expression"] == "MIT" or meta["License"] == "MIT"
+    assert "Operating System :: POSIX :: Linux" in meta.get_all("Classifier")
+    assert set(meta.get_all("Provides-Extra")) >= {"parquet", "gp", "postgres", "slurm", "dashboard", "gpu"}
