@@ -200,15 +200,24 @@ def compose(overrides: tuple[str, ...]) -> Any:
         return hydra_compose("config", overrides=list(overrides), return_hydra_config=True)
 
 
+# what a run directory holds when the run stopped before measuring: Hydra's record and its (empty)
+# job log, and the worker's verdict on a configuration this machine cannot run (`invalid`) with its log
+_UNMEASURED = {".hydra", "result.json", "worker.log"}
+
+
+def _unmeasured(entry: Path) -> bool:
+    return entry.name in _UNMEASURED or (entry.suffix == ".log" and entry.stat().st_size == 0)
+
+
 def discard_run_dir(path: Path) -> None:
-    """Remove a run directory Hydra made for a run that never started (it holds only Hydra's
-    `.hydra/` record), and the date folder above it when that is left empty."""
+    """Remove the directory of a run that measured nothing (a ConfigError), and the folders Hydra
+    made above it when they are left empty; a directory holding anything else is left alone."""
     import shutil
 
-    if not path.is_dir() or any(p.name != ".hydra" for p in path.iterdir()):
+    if not path.is_dir() or not all(_unmeasured(p) for p in path.iterdir()):
         return
     shutil.rmtree(path, ignore_errors=True)
-    for parent in (path.parent, path.parent.parent):
+    for parent in list(path.parents)[:3]:  # outputs/runs/<date>, as Hydra made them
         try:
             parent.rmdir()  # only when empty
         except OSError:

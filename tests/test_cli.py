@@ -68,9 +68,14 @@ def _sweeper(cwd: Path, *argv: str, env: dict[str, str] | None = None, script: b
                           timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
 
 
-@pytest.mark.parametrize("argv", [["task=nonexistent"], ["-m", "hydra.sweeper.n_trial=5"], ["task=script"],
-                                  ["hydra.run.dir=/proc/x"], ["loader.batch_size=0"]],
-                         ids=["group", "sweeper-key", "script", "run-dir", "range"])
+@pytest.mark.parametrize("argv", [
+    ["task=nonexistent"], ["-m", "hydra.sweeper.n_trial=5"], ["task=script"], ["hydra.run.dir=/proc/x"],
+    ["loader.batch_size=0"],
+    # found after Hydra starts: in the measuring child, and where the sweep opens its study
+    ["task=custom", "task.factory=nomodule:build"],
+    ["-m", "hydra.sweeper.storage=postgresql://u:pw@127.0.0.1:1/db"],
+    ["-m", "hydra.sweeper.sampler._target_=optuna.samplers.Nope"],
+], ids=["group", "sweeper-key", "script", "run-dir", "range", "in-the-child", "storage", "sampler"])
 def test_the_command_exits_2_with_one_line_and_leaves_no_directory(argv, tmp_path):
     proc = _sweeper(tmp_path, *argv)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]

@@ -209,7 +209,7 @@ def check_launcher(settings: SweepSettings, launcher: str) -> None:
         raise ConfigError(f"hydra.sweeper.n_jobs={settings.n_jobs} launches that many trials at once, and "
                           "hydra/launcher=basic runs them here, one after another, on one machine that measures "
                           "one at a time: use a launcher with machines of its own (hydra/launcher=submitit_slurm, "
-                          "pip install 'sweeper[slurm]') or hydra.sweeper.n_jobs=1.")
+                          "pip install 'torch-sweeper[slurm]') or hydra.sweeper.n_jobs=1.")
 
 
 def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Compose, app_name: str,

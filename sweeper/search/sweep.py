@@ -74,6 +74,8 @@ def open_study(plan: SweepPlan) -> StoredStudy:
     sampler = make_sampler(plan)
     try:
         stored = StoredStudy.open(plan.storage_url, plan.study_name, directions=plan.directions, sampler=sampler)
+    except ConfigError:
+        raise
     except Exception as exc:  # noqa: BLE001 - SQLAlchemy's and the journal's many errors: one line
         first = " ".join(str(exc).split())[:300]
         raise ConfigError(
@@ -127,12 +129,12 @@ class Sweep:
         plan = make_plan(settings, arguments, compose=self.compose, app_name=str(self.config.hydra.job.name),
                          sweep_dir=Path(str(self.config.hydra.sweep.dir)),
                          launcher=str(self.config.hydra.launcher.get("_target_", "")))
+        stored = open_study(plan)  # a storage or sampler it cannot open: one line, no sweep directory yet
         try:
             write_sweep_info(plan)
         except OSError as exc:
             raise ConfigError(f"hydra.sweep.dir={str(plan.sweep_dir)!r} cannot be written ({exc.strerror}): "
                               "choose a directory you can write, e.g. hydra.sweep.dir=/tmp/sweeps/x.") from exc
-        stored = open_study(plan)
         stored.save_sweep_span(plan.fixed, started_at, None)
         progress.open_log(plan.sweep_dir / "sweep.log")
         if plan.claim.pin is not None:  # the launcher's jobs, and their children, run there

@@ -10,15 +10,8 @@ JOURNAL_PREFIX = "journal:"
 
 
 def default_storage() -> str:
-    path = Path.cwd() / "outputs" / "sweeper.db"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        from ..errors import ConfigError
-
-        raise ConfigError(f"cannot create {str(path.parent)!r} for the default study storage ({exc.strerror}): "
-                          "run from a directory you can write, or set hydra.sweeper.storage.") from exc
-    return f"sqlite:///{path}"
+    """sqlite:///outputs/sweeper.db under the working directory (made when the study is opened)."""
+    return f"sqlite:///{Path.cwd() / 'outputs' / 'sweeper.db'}"
 
 
 def open_storage(url: str) -> Any:
@@ -32,6 +25,15 @@ def open_storage(url: str) -> Any:
         return JournalStorage(JournalFileBackend(str(path)))
     from optuna.storages import RDBStorage
 
+    if url.startswith("sqlite:///"):  # SQLite makes the file, not the folders above it
+        folder = Path(url.removeprefix("sqlite:///")).parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            from ..errors import ConfigError
+
+            raise ConfigError(f"cannot create {str(folder)!r} for the study storage ({exc.strerror}): "
+                              "run from a directory you can write, or set hydra.sweeper.storage.") from exc
     return RDBStorage(url)
 
 
