@@ -98,7 +98,7 @@ def grammar() -> int:
                     counts["cases"] += 1
                     arguments = [f"task={task}", "search=none", f"{key}={form}"]
                     try:
-                        check_overrides(arguments)  # as `python -m sweeper` does before Hydra starts
+                        check_overrides(["-m", *arguments])  # as `sweeper -m` does before Hydra starts
                         plan = make_plan(SweepSettings(), arguments, compose=compose_cached,
                                          app_name="fuzz", sweep_dir=tmp, probe_machine=lambda *probed: cpu)
                     except ConfigError as exc:
