@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import functools
 import io
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import matplotlib
-from matplotlib.figure import Figure
+# matplotlib's own INFO lines ("generated new fontManager" when it first builds its font cache)
+# would reach the sweep's output through Hydra's logging: the sweep's lines are sweeper's alone
+logging.getLogger("matplotlib").setLevel(logging.WARNING)
 
-from .data import Failure, Point
-from .why import StepBreakdown
+import matplotlib  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from .data import Failure, Point  # noqa: E402
+from .why import StepBreakdown  # noqa: E402
 
 # the charts' style, applied while each is drawn (matplotlib's global settings stay as they were)
 STYLE = {"svg.fonttype": "path", "svg.hashsalt": "sweeper", "font.size": 9,

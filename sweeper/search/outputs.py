@@ -21,7 +21,7 @@ from ..store.storage import has_password, redact
 from ..store.study import StoredStudy
 from ..store.summary import SweepSummary
 from ..store.table import trials_frame, write_table
-from ..store.trials import baseline_kept, baseline_of, config_of, count, pareto_trials, ranked
+from ..store.trials import baseline_kept, baseline_of, changed_knobs, config_of, count, pareto_trials, ranked
 from . import progress
 from .plan import SweepPlan
 
@@ -70,7 +70,7 @@ def write_outputs(stored: StoredStudy, plan: SweepPlan, decision: Confirmation |
     command = None
     if winner is not None:
         knobs = config_of(winner)
-        command = winner_command(plan.fixed, knobs)
+        command = winner_command(plan.fixed, changed_knobs(baseline, winner))
         note = f"winner of study {plan.study_name}: trial {winner.number}"
         (out / "winner.yaml").write_text(winner_yaml(plan.fixed, knobs, note))
         (out / "winner_command.txt").write_text(command + "\n")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,13 @@ def say(line: str) -> None:
             f.write(line + "\n")
 
 
-def short_knobs(knobs: dict[str, Any]) -> str:
+def short_knobs(knobs: Mapping[str, Any], against: Mapping[str, Any] | None = None) -> str:
+    """Knobs as `batch_size=1024 precision=bf16`; with `against` (the baseline's), only those that
+    differ from it (the full set is in trials.csv and sweep.log's first trial)."""
+    if against is not None:
+        knobs = {k: v for k, v in knobs.items() if k not in against or against[k] != v}
+        if not knobs:
+            return "(your configuration)"
     parts = []
     for key, value in sorted(knobs.items()):
         for prefix, repl in _SHORT.items():
@@ -48,7 +54,9 @@ def _bar(done: int, total: int, width: int = 20) -> str:
 
 
 def trial_line(trial: FrozenTrial, n: int, total: int, ranked: Sequence[FrozenTrial],
-               remaining_s: float | None) -> None:
+               remaining_s: float | None, baseline: Mapping[str, Any] | None = None) -> None:
+    """One line per trial: the knobs that differ from the baseline's (all of them for the
+    baseline itself), its figure, the best so far, the time left."""
     record = TrialRecord.of(trial)
     value = primary_value(trial)
     measured = record.measurement
@@ -66,7 +74,8 @@ def trial_line(trial: FrozenTrial, n: int, total: int, ranked: Sequence[FrozenTr
     bar = _bar(n, total) if sys.stdout.isatty() else ""
     if bar:
         print(bar, end="")
-    say(f"trial {n}/{total} #{trial.number}{tag} {short_knobs(config_of(trial))} -> {outcome}{best}{left}")
+    shown = short_knobs(config_of(trial), None if record.baseline else baseline)
+    say(f"trial {n}/{total} #{trial.number}{tag} {shown} -> {outcome}{best}{left}")
 
 
 def confirm_line(round_index: int, rounds: int, number: int, result: RunResult) -> None:
@@ -93,8 +102,11 @@ def final_summary(summary: SweepSummary, winner: FrozenTrial | None, baseline: F
         record = TrialRecord.of(winner)
         speed = record.samples_per_sec or 0
         memory = record.measurement.memory.peak_memory_mb if record.measurement is not None else 0.0
-        say(f"winner: trial #{winner.number} {short_knobs(config_of(winner))}: {speed:,.0f} samples/s "
-            f"(search run), peak {memory:,.0f} MB")
+        against = config_of(baseline) if baseline is not None else None
+        figure = (f"{decision.median[decision.winner]:,.0f} samples/s (confirmed median)"
+                  if decision is not None and decision.winner in decision.median else f"{speed:,.0f} samples/s (search run)")
+        say(f"winner: trial #{winner.number} {short_knobs(config_of(winner), against)}: {figure}, "
+            f"peak {memory:,.0f} MB")
         if kept is not None:
             say(kept)
         elif decision is not None:

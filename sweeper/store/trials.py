@@ -154,3 +154,12 @@ def count(trials: Sequence[FrozenTrial]) -> Counts:
         surplus=statuses.count(Status.SURPLUS),
         interrupted=statuses.count(Status.INTERRUPTED),
     )
+
+
+def changed_knobs(baseline: FrozenTrial | None, winner: FrozenTrial) -> dict[str, Any]:
+    """The winner's knobs that differ from the baseline's: the rest of the winner is your config."""
+    knobs = config_of(winner)
+    if baseline is None:
+        return knobs
+    base = config_of(baseline)
+    return {k: v for k, v in knobs.items() if k not in base or base[k] != v}
