@@ -377,7 +377,7 @@ def test_a_run_stopped_behind_the_best_is_drawn_at_its_figure_not_on_the_failure
     stopped = make(4, 32, 700.0, status="pruned", reason="pruned: 700 samples/s after 1 window is below 0.8 of the floor")
     d = build_report_data([*TRIALS, stopped], study_name="s", workload="w", fixed=[], confirmation=None)
     assert [(p.number, p.samples_per_sec, p.stopped, p.pareto) for p in d.points if p.stopped] == [(4, 700.0, True, False)]
-    assert [f.number for f in d.failures] == [3] and d.trials_failed == 2  # still counted as pruned
+    assert [f.number for f in d.failures] == [3] and (d.trials_failed, d.trials_stopped) == (1, 1)  # pruned apart
     fig = scatter_chart.__wrapped__(d.points, d.failures, x="memory", xlabel="MB", pareto=True)
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "stopped early, behind the best (1)" in legend and any(label.startswith("oom (1)") for label in legend)

@@ -300,6 +300,7 @@ def build_report_data(
         title=f"sweeper: {workload} on {machine.split(':')[0]}, {date.split(' to ')[0] or 'no trial yet'}",
         study=study_name, workload=workload, machine=machine, date=date,
         trials_measured=counts.measured, trials_failed=counts.failed, trials_reused=counts.reused,
+        trials_stopped=counts.stopped,
         budget_used_s=(max(ends) - first).total_seconds() if first and ends else 0.0,
         sweep_wall_s=(span["ended_at"] - span["started_at"]) if span.get("ended_at") else None,
         sweep_finished=bool(span.get("ended_at")),
@@ -317,7 +318,7 @@ def build_report_data(
         failures=failures, breakdowns=_breakdowns(baseline, best, winner_number), effects=_effects(done),
         importances=dict(importances or {}), history=_history(done, first), columns=columns, rows=rows,
         advice=advice(trials, baseline, winner, confirmation), search_notes=search_notes(trials, done),
-        trials_stopped=len(stopped), baseline_kept=baseline_kept(own, confirmation), ranks=tuple(ranks_of(done)),
+        baseline_kept=baseline_kept(own, confirmation), ranks=tuple(ranks_of(done)),
         queue_wait_s=sum(TrialRecord.of(t).queue_wait_s or 0.0 for t in shown),
         scheduled=sum(TrialRecord.of(t).scheduler_job is not None for t in shown),
     )

@@ -119,10 +119,9 @@ def answer(d: ReportData) -> str:
 
 def trial_counts(d: ReportData) -> str:
     """The trials in words that each mean one thing."""
-    failed = max(0, d.trials_failed - d.trials_stopped)
-    words = [f"{d.trials_measured - d.trials_failed} complete"]
+    words = [f"{d.trials_measured - d.trials_failed - d.trials_stopped} complete"]
     words += [f"{d.trials_stopped} stopped early behind the best"] if d.trials_stopped else []
-    words += [f"{failed} failed (reasons in the table)"] if failed else []
+    words += [f"{d.trials_failed} failed (reasons in the table)"] if d.trials_failed else []
     words += [f"{d.trials_reused} answered from earlier results"] if d.trials_reused else []
     return ", ".join(words)
 
