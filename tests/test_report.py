@@ -42,7 +42,7 @@ def test_report_is_self_contained_and_escaped(swept):
     assert not re.search(r"""(?:src|href)\s*=\s*["'](?!data:|#)""", html)
     assert "<link" not in html and "@import" not in html
     assert EVIL not in html and "&lt;script&gt;window.__pwned" in html
-    assert html.count("<img") >= 5
+    assert html.count("<img") >= 4  # (the latency chart is drawn for inference runs only)
 
 
 def need_chromium() -> None:

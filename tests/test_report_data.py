@@ -411,3 +411,23 @@ def test_when_nothing_beat_the_baseline_the_report_says_yours_is_the_fastest():
     assert d.advice[0] == d.baseline_kept and not any("not confirmed" in n for n in d.advice)
     html = render(d)
     assert "is the fastest configuration found" in html and "speedup over baseline" not in html
+
+
+def test_step_latency_is_charted_only_where_it_compares():
+    """A training step at batch 1024 is slower than at 64 and yet the faster loop: latency across
+    batch sizes is charted for inference runs, or where latency is an objective."""
+    train = build_report_data(TRIALS, study_name="s", workload="w train", fixed=[], confirmation=None)
+    assert "Speed against step latency" not in render(train)
+    served = build_report_data(TRIALS, study_name="s", workload="w inference", fixed=[], confirmation=None)
+    assert "Speed against step latency" in render(served)
+
+
+def test_importance_needs_enough_complete_trials_per_knob():
+    few = build_report_data(TRIALS, study_name="s", workload="w", fixed=[], confirmation=None,
+                            importances={"loader.batch_size": 0.7, "loader.num_workers": 0.3})
+    page = render(few)
+    assert "3 complete trials for 2 knobs are too few to rank the knobs" in page
+    assert 'alt="parameter importance"' not in page
+    enough = build_report_data(TRIALS, study_name="s", workload="w", fixed=[], confirmation=None,
+                               importances={"loader.batch_size": 1.0})
+    assert "Optuna's parameter importance over the 3 complete trials (1 knob)" in render(enough)

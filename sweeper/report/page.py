@@ -61,6 +61,8 @@ document.querySelectorAll('a.link').forEach(function(a){
 """
 # a reason longer than this shows its start in the table, the whole on hover
 REASON_CHARS = 60
+# complete trials per searched knob below which an importance ranking says nothing
+IMPORTANCE_TRIALS_PER_KNOB = 2
 
 
 def img(svg: str, alt: str) -> str:
@@ -159,7 +161,8 @@ def why(d: ReportData) -> str:
             bound = (f" Compute-only bound (one batch held in memory): {b.compute_bound_samples_per_sec:,.0f} "
                      f"samples/sec; the data path costs {cost:.0%}.")
         use = f" Utilization: {b.utilization}." if b.utilization else ""
-        items.append(f"<li><b>{escape(b.label)}</b> (trial #{b.number}, {b.samples_per_sec:,.0f} samples/sec): "
+        items.append(f"<li><b>{escape(b.label)}</b> (trial #{b.number}, {b.samples_per_sec:,.0f} samples/sec in its "
+                     "search run): "
                      f"{escape(b.verdict)}.{escape(bound)}{escape(use)}</li>")
     return img(charts.breakdown_chart(d.breakdowns), "where step time goes") + f"<ul>{''.join(items)}</ul>"
 
@@ -210,15 +213,27 @@ def render(d: ReportData) -> str:
             "<h2>Speed against memory</h2>",
             img(charts.scatter_chart(d.points, d.failures, x="memory", xlabel="peak memory (MB, lower is better)",
                                      pareto=d.front_on == "memory"), "samples/sec against peak memory, Pareto front"),
-            "<h2>Speed against step latency</h2>",
-            img(charts.scatter_chart(d.points, d.failures, x="latency", xlabel="p95 step time (ms, lower is better)",
-                                     pareto=d.front_on == "latency"), "samples/sec against p95 step latency"),
         ]
+        if d.front_on == "latency" or d.workload.endswith("inference"):
+            # a step's latency compares across batch sizes only where latency is the point: a
+            # training step at batch 1024 is slower than at 64 and yet the faster loop
+            sections += [
+                "<h2>Speed against step latency</h2>",
+                img(charts.scatter_chart(d.points, d.failures, x="latency", xlabel="p95 step time (ms, lower is better)",
+                                         pareto=d.front_on == "latency"), "samples/sec against p95 step latency")]
     sections += ["<h2>Why: where step time goes</h2>", why(d)]
     if d.importances or d.effects:
         sections.append("<h2>Knob effects</h2>")
-        if d.importances:
-            sections.append(img(charts.importance_chart(d.importances), "parameter importance"))
+        complete = len(d.history)
+        if d.importances and complete >= IMPORTANCE_TRIALS_PER_KNOB * len(d.importances):
+            knobs = f"{len(d.importances)} knob" + ("s" if len(d.importances) != 1 else "")
+            sections += [f"<p>Optuna's parameter importance over the {complete} complete trials "
+                         f"({knobs}).</p>", img(charts.importance_chart(d.importances),
+                                                                   "parameter importance")]
+        elif d.importances:
+            sections.append(f'<p class="muted">{complete} complete trials for {len(d.importances)} knobs are too few '
+                            f"to rank the knobs (at least {IMPORTANCE_TRIALS_PER_KNOB} per knob): no importance "
+                            "is shown.</p>")
         if d.effects:
             sections.append(img(charts.effects_chart(d.effects), "samples/sec against each knob"))
     if d.ranks:
