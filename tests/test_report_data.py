@@ -122,14 +122,29 @@ def test_a_confirmation_of_one_round_shows_no_spread_it_did_not_measure():
     d = build_report_data(TRIALS, study_name="s", workload="w", fixed=[], confirmation=one)
     assert d.confirm_rounds == 1 and one.over_rounds == "1 interleaved round"
     page = render(d)
-    assert "side by side in 1 interleaved round, its lead beyond the run-to-run noise" in page
+    assert "confirmed side by side in one interleaved round" in page and "one round gives no interval" in page
     assert "IQR 2.40-2.40x" not in page
+
+
+def test_the_answer_comes_first_and_the_search_notes_below_it():
+    """The page opens on the speedup, the code to change and the command of only what changed;
+    the search's notes and the full YAML wait in collapsed sections below."""
+    one = Confirmation(winner=1, baseline=0, rounds={1: [2400.0, 2300.0, 2500.0], 0: [1000.0] * 3},
+                       median={1: 2400.0, 0: 1000.0}, speedup=2.4, speedup_low=2.3, speedup_high=2.5, win_share=1.0)
+    d = build_report_data(TRIALS, study_name="s", workload="w", fixed=[], confirmation=one)
+    page = render(d)
+    order = [page.index(mark) for mark in ('id="answer"', "2.40x", 'id="code-diff"', 'id="command"',
+                                           "<h2>The search</h2>", "<details>")]
+    assert order == sorted(order)
+    assert "IQR 2.30-2.50x over 3 interleaved rounds" in page
+    assert d.command == "python -m sweeper loader.batch_size=256"  # only what differs from the baseline
+    assert "2,400" in page and "confirmed median" in page
 
 
 def test_unconfirmed_winner_says_so():
     d = build_report_data(TRIALS, study_name="s", workload="w", fixed=[], confirmation=None)
     assert d.winner == 1 and d.speedup == 2.5 and not d.confirmed
-    assert any("not confirmed" in n for n in d.notes)
+    assert any("not confirmed" in n for n in d.advice)
 
 
 def test_queued_points_the_later_knobs_tries_and_points_in_place_of_skipped_ones_are_noted_apart():
@@ -142,11 +157,11 @@ def test_queued_points_the_later_knobs_tries_and_points_in_place_of_skipped_ones
     fitted = make(6, 1024, 2600.0)
     fitted.user_attrs.update(TrialRecord.queued("#5's point with num_workers=1", in_place_of=5))
     d = build_report_data([*TRIALS, warm, tried, fitted], study_name="s", workload="w", fixed=[], confirmation=None)
-    assert "Queued after the baseline, before the sampler's own picks: #4 (warm start: the winner on gpu-a)." in d.notes
+    assert "Queued after the baseline, before the sampler's own picks: #4 (warm start: the winner on gpu-a)." in d.search_notes
     assert ("Measured in place of points skipped as oversubscribed, their nearest point within the cores: #6 (#5's "
-            "point with num_workers=1).") in d.notes
+            "point with num_workers=1).") in d.search_notes
     assert ("Knobs searched only later, tried first at the best so far: #5 (later: "
-            "loader.multiprocessing_context=forkserver at the best so far (#1)).") in d.notes
+            "loader.multiprocessing_context=forkserver at the best so far (#1)).") in d.search_notes
 
 
 def test_every_string_is_escaped():
@@ -213,11 +228,11 @@ def test_winner_code_in_the_report_and_the_batch_sentence():
     trials = [make(0, 64, 1000.0, 400.0, baseline=True), make(1, 256, 2500.0, 600.0)]
     d = build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None)
     assert d.code_diff == ("-loader = DataLoader(dataset, batch_size=64)", "+loader = DataLoader(dataset, batch_size=256)")
-    assert any("batch 256 instead of batch 64" in n and "learning rate" in n for n in d.notes)
+    assert any("batch 256 instead of batch 64" in n and "learning rate" in n for n in d.advice)
     html = render(d)
     assert 'id="code-diff"' in html and "Apply it to your code" in html
     same = build_report_data(trials[:1], study_name="s", workload="w", fixed=[], confirmation=None)
-    assert same.code_diff == () and not any("instead of" in n for n in same.notes)
+    assert same.code_diff == () and not any("instead of" in n for n in same.advice)
 
 
 @pytest.mark.parametrize(
@@ -277,7 +292,7 @@ def test_why_shows_utilization_and_goes_by_the_device_on_a_gpu():
 
 
 def test_noisy_top_two_say_how_many_rounds_would_separate_them():
-    from sweeper.report.data import separation_note
+    from sweeper.report.notes import separation_note
     from sweeper.stats import rounds_to_separate
 
     # a steady 10% gap is told apart in a few rounds; no gap on average never is
@@ -304,7 +319,7 @@ def test_noisy_top_two_say_how_many_rounds_would_separate_them():
 
 
 def test_a_held_effective_batch_says_the_optimizer_sees_the_same():
-    from sweeper.report.data import batch_note
+    from sweeper.report.notes import batch_note
 
     baseline, winner = make(0, 64, 1000.0, baseline=True), make(1, 256, 2000.0)
     assert "scale the learning rate" in batch_note(baseline, winner)
@@ -327,7 +342,8 @@ def test_why_counts_the_workers_asked_for_not_the_helper_processes():
 
 
 def test_samples_per_sec_against_ranks_is_shown_when_the_sweep_varied_them():
-    from sweeper.report.data import batch_note, ranks_of
+    from sweeper.report.data import ranks_of
+    from sweeper.report.notes import batch_note
 
     one, two = make(0, 64, 1000.0, baseline=True), make(1, 64, 1800.0)
     two.user_attrs["metrics"].update({"nproc_per_node": 2, "rank_samples_per_sec": [905.0, 895.0]})
@@ -361,7 +377,7 @@ def test_a_run_stopped_behind_the_best_is_drawn_at_its_figure_not_on_the_failure
     stopped = make(4, 32, 700.0, status="pruned", reason="pruned: 700 samples/s after 1 window is below 0.8 of the floor")
     d = build_report_data([*TRIALS, stopped], study_name="s", workload="w", fixed=[], confirmation=None)
     assert [(p.number, p.samples_per_sec, p.stopped, p.pareto) for p in d.points if p.stopped] == [(4, 700.0, True, False)]
-    assert [f.number for f in d.failures] == [3] and d.trials_failed == 2  # still counted as pruned
+    assert [f.number for f in d.failures] == [3] and (d.trials_failed, d.trials_stopped) == (1, 1)  # pruned apart
     fig = scatter_chart.__wrapped__(d.points, d.failures, x="memory", xlabel="MB", pareto=True)
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "stopped early, behind the best (1)" in legend and any(label.startswith("oom (1)") for label in legend)
@@ -392,6 +408,26 @@ def test_when_nothing_beat_the_baseline_the_report_says_yours_is_the_fastest():
     trials = [make(0, 64, 3000.0, 400.0, baseline=True), make(1, 256, 2400.0, 600.0), make(2, 128, 1500.0, 700.0)]
     d = build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None)
     assert d.baseline_kept is not None and d.baseline_kept.startswith("Your configuration (the baseline, trial #0)")
-    assert d.notes[0] == d.baseline_kept and not any("not confirmed" in n for n in d.notes)
+    assert d.advice[0] == d.baseline_kept and not any("not confirmed" in n for n in d.advice)
     html = render(d)
     assert "is the fastest configuration found" in html and "speedup over baseline" not in html
+
+
+def test_step_latency_is_charted_only_where_it_compares():
+    """A training step at batch 1024 is slower than at 64 and yet the faster loop: latency across
+    batch sizes is charted for inference runs, or where latency is an objective."""
+    train = build_report_data(TRIALS, study_name="s", workload="w train", fixed=[], confirmation=None)
+    assert "Speed against step latency" not in render(train)
+    served = build_report_data(TRIALS, study_name="s", workload="w inference", fixed=[], confirmation=None)
+    assert "Speed against step latency" in render(served)
+
+
+def test_importance_needs_enough_complete_trials_per_knob():
+    few = build_report_data(TRIALS, study_name="s", workload="w", fixed=[], confirmation=None,
+                            importances={"loader.batch_size": 0.7, "loader.num_workers": 0.3})
+    page = render(few)
+    assert "3 complete trials for 2 knobs are too few to rank the knobs" in page
+    assert 'alt="parameter importance"' not in page
+    enough = build_report_data(TRIALS, study_name="s", workload="w", fixed=[], confirmation=None,
+                               importances={"loader.batch_size": 1.0})
+    assert "Optuna's parameter importance over the 3 complete trials (1 knob)" in render(enough)

@@ -88,6 +88,9 @@ def test_confirmation_without_baseline_is_none_and_failures_are_skipped():
     assert confirm.decide({1: [10.0]}, baseline=0) is None
     d = confirm.decide({1: [None, 30.0], 0: [10.0, 10.0]}, baseline=0)
     assert d.winner == 1 and d.speedup == 3.0
+    # one round's ratio: no interval, rather than one of zero width (summary.json says null)
+    assert (d.speedup_low, d.speedup_high) == (None, None)
+    assert confirm.Confirmation.from_json(d.to_json()) == d
 
 
 def _baseline(sps):

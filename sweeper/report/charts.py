@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import functools
 import io
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import matplotlib
-from matplotlib.figure import Figure
+# matplotlib's own INFO lines ("generated new fontManager" when it first builds its font cache)
+# would reach the sweep's output through Hydra's logging: the sweep's lines are sweeper's alone
+logging.getLogger("matplotlib").setLevel(logging.WARNING)
 
-from .data import Failure, Point
-from .why import StepBreakdown
+import matplotlib  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from .data import Failure, Point  # noqa: E402
+from .why import StepBreakdown  # noqa: E402
 
 # the charts' style, applied while each is drawn (matplotlib's global settings stay as they were)
 STYLE = {"svg.fonttype": "path", "svg.hashsalt": "sweeper", "font.size": 9,
@@ -42,10 +47,10 @@ def chart(draw: Callable[..., Figure]) -> Callable[..., str]:
 def _mark_special(ax, points: Sequence[Point], x_of) -> None:
     for p in points:
         if p.baseline:
-            ax.scatter([x_of(p)], [p.samples_per_sec], s=140, facecolors="none", edgecolors="black",
-                       linewidths=1.5, label="baseline", zorder=4)
+            ax.scatter([x_of(p)], [p.samples_per_sec], s=110, marker="s", facecolors="none", edgecolors="black",
+                       linewidths=1.5, label="your configuration (baseline)", zorder=4)
         if p.winner:
-            ax.scatter([x_of(p)], [p.samples_per_sec], s=220, marker="*", color="#ff7f0e",
+            ax.scatter([x_of(p)], [p.samples_per_sec], s=240, marker="*", color="#ff7f0e",
                        edgecolors="black", label="winner", zorder=5)
 
 
@@ -66,25 +71,28 @@ def scatter_chart(points: Sequence[Point], failures: Sequence[Failure], *, x: st
     fig = Figure(figsize=(7.5, 4.2))
     ax = fig.subplots()
     ordinary = [p for p in points if not (pareto and p.pareto) and not p.stopped]
-    ax.scatter([x_of(p) for p in ordinary], [p.samples_per_sec for p in ordinary], color="#9ecae1",
-               edgecolors="#3182bd", label="trial", zorder=2)
+    # each kind of point has a shape of its own as well as a colour (print, colour-blind readers)
+    ax.scatter([x_of(p) for p in ordinary], [p.samples_per_sec for p in ordinary], marker="o", color="#6baed6",
+               edgecolors="#08519c", label="complete trial", zorder=2)
     stopped = [p for p in points if p.stopped]
     if stopped:
-        ax.scatter([x_of(p) for p in stopped], [p.samples_per_sec for p in stopped], facecolors="none",
-                   edgecolors=STATUS_COLORS["pruned"], linewidths=1.2,
+        ax.scatter([x_of(p) for p in stopped], [p.samples_per_sec for p in stopped], marker="v", facecolors="none",
+                   edgecolors="#636363", linewidths=1.2,
                    label=f"stopped early, behind the best ({len(stopped)})", zorder=2)
     if pareto:
         front = sorted((p for p in points if p.pareto), key=x_of)
-        ax.plot([x_of(p) for p in front], [p.samples_per_sec for p in front], "-o", color="#2ca02c",
+        ax.plot([x_of(p) for p in front], [p.samples_per_sec for p in front], "-D", color="#238b45", markersize=5,
                 label="Pareto-optimal", zorder=3)
+    # labels for the points a reader looks for; the others are in the trials table
     for p in points:
-        ax.annotate(f"#{p.number}", (x_of(p), p.samples_per_sec), fontsize=7, xytext=(3, 3),
-                    textcoords="offset points", color="#555555")
+        if p.baseline or p.winner or (pareto and p.pareto):
+            ax.annotate(f"#{p.number}", (x_of(p), p.samples_per_sec), fontsize=7, xytext=(4, 4),
+                        textcoords="offset points", color="#333333")
     _mark_special(ax, points, x_of)
     if failures:
         _failures(ax, failures, min((x_of(p) for p in points), default=0.0))
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("samples/sec (higher is better)")
+    ax.set_ylabel("samples/sec, each trial's search run")
     ax.set_ylim(bottom=0)
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles))

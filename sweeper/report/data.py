@@ -14,13 +14,13 @@ from ..machine import Fingerprint
 from ..measurement import COST_KIND, DEFAULT_OBJECTIVES, KEY_FIGURES, PRIMARY
 from ..overrides import winner_command, winner_yaml
 from ..result import WALL_S, Status
-from ..stats import IQR_WARN_THRESHOLD, Spread, rounds_to_separate
 from ..store.confirmation import Confirmation
 from ..store.record import TrialRecord
 from ..store.table import knob_columns, trials_frame
-from ..store.trials import (baseline_kept, baseline_of, config_of, count, measured_results, pareto_trials,
+from ..store.trials import (baseline_kept, baseline_of, changed_knobs, config_of, count, measured_results, pareto_trials,
                              primary_value, ranked, speed_memory_front)
 from .code import code_diff, script_diff
+from .notes import advice, search_notes
 from .why import StepBreakdown, breakdown
 
 
@@ -83,7 +83,12 @@ class ReportData:
     history: tuple[tuple[int, float, float], ...]
     columns: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
-    notes: tuple[str, ...] = field(default_factory=tuple)
+    # what the reader needs to act on the answer (report.notes.advice), shown beside it
+    advice: tuple[str, ...] = field(default_factory=tuple)
+    # how the search went (report.notes.search_notes), kept below the answer
+    search_notes: tuple[str, ...] = field(default_factory=tuple)
+    # trials stopped early behind the best (racing), apart from the failed ones
+    trials_stopped: int = 0
     # one sentence when nothing beat the user's own configuration (store.trials.baseline_kept)
     baseline_kept: str | None = None
     # the same study on other hardware classes: (study, machine, best samples/sec, its knobs)
@@ -104,8 +109,6 @@ _DEFAULTS = {"loader.prefetch_factor": lambda fp: 2, "backend.threads": lambda f
 STATE_LABELS = {"COMPLETE": "done", "FAIL": "failed", "PRUNED": "pruned", "RUNNING": "running", "WAITING": "waiting"}
 # the figures the report's table shows (the CSV has them all)
 TABLE_FIGURES = (*KEY_FIGURES, WALL_S)
-# beyond this many rounds, two configurations are called equal on this machine
-MAX_USEFUL_ROUNDS = 50
 
 
 def _text(value: Any) -> str:
@@ -136,58 +139,6 @@ def knob_label(key: str, value: Any, fingerprint: Fingerprint | None) -> str:
         meant = _DEFAULTS.get(key, lambda fp: None)(fingerprint or Fingerprint())
         return f"default ({meant})" if meant is not None else "default"
     return _text(value)
-
-
-def separation_note(confirmation: Confirmation | None) -> str | None:
-    """When the interleaved rounds of the top two are noisy, how many rounds would tell them apart."""
-    if confirmation is None or len(confirmation.median) < 2:
-        return None
-    rounds, medians = confirmation.rounds, confirmation.median
-    first, second = sorted(medians, key=lambda n: -medians[n])[:2]
-    ratios = [a / b for a, b in zip(rounds.get(first, []), rounds.get(second, [])) if a and b]
-    spreads = [Spread.of(ratios).relative_iqr] if ratios else []
-    spreads += [Spread.of([v for v in rounds[n] if v]).relative_iqr for n in (first, second) if any(rounds.get(n, []))]
-    needed = rounds_to_separate(ratios)
-    if needed is None or not spreads or max(spreads) <= IQR_WARN_THRESHOLD:
-        return None
-    done = len(ratios)
-    gap = medians[first] / medians[second] - 1
-    pair = (f"The top two of the confirmation (#{first} and #{second}) differ by {gap:.1%} with a spread above "
-            f"{IQR_WARN_THRESHOLD:.0%}")
-    if needed > MAX_USEFUL_ROUNDS:
-        return (f"{pair}: more than {MAX_USEFUL_ROUNDS} interleaved rounds would be needed to tell them apart "
-                "on this machine; treat them as equal.")
-    more = max(0, math.ceil(needed) - done)
-    if more == 0:
-        return f"{pair}, yet their {done} interleaved rounds are enough to tell them apart (95% confidence)."
-    return (f"{pair}: about {more} more interleaved round(s) would tell them apart (95% confidence; "
-            f"sweeper.confirm.rounds={done + more}).")
-
-
-def batch_note(baseline: FrozenTrial | None, winner: FrozenTrial | None) -> str | None:
-    """When the winner changes the batch (or the ranks that each take one), what that means for
-    the optimizer (one sentence)."""
-    if baseline is None or winner is None or _measurement(baseline) is None or _measurement(winner) is None:
-        return None
-    before, after = config_of(baseline).get("loader.batch_size"), config_of(winner).get("loader.batch_size")
-    was, now = _measurement(baseline).run, _measurement(winner).run
-    ranks_before, ranks_after = was.nproc_per_node, now.nproc_per_node
-    if not before or not after or (before, ranks_before) == (after, ranks_after):
-        return None
-
-    def batch(b: int, n: int) -> str:
-        return f"batch {b}" + (f" on each of {n} ranks" if n > 1 else "")
-
-    held = now.effective_batch
-    if held and held == was.effective_batch:
-        return (f"The winner runs {batch(after, ranks_after)} instead of {batch(before, ranks_before)} with "
-                f"{held // (after * ranks_after)} gradient accumulation step(s): the effective batch stays {held}, "
-                "so the optimizer sees what it saw before.")
-    ratio = (after * ranks_after) / (before * ranks_before)
-    return (f"The winner trains with {batch(after, ranks_after)} instead of {batch(before, ranks_before)}: the "
-            f"optimizer sees a different batch, so scale the learning rate with it (the linear scaling rule, "
-            f"x{ratio:g}, is the usual start) or keep the effective batch with gradient accumulation "
-            "(train.effective_batch).")
 
 
 def machine_of(trials: Sequence[FrozenTrial]) -> str:
@@ -309,34 +260,6 @@ class Verdict:
         return cls(won, base, won / base if won and base else None)
 
 
-def _notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial], baseline: FrozenTrial | None,
-           winner: FrozenTrial | None, confirmation: Confirmation | None) -> tuple[str, ...]:
-    kept = baseline_kept(trials, confirmation)
-    notes = [kept] if kept else []
-    notes += [note] if (note := batch_note(baseline, winner)) else []
-    notes += [note] if (note := separation_note(confirmation)) else []
-    if confirmation is None and winner is not None and not kept:
-        notes.append("The winner was not confirmed by interleaved re-measurement: the speedup is from single search runs.")
-    queued = [(t.number, r) for t in trials if (r := TrialRecord.of(t)).origin]
-    if started := [f"#{n} ({r.origin})" for n, r in queued if r.probe_knob is None and r.in_place_of is None]:
-        notes.append(f"Queued after the baseline, before the sampler's own picks: {'; '.join(started)}.")
-    if fitted := [f"#{n} ({r.origin})" for n, r in queued if r.in_place_of is not None]:
-        notes.append("Measured in place of points skipped as oversubscribed, their nearest point within the cores: "
-                     f"{'; '.join(fitted)}.")
-    if tried := [f"#{n} ({r.origin})" for n, r in queued if r.probe_knob is not None]:
-        notes.append(f"Knobs searched only later, tried first at the best so far: {'; '.join(tried)}.")
-    foreign = [t for t in trials if TrialRecord.of(t).status == Status.OTHER_HARDWARE]
-    if foreign:
-        hosts = sorted({fp.hostname for t in foreign if (fp := TrialRecord.of(t).fingerprint) is not None})
-        notes.append(f"{len(foreign)} trial(s) ran on a machine of another hardware class ({', '.join(hosts)}): their "
-                     "figures are kept, and not ranked against the study's own class.")
-    noisy = [t.number for t in done if (m := _measurement(t)) is not None and m.throughput.noisy]
-    if noisy:
-        notes.append(f"{len(noisy)} trial(s) had a window spread above {IQR_WARN_THRESHOLD:.0%} of their median "
-                     "(noisy machine): " + ", ".join(f"#{n}" for n in noisy[:10]) + ("..." if len(noisy) > 10 else ""))
-    return tuple(notes)
-
-
 def build_report_data(
     trials: Sequence[FrozenTrial],
     *,
@@ -377,6 +300,7 @@ def build_report_data(
         title=f"sweeper: {workload} on {machine.split(':')[0]}, {date.split(' to ')[0] or 'no trial yet'}",
         study=study_name, workload=workload, machine=machine, date=date,
         trials_measured=counts.measured, trials_failed=counts.failed, trials_reused=counts.reused,
+        trials_stopped=counts.stopped,
         budget_used_s=(max(ends) - first).total_seconds() if first and ends else 0.0,
         sweep_wall_s=(span["ended_at"] - span["started_at"]) if span.get("ended_at") else None,
         sweep_finished=bool(span.get("ended_at")),
@@ -386,14 +310,15 @@ def build_report_data(
         speedup=verdict.speedup, speedup_low=verdict.speedup_low, speedup_high=verdict.speedup_high,
         confirmed=confirmation is not None, win_share=verdict.win_share, confirm_rounds=verdict.rounds,
         winner_memory_mb=winner_measured.memory.peak_memory_mb if winner_measured is not None else None,
-        command=winner_command(fixed, config_of(winner)) if winner else None,
+        command=winner_command(fixed, changed_knobs(baseline, winner)) if winner else None,
         yaml=winner_yaml(fixed, config_of(winner), f"winner of study {study_name}: trial {winner_number}") if winner else None,
         code_diff=_code(baseline, winner, device),
         points=_points([*done, *stopped], {t.number for t in _front(trials, objectives, directions)}, winner_number),
         front_on=COST_KIND.get(objectives[1]) if len(objectives) > 1 else "memory" if _speed_alone(objectives) else None,
         failures=failures, breakdowns=_breakdowns(baseline, best, winner_number), effects=_effects(done),
         importances=dict(importances or {}), history=_history(done, first), columns=columns, rows=rows,
-        notes=_notes(trials, done, baseline, winner, confirmation), baseline_kept=baseline_kept(own, confirmation), ranks=tuple(ranks_of(done)),
+        advice=advice(trials, baseline, winner, confirmation), search_notes=search_notes(trials, done),
+        baseline_kept=baseline_kept(own, confirmation), ranks=tuple(ranks_of(done)),
         queue_wait_s=sum(TrialRecord.of(t).queue_wait_s or 0.0 for t in shown),
         scheduled=sum(TrialRecord.of(t).scheduler_job is not None for t in shown),
     )

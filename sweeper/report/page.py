@@ -26,7 +26,7 @@ tr:target td{background:#fff8c5}a.link{color:#888;text-decoration:none;margin-le
 pre.diff{white-space:pre;word-break:normal}pre.diff .del{color:#b31d28;background:#ffeef0;display:block}
 pre.diff .ins{color:#22863a;background:#f0fff4;display:block}pre.diff .mark{user-select:none}
 .note{background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;padding:6px 10px;margin:6px 0}
-.muted{color:#666}.tablewrap{max-height:600px;overflow:auto;max-width:100%}
+.muted{color:#666}details{margin:8px 0}summary{cursor:pointer;color:#0969da}.tablewrap{max-height:600px;overflow:auto;max-width:100%}
 @media print{body{max-width:none;padding:0}.tablewrap{max-height:none;overflow:visible}th{position:static}h2{break-after:avoid}img.chart{break-inside:avoid}}
 """
 
@@ -61,6 +61,8 @@ document.querySelectorAll('a.link').forEach(function(a){
 """
 # a reason longer than this shows its start in the table, the whole on hover
 REASON_CHARS = 60
+# complete trials per searched knob below which an importance ranking says nothing
+IMPORTANCE_TRIALS_PER_KNOB = 2
 
 
 def img(svg: str, alt: str) -> str:
@@ -78,36 +80,74 @@ def _card(value: str, label: str) -> str:
     return f'<div class="card"><b>{escape(value)}</b><span>{escape(label)}</span></div>'
 
 
-def headline(d: ReportData) -> str:
+def speedup_label(d: ReportData) -> str:
+    """How sure the speedup is, in words: an interval only where the rounds give one."""
+    if not d.confirmed:
+        return "faster than your configuration, from single search runs (not confirmed side by side)"
+    if (d.confirm_rounds or 0) <= 1 or d.speedup_low is None or d.speedup_high is None:
+        return ("faster than your configuration, confirmed side by side in one interleaved round: its lead is "
+                "beyond the run-to-run noise; one round gives no interval")
+    return (f"faster than your configuration, confirmed side by side: IQR {d.speedup_low:.2f}-{d.speedup_high:.2f}x "
+            f"over {d.confirm_rounds} interleaved rounds, the winner faster in {d.win_share:.0%} of them")
+
+
+def answer(d: ReportData) -> str:
+    """The first screen: what to change, and what it gains."""
     cards = []
-    if d.winner is not None and d.winner_samples_per_sec:
-        cards.append(_card(f"{d.winner_samples_per_sec:,.0f}", f"samples/sec, winner (trial #{d.winner})"))
-    if d.baseline_samples_per_sec:
-        cards.append(_card(f"{d.baseline_samples_per_sec:,.0f}", f"samples/sec, your baseline (trial #{d.baseline})"))
     if d.baseline_kept:
         cards.append(_card("yours", "is the fastest configuration found: nothing beat it (see below)"))
     elif d.speedup:
-        spread = ("from single search runs (unconfirmed)" if not d.confirmed else
-                  "side by side in 1 interleaved round, its lead beyond the run-to-run noise" if d.confirm_rounds == 1
-                  else f"IQR {d.speedup_low:.2f}-{d.speedup_high:.2f}x, won {d.win_share:.0%} of interleaved rounds")
-        cards.append(_card(f"{d.speedup:.2f}x", f"speedup over baseline; {spread}"))
+        cards.append(_card(f"{d.speedup:.2f}x", speedup_label(d)))
+    if d.winner is not None and d.winner_samples_per_sec and not d.baseline_kept:
+        measured = "confirmed median" if d.confirmed else "search run"
+        cards.append(_card(f"{d.winner_samples_per_sec:,.0f}", f"samples/sec, the winner (trial #{d.winner}, {measured})"))
+    if d.baseline_samples_per_sec:
+        cards.append(_card(f"{d.baseline_samples_per_sec:,.0f}", f"samples/sec, your configuration (trial #{d.baseline})"))
     if d.winner_memory_mb:
         cards.append(_card(f"{d.winner_memory_mb:,.0f} MB", "peak memory of the winner"))
-    cards.append(_card(f"{d.trials_measured} / {d.trials_failed}", "trials measured / failed or pruned"))
-    cards.append(_card(f"{d.budget_used_s / 60:,.1f} min", "wall time of the trials"))
+    if not d.sweep_finished and d.sweep_wall_s is None:
+        cards.append(_card("running", "the sweep is not over: this is a view of the trials so far"))
+    parts = [f'<div class="headline" id="answer">{"".join(cards)}</div>']
+    parts += [f'<div class="note">{escape(n)}</div>' for n in d.advice]
+    if d.code_diff:
+        parts += ["<h2>Apply it to your code</h2>",
+                  "<p>What the winner changes in a training script of your own, against your configuration:</p>",
+                  code_block(d.code_diff)]
+    if d.command:
+        parts += ["<p>Or measure it again with sweeper (only what differs from your configuration):</p>",
+                  f'<pre id="command">{escape(d.command)}</pre>']
+    return "".join(parts)
+
+
+def trial_counts(d: ReportData) -> str:
+    """The trials in words that each mean one thing."""
+    words = [f"{d.trials_measured - d.trials_failed - d.trials_stopped} complete"]
+    words += [f"{d.trials_stopped} stopped early behind the best"] if d.trials_stopped else []
+    words += [f"{d.trials_failed} failed (reasons in the table)"] if d.trials_failed else []
+    words += [f"{d.trials_reused} answered from earlier results"] if d.trials_reused else []
+    return ", ".join(words)
+
+
+def the_search(d: ReportData) -> str:
+    """How the search went, below the answer: its size and times, then its notes, collapsed."""
+    cards = [_card(f"{d.trials_measured}", f"trials measured: {trial_counts(d)}"),
+             _card(f"{d.budget_used_s / 60:,.1f} min", "wall time of the trials")]
     if d.scheduled:
         cards.append(_card(f"{d.queue_wait_s / 60:,.1f} min", f"{d.scheduled} jobs waited, from submission to their "
                            "run (queue, the machine's lock), apart from measuring"))
     if d.sweep_wall_s is not None:
         cards.append(_card(f"{d.sweep_wall_s / 60:,.1f} min", "the sweep took, confirmation included"))
-    elif not d.sweep_finished:
-        cards.append(_card("running", "the sweep is not over: this is a view of the trials so far"))
     facts = (f"<p><b>Workload</b> {escape(d.workload)} &middot; <b>Machine</b> {escape(d.machine)} &middot; "
-             f"<b>Date</b> {escape(d.date)} &middot; <b>Study</b> {escape(d.study)}"
-             + (f" &middot; {d.trials_reused} suggestion(s) answered from earlier results" if d.trials_reused else "")
-             + "</p>")
-    notes = "".join(f'<div class="note">{escape(n)}</div>' for n in d.notes)
-    return f'<div class="headline">{"".join(cards)}</div>{facts}{notes}'
+             f"<b>Date</b> {escape(d.date)} &middot; <b>Study</b> {escape(d.study)}</p>")
+    parts = ["<h2>The search</h2>", facts, f'<div class="headline" id="search-cards">{"".join(cards)}</div>']
+    if d.search_notes:
+        notes = "".join(f'<div class="note">{escape(n)}</div>' for n in d.search_notes)
+        parts.append(f"<details><summary>How the search went ({len(d.search_notes)} notes)</summary>{notes}</details>")
+    if d.yaml:
+        parts.append("<details><summary>The winner as a config (winner.yaml: <code>python -m sweeper --config-dir "
+                     "&lt;this sweep's directory&gt; --config-name winner</code>)</summary>"
+                     f"<pre>{escape(d.yaml)}</pre></details>")
+    return "".join(parts)
 
 
 def why(d: ReportData) -> str:
@@ -121,7 +161,8 @@ def why(d: ReportData) -> str:
             bound = (f" Compute-only bound (one batch held in memory): {b.compute_bound_samples_per_sec:,.0f} "
                      f"samples/sec; the data path costs {cost:.0%}.")
         use = f" Utilization: {b.utilization}." if b.utilization else ""
-        items.append(f"<li><b>{escape(b.label)}</b> (trial #{b.number}, {b.samples_per_sec:,.0f} samples/sec): "
+        items.append(f"<li><b>{escape(b.label)}</b> (trial #{b.number}, {b.samples_per_sec:,.0f} samples/sec in its "
+                     "search run): "
                      f"{escape(b.verdict)}.{escape(bound)}{escape(use)}</li>")
     return img(charts.breakdown_chart(d.breakdowns), "where step time goes") + f"<ul>{''.join(items)}</ul>"
 
@@ -166,29 +207,33 @@ def code_block(lines: tuple[str, ...]) -> str:
 
 
 def render(d: ReportData) -> str:
-    sections = [f"<h1>{escape(d.title)}</h1>", headline(d)]
-    if d.command:
-        sections += ["<h2>The winner</h2>", "<p>Reproduce it:</p>", f"<pre>{escape(d.command)}</pre>",
-                     "<p>As a config (<code>python -m sweeper --config-dir &lt;this sweep's directory&gt; "
-                     "--config-name winner</code>):</p>", f"<pre>{escape(d.yaml or '')}</pre>"]
-    if d.code_diff:
-        sections += ["<h2>Apply it to your code</h2>",
-                     "<p>What the winner changes in a training script of your own, against your baseline "
-                     "(only the settings that differ):</p>", code_block(d.code_diff)]
+    sections = [f"<h1>{escape(d.title)}</h1>", answer(d), the_search(d)]
     if d.points or d.failures:
         sections += [
             "<h2>Speed against memory</h2>",
             img(charts.scatter_chart(d.points, d.failures, x="memory", xlabel="peak memory (MB, lower is better)",
                                      pareto=d.front_on == "memory"), "samples/sec against peak memory, Pareto front"),
-            "<h2>Speed against step latency</h2>",
-            img(charts.scatter_chart(d.points, d.failures, x="latency", xlabel="p95 step time (ms, lower is better)",
-                                     pareto=d.front_on == "latency"), "samples/sec against p95 step latency"),
         ]
+        if d.front_on == "latency" or d.workload.endswith("inference"):
+            # a step's latency compares across batch sizes only where latency is the point: a
+            # training step at batch 1024 is slower than at 64 and yet the faster loop
+            sections += [
+                "<h2>Speed against step latency</h2>",
+                img(charts.scatter_chart(d.points, d.failures, x="latency", xlabel="p95 step time (ms, lower is better)",
+                                         pareto=d.front_on == "latency"), "samples/sec against p95 step latency")]
     sections += ["<h2>Why: where step time goes</h2>", why(d)]
     if d.importances or d.effects:
         sections.append("<h2>Knob effects</h2>")
-        if d.importances:
-            sections.append(img(charts.importance_chart(d.importances), "parameter importance"))
+        complete = len(d.history)
+        if d.importances and complete >= IMPORTANCE_TRIALS_PER_KNOB * len(d.importances):
+            knobs = f"{len(d.importances)} knob" + ("s" if len(d.importances) != 1 else "")
+            sections += [f"<p>Optuna's parameter importance over the {complete} complete trials "
+                         f"({knobs}).</p>", img(charts.importance_chart(d.importances),
+                                                                   "parameter importance")]
+        elif d.importances:
+            sections.append(f'<p class="muted">{complete} complete trials for {len(d.importances)} knobs are too few '
+                            f"to rank the knobs (at least {IMPORTANCE_TRIALS_PER_KNOB} per knob): no importance "
+                            "is shown.</p>")
         if d.effects:
             sections.append(img(charts.effects_chart(d.effects), "samples/sec against each knob"))
     if d.ranks:

@@ -64,8 +64,9 @@ def decide(rounds: Mapping[int, Sequence[float | None]], baseline: int) -> Confi
         rounds={t: list(v) for t, v in rounds.items()},
         median=medians,
         speedup=Spread.of(ratios).median if ratios else float("nan"),
-        speedup_low=quantile(ratios, 0.25) if ratios else float("nan"),
-        speedup_high=quantile(ratios, 0.75) if ratios else float("nan"),
+        # one round's ratio is no interval: none is given rather than one of zero width
+        speedup_low=quantile(ratios, 0.25) if len(ratios) > 1 else None,
+        speedup_high=quantile(ratios, 0.75) if len(ratios) > 1 else None,
         win_share=wins / n if n else 0.0,
     )
 

@@ -164,7 +164,8 @@ def _end_queued(stored: StoredStudy, plan: SweepPlan) -> None:
         trial, knobs = ask(stored, plan, plan.context(learned_convolutional(stored, plan)), baseline=False)
         skip(stored, trial, Status.SURPLUS, f"n_trials={plan.settings.n_trials} was reached before this queued "
                                             "point was measured")
-        progress.say(f"not measured: #{trial.number} {progress.short_knobs(knobs)}, queued, as n_trials is reached")
+        progress.say(f"not measured: #{trial.number} {progress.short_knobs(knobs, plan.baseline_knobs)}, queued, "
+                     "as n_trials is reached")
 
 
 def _tell(stored: StoredStudy, plan: SweepPlan, state: LoopState, told: Told, best: FrozenTrial | None,
@@ -174,7 +175,7 @@ def _tell(stored: StoredStudy, plan: SweepPlan, state: LoopState, told: Told, be
     if was_measured(done) or record.status in (Status.OOM, Status.OOM_PREDICTED):
         trials = stored.trials(plan.fixed)
         count = sum(was_measured(t) for t in trials if t.number <= done.number and t.state != TrialState.RUNNING)
-        progress.trial_line(done, count, plan.settings.n_trials, ranked(trials), remaining())
+        progress.trial_line(done, count, plan.settings.n_trials, ranked(trials), remaining(), plan.baseline_knobs)
 
 
 @dataclass
@@ -208,7 +209,7 @@ def _ask_batch(stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: l
         if first:  # after the baseline: the other classes' winners and the recipes, if asked
             room = plan.settings.n_trials - 1 - sum(was_measured(t) for t in trials)
             for point, queued in queue_start(stored, plan, room):
-                what = f"{progress.short_knobs(dict(point.knobs))} ({point.origin})"
+                what = f"{progress.short_knobs(dict(point.knobs), plan.baseline_knobs)} ({point.origin})"
                 if queued is Queued.QUEUED:
                     progress.say(f"queued after the baseline: {what}")
                 elif queued is Queued.NO_ROOM:

@@ -21,7 +21,7 @@ from ..store.storage import has_password, redact
 from ..store.study import StoredStudy
 from ..store.summary import SweepSummary
 from ..store.table import trials_frame, write_table
-from ..store.trials import baseline_kept, baseline_of, config_of, count, pareto_trials, ranked
+from ..store.trials import baseline_kept, baseline_of, changed_knobs, config_of, count, pareto_trials, primary_value, ranked
 from . import progress
 from .plan import SweepPlan
 
@@ -70,20 +70,23 @@ def write_outputs(stored: StoredStudy, plan: SweepPlan, decision: Confirmation |
     command = None
     if winner is not None:
         knobs = config_of(winner)
-        command = winner_command(plan.fixed, knobs)
+        command = winner_command(plan.fixed, changed_knobs(baseline, winner))
         note = f"winner of study {plan.study_name}: trial {winner.number}"
         (out / "winner.yaml").write_text(winner_yaml(plan.fixed, knobs, note))
         (out / "winner_command.txt").write_text(command + "\n")
     report_path = _write_report(plan)
+    figure, figure_of = SweepSummary.winner_figure_of(decision, primary_value(winner) if winner else None)
     summary = SweepSummary(
         study=plan.study_name, storage=redact(plan.storage_url), stopped=why, counts=count(trials),
         winner=winner.number if winner else None, baseline=baseline.number if baseline else None,
         confirmation=decision, fixed_overrides=plan.fixed, workload=plan.workload,
         hardware_class=plan.hardware_class, machine=plan.machine.fingerprint.hostname, command=command,
         report=str(report_path) if report_path is not None else None,
+        winner_samples_per_sec=figure, winner_figure=figure_of,
     )
     summary.write(out)
-    stored.save_outcome(summary.baseline, summary.winner)
+    stored.save_outcome(summary.baseline, summary.winner, figure, figure_of,
+                        decision.speedup if decision is not None else None)
     _write_index()
     progress.final_summary(summary, winner, baseline, out, kept=baseline_kept(trials, decision))
     return summary

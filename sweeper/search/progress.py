@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,8 @@ from .budget import format_duration
 
 _SHORT = {"loader.": "", "backend.": ""}
 _LOG: list[Path] = []
+# the live bar on a terminal (tqdm, which Optuna brings); None in cron, where lines are the log
+_BAR: list[Any] = []
 
 
 def open_log(path: Path) -> None:
@@ -26,14 +28,57 @@ def open_log(path: Path) -> None:
     _LOG[:] = [path]
 
 
+def start_bar(total: int) -> None:
+    """On a terminal, a live bar below the lines: trials done of n, the best so far, the time left."""
+    if not sys.stdout.isatty():
+        return
+    from tqdm import tqdm
+
+    _BAR[:] = [tqdm(total=total, unit="trial", file=sys.stdout, dynamic_ncols=True, leave=False,
+                    bar_format="{n_fmt}/{total_fmt} trials |{bar:24}| {desc}")]
+
+
+def close_bar() -> None:
+    for bar in _BAR:
+        bar.close()
+    _BAR.clear()
+
+
 def say(line: str) -> None:
-    print(line, flush=True)
+    if _BAR:
+        _BAR[0].write(line, file=sys.stdout)
+    else:
+        print(line, flush=True)
     for path in _LOG:
         with path.open("a") as f:
             f.write(line + "\n")
 
 
-def short_knobs(knobs: dict[str, Any]) -> str:
+def time_left(trials: Sequence[FrozenTrial], done: int, total: int, remaining_s: float | None) -> float | None:
+    """The trials still to run times the measured ones' median wall time, within the budget."""
+    walls = sorted(t.duration.total_seconds() for t in trials if t.duration and primary_value(t) is not None)
+    if not walls:
+        return remaining_s
+    estimate = walls[len(walls) // 2] * max(0, total - done)
+    return estimate if remaining_s is None else min(estimate, remaining_s)
+
+
+def _update_bar(n: int, ranked: Sequence[FrozenTrial], left_s: float | None) -> None:
+    if not _BAR:
+        return
+    bar = _BAR[0]
+    bar.n = n
+    best = f"best {primary_value(ranked[0]):,.0f} samples/s (#{ranked[0].number})" if ranked else "no result yet"
+    bar.set_description_str(best + (f" | about {format_duration(left_s)} left" if left_s is not None else ""))
+
+
+def short_knobs(knobs: Mapping[str, Any], against: Mapping[str, Any] | None = None) -> str:
+    """Knobs as `batch_size=1024 precision=bf16`; with `against` (the baseline's), only those that
+    differ from it (the full set is in trials.csv and sweep.log's first trial)."""
+    if against is not None:
+        knobs = {k: v for k, v in knobs.items() if k not in against or against[k] != v}
+        if not knobs:
+            return "(your configuration)"
     parts = []
     for key, value in sorted(knobs.items()):
         for prefix, repl in _SHORT.items():
@@ -42,13 +87,10 @@ def short_knobs(knobs: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def _bar(done: int, total: int, width: int = 20) -> str:
-    filled = int(width * min(done, total) / max(total, 1))
-    return "[" + "#" * filled + "-" * (width - filled) + "] "
-
-
 def trial_line(trial: FrozenTrial, n: int, total: int, ranked: Sequence[FrozenTrial],
-               remaining_s: float | None) -> None:
+               remaining_s: float | None, baseline: Mapping[str, Any] | None = None) -> None:
+    """One line per trial: the knobs that differ from the baseline's (all of them for the
+    baseline itself), its figure, the best so far, the time left."""
     record = TrialRecord.of(trial)
     value = primary_value(trial)
     measured = record.measurement
@@ -62,11 +104,11 @@ def trial_line(trial: FrozenTrial, n: int, total: int, ranked: Sequence[FrozenTr
         outcome += f" (reused trial {record.reused_from})"
     tag = " baseline" if record.baseline else ""
     best = f" | best {primary_value(ranked[0]):,.0f} (#{ranked[0].number})" if ranked else ""
-    left = f" | {format_duration(remaining_s)} left" if remaining_s is not None else ""
-    bar = _bar(n, total) if sys.stdout.isatty() else ""
-    if bar:
-        print(bar, end="")
-    say(f"trial {n}/{total} #{trial.number}{tag} {short_knobs(config_of(trial))} -> {outcome}{best}{left}")
+    left_s = time_left(ranked, n, total, remaining_s)
+    left = f" | about {format_duration(left_s)} left" if left_s is not None else ""
+    shown = short_knobs(config_of(trial), None if record.baseline else baseline)
+    say(f"trial {n}/{total} #{trial.number}{tag} {shown} -> {outcome}{best}{left}")
+    _update_bar(n, ranked, left_s)
 
 
 def confirm_line(round_index: int, rounds: int, number: int, result: RunResult) -> None:
@@ -74,18 +116,39 @@ def confirm_line(round_index: int, rounds: int, number: int, result: RunResult) 
     say(f"  confirm round {round_index + 1}/{rounds} trial #{number}: {shown}")
 
 
+def script_lines(baseline: FrozenTrial | None, winner: FrozenTrial) -> list[str]:
+    """For a user's script (task=script): what to run tomorrow, the script's own command with the
+    winning values, after the lines that set what sweeper applied from outside (the environment,
+    the launcher); empty for sweeper's own workloads."""
+    import shlex
+
+    from ..report.code import script_diff
+
+    now = TrialRecord.of(winner).measurement
+    if now is None or not now.run.command:
+        return []
+    was = TrialRecord.of(baseline).measurement if baseline is not None else None
+    before = was.run.command if was is not None and was.run.command else now.run.command
+    diff = script_diff(before, now.run.command, config_of(baseline) if baseline else {}, config_of(winner))
+    command = shlex.join(now.run.command)
+    outside = [line[1:] for line in diff if line.startswith("+") and line[1:] != command]
+    return [*outside, command]
+
+
 def final_summary(summary: SweepSummary, winner: FrozenTrial | None, baseline: FrozenTrial | None,
                   out_dir: Path, kept: str | None = None) -> None:
     """The sweep's last lines: the counts, the winner and its confirmed speedup (or, when nothing
     beat the baseline, `kept`: one sentence saying so), how to reproduce it, where it all is."""
     n = summary.counts
-    unrun = [f"{n.reused} suggestions answered from earlier results"]
-    unrun += [f"{k} {what}" for k, what in ((n.skipped, "skipped as oversubscribed"),
+    ran = [f"{n.measured - n.failed - n.stopped} complete"]
+    ran += [f"{k} {what}" for k, what in ((n.stopped, "stopped early behind the best"), (n.failed, "failed")) if k]
+    unrun = [f"{k} {what}" for k, what in ((n.reused, "answered from earlier results"),
+                                           (n.skipped, "skipped as oversubscribed"),
                                            (n.predicted_oom, "skipped as sure to run out of memory"),
                                            (n.surplus, "left to another process"),
                                            (n.interrupted, "interrupted")) if k]
-    say(f"sweep done: {n.measured} trials measured ({n.failed} failed or pruned, {', '.join(unrun)}); "
-        f"{summary.stopped}")
+    say(f"sweep done: {n.measured} trials measured ({', '.join(ran)})" + (f"; {', '.join(unrun)}" if unrun else "")
+        + f"; {summary.stopped}")
     decision = summary.confirmation
     if winner is None:
         say("no configuration completed: see trials.csv for the reasons")
@@ -93,8 +156,11 @@ def final_summary(summary: SweepSummary, winner: FrozenTrial | None, baseline: F
         record = TrialRecord.of(winner)
         speed = record.samples_per_sec or 0
         memory = record.measurement.memory.peak_memory_mb if record.measurement is not None else 0.0
-        say(f"winner: trial #{winner.number} {short_knobs(config_of(winner))}: {speed:,.0f} samples/s "
-            f"(search run), peak {memory:,.0f} MB")
+        against = config_of(baseline) if baseline is not None else None
+        figure = (f"{decision.median[decision.winner]:,.0f} samples/s (confirmed median)"
+                  if decision is not None and decision.winner in decision.median else f"{speed:,.0f} samples/s (search run)")
+        say(f"winner: trial #{winner.number} {short_knobs(config_of(winner), against)}: {figure}, "
+            f"peak {memory:,.0f} MB")
         if kept is not None:
             say(kept)
         elif decision is not None:
@@ -107,6 +173,10 @@ def final_summary(summary: SweepSummary, winner: FrozenTrial | None, baseline: F
             say(f"speedup over baseline (search runs, unconfirmed): "
                 f"{speed / TrialRecord.of(baseline).samples_per_sec:.2f}x")
         say(f"reproduce: {summary.command}")
+        if lines := script_lines(baseline, winner):
+            say("your script with the winning values, to run tomorrow:")
+            for line in lines:
+                say(f"  {line}")
     written = [name for name in ("report.html", "trials.csv", "trials.parquet", "winner.yaml", "optimization_results.yaml")
                if (out_dir / name).exists()]
     say(f"outputs: {out_dir} ({', '.join(written)})" + ("" if parquet_available() else f"; {PARQUET_MISSING}"))

@@ -163,8 +163,12 @@ class Sweep:
 
         with stop_on_signals("the sweep") as stop:
             run = JobRunner(self.launcher, plan, stored, stop)
-            why = optimize(stored, plan, run, remaining=remaining,
-                           stopped=lambda: f"stopped by {signal_name(stop.signum)}" if stop.requested else None)
+            progress.start_bar(plan.settings.n_trials)
+            try:
+                why = optimize(stored, plan, run, remaining=remaining,
+                               stopped=lambda: f"stopped by {signal_name(stop.signum)}" if stop.requested else None)
+            finally:
+                progress.close_bar()
             progress.say(f"stopped: {why}")
             decision = None if stop.requested else run_confirmation(
                 stored, plan, run, remaining=remaining, typical_wall_s=typical_wall(stored, plan),

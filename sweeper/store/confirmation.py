@@ -16,8 +16,9 @@ class Confirmation:
     rounds: dict[int, list[float | None]]
     median: dict[int, float]
     speedup: float  # median over rounds of winner / baseline in the same round
-    speedup_low: float  # 25th percentile of the per-round ratios
-    speedup_high: float  # 75th percentile
+    # the 25th and 75th percentiles of the per-round ratios; None after a single round
+    speedup_low: float | None
+    speedup_high: float | None
     # share of rounds in which the winner beat every other candidate
     win_share: float
 
@@ -50,5 +51,9 @@ class Confirmation:
         return cls(winner=int(d["winner"]), baseline=int(d["baseline"]),
                    rounds={int(k): list(v) for k, v in (d.get("rounds") or {}).items()},
                    median={int(k): float(v) for k, v in (d.get("median") or {}).items()},
-                   speedup=float(d["speedup"]), speedup_low=float(d["speedup_low"]),
-                   speedup_high=float(d["speedup_high"]), win_share=float(d.get("win_share") or 0.0))
+                   speedup=float(d["speedup"]), speedup_low=_maybe(d.get("speedup_low")),
+                   speedup_high=_maybe(d.get("speedup_high")), win_share=float(d.get("win_share") or 0.0))
+
+
+def _maybe(value: Any) -> float | None:
+    return None if value is None else float(value)

@@ -23,6 +23,8 @@ from .trials import of_setup
 # study attributes: spelled here only (trial attributes: sweeper.store.record.TrialRecord)
 _OBJECTIVES, _HARDWARE_CLASS = "objectives", "hardware_class"
 _WORKLOAD, _MACHINE, _BASELINE, _WINNER = "workload", "machine", "baseline_trial", "winner_trial"
+# the winner's one figure, which it is, and the confirmed speedup (summary.json says the same)
+_WINNER_FIGURE, _WINNER_FIGURE_OF, _SPEEDUP = "winner_samples_per_sec", "winner_figure", "confirmed_speedup"
 
 
 @dataclass
@@ -103,10 +105,16 @@ class StoredStudy:
         if machine:
             self.study.set_user_attr(_MACHINE, machine)
 
-    def save_outcome(self, baseline: int | None, winner: int | None) -> None:
-        """The last sweep's baseline and winner trials, as study attributes (for the dashboard)."""
+    def save_outcome(self, baseline: int | None, winner: int | None, samples_per_sec: float | None = None,
+                     figure: str | None = None, speedup: float | None = None) -> None:
+        """The last sweep's baseline and winner trials, and the winner's one figure (the
+        confirmed median, or its search run, said which), as study attributes: what
+        optuna-dashboard shows beside the trials."""
         self.study.set_user_attr(_BASELINE, baseline)
         self.study.set_user_attr(_WINNER, winner)
+        self.study.set_user_attr(_WINNER_FIGURE, round(samples_per_sec) if samples_per_sec else None)
+        self.study.set_user_attr(_WINNER_FIGURE_OF, figure)
+        self.study.set_user_attr(_SPEEDUP, round(speedup, 2) if speedup is not None else None)
 
     def enqueue(self, knobs: Mapping[str, Any], origin: str, *, probe_knob: str | None = None,
                 probe_of: int | None = None, in_place_of: int | None = None) -> bool:

@@ -30,6 +30,16 @@ class SweepSummary:
     machine: str  # the host's name
     command: str | None = None  # the winner's command line
     report: str | None = None  # the report's path
+    # the winner's samples/sec, one figure everywhere: the confirmation's median where it ran,
+    # else the winner's search run; `winner_figure` says which
+    winner_samples_per_sec: float | None = None
+    winner_figure: str | None = None  # "confirmed median" | "search run"
+
+    @staticmethod
+    def winner_figure_of(confirmation: Confirmation | None, search_run: float | None) -> tuple[float | None, str | None]:
+        if confirmation is not None and confirmation.winner_samples_per_sec is not None:
+            return confirmation.winner_samples_per_sec, "confirmed median"
+        return (search_run, "search run") if search_run is not None else (None, None)
 
     @property
     def best_samples_per_sec(self) -> float | None:

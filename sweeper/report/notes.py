@@ -1,0 +1,113 @@
+"""What the report says in words, apart from its figures: the advice a reader acts on (nothing
+beat your configuration, the batch changed, the top two need more rounds, the winner is
+unconfirmed), and the notes on how the search went (points queued, substituted or tried later,
+other hardware, noisy trials), which the page keeps below the answer."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from optuna.trial import FrozenTrial
+
+from ..result import Status
+from ..stats import IQR_WARN_THRESHOLD, Spread, rounds_to_separate
+from ..store.confirmation import Confirmation
+from ..store.record import TrialRecord
+from ..store.trials import baseline_kept, config_of
+
+# beyond this many interleaved rounds, two configurations are equal on this machine
+MAX_USEFUL_ROUNDS = 50
+
+
+def _measured(t: FrozenTrial) -> Any:
+    return TrialRecord.of(t).measurement
+
+
+def separation_note(confirmation: Confirmation | None) -> str | None:
+    """When the interleaved rounds of the top two are noisy, how many rounds would tell them apart."""
+    if confirmation is None or len(confirmation.median) < 2:
+        return None
+    rounds, medians = confirmation.rounds, confirmation.median
+    first, second = sorted(medians, key=lambda n: -medians[n])[:2]
+    ratios = [a / b for a, b in zip(rounds.get(first, []), rounds.get(second, [])) if a and b]
+    spreads = [Spread.of(ratios).relative_iqr] if ratios else []
+    spreads += [Spread.of([v for v in rounds[n] if v]).relative_iqr for n in (first, second) if any(rounds.get(n, []))]
+    needed = rounds_to_separate(ratios)
+    if needed is None or not spreads or max(spreads) <= IQR_WARN_THRESHOLD:
+        return None
+    done = len(ratios)
+    gap = medians[first] / medians[second] - 1
+    pair = (f"The top two of the confirmation (#{first} and #{second}) differ by {gap:.1%} with a spread above "
+            f"{IQR_WARN_THRESHOLD:.0%}")
+    if needed > MAX_USEFUL_ROUNDS:
+        return (f"{pair}: more than {MAX_USEFUL_ROUNDS} interleaved rounds would be needed to tell them apart "
+                "on this machine; treat them as equal.")
+    more = max(0, math.ceil(needed) - done)
+    if more == 0:
+        return f"{pair}, yet their {done} interleaved rounds are enough to tell them apart (95% confidence)."
+    return (f"{pair}: about {more} more interleaved round(s) would tell them apart (95% confidence; "
+            f"sweeper.confirm.rounds={done + more}).")
+
+
+def batch_note(baseline: FrozenTrial | None, winner: FrozenTrial | None) -> str | None:
+    """When the winner changes the batch (or the ranks that each take one), what that means for
+    the optimizer (one sentence)."""
+    if baseline is None or winner is None or _measured(baseline) is None or _measured(winner) is None:
+        return None
+    before, after = config_of(baseline).get("loader.batch_size"), config_of(winner).get("loader.batch_size")
+    was, now = _measured(baseline).run, _measured(winner).run
+    ranks_before, ranks_after = was.nproc_per_node, now.nproc_per_node
+    if not before or not after or (before, ranks_before) == (after, ranks_after):
+        return None
+
+    def batch(b: int, n: int) -> str:
+        return f"batch {b}" + (f" on each of {n} ranks" if n > 1 else "")
+
+    held = now.effective_batch
+    if held and held == was.effective_batch:
+        return (f"The winner runs {batch(after, ranks_after)} instead of {batch(before, ranks_before)} with "
+                f"{held // (after * ranks_after)} gradient accumulation step(s): the effective batch stays {held}, "
+                "so the optimizer sees what it saw before.")
+    ratio = (after * ranks_after) / (before * ranks_before)
+    return (f"The winner trains with {batch(after, ranks_after)} instead of {batch(before, ranks_before)}: the "
+            f"optimizer sees a different batch, so scale the learning rate with it (the linear scaling rule, "
+            f"x{ratio:g}, is the usual start) or keep the effective batch with gradient accumulation "
+            "(train.effective_batch).")
+
+
+def advice(trials: Sequence[FrozenTrial], baseline: FrozenTrial | None, winner: FrozenTrial | None,
+           confirmation: Confirmation | None) -> tuple[str, ...]:
+    """What the reader of the answer needs to know to act on it."""
+    kept = baseline_kept(trials, confirmation)
+    notes = [kept] if kept else []
+    notes += [note] if (note := batch_note(baseline, winner)) else []
+    notes += [note] if (note := separation_note(confirmation)) else []
+    if confirmation is None and winner is not None and not kept:
+        notes.append("The winner was not confirmed by interleaved re-measurement: the speedup is from single search runs.")
+    return tuple(notes)
+
+
+def search_notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial]) -> tuple[str, ...]:
+    """How the search went: points it queued, substituted or tried later, trials on other
+    hardware, noisy trials."""
+    notes: list[str] = []
+    queued = [(t.number, r) for t in trials if (r := TrialRecord.of(t)).origin]
+    if started := [f"#{n} ({r.origin})" for n, r in queued if r.probe_knob is None and r.in_place_of is None]:
+        notes.append(f"Queued after the baseline, before the sampler's own picks: {'; '.join(started)}.")
+    if fitted := [f"#{n} ({r.origin})" for n, r in queued if r.in_place_of is not None]:
+        notes.append("Measured in place of points skipped as oversubscribed, their nearest point within the cores: "
+                     f"{'; '.join(fitted)}.")
+    if tried := [f"#{n} ({r.origin})" for n, r in queued if r.probe_knob is not None]:
+        notes.append(f"Knobs searched only later, tried first at the best so far: {'; '.join(tried)}.")
+    foreign = [t for t in trials if TrialRecord.of(t).status == Status.OTHER_HARDWARE]
+    if foreign:
+        hosts = sorted({fp.hostname for t in foreign if (fp := TrialRecord.of(t).fingerprint) is not None})
+        notes.append(f"{len(foreign)} trial(s) ran on a machine of another hardware class ({', '.join(hosts)}): their "
+                     "figures are kept, and not ranked against the study's own class.")
+    noisy = [t.number for t in done if (m := _measured(t)) is not None and m.throughput.noisy]
+    if noisy:
+        notes.append(f"{len(noisy)} trial(s) had a window spread above {IQR_WARN_THRESHOLD:.0%} of their median "
+                     "(noisy machine): " + ", ".join(f"#{n}" for n in noisy[:10]) + ("..." if len(noisy) > 10 else ""))
+    return tuple(notes)
