@@ -804,3 +804,18 @@ def test_a_point_the_preset_does_not_measure_is_told_as_pruned_so_tpe_leaves_its
                           (Status.SURPLUS, TrialState.FAIL)):
         told = skip(stored, stored.study.ask(), status, "why")
         assert told.trial.state == state and TrialRecord.of(told.trial).status == status
+
+
+def test_summary_json_keeps_why_the_search_stopped_beside_every_count():
+    """Every count and the reason the search stopped are distinct keys of summary.json."""
+    import dataclasses
+
+    from sweeper.store.summary import SweepSummary
+    from sweeper.store.trials import Counts
+
+    counts = Counts(**{f.name: i + 1 for i, f in enumerate(dataclasses.fields(Counts))})
+    summary = SweepSummary(study="s", storage="sqlite://", stopped="n_trials=8 reached", counts=counts, winner=1,
+                           baseline=0, confirmation=None, fixed_overrides=(), workload="w", hardware_class="h",
+                           machine="m", winner_samples_per_sec=100.0, winner_figure="search run")
+    assert not {f.name for f in dataclasses.fields(Counts)} & {f.name for f in dataclasses.fields(SweepSummary)}
+    assert SweepSummary.from_json(summary.to_json()) == summary

@@ -300,7 +300,7 @@ def build_report_data(
         title=f"sweeper: {workload} on {machine.split(':')[0]}, {date.split(' to ')[0] or 'no trial yet'}",
         study=study_name, workload=workload, machine=machine, date=date,
         trials_measured=counts.measured, trials_failed=counts.failed, trials_reused=counts.reused,
-        trials_stopped=counts.stopped,
+        trials_stopped=counts.stopped_early,
         budget_used_s=(max(ends) - first).total_seconds() if first and ends else 0.0,
         sweep_wall_s=(span["ended_at"] - span["started_at"]) if span.get("ended_at") else None,
         sweep_finished=bool(span.get("ended_at")),

@@ -140,8 +140,8 @@ def final_summary(summary: SweepSummary, winner: FrozenTrial | None, baseline: F
     """The sweep's last lines: the counts, the winner and its confirmed speedup (or, when nothing
     beat the baseline, `kept`: one sentence saying so), how to reproduce it, where it all is."""
     n = summary.counts
-    ran = [f"{n.measured - n.failed - n.stopped} complete"]
-    ran += [f"{k} {what}" for k, what in ((n.stopped, "stopped early behind the best"), (n.failed, "failed")) if k]
+    ran = [f"{n.measured - n.failed - n.stopped_early} complete"]
+    ran += [f"{k} {what}" for k, what in ((n.stopped_early, "stopped early behind the best"), (n.failed, "failed")) if k]
     unrun = [f"{k} {what}" for k, what in ((n.reused, "answered from earlier results"),
                                            (n.skipped, "skipped as oversubscribed"),
                                            (n.predicted_oom, "skipped as sure to run out of memory"),

@@ -134,7 +134,7 @@ class Counts:
     trials: int  # every trial of the setup
     measured: int  # ran a measurement of their own (count toward n_trials)
     failed: int  # of those, failed (crash, oom, timeout, error, invalid), each with its reason
-    stopped: int  # of those, stopped early behind the best (racing, the prune floor): pruned
+    stopped_early: int  # of those, stopped early behind the best (racing, the prune floor): pruned
     reused: int  # answered with the result of an identical configuration measured before
     skipped: int  # not run: a point the preset does not sample
     predicted_oom: int  # not run: a smaller batch with the same memory settings ran out of memory
@@ -149,7 +149,7 @@ def count(trials: Sequence[FrozenTrial]) -> Counts:
         trials=len(records),
         measured=sum(was_measured(t) for t, _ in records),
         failed=sum(was_measured(t) and t.state not in (TrialState.COMPLETE, TrialState.PRUNED) for t, _ in records),
-        stopped=sum(was_measured(t) and t.state == TrialState.PRUNED for t, _ in records),
+        stopped_early=sum(was_measured(t) and t.state == TrialState.PRUNED for t, _ in records),
         reused=sum(r.reused for _, r in records),
         skipped=statuses.count(Status.SKIPPED),
         predicted_oom=statuses.count(Status.OOM_PREDICTED),
