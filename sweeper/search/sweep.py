@@ -67,7 +67,10 @@ def make_sampler(plan: SweepPlan) -> Any:
     try:
         return instantiate(config, _convert_="all")
     except Exception as exc:  # noqa: BLE001
-        raise ConfigError(f"hydra.sweeper.sampler: cannot instantiate {config.get('_target_')!r}: {exc}") from exc
+        why = str(exc).split(", set env var HYDRA_FULL_ERROR")[0]  # Hydra's hint about its own traces
+        raise ConfigError(f"hydra.sweeper.sampler: cannot instantiate {config.get('_target_')!r}: {why} (any Optuna "
+                          "sampler: optuna.samplers.TPESampler, GPSampler, NSGAIISampler, RandomSampler, "
+                          "GridSampler).") from exc
 
 
 def open_study(plan: SweepPlan) -> StoredStudy:
