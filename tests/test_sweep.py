@@ -248,3 +248,26 @@ def test_a_second_machine_class_starts_from_the_first_ones_winner(tmp_path):
     assert started.user_attrs["origin"].startswith("warm start: the winner on elsewhere (study second@elsewhere")
     assert started.params == params
     assert "Queued after the baseline" in (tmp_path / "second" / "report.html").read_text()
+
+
+@pytest.mark.slow
+def test_every_trials_stored_params_are_what_it_ran(tmp_path):
+    """For every trial of a real sweep (the default preset, with its recipes queued): the knobs it
+    stores, and the params optuna-dashboard shows (sampled and queued), are the values its job
+    ran with, as Hydra recorded the job's config."""
+    from omegaconf import OmegaConf
+
+    proc = sweep(tmp_path, "task.num_samples=2048", "hydra.sweeper.n_trials=4", "hydra.sweeper.confirm.top_k=0",
+                 "hydra.sweeper.sampler.seed=0")
+    checked = 0
+    for t in load(tmp_path).get_trials():
+        record = TrialRecord.of(t)
+        if record.job_dir is None or record.reused:
+            continue
+        config = OmegaConf.load(Path(record.job_dir) / ".hydra" / "config.yaml")
+        ran = {k: OmegaConf.select(config, k) for k in record.knobs}
+        assert record.knobs == ran, (t.number, record.knobs, ran)
+        shown = {**t.system_attrs.get("fixed_params", {}), **t.params}
+        assert {k: ran[k] for k in shown} == shown, (t.number, shown)
+        checked += 1
+    assert checked >= 3 and "queued after the baseline" in proc.stdout

@@ -394,7 +394,7 @@ def test_a_warm_start_at_the_baselines_own_point_is_not_queued(tmp_path):
         other = optuna.create_study(storage=storage, study_name=name, directions=list(plan.directions))
         other.add_trial(trial(0, knobs, fixed=plan.fixed))
         other.set_user_attr("winner_trial", 0)
-    queued = start.queue_start(stored, plan, room=3)
+    queued = start.queue_start(stored, plan, room=3, ctx=plan.context(False))
     assert [(p.origin.split(" (")[0], was) for p, was in queued] == [
         ("warm start: the winner on other", start.Queued.QUEUED), ("warm start: the winner on same", start.Queued.HELD)]
     waiting = stored.study.get_trials(states=(TrialState.WAITING,))
@@ -415,15 +415,39 @@ def test_start_points_take_only_the_trials_n_trials_leaves(tmp_path):
     stored = StoredStudy(optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)),
                          storage)
     ask(stored, plan, plan.context(False), baseline=True)
-    queued = start.queue_start(stored, plan, room=1)
+    queued = start.queue_start(stored, plan, room=1, ctx=plan.context(False))
     assert [(p.origin.split(":")[1].split(",")[1].strip(), was) for p, was in queued] == [
         ("the loader's side", start.Queued.QUEUED), ("the compute's side", start.Queued.NO_ROOM)]
     waiting = stored.study.get_trials(states=(TrialState.WAITING,))
     assert [t.system_attrs["fixed_params"] for t in waiting] == [
         {"loader.batch_size": 256, "loader.num_workers": 1, "backend.precision": "bf16"}]
     # asked again without room: the point the study holds is said to be held, not short of room
-    again = start.queue_start(stored, plan, room=0)
+    again = start.queue_start(stored, plan, room=0, ctx=plan.context(False))
     assert [was for _, was in again] == [start.Queued.HELD, start.Queued.NO_ROOM]
+
+
+def test_start_points_are_queued_as_they_will_run(tmp_path):
+    """A recipe's knob that its point makes dead (channels_last on a model without convolutions,
+    persistent workers without workers) is queued at the value the run has: the params the
+    study shows for the trial, and its log line, are what ran."""
+    import optuna
+
+    from sweeper.search import start
+    from sweeper.search.trials import ask
+    from sweeper.store.study import StoredStudy
+
+    plan = _cpu_plan(tmp_path, {"n_trials": 8}, ["search=cpu", "loader.batch_size=64"])
+    storage = optuna.storages.InMemoryStorage()
+    stored = StoredStudy(optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)),
+                         storage)
+    ask(stored, plan, plan.context(False), baseline=True)
+    queued = start.queue_start(stored, plan, room=4, ctx=plan.context(False))
+    assert queued and all(was is start.Queued.QUEUED for _, was in queued)
+    for t in stored.study.get_trials(states=(TrialState.WAITING,)):
+        fixed = t.system_attrs["fixed_params"]
+        assert fixed.get("backend.channels_last", False) is False, fixed
+        if not fixed.get("loader.num_workers"):
+            assert fixed.get("loader.persistent_workers", False) is False, fixed
 
 
 def test_points_still_queued_when_n_trials_is_reached_end_as_surplus(tmp_path, capsys):
@@ -440,7 +464,7 @@ def test_points_still_queued_when_n_trials_is_reached_end_as_surplus(tmp_path, c
     stored = StoredStudy(optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)),
                          storage)
     ask(stored, plan, plan.context(False), baseline=True)
-    start.queue_start(stored, plan, room=2)  # as if another process had not measured its own yet
+    start.queue_start(stored, plan, room=2, ctx=plan.context(False))  # as if another process had not measured its own yet
     loop._end_queued(stored, plan)
     assert stored.study.get_trials(states=(TrialState.WAITING,)) == []
     ended = [t for t in stored.study.get_trials() if t.number > 0]

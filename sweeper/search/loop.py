@@ -25,6 +25,7 @@ from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import baseline_of, config_of, primary_value, ranked, search_interval, was_measured
 from . import history, progress
+from . import space as sp
 from .later import held_later
 from .launch import Job, JobRunner, measure_overrides
 from .plan import SweepPlan
@@ -47,6 +48,7 @@ class LoopState:
     sampler_done: bool = False
     opened: frozenset[str] = frozenset()  # held-back knobs already said to be open
     said: set[str] = field(default_factory=set)  # what the later knobs' tries already told
+    start_points_due: bool = False  # this process asked the baseline: queue the start points next
 
     def say_once(self, key: str, line: str) -> None:
         if key not in self.said:
@@ -187,6 +189,23 @@ class Batch:
     twins: list[tuple[Trial, int]] = field(default_factory=list)
 
 
+def _queue_start_points(stored: StoredStudy, plan: SweepPlan, ctx: sp.Context) -> None:
+    """The other classes' winners and the recipes, queued once the baseline has run (so that a
+    knob the workload makes dead, channels_last on a model without convolutions, is queued at
+    the value the run will have), each with a line saying what became of it."""
+    room = plan.settings.n_trials - sum(was_measured(t) for t in stored.trials(plan.fixed))
+    for point, queued in queue_start(stored, plan, room, ctx):
+        what = f"{progress.short_knobs(dict(point.knobs), plan.baseline_knobs)} ({point.origin})"
+        if queued is Queued.QUEUED:
+            progress.say(f"queued after the baseline: {what}")
+        elif queued is Queued.NO_ROOM:
+            progress.say(f"not queued: {what}: n_trials={plan.settings.n_trials} leaves no trial for it")
+        else:
+            own = all(plan.baseline_knobs.get(k) == v for k, v in point.knobs.items())
+            progress.say(f"not queued: {what} is "
+                         + ("your config's own point" if own else "a point the study holds already"))
+
+
 def _ask_batch(stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: list[FrozenTrial], *, width: int,
                remaining_s: float | None) -> Batch:
     """Ask until `width` trials need measuring (answering the others from the study as they come),
@@ -205,19 +224,11 @@ def _ask_batch(stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: l
             state.opened |= opened
             progress.say(f"now also searching {', '.join(sorted(opened))}" + (
                 "" if held_back else " (the whole space is open)"))
+        if state.start_points_due and not first:  # the baseline has run: what the workload is, is known
+            state.start_points_due = False
+            _queue_start_points(stored, plan, ctx)
         trial, knobs = ask(stored, plan, ctx, baseline=first, held_back=held_back)
-        if first:  # after the baseline: the other classes' winners and the recipes, if asked
-            room = plan.settings.n_trials - 1 - sum(was_measured(t) for t in trials)
-            for point, queued in queue_start(stored, plan, room):
-                what = f"{progress.short_knobs(dict(point.knobs), plan.baseline_knobs)} ({point.origin})"
-                if queued is Queued.QUEUED:
-                    progress.say(f"queued after the baseline: {what}")
-                elif queued is Queued.NO_ROOM:
-                    progress.say(f"not queued: {what}: n_trials={plan.settings.n_trials} leaves no trial for it")
-                else:
-                    own = all(plan.baseline_knobs.get(k) == v for k, v in point.knobs.items())
-                    progress.say(f"not queued: {what} is "
-                                 + ("your config's own point" if own else "a point the study holds already"))
+        state.start_points_due |= first  # after the baseline: the other classes' winners and the recipes
         ahead = [t for t in stored.trials(plan.fixed) if t.number < trial.number and was_measured(t)]
         if len(ahead) >= plan.settings.n_trials:  # another process took the last slot meanwhile
             _note(state, skip(stored, trial, Status.SURPLUS, "n_trials was reached by another process of this study"),

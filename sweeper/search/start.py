@@ -9,7 +9,7 @@ fills the rest), and carries where it came from (`origin`) into its trial."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
@@ -119,7 +119,17 @@ class Queued(Enum):
     NO_ROOM = "no room"  # n_trials leaves no trial for it (none is left waiting in the study)
 
 
-def queue_start(stored: StoredStudy, plan: SweepPlan, room: int) -> list[tuple[StartPoint, Queued]]:
+def live(point: StartPoint, plan: SweepPlan, ctx: sp.Context) -> StartPoint:
+    """The point as it will run: a knob it makes dead (no loader workers, a model without
+    convolutions) at the value the run has, so that what is queued, and shown as the trial's
+    params, is what ran."""
+    context = {**{k: plan.base_value(k) for k in ("loader.num_workers", "dist.nproc_per_node")}, **point.knobs}
+    knobs = {k: v if k not in sp.NEUTRAL or sp.is_active(k, context, ctx) else sp.NEUTRAL[k]
+             for k, v in point.knobs.items()}
+    return replace(point, knobs=knobs)
+
+
+def queue_start(stored: StoredStudy, plan: SweepPlan, room: int, ctx: sp.Context) -> list[tuple[StartPoint, Queued]]:
     """After the baseline is asked: queue the warm start and the recipes the settings ask for
     (each once, in order, for the sampler's next asks), as many as the `room` that n_trials
     leaves after the baseline, each with what became of it. A grid measures every point anyway:
@@ -131,7 +141,7 @@ def queue_start(stored: StoredStudy, plan: SweepPlan, room: int) -> list[tuple[S
         points += recipes(plan.space, plan.baseline_knobs, cores=plan.machine.cores, cuda=plan.machine.cuda,
                           bf16=plan.machine.bf16)
     outcomes = []
-    for point in points:
+    for point in (live(p, plan, ctx) for p in points):
         if stored.holds(point.knobs):
             outcomes.append((point, Queued.HELD))
         elif room <= 0:
