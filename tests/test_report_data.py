@@ -431,3 +431,32 @@ def test_importance_needs_enough_complete_trials_per_knob():
     enough = build_report_data(TRIALS, study_name="s", workload="w", fixed=[], confirmation=None,
                                importances={"loader.batch_size": 1.0})
     assert "Optuna's parameter importance over the 3 complete trials (1 knob)" in render(enough)
+
+
+def test_importances_agree_with_optuna_dashboard():
+    """The report's importances are the ones optuna-dashboard shows for the same study (its own
+    code computes them here): PED-ANOVA for the objective's direction (they once ranked the knobs
+    for a low samples/sec)."""
+    import random
+
+    import optuna
+    from optuna.distributions import IntDistribution
+
+    pytest.importorskip("optuna_dashboard")
+    from optuna_dashboard._importance import get_param_importance_from_trials_cache
+    from optuna_dashboard._inmemory_cache import InMemoryCache
+
+    from sweeper.report.load import importances
+
+    rng = random.Random(0)
+    study = optuna.create_study(direction="maximize")
+    for _ in range(30):
+        batch, workers = rng.choice([64, 256, 1024]), rng.randint(0, 4)
+        study.add_trial(create_trial(
+            value=batch * 10.0 + rng.random(), params={"loader.batch_size": batch, "loader.num_workers": workers},
+            distributions={"loader.batch_size": CategoricalDistribution([64, 256, 1024]),
+                           "loader.num_workers": IntDistribution(0, 4)}))
+    ours = importances(study, study.get_trials())
+    theirs = get_param_importance_from_trials_cache(InMemoryCache(), study._storage, study._study_id, 0,
+                                                    study.get_trials())
+    assert ours and {row["name"]: pytest.approx(row["importance"]) for row in theirs} == ours

@@ -124,7 +124,7 @@ def importance_chart(importances: dict[str, float]) -> Figure:
     fig = Figure(figsize=(7.5, 0.4 * len(items) + 1.0))
     ax = fig.subplots()
     ax.barh([k for k, _ in items], [v for _, v in items], color="#6baed6")
-    ax.set_xlabel("importance for samples/sec (share, Optuna's evaluator)")
+    ax.set_xlabel("importance for the first objective (share, PED-ANOVA, as optuna-dashboard)")
     return fig
 
 

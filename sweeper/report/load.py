@@ -13,7 +13,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ..measurement import DEFAULT_OBJECTIVES, TWO_OBJECTIVES
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
-from ..store.trials import config_of, measured_results, of_setup, ranked
+from ..store.trials import config_of, of_setup, ranked
 from .data import ReportData, build_report_data, machine_of
 
 
@@ -24,19 +24,20 @@ def setup_of(trials: Sequence[FrozenTrial]) -> list[str]:
 
 
 def importances(study: optuna.Study, trials: Sequence[FrozenTrial]) -> dict[str, float]:
-    """Optuna's parameter importance for samples/sec over the measured, completed trials."""
-    done = [t for t in measured_results(trials) if t.state == TrialState.COMPLETE
-            and TrialRecord.of(t).samples_per_sec is not None]
+    """Optuna's parameter importance as optuna-dashboard computes it, so that the two agree:
+    PED-ANOVA over the complete trials, for the first objective in its direction (PED-ANOVA
+    ranks the knobs by what reaches low targets: a maximized objective is negated)."""
+    done = [t for t in trials if t.state == TrialState.COMPLETE and t.values]
     if len(done) < 3:
         return {}
     copy = optuna.create_study(directions=[d.name.lower() for d in study.directions])
     copy.add_trials(done)
+    sign = -1.0 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else 1.0
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = optuna.importance.get_param_importances(
-                copy, target=lambda t: float(TrialRecord.of(t).samples_per_sec)  # type: ignore[arg-type]
-            )
+                copy, target=lambda t: sign * t.values[0], evaluator=optuna.importance.PedAnovaImportanceEvaluator())
     except (RuntimeError, ValueError):  # too few distinct values to tell anything
         return {}
     return {k: float(v) for k, v in result.items()}
