@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -85,17 +86,25 @@ def test_report_opens_in_chromium(swept):
     assert problems == []
 
 
-def test_the_morning_read_in_chromium(swept):
-    """At 1200 px: the winner's code against the baseline names only what changed, no table
-    cell wraps, the tab says what the page is, the headline has both times."""
+@contextlib.contextmanager
+def opened(report: Path, width: int, height: int = 900):
+    """The report in real Chromium, at this window size, as a reader opens it."""
     need_chromium()
     from playwright.sync_api import sync_playwright
 
-    _, sweep_dir = swept
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1200, "height": 900})
-        page.goto((sweep_dir / "report.html").as_uri())
+        page = browser.new_page(viewport={"width": width, "height": height})
+        page.goto(report.as_uri())
+        yield page
+        browser.close()
+
+
+def test_the_morning_read_in_chromium(swept):
+    """At 1200 px: the winner's code against the baseline names only what changed, no table
+    cell wraps, the tab says what the page is, the headline has both times."""
+    _, sweep_dir = swept
+    with opened(sweep_dir / "report.html", 1200) as page:
         diff = page.inner_text("#code-diff")
         assert "batch_size=" in diff
         assert not any(word in diff for word in ("num_workers", "autocast", "set_num_threads", "channels_last"))
@@ -108,26 +117,18 @@ def test_the_morning_read_in_chromium(swept):
         assert "wall time of the trials" in cards and "the sweep took, confirmation included" in cards
         page.click("#trials tbody tr:first-child a.link")
         assert page.evaluate("location.hash").startswith("#trial-")
-        browser.close()
 
 
 def test_the_answer_is_on_the_first_screen(swept):
     """At 1400x900, as a person opens it in the morning: the speedup and the code to change lie
     inside the first viewport, the search's notes and the YAML are collapsed."""
-    need_chromium()
-    from playwright.sync_api import sync_playwright
-
     _, sweep_dir = swept
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto((sweep_dir / "report.html").as_uri())
+    with opened(sweep_dir / "report.html", 1400) as page:
         for selector in ("#answer", "#code-diff", "#command"):
             box = page.locator(selector).bounding_box()
             assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= 900, (selector, box)
         assert re.search(r"\d+\.\d\dx", page.inner_text("#answer"))
         assert page.eval_on_selector_all("details", "els => els.every(e => !e.open)")
-        browser.close()
 
 
 def test_report_regenerates_from_the_storage(swept):

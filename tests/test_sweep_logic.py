@@ -401,20 +401,28 @@ def test_a_warm_start_at_the_baselines_own_point_is_not_queued(tmp_path):
     assert [t.system_attrs["fixed_params"]["loader.batch_size"] for t in waiting] == [256]
 
 
-def test_start_points_take_only_the_trials_n_trials_leaves(tmp_path):
-    """n_trials=2 leaves one trial after the baseline: one recipe is queued, the other is said to
-    have no room, and no trial is left waiting in the study for a later run to find."""
+def _asked_baseline(plan):
+    """An in-memory study of this plan whose baseline has been asked."""
     import optuna
 
-    from sweeper.search import start
     from sweeper.search.trials import ask
     from sweeper.store.study import StoredStudy
 
-    plan = _cpu_plan(tmp_path, {"n_trials": 2}, ["search=quick", "loader.batch_size=64"])
     storage = optuna.storages.InMemoryStorage()
     stored = StoredStudy(optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)),
                          storage)
     ask(stored, plan, plan.context(False), baseline=True)
+    return stored
+
+
+def test_start_points_take_only_the_trials_n_trials_leaves(tmp_path):
+    """n_trials=2 leaves one trial after the baseline: one recipe is queued, the other is said to
+    have no room, and no trial is left waiting in the study for a later run to find."""
+
+    from sweeper.search import start
+
+    plan = _cpu_plan(tmp_path, {"n_trials": 2}, ["search=quick", "loader.batch_size=64"])
+    stored = _asked_baseline(plan)
     queued = start.queue_start(stored, plan, room=1, ctx=plan.context(False))
     assert [(p.origin.split(":")[1].split(",")[1].strip(), was) for p, was in queued] == [
         ("the loader's side", start.Queued.QUEUED), ("the compute's side", start.Queued.NO_ROOM)]
@@ -430,17 +438,11 @@ def test_start_points_are_queued_as_they_will_run(tmp_path):
     """A recipe's knob that its point makes dead (channels_last on a model without convolutions,
     persistent workers without workers) is queued at the value the run has: the params the
     study shows for the trial, and its log line, are what ran."""
-    import optuna
 
     from sweeper.search import start
-    from sweeper.search.trials import ask
-    from sweeper.store.study import StoredStudy
 
     plan = _cpu_plan(tmp_path, {"n_trials": 8}, ["search=cpu", "loader.batch_size=64"])
-    storage = optuna.storages.InMemoryStorage()
-    stored = StoredStudy(optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)),
-                         storage)
-    ask(stored, plan, plan.context(False), baseline=True)
+    stored = _asked_baseline(plan)
     queued = start.queue_start(stored, plan, room=4, ctx=plan.context(False))
     assert queued and all(was is start.Queued.QUEUED for _, was in queued)
     for t in stored.study.get_trials(states=(TrialState.WAITING,)):
@@ -453,17 +455,11 @@ def test_start_points_are_queued_as_they_will_run(tmp_path):
 def test_points_still_queued_when_n_trials_is_reached_end_as_surplus(tmp_path, capsys):
     """Two processes starting one study both queue their start points; what n_trials leaves
     unmeasured ends as surplus with why, and no trial waits in the study for a later run."""
-    import optuna
 
     from sweeper.search import loop, start
-    from sweeper.search.trials import ask
-    from sweeper.store.study import StoredStudy
 
     plan = _cpu_plan(tmp_path, {"n_trials": 2}, ["search=quick", "loader.batch_size=64"])
-    storage = optuna.storages.InMemoryStorage()
-    stored = StoredStudy(optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)),
-                         storage)
-    ask(stored, plan, plan.context(False), baseline=True)
+    stored = _asked_baseline(plan)
     start.queue_start(stored, plan, room=2, ctx=plan.context(False))  # as if another process had not measured its own yet
     loop._end_queued(stored, plan)
     assert stored.study.get_trials(states=(TrialState.WAITING,)) == []
