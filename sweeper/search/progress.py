@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+import statistics
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -56,10 +58,10 @@ def say(line: str) -> None:
 
 def time_left(trials: Sequence[FrozenTrial], done: int, total: int, remaining_s: float | None) -> float | None:
     """The trials still to run times the measured ones' median wall time, within the budget."""
-    walls = sorted(t.duration.total_seconds() for t in trials if t.duration and primary_value(t) is not None)
+    walls = [t.duration.total_seconds() for t in trials if t.duration and primary_value(t) is not None]
     if not walls:
         return remaining_s
-    estimate = walls[len(walls) // 2] * max(0, total - done)
+    estimate = statistics.median(walls) * max(0, total - done)
     return estimate if remaining_s is None else min(estimate, remaining_s)
 
 
@@ -120,8 +122,6 @@ def script_lines(baseline: FrozenTrial | None, winner: FrozenTrial) -> list[str]
     """For a user's script (task=script): what to run tomorrow, the script's own command with the
     winning values, after the lines that set what sweeper applied from outside (the environment,
     the launcher); empty for sweeper's own workloads."""
-    import shlex
-
     from ..report.code import script_diff
 
     now = TrialRecord.of(winner).measurement
