@@ -171,6 +171,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _study_with_a_skipped_point(storage: str) -> int:
+    """A study beside the sweep's, of one trial skipped as sweeper skips a point: its id."""
+    from sweeper.result import Status
+    from sweeper.search.trials import skip
+    from sweeper.store.study import StoredStudy
+
+    stored = StoredStudy.open(storage, "one-skipped-point")
+    skip(stored, stored.study.ask(), Status.SKIPPED, "2 ranks x 2 threads oversubscribe the 2 cores")
+    return stored.study_id
+
+
 def test_optuna_dashboard_opens_the_study(swept):
     """optuna-dashboard (the optional extra .[dashboard]) on loopback, against the study a sweep
     wrote: its API shows the objectives by name, every trial's knobs and figures and the failure
@@ -181,6 +192,7 @@ def test_optuna_dashboard_opens_the_study(swept):
 
     tmp, sweep_dir = swept
     storage = f"sqlite:///{tmp / 'study.db'}"
+    skipped_id = _study_with_a_skipped_point(storage)
     port = _free_port()
     dashboard = str(Path(sys.executable).parent / "optuna-dashboard")  # the console script the extra installs
     server = subprocess.Popen([dashboard, storage, "--host", "127.0.0.1",
@@ -207,6 +219,11 @@ def test_optuna_dashboard_opens_the_study(swept):
         assert {a["status"] for a in attrs} >= {"ok", "crash", "oom"}
         assert any("SIGABRT" in str(a.get("reason")) for a in attrs)
         assert all("samples_per_sec" in str(a["metrics"]) for a in attrs if a["status"] == "ok")
+        # a point the preset skips is told pruned (for TPE), and its status says skipped
+        other = json.loads(urllib.request.urlopen(f"{base}/api/studies/{skipped_id}?after=0").read())
+        (shown,) = other["trials"]
+        assert shown["state"] == "Pruned"
+        assert {a["key"]: a["value"] for a in shown["user_attrs"]}["status"] == "skipped"
         need_chromium()
         from playwright.sync_api import sync_playwright
 
@@ -216,6 +233,9 @@ def test_optuna_dashboard_opens_the_study(swept):
             page.goto(f"{base}/dashboard/studies/{summary['study_id']}/trials")
             page.wait_for_selector("text=Trial 3", timeout=30_000)
             assert page.locator("text=Trial 0").count() >= 1
+            page.goto(f"{base}/dashboard/studies/{skipped_id}/trials")
+            page.wait_for_selector("text=oversubscribe", timeout=30_000)  # the trial's attributes, shown
+            assert page.locator("text=skipped").count() >= 1
             browser.close()
     finally:
         server.terminate()

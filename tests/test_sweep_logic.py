@@ -490,7 +490,7 @@ def test_a_point_still_queued_is_measured_before_n_trials_counts_it(tmp_path):
     base = trial(0, dict(plan.baseline_knobs), sps=100.0, fixed=plan.fixed)
     base.user_attrs["baseline"] = True
     stored.study.add_trial(base)
-    assert stored.enqueue({**plan.baseline_knobs, "loader.batch_size": 256}, "in place of #1, skipped")
+    assert stored.enqueue({**plan.baseline_knobs, "loader.batch_size": 256}, "in place of #1, skipped", plan.fixed)
     assert count(stored.trials(plan.fixed)).measured == 1
 
     class Runner:
@@ -738,7 +738,7 @@ def test_a_staged_search_asks_the_main_knobs_first_then_the_whole_space(tmp_path
         held_at = {k: knobs[k] for k in rest if k not in sp.NEUTRAL}
         assert held_at == {k: plan.baseline_knobs[k] for k in held_at}
     # a queued point (a warm start) is taken whole, its secondary knobs included
-    stored.enqueue({**plan.baseline_knobs, "backend.allocator": "jemalloc"}, "warm start: test")
+    stored.enqueue({**plan.baseline_knobs, "backend.allocator": "jemalloc"}, "warm start: test", plan.fixed)
     _, knobs = ask(stored, plan, ctx, baseline=False, held_back=plan.held_back(0))
     assert knobs["backend.allocator"] == "jemalloc"
     trial, knobs = ask(stored, plan, ctx, baseline=False, held_back=plan.held_back(5))
@@ -839,3 +839,37 @@ def test_summary_json_keeps_why_the_search_stopped_beside_every_count():
                            machine="m", winner_samples_per_sec=100.0, winner_figure="search run")
     assert not {f.name for f in dataclasses.fields(Counts)} & {f.name for f in dataclasses.fields(SweepSummary)}
     assert SweepSummary.from_json(summary.to_json()) == summary
+
+
+def test_a_queued_point_goes_only_to_the_setup_that_queued_it(tmp_path):
+    """One study holds several setups, and Optuna keeps one queue per study: each setup's ask
+    takes its own queued points, never another's; a point queued by hand goes to any."""
+    import dataclasses
+
+    import optuna
+
+    from sweeper.search.trials import ask
+    from sweeper.store.record import TrialRecord
+    from sweeper.store.study import StoredStudy
+
+    plan = _cpu_plan(tmp_path, {"n_trials": 10}, ["search=cpu"])
+    other = dataclasses.replace(plan, fixed=(*plan.fixed, "loader.batch_size=512"))
+    storage = optuna.storages.InMemoryStorage()
+    stored = StoredStudy(optuna.create_study(storage=storage, directions=list(plan.directions)), storage)
+    ctx = plan.context(False)
+    point = {**plan.baseline_knobs, "backend.allocator": "jemalloc"}
+    assert stored.enqueue(point, "warm start: test", plan.fixed)
+    assert not stored.enqueue(point, "warm start: again", plan.fixed)  # once per setup
+    assert stored.enqueue(point, "warm start: test", other.fixed)  # the other setup does not hold it
+
+    theirs, _ = ask(stored, other, ctx, baseline=False)
+    assert TrialRecord.of(theirs).queued_for == other.fixed and theirs.number == 1
+    ours, knobs = ask(stored, plan, ctx, baseline=False)
+    assert ours.number == 0 and knobs["backend.allocator"] == "jemalloc"
+    assert TrialRecord.of(ours).origin == "warm start: test"
+    sampled, _ = ask(stored, plan, ctx, baseline=False)  # nothing of ours queued: a new trial
+    assert TrialRecord.of(sampled).origin is None and sampled.number == 2
+
+    stored.study.enqueue_trial({"backend.allocator": "jemalloc"})  # by hand: whoever asks next
+    by_hand, _ = ask(stored, other, ctx, baseline=False)
+    assert by_hand.number == 3

@@ -105,7 +105,7 @@ def held_later(stored: StoredStudy, plan: SweepPlan, setup: Sequence[FrozenTrial
                 say(f"{knob}:idle", f"{knob} means nothing at the best so far (#{best.number}): "
                                     "kept at your config's value until a best it changes")
                 continue
-            stored.enqueue(point, f"later: {knob}={point[knob]} at the best so far (#{best.number})",
+            stored.enqueue(point, f"later: {knob}={point[knob]} at the best so far (#{best.number})", plan.fixed,
                            probe_knob=knob, probe_of=best.number)
             say(f"{knob}:trying", f"trying {knob}={point[knob]} at the best so far (#{best.number}) "
                                   "before the sampler searches it")

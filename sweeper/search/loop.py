@@ -263,7 +263,8 @@ def _answer(stored: StoredStudy, plan: SweepPlan, trial: Trial, knobs: dict[str,
     if (unsampled := plan.unsampled_reason(knobs)) is not None:
         if (fitted := plan.within_cores(knobs)) is not None:  # measured next, unless the study holds it
             changes = ", ".join(f"{k.split('.')[-1]}={fitted[k]}" for k in fitted if fitted[k] != knobs[k])
-            if stored.enqueue(fitted, f"#{trial.number}'s point with {changes}", in_place_of=trial.number):
+            if stored.enqueue(fitted, f"#{trial.number}'s point with {changes}", plan.fixed,
+                              in_place_of=trial.number):
                 say(json.dumps(fitted, sort_keys=True, default=str),
                     f"#{trial.number} skipped ({unsampled.split(';')[0]}): its point with {changes} queued instead")
                 unsampled += f"; its nearest point within the cores ({changes}) is queued"

@@ -3,8 +3,8 @@ guesses. The winners of the same study on the lab's other hardware classes (a wa
 a lab with many machine types wants the second night), then the practitioners' recipes (the
 largest batch, the cores split between the loader and the compute from either side, bf16 where
 the device has it, pinned memory on CUDA).
-Each is queued with Optuna's enqueue_trial, only with knobs valid in this space (the sampler
-fills the rest), and carries where it came from (`origin`) into its trial."""
+Each is queued with Optuna's enqueue_trial for this setup alone, only with knobs valid in this
+space (the sampler fills the rest), and carries where it came from (`origin`) into its trial."""
 
 from __future__ import annotations
 
@@ -142,11 +142,11 @@ def queue_start(stored: StoredStudy, plan: SweepPlan, room: int, ctx: sp.Context
                           bf16=plan.machine.bf16)
     outcomes = []
     for point in (live(p, plan, ctx) for p in points):
-        if stored.holds(point.knobs):
+        if stored.holds(point.knobs, plan.fixed):
             outcomes.append((point, Queued.HELD))
         elif room <= 0:
             outcomes.append((point, Queued.NO_ROOM))
-        elif stored.enqueue(point.knobs, point.origin):
+        elif stored.enqueue(point.knobs, point.origin, plan.fixed):
             outcomes.append((point, Queued.QUEUED))
             room -= 1
         else:

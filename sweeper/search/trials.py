@@ -68,8 +68,8 @@ def ask(stored: StoredStudy, plan: SweepPlan, ctx: sp.Context, *, baseline: bool
     if baseline:
         inside = {k: v for k, v in plan.baseline_knobs.items() if sp.contains(plan.space[k], v)}
         outside = {k: v for k, v in plan.baseline_knobs.items() if k not in inside}
-        stored.study.enqueue_trial(inside)
-    trial = stored.study.ask()
+        stored.enqueue(inside, None, plan.fixed)
+    trial = stored.ask(plan.fixed)
     if not baseline and TrialRecord.of(trial).origin is None:
         outside = {k: plan.baseline_knobs[k] for k in held_back}
     knobs = choose_knobs(plan, ctx, lambda key, dist: outside[key] if key in outside else suggest(trial, key, dist))

@@ -6,7 +6,7 @@ attribute sets to store: every trial attribute name is spelled here and nowhere 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -23,6 +23,7 @@ _HOST, _PID, _PID_STARTED, _HEARTBEAT = "host", "sweeper_pid", "sweeper_started"
 _RERUN = "rerun_reason"
 _SCHEDULER_JOB, _QUEUE_WAIT = "scheduler_job", "queue_wait_s"
 _ORIGIN = "origin"  # set by Optuna's enqueue_trial (search/start.py): why this point was measured
+_QUEUED_FOR = "queued_for"  # the fixed overrides of the setup that queued the point: only it asks it
 # a later knob tried at the best so far (search/later.py): the knob, and the best's trial number
 _PROBE_KNOB, _PROBE_OF = "probe_knob", "probe_of"
 # a point measured in place of one the preset skipped (oversubscribed): that trial's number
@@ -71,6 +72,7 @@ class TrialRecord:
     probe_knob: str | None = None  # a later knob tried at the best so far: which
     probe_of: int | None = None  # ... and the best's trial number
     in_place_of: int | None = None  # the skipped trial whose nearest point within the cores this is
+    queued_for: tuple[str, ...] | None = None  # a queued point's setup (None: queued by hand, or not queued)
 
     @classmethod
     def of(cls, trial: Any) -> TrialRecord:
@@ -91,6 +93,7 @@ class TrialRecord:
             heartbeat_at=attrs.get(_HEARTBEAT), rerun_reason=attrs.get(_RERUN),
             scheduler_job=attrs.get(_SCHEDULER_JOB), queue_wait_s=attrs.get(_QUEUE_WAIT), origin=attrs.get(_ORIGIN),
             probe_knob=attrs.get(_PROBE_KNOB), probe_of=attrs.get(_PROBE_OF), in_place_of=attrs.get(_IN_PLACE_OF),
+            queued_for=tuple(attrs[_QUEUED_FOR]) if attrs.get(_QUEUED_FOR) is not None else None,
         )
 
     # -- reading (the typed parts on first use: a sweep reads many records) --
@@ -137,12 +140,12 @@ class TrialRecord:
                 _SWEEP_DIR: sweep_dir, _HOST: host, _PID: pid, _PID_STARTED: pid_started, _HARDWARE: hardware_class}
 
     @staticmethod
-    def queued(origin: str, probe_knob: str | None = None, probe_of: int | None = None,
-               in_place_of: int | None = None) -> dict[str, Any]:
-        """A point queued for the sampler's next ask (enqueue_trial's user_attrs): why (and, for
-        a later knob tried at the best so far, which knob at which trial; for a point measured in
-        place of a skipped one, which trial)."""
-        return {_ORIGIN: origin, **({_PROBE_KNOB: probe_knob, _PROBE_OF: probe_of} if probe_knob else {}),
+    def queued(origin: str | None, fixed: Sequence[str], probe_knob: str | None = None,
+               probe_of: int | None = None, in_place_of: int | None = None) -> dict[str, Any]:
+        """A point queued for its setup's next ask (enqueue_trial's user_attrs): for which setup
+        and why (none: the baseline; for a later knob tried at the best so far, which knob at
+        which trial; for a point measured in place of a skipped one, which trial)."""
+        return {_QUEUED_FOR: list(fixed), **({_ORIGIN: origin} if origin is not None else {}), **({_PROBE_KNOB: probe_knob, _PROBE_OF: probe_of} if probe_knob else {}),
                 **({_IN_PLACE_OF: in_place_of} if in_place_of is not None else {})}
 
     @staticmethod

@@ -116,23 +116,44 @@ class StoredStudy:
         self.study.set_user_attr(_WINNER_FIGURE_OF, figure)
         self.study.set_user_attr(_SPEEDUP, round(speedup, 2) if speedup is not None else None)
 
-    def enqueue(self, knobs: Mapping[str, Any], origin: str, *, probe_knob: str | None = None,
-                probe_of: int | None = None, in_place_of: int | None = None) -> bool:
-        """Queue a point for the sampler's next ask, with why: once (not if the study holds it,
-        the baseline's own point included), except a later knob's try, which must be a trial of
-        its own (answered from an identical run when there is one). False: the study held it, so
-        nothing was queued (a trial another process adds meanwhile can read as queued)."""
-        before = len(self.study.get_trials(deepcopy=False))
-        self.study.enqueue_trial(dict(knobs), user_attrs=TrialRecord.queued(origin, probe_knob, probe_of, in_place_of),
-                                 skip_if_exists=probe_knob is None)
-        return len(self.study.get_trials(deepcopy=False)) > before
+    def enqueue(self, knobs: Mapping[str, Any], origin: str | None, fixed: Sequence[str], *,
+                probe_knob: str | None = None, probe_of: int | None = None, in_place_of: int | None = None) -> bool:
+        """Queue a point for this setup's next ask, with why: once (not if the setup's trials hold
+        it, the baseline's own point included), except the baseline (no origin) and a later knob's
+        try, which must be trials of their own (answered from an identical run when there is one).
+        False: the setup held it, so nothing was queued."""
+        if origin is not None and probe_knob is None and self.holds(knobs, fixed):
+            return False
+        self.study.enqueue_trial(dict(knobs), user_attrs=TrialRecord.queued(origin, fixed, probe_knob, probe_of,
+                                                                            in_place_of))
+        return True
 
-    def holds(self, knobs: Mapping[str, Any]) -> bool:
-        """Whether a trial of the study has exactly these knobs (asked, queued or measured): what
+    def holds(self, knobs: Mapping[str, Any], fixed: Sequence[str]) -> bool:
+        """Whether a trial of this setup has exactly these knobs (asked, queued or measured): what
         enqueue skips."""
-        wanted = dict(knobs)
-        return any(t.system_attrs.get("fixed_params", t.params) == wanted
-                   for t in self.study.get_trials(deepcopy=False))
+        wanted, fixed = dict(knobs), tuple(fixed)
+        return any(t.system_attrs.get("fixed_params", t.params) == wanted for t in self.trials()
+                   if fixed in ((r := TrialRecord.of(t)).fixed_overrides, r.queued_for))
+
+    def ask(self, fixed: Sequence[str]) -> optuna.Trial:
+        """Optuna's Study.ask, except that a queued point goes only to the setup that queued it.
+        A study holds several setups (fixed overrides) and Optuna keeps one queue per study, so
+        Study.ask would hand one setup's queued point to whichever sweep asks first. A point
+        queued by hand (no setup recorded) goes to any."""
+        # Study.ask's own steps, through the storage the study reads (Optuna puts a cache in front
+        # of an RDB, which must see the trial it hands out)
+        storage = self.study._storage
+        for waiting in storage.get_all_trials(self.study_id, deepcopy=False, states=(TrialState.WAITING,)):
+            owner = TrialRecord.of(waiting).queued_for
+            if owner is not None and owner != tuple(fixed):
+                continue
+            try:  # another process may take it first: then it is not ours
+                if not storage.set_trial_state_values(waiting._trial_id, state=TrialState.RUNNING):
+                    continue
+            except optuna.exceptions.UpdateFinishedTrialError:
+                continue
+            return optuna.Trial(self.study, waiting._trial_id)
+        return optuna.Trial(self.study, storage.create_new_trial(self.study_id))
 
     def last_winner(self) -> int | None:
         """The winner trial of the study's last sweep (None: no sweep has ended with one)."""
