@@ -151,4 +151,16 @@ def skip(stored: StoredStudy, trial: Trial, status: Status, reason: str) -> Told
     drew 143 oversubscribed points and stopped after 100 in a row: TPE models each knob alone,
     and never learned that the pair was the problem.)"""
     _set(trial, TrialRecord.ended(status, reason))
+    if status == Status.SKIPPED:
+        _dashboard_note(trial, f"**Skipped, not measured** (shown as Pruned so that the sampler avoids it): {reason}")
     return _tell(stored, trial, state=TrialState.PRUNED if status == Status.SKIPPED else TrialState.FAIL)
+
+
+def _dashboard_note(trial: Trial, text: str) -> None:
+    """The trial's note in optuna-dashboard, where it is installed: the first thing its trial
+    page shows (the user attributes say the same, further down)."""
+    try:
+        from optuna_dashboard import save_note
+    except ImportError:
+        return
+    save_note(trial, text)
