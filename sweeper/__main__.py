@@ -51,9 +51,12 @@ def measure_once(cfg: DictConfig, out_dir: Path) -> RunResult:
 
 
 def scheduler_job() -> str | None:
-    """The scheduler's job this process runs in (SLURM's, where a launcher submitted it)."""
-    job = os.environ.get("SLURM_JOB_ID")
-    return f"slurm:{job}" if job else None
+    """The scheduler's job this process runs in, as SLURM names it (`slurm:4242_1` for task 1 of
+    array 4242: its SLURM_JOB_ID is a number of its own, which sacct does not list by)."""
+    from .search.scheduled import slurm_job_name
+
+    name = slurm_job_name(os.environ)
+    return f"slurm:{name}" if name else None
 
 
 def measure_in_job(spec: dict[str, Any], out_dir: Path) -> RunResult:

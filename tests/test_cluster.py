@@ -3,6 +3,7 @@ SLURM (tests/slurm_cluster.py), n_jobs at once; and what is refused before trial
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -82,40 +83,124 @@ def test_a_partition_that_does_not_exist_fails_each_trial_in_one_line(tmp_path, 
         assert reason.startswith("the launcher lost the job:") and "partition" in reason and "\n" not in reason
 
 
+# jobs wait until the test releases them (scontrol ... StartTime=now): the test decides the order
+HELD = ["+hydra.launcher.additional_parameters.begin=now+3600"]
+LONGER = ["measure.windows=6", "measure.min_windows=6", "measure.window_s=1"]
+
+
 @pytest.mark.slow
-def test_a_cancelled_job_and_a_killed_sweep_lose_nothing(tmp_path, slurm):
-    """scancel of a running job: its trial says so, the sweep goes on. kill -9 of the submitting
-    sweep while its job runs: the job finishes on its node, and the next sweep reads its result."""
-    command = [*SLURM, *QUICK, "hydra.sweeper.n_trials=3", "hydra.sweeper.confirm.top_k=0", "measure.windows=6",
-               "measure.min_windows=6"]
-    # an earlier test's job may still be ending on the node (its result delivered, its process
-    # exiting): the job cancelled below must be this sweep's own (CI once cancelled another's)
+def test_a_lost_job_never_decides_its_siblings_and_a_requeued_job_is_followed(tmp_path, slurm):
+    """The order that lost a finished result: the first job of a batch is lost (cancelled here;
+    a node failure, which one node cannot show apart, ends the same way in submitit) while its
+    sibling has not run. The sibling is waited for, requeued by SLURM halfway through its run,
+    followed through the rerun, and its figure is kept and ranked."""
     _wait_for(lambda: not jobs(slurm), timeout=120)
-    first = sweep(tmp_path, slurm, *command)
-    running = _wait_for(lambda: [j for j, state in jobs(slurm) if state == "RUNNING"])
-    subprocess.run(["scancel", running[0]], env={**os.environ, **slurm}, check=True)
-    second = _wait_for(lambda: [j for j, state in jobs(slurm) if state == "RUNNING" and j != running[0]])
+    proc = sweep(tmp_path, slurm, *SLURM, *QUICK, *HELD, *LONGER, "hydra.sweeper.n_jobs=2", "hydra.sweeper.n_trials=3",
+                 "hydra.sweeper.confirm.top_k=0")
+    (baseline,) = _wait_for(lambda: _tasks(slurm, "PENDING"), proc=proc)
+    _release(slurm, baseline)
+    first, second = _wait_for(lambda: pair if len(pair := _tasks(slurm, "PENDING")) == 2 else None, timeout=300, proc=proc)
+    _release(slurm, first)
+    _wait_for(lambda: first in _tasks(slurm, "RUNNING"), proc=proc)
+    _scontrol(slurm, "scancel", first)
+    lost = _wait_for(lambda: _trial_of(tmp_path, first), proc=proc)
+    _wait_for(lambda: (tmp_path / "s" / str(lost) / "launcher.log").is_file(), proc=proc)  # the launcher gave it up
+    _release(slurm, second)
+    _wait_for(lambda: second in _tasks(slurm, "RUNNING"), proc=proc)
+    time.sleep(3)  # into its run
+    _scontrol(slurm, "scontrol", "requeue", second)
+    _wait_for(lambda: second in _tasks(slurm, "PENDING"), proc=proc)
+    _release(slurm, second)
+    out, _ = finished(proc)
+    by_job = {TrialRecord.of(t).scheduler_job: t for t in load_study(tmp_path).trials}
+    gone, kept = by_job[f"slurm:{first}"], by_job[f"slurm:{second}"]
+    reason = TrialRecord.of(gone).reason
+    assert gone.state.name == "FAIL" and "CANCELLED" in reason and len(reason) < 160 and "\n" not in reason, reason
+    assert kept.state.name == "COMPLETE" and TrialRecord.of(kept).samples_per_sec > 0, out
+    assert kept.values and kept.values[0] == TrialRecord.of(kept).samples_per_sec  # ranked by its own figure
+    table = (tmp_path / "s" / "trials.csv").read_text().splitlines()[0].split(",")
+    assert {"scheduler_job", "queue_wait_s"} <= set(table)
+
+
+@pytest.mark.slow
+def test_a_cancelled_job_says_so_and_a_rerun_after_kill_9_waits_for_the_running_job(tmp_path, slurm):
+    """scancel mid-trial: the trial says it was cancelled (failed, or its figure kept if the
+    measurement ended inside SLURM's grace). kill -9 of the sweep while its next job is still
+    queued, and a rerun at once: the rerun waits for that job, reads its result, and measures
+    no configuration twice."""
+    command = [*SLURM, *QUICK, *LONGER, "hydra.sweeper.n_trials=3", "hydra.sweeper.confirm.top_k=0"]
+    _wait_for(lambda: not jobs(slurm), timeout=120)
+    first = sweep(tmp_path, slurm, *command, *HELD)
+    (baseline,) = _wait_for(lambda: _tasks(slurm, "PENDING"), proc=first)
+    _release(slurm, baseline)
+    cancelled = _wait_for(lambda: [j for j in _tasks(slurm, "PENDING") if j != baseline], timeout=300, proc=first)[0]
+    _release(slurm, cancelled)
+    _wait_for(lambda: cancelled in _tasks(slurm, "RUNNING"), proc=first)
+    time.sleep(4)  # into its measurement
+    _scontrol(slurm, "scancel", cancelled)
+    orphan = _wait_for(lambda: [j for j in _tasks(slurm, "PENDING") if j not in (baseline, cancelled)], timeout=300, proc=first)[0]
     os.kill(first.pid, signal.SIGKILL)
     first.communicate()
-    _wait_for(lambda: not jobs(slurm), timeout=300)  # the orphaned job measures on to its end
-    out, _ = finished(sweep(tmp_path, slurm, *command))
+    rerun = sweep(tmp_path, slurm, *command, name="again")  # its own jobs run at once
+    _wait_for(lambda: "is still PENDING" in _read(tmp_path / "again" / "sweep.log"), proc=rerun)
+    _release(slurm, orphan)
+    out, _ = finished(rerun)
     trials = load_study(tmp_path).trials
     by_job = {TrialRecord.of(t).scheduler_job: t for t in trials}
-    cancelled = [t for t in trials if "CANCELLED" in str(TrialRecord.of(t).reason)]
-    assert len(cancelled) == 1 and cancelled[0].state.name == "FAIL", [(t.number, t.state.name, TrialRecord.of(t).reason)
-                                                                        for t in trials]
-    recovered = by_job.get(f"slurm:{second[0]}")
-    assert recovered is not None and recovered.state.name == "COMPLETE", out
-    assert "its job finished after its sweep stopped" in out
-    assert sum(TrialRecord.of(t).measured for t in trials) == 3
+    said = TrialRecord.of(by_job[f"slurm:{cancelled}"]).reason or ""
+    assert "cancel" in said.lower(), said
+    if by_job[f"slurm:{cancelled}"].state.name == "COMPLETE":
+        assert said.startswith("cancelled by the scheduler after measuring")
+    recovered = by_job[f"slurm:{orphan}"]
+    assert recovered.state.name == "COMPLETE" and "its job finished after its sweep stopped" in out, out
+    measured = [t for t in trials if TrialRecord.of(t).measured and t.state.name != "FAIL"]
+    knobs = [json.dumps(TrialRecord.of(t).knobs, sort_keys=True) for t in measured]
+    assert len(set(knobs)) == len(knobs)  # no configuration measured twice
     assert all(t.state.name != "RUNNING" for t in trials)
 
 
-def _wait_for(found, timeout: float = 180):
+def _tasks(env: dict[str, str], state: str) -> list[str]:
+    """The queue's jobs in `state`, array tasks one by one (4242_0, 4242_1), in order."""
+    out = subprocess.run(["squeue", "-h", "-r", "-t", state, "-o", "%i"], env={**os.environ, **env},
+                         capture_output=True, text=True).stdout
+    return sorted(out.split())
+
+
+def _release(env: dict[str, str], job: str) -> None:
+    _scontrol(env, "scontrol", "update", f"jobid={job}", "StartTime=now")
+
+
+def _scontrol(env: dict[str, str], *command: str) -> None:
+    subprocess.run(list(command), env={**os.environ, **env}, check=True, capture_output=True)
+
+
+def _trial_of(tmp: Path, job: str) -> int | None:
+    """The number of the trial that job `job` measures, once the sweep has recorded it."""
+    import optuna
+
+    with contextlib.suppress(Exception):
+        study = optuna.load_study(study_name=optuna.get_all_study_names(f"sqlite:///{tmp / 'study.db'}")[0],
+                                  storage=f"sqlite:///{tmp / 'study.db'}")
+        for t in study.get_trials(deepcopy=False):
+            if TrialRecord.of(t).scheduler_job == f"slurm:{job}":
+                return t.number
+    return None
+
+
+def _read(path: Path) -> str:
+    return path.read_text() if path.is_file() else ""
+
+
+def _wait_for(found, timeout: float = 180, proc: subprocess.Popen | None = None):
+    """found()'s first true value; fails after `timeout`, or at once with its output if the
+    sweep `proc` has ended meanwhile."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if value := found():
             return value
+        if proc is not None and proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"the sweep ended (rc {proc.returncode}) first: {out[-2000:]} {err[-2000:]}")
         time.sleep(0.2)
     raise AssertionError(f"waited {timeout:.0f} s in vain")
 

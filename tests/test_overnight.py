@@ -203,7 +203,7 @@ def test_a_trial_without_heartbeats_is_failed_on_the_next_start(tmp_path):
     """A sweep on another host died: no pid to check here, but its heartbeats stopped. One
     whose host still beats is left alone. Works on any storage (Optuna's public API only)."""
     from sweeper.store.record import TrialRecord
-    from sweeper.search.loop import recover_or_fail_orphans
+    from sweeper.search.settle import settle
     from sweeper.store.heartbeat import heartbeat
     from sweeper.store.study import StoredStudy
 
@@ -217,7 +217,7 @@ def test_a_trial_without_heartbeats_is_failed_on_the_next_start(tmp_path):
     for key, value in TrialRecord.heartbeat(time.time() - 600).items():
         silent.set_user_attr(key, value)
     with heartbeat(stored, beating.number):
-        recover_or_fail_orphans(stored, _plan())
+        settle(stored, _plan(), give_up=lambda: True)
     after = {t.number: t for t in stored.trials()}
     assert after[silent.number].state.name == "FAIL"
     assert after[silent.number].user_attrs["status"] == "interrupted"
@@ -239,7 +239,7 @@ def test_a_job_that_finished_after_its_sweep_was_killed_is_read_not_measured_aga
     result.json where it ran; the next sweep of the study tells the trial that result."""
     from sweeper.measurement import Measurement, Memory, Throughput
     from sweeper.result import RunResult, Status
-    from sweeper.search.loop import recover_or_fail_orphans
+    from sweeper.search.settle import settle
     from sweeper.store.record import TrialRecord
     from sweeper.store.study import StoredStudy
 
@@ -255,8 +255,75 @@ def test_a_job_that_finished_after_its_sweep_was_killed_is_read_not_measured_aga
     job_dir.mkdir(parents=True)
     measured = Measurement(Throughput(samples_per_sec=123.0), memory=Memory(peak_memory_mb=45.0))
     (job_dir / "result.json").write_text(json.dumps(RunResult(Status.OK, measurement=measured, wall_s=3.0).to_json()))
-    recover_or_fail_orphans(stored, _plan())
+    settle(stored, _plan(), give_up=lambda: True)
     after = {t.number: t for t in stored.trials()}
     assert after[finished.number].state.name == "COMPLETE" and after[finished.number].values == [123.0, 45.0]
     assert TrialRecord.of(after[finished.number]).samples_per_sec == 123.0
     assert after[lost.number].state.name == "FAIL" and after[lost.number].user_attrs["status"] == "interrupted"
+
+
+def test_a_trial_failed_as_lost_whose_job_wrote_a_result_later_is_recovered_once(tmp_path):
+    """A batch's job was failed as lost (or the sweep stopped while it was queued); it ran on
+    and wrote an ok result.json. The next sweep recovers it: a trial holding that result stands
+    in for the failed one, everywhere the study's trials are read, and only once."""
+    from optuna.trial import TrialState
+
+    from sweeper.measurement import Measurement, Memory, Throughput
+    from sweeper.result import RunResult, Status
+    from sweeper.search.settle import settle
+    from sweeper.store.record import TrialRecord
+    from sweeper.store.study import StoredStudy
+
+    stored = StoredStudy.open(f"sqlite:///{tmp_path / 's.db'}", "x", directions=["maximize", "minimize"])
+    lost, crashed = stored.study.ask(), stored.study.ask()
+    for trial in (lost, crashed):
+        trial.suggest_categorical("loader.batch_size", [64, 128])
+        attrs = TrialRecord.started(baseline=False, knobs={"loader.batch_size": 64}, fixed=[], workload="w",
+                                    sweep_dir=str(tmp_path / "sweep"), host="login-node", pid=1, pid_started=None,
+                                    hardware_class="h")
+        for key, value in {**attrs, **TrialRecord.submitted(f"slurm:9_{trial.number}")}.items():
+            trial.set_user_attr(key, value)
+    stored.fail(lost.number, Status.ERROR, "the launcher lost the job: state NODE_FAIL")
+    stored.fail(crashed.number, Status.CRASH, "killed by SIGSEGV")
+    measured = Measurement(Throughput(samples_per_sec=321.0), memory=Memory(peak_memory_mb=12.0))
+    for trial in (lost, crashed):  # the crash's own result.json says crash: nothing to recover
+        job_dir = tmp_path / "sweep" / str(trial.number)
+        job_dir.mkdir(parents=True)
+        status = Status.OK if trial is lost else Status.CRASH
+        (job_dir / "result.json").write_text(json.dumps(RunResult(status, measurement=measured, wall_s=3.0).to_json()))
+    for _ in range(2):
+        settle(stored, _plan(), give_up=lambda: True)
+    trials = stored.trials()
+    assert [t.number for t in trials] == [crashed.number, 2]  # #0 replaced by #2, once
+    (recovered,) = [t for t in trials if t.state == TrialState.COMPLETE]
+    record = TrialRecord.of(recovered)
+    assert recovered.values == [321.0, 12.0] and recovered.params == {"loader.batch_size": 64}
+    assert record.recovered_from == lost.number and record.scheduler_job == "slurm:9_0"
+    assert record.reason.startswith(f"recovered from #{lost.number}")
+    assert len(stored.study.get_trials()) == 3  # the failed one is still in the storage, as Optuna keeps it
+
+
+def test_on_its_own_host_a_dead_sweeps_trial_waits_for_the_beat_when_its_job_cannot_be_asked_about():
+    """A dead sweep process fails its trial at once, unless the trial's scheduler job is one
+    nobody here can ask about: then only after the heartbeat window, as on another host."""
+    import datetime as dt
+
+    from optuna.trial import TrialState, create_trial
+
+    from sweeper.store.heartbeat import DIED, SILENT, orphans
+    from sweeper.store.record import TrialRecord
+
+    def running(job, beat):
+        attrs = TrialRecord.started(baseline=False, knobs={}, fixed=[], workload="w", sweep_dir="d", host="here",
+                                    pid=4242, pid_started=None, hardware_class="h")
+        trial = create_trial(state=TrialState.RUNNING, user_attrs={**attrs, **TrialRecord.heartbeat(beat),
+                                                                   **(TrialRecord.submitted(job) if job else {})})
+        trial.datetime_start = dt.datetime.fromtimestamp(beat)
+        return trial
+
+    now = 10_000.0
+    trials = [running(None, now - 10), running("slurm:7_0", now - 10), running("slurm:7_1", now - 10),
+              running("slurm:7_2", now - 600)]
+    found = orphans(trials, host="here", now=now, alive=lambda pid, started: False,
+                    told=lambda job: job != "slurm:7_1" and job != "slurm:7_2")
+    assert [(trials.index(t), why) for t, why in found] == [(0, DIED), (1, DIED), (3, SILENT)]

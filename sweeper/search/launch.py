@@ -20,8 +20,9 @@ from ..runner.lock import held
 from ..runner.run import RESULT_FILE
 from ..runner.signals import StopRequest
 from ..store.heartbeat import heartbeat
+from ..store.record import TrialRecord
 from ..store.study import StoredStudy
-from . import progress
+from . import progress, scheduled
 from .plan import SweepPlan
 
 
@@ -85,6 +86,9 @@ class Job:
         return [*self.overrides, f"hydra.sweep.subdir={self.subdir}"] if self.subdir else list(self.overrides)
 
 
+LAUNCHER_LOG = "launcher.log"  # in a trial's folder: submitit's account of a job lost without a result
+
+
 def _first_line(exc: BaseException) -> str:
     """An exception as one line (a scheduler's state is often on its second: CANCELLED, TIMEOUT)."""
     return " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
@@ -95,13 +99,18 @@ _SCHEDULER_SAID = re.compile(r"\*\*\* (JOB \S+ ON \S+ [^*\n]+?) \*\*\*")  # slur
 
 
 def lost_reason(exc: BaseException) -> str:
-    """Why the launcher lost a job, in one line that leads with the scheduler's own words (its
-    state, slurmstepd's verdict), which the job's error stream may otherwise push past the cut."""
+    """Why the launcher lost a job, in one short sentence: the scheduler's own words where it
+    said any (the state submitit saw, slurmstepd's verdict), else the error's first line, cut at
+    a word. The whole text goes to the trial's launcher.log."""
     text = str(exc)
     said = [f"state {m.group(1).strip()}" for m in _STATE.finditer(text)]
-    said += list(dict.fromkeys(m.group(1) for m in _SCHEDULER_SAID.finditer(text)))
-    head = f"{'; '.join(said)}: " if said else ""
-    return f"the launcher lost the job: {head}{_first_line(exc)}"
+    said += list(dict.fromkeys(m.group(1).split(" AT ")[0] for m in _SCHEDULER_SAID.finditer(text)))
+    if said:
+        return f"the launcher lost the job: {'; '.join(said)}"
+    first = " ".join(f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".split())
+    if len(first) > 160:
+        first = first[:160].rsplit(" ", 1)[0] + " ..."
+    return f"the launcher lost the job: {first}"
 
 
 @dataclass
@@ -114,6 +123,8 @@ class JobRunner:
     plan: SweepPlan
     stored: StoredStudy
     stop: StopRequest
+    # the sweep's budget left (None: no budget): a lost batch's other jobs are waited for within it
+    remaining: Callable[[], float | None] = lambda: None
 
     def __call__(self, overrides: list[str], job_idx: int, trial_number: int | None = None,
                  subdir: str | None = None) -> RunResult:
@@ -135,11 +146,73 @@ class JobRunner:
 
     def _launch(self, jobs: Sequence[Job]) -> list[RunResult]:
         submitted = time.time()
-        try:
-            returns = self.launcher.launch([job.launched() for job in jobs], initial_job_idx=jobs[0].job_idx)
-        except Exception as exc:  # noqa: BLE001 - a scheduler that lost a job (cancelled, timed out, node gone)
-            return [self._recovered(job, exc, submitted) for job in jobs]
-        return [self._waited(self._returned(r), submitted) for r in returns]
+        with scheduled.submitted(on_submit=lambda handles: self._record_jobs(jobs, handles)) as handles:
+            try:
+                returns = self.launcher.launch([job.launched() for job in jobs], initial_job_idx=jobs[0].job_idx)
+            except Exception as exc:  # noqa: BLE001 - a scheduler that lost a job (cancelled, timed out, node gone)
+                lost: BaseException = exc
+            else:
+                results = [self._waited(self._returned(r), submitted) for r in returns]
+                if len(handles) == len(results):
+                    results = [self._checked(result, handle) for result, handle in zip(results, handles)]
+                return results
+        if len(handles) != len(jobs):  # jobs sweeper cannot follow: what they left where they ran
+            return [self._recovered(job, lost, submitted) for job in jobs]
+        # one job lost: each of the batch followed to its own end, told from what it returned
+        return [self._followed(job, handle, submitted) for job, handle in zip(jobs, handles)]
+
+    def _record_jobs(self, jobs: Sequence[Job], handles: Sequence[Any]) -> None:
+        """Each trial names its scheduler job as soon as it is submitted: the next sweep asks
+        the scheduler about it if this one stops first."""
+        for job, handle in zip(jobs, handles):
+            if job.trial_number is not None:
+                self.stored.set_attrs(job.trial_number, TrialRecord.submitted(scheduled.name_of(handle)))
+
+    def _followed(self, job: Job, handle: Any, submitted: float) -> RunResult:
+        ended = scheduled.follow(handle, give_up=lambda: self.stop.requested or self._out_of_time())
+        if ended.returned is not None:
+            return self._checked(self._waited(self._returned(ended.returned), submitted), handle)
+        if ended.raised is not None:
+            return self._failed_job(ended.raised)
+        self._keep_log(job, scheduled.launcher_log(handle))
+        if ended.still_active:
+            return RunResult(Status.INTERRUPTED, f"{ended.name} was still {ended.state} when the sweep stopped: "
+                             "the next sweep of the study reads its result")
+        left = self._left_result(job, submitted)
+        if left is not None:
+            return left
+        return RunResult(Status.INTERRUPTED if self.stop.requested else Status.ERROR,
+                         f"the scheduler ended {ended.name} ({ended.state or 'state unknown'}) before it had a "
+                         "result")
+
+    def _out_of_time(self) -> bool:
+        left = self.remaining()
+        return left is not None and left <= 0
+
+    def _checked(self, result: RunResult, handle: Any) -> RunResult:
+        """What the scheduler did to a job that returned: cancelled it, though its measurement
+        ended inside the grace before the kill (the figure is kept, and says so); requeued it
+        after it returned (its node failed as it exited): the rerun is cancelled, as it would
+        only measure the same configuration again."""
+        name = scheduled.name_of(handle)
+        state = scheduled.job_state(name)
+        if state in scheduled.WAITING:
+            with contextlib.suppress(Exception):
+                handle.cancel(check=False)
+            progress.say(f"{name} was requeued after it returned its result: its rerun is cancelled")
+        if state == "CANCELLED" and result.ok:
+            return result.replace(reason="cancelled by the scheduler after measuring: its figure is kept")
+        return result
+
+    def _keep_log(self, job: Job, text: str) -> None:
+        """The launcher's account of a job lost without a result, in the trial's folder (its
+        reason stays one sentence)."""
+        if job.subdir is None or not text:
+            return
+        with contextlib.suppress(OSError):
+            folder = self.plan.sweep_dir / job.subdir
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / LAUNCHER_LOG).write_text(text)
 
     def _returned(self, job: Any) -> RunResult:
         if job.status == JobStatus.COMPLETED:
@@ -147,19 +220,32 @@ class JobRunner:
         try:
             job.return_value  # re-raises the job's exception
         except Exception as exc:  # noqa: BLE001 - a failed job is data
-            status = Status.INVALID if isinstance(exc, ConfigError) else Status.ERROR
-            return RunResult(status, _first_line(exc))
+            return self._failed_job(exc)
         return RunResult(Status.ERROR, f"the job ended as {job.status.name} without an exception")
 
+    @staticmethod
+    def _failed_job(exc: BaseException) -> RunResult:
+        status = Status.INVALID if isinstance(exc, ConfigError) else Status.ERROR
+        return RunResult(status, _first_line(exc))
+
+    def _left_result(self, job: Job, submitted: float) -> RunResult | None:
+        """The result.json the job wrote where it ran, if it wrote one after its submission."""
+        if job.subdir is None:
+            return None
+        path = self.plan.sweep_dir / job.subdir / RESULT_FILE
+        if path.is_file() and path.stat().st_mtime >= submitted:
+            with contextlib.suppress(ValueError, OSError):
+                return self._waited(RunResult.from_json(json.loads(path.read_text())).replace(job_dir=str(path.parent)),
+                                    submitted)
+        return None
+
     def _recovered(self, job: Job, exc: BaseException, submitted: float) -> RunResult:
-        """A job of a batch the launcher could not return: what it measured, from the result.json
-        it wrote where it ran (nothing measured is lost), else the launcher's reason."""
-        if job.subdir is not None:
-            path = self.plan.sweep_dir / job.subdir / RESULT_FILE
-            if path.is_file() and path.stat().st_mtime >= submitted:
-                with contextlib.suppress(ValueError, OSError):
-                    left = RunResult.from_json(json.loads(path.read_text())).replace(job_dir=str(path.parent))
-                    return self._waited(left, submitted)
+        """A job of a batch the launcher could not return, and sweeper cannot follow: what it
+        measured, from the result.json it wrote where it ran, else the launcher's reason."""
+        left = self._left_result(job, submitted)
+        if left is not None:
+            return left
+        self._keep_log(job, str(exc))
         return RunResult(Status.INTERRUPTED if self.stop.requested else Status.ERROR, lost_reason(exc))
 
     @contextlib.contextmanager

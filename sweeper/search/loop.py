@@ -7,20 +7,15 @@ configurations reused, batches that must run out of memory skipped, stop rules a
 from __future__ import annotations
 
 import json
-import socket
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from ..measurement import PRIMARY
-from ..result import RunResult, Status
-from ..runner.run import RESULT_FILE
+from ..result import Status
 from ..stats import with_run_noise
-from ..store.heartbeat import orphans, process_alive
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import baseline_of, config_of, primary_value, ranked, search_interval, was_measured
@@ -29,6 +24,7 @@ from . import space as sp
 from .later import held_later
 from .launch import Job, JobRunner, measure_overrides
 from .plan import SweepPlan
+from .settle import settle
 from .start import Queued, queue_start
 from .trials import Told, ask, reuse, skip, tell_result
 
@@ -89,32 +85,6 @@ def learned_convolutional(stored: StoredStudy, plan: SweepPlan) -> bool | None:
     return None
 
 
-def recover_or_fail_orphans(stored: StoredStudy, plan: SweepPlan) -> None:
-    """RUNNING trials whose sweep is gone (no heartbeat, or a dead process on this host): a job
-    that finished after its sweep died (still queued or running on a scheduler when the sweep
-    was killed) left its result.json where it ran, and is told it; the others are failed as
-    interrupted, and measured again."""
-    found = orphans(stored.trials(), host=socket.gethostname(), now=time.time(), alive=process_alive)
-    for trial, why in found:
-        record = TrialRecord.of(trial)
-        result = _left_result(record.sweep_dir, trial.number)
-        if result is not None and record.fixed_overrides == plan.fixed:
-            tell_result(stored, Trial(stored.study, stored.trial_id(trial.number)), result, plan)
-            progress.say(f"trial #{trial.number}: its job finished after its sweep stopped; its result.json is read")
-        else:
-            stored.fail(trial.number, Status.INTERRUPTED, why)
-
-
-def _left_result(sweep_dir: str | None, number: int) -> RunResult | None:
-    path = Path(sweep_dir) / str(number) / RESULT_FILE if sweep_dir else None
-    if path is None or not path.is_file():
-        return None
-    try:
-        return RunResult.from_json(json.loads(path.read_text())).replace(job_dir=str(path.parent))
-    except (ValueError, OSError):
-        return None
-
-
 def _note(state: LoopState, told: Told, best: FrozenTrial | None) -> None:
     """What a told trial changes in the stop rules' state."""
     state.sampler_done = state.sampler_done or told.sampler_done
@@ -134,7 +104,7 @@ def optimize(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, stopped: C
     """Run trials until a stop rule ends the sweep; returns why it stopped. Up to n_jobs trials
     are measured at once, as one batch through the launcher (the baseline alone, first)."""
     settings = plan.settings
-    recover_or_fail_orphans(stored, plan)
+    settle(stored, plan, give_up=lambda: stopped() is not None or (remaining() or 1.0) <= 0)
     state = LoopState()
     while True:
         if (signal_stop := stopped()) is not None:

@@ -165,7 +165,7 @@ class Sweep:
             return None if plan.deadline_s is None else plan.deadline_s - (time.monotonic() - started)
 
         with stop_on_signals("the sweep") as stop:
-            run = JobRunner(self.launcher, plan, stored, stop)
+            run = JobRunner(self.launcher, plan, stored, stop, remaining)
             progress.start_bar(plan.settings.n_trials)
             try:
                 why = optimize(stored, plan, run, remaining=remaining,

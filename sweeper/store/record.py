@@ -21,6 +21,8 @@ _FINGERPRINT, _HARDWARE, _JOB_DIR = "fingerprint", "hardware_class", "job_dir"
 _REUSED_FROM, _WORKLOAD, _SWEEP_DIR = "reused_from", "workload", "sweep_dir"
 _HOST, _PID, _PID_STARTED, _HEARTBEAT = "host", "sweeper_pid", "sweeper_started", "heartbeat_at"
 _RERUN = "rerun_reason"
+# a trial told a result its job wrote after an earlier sweep had failed it: that trial's number
+_RECOVERED_FROM = "recovered_from"
 _SCHEDULER_JOB, _QUEUE_WAIT = "scheduler_job", "queue_wait_s"
 _ORIGIN = "origin"  # set by Optuna's enqueue_trial (search/start.py): why this point was measured
 _QUEUED_FOR = "queued_for"  # the fixed overrides of the setup that queued the point: only it asks it
@@ -73,6 +75,7 @@ class TrialRecord:
     probe_of: int | None = None  # ... and the best's trial number
     in_place_of: int | None = None  # the skipped trial whose nearest point within the cores this is
     queued_for: tuple[str, ...] | None = None  # a queued point's setup (None: queued by hand, or not queued)
+    recovered_from: int | None = None  # the failed trial whose job's late result this trial holds
 
     @classmethod
     def of(cls, trial: Any) -> TrialRecord:
@@ -94,6 +97,7 @@ class TrialRecord:
             scheduler_job=attrs.get(_SCHEDULER_JOB), queue_wait_s=attrs.get(_QUEUE_WAIT), origin=attrs.get(_ORIGIN),
             probe_knob=attrs.get(_PROBE_KNOB), probe_of=attrs.get(_PROBE_OF), in_place_of=attrs.get(_IN_PLACE_OF),
             queued_for=tuple(attrs[_QUEUED_FOR]) if attrs.get(_QUEUED_FOR) is not None else None,
+            recovered_from=attrs.get(_RECOVERED_FROM),
         )
 
     # -- reading (the typed parts on first use: a sweep reads many records) --
@@ -138,6 +142,16 @@ class TrialRecord:
         """When a trial is asked for: what it is and which sweep process runs it."""
         return {_BASELINE: baseline, _KNOBS: dict(knobs), _FIXED: list(fixed), _WORKLOAD: workload,
                 _SWEEP_DIR: sweep_dir, _HOST: host, _PID: pid, _PID_STARTED: pid_started, _HARDWARE: hardware_class}
+
+    @staticmethod
+    def recovered(number: int) -> dict[str, Any]:
+        """A trial that holds the result trial `number`'s job wrote after it had been failed."""
+        return {_RECOVERED_FROM: number}
+
+    @staticmethod
+    def submitted(scheduler_job: str) -> dict[str, Any]:
+        """When its job is submitted to a scheduler: the job, as the scheduler names it."""
+        return {_SCHEDULER_JOB: scheduler_job}
 
     @staticmethod
     def queued(origin: str | None, fixed: Sequence[str], probe_knob: str | None = None,

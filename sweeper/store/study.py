@@ -17,7 +17,7 @@ from ..result import Status
 from .confirmation import Confirmation
 from .record import TrialRecord
 from .storage import open_storage
-from .trials import of_setup
+from .trials import current, of_setup
 
 
 # study attributes: spelled here only (trial attributes: sweeper.store.record.TrialRecord)
@@ -56,8 +56,18 @@ class StoredStudy:
         return self.storage.get_trial_id_from_study_id_trial_number(self.study_id, number)
 
     def trials(self, fixed: Sequence[str] | None = None) -> list[FrozenTrial]:
-        every = self.study.get_trials(deepcopy=False)
+        """The study's trials (of one setup), a trial recovered later standing for the one it
+        replaces."""
+        every = current(self.study.get_trials(deepcopy=False))
         return every if fixed is None else of_setup(every, fixed)
+
+    def stand_in(self, failed: FrozenTrial) -> optuna.Trial:
+        """A new running trial with a failed trial's params and attributes, to be told the
+        result its job wrote late (a finished trial cannot be told again)."""
+        template = optuna.trial.create_trial(
+            state=TrialState.RUNNING, params=failed.params, distributions=failed.distributions,
+            user_attrs={**failed.user_attrs, **TrialRecord.recovered(failed.number)})
+        return optuna.Trial(self.study, self.study._storage.create_new_trial(self.study_id, template_trial=template))
 
     def trial(self, number: int) -> FrozenTrial:
         return self.storage.get_trial(self.trial_id(number))

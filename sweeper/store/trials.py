@@ -20,6 +20,13 @@ def config_of(trial: FrozenTrial) -> dict[str, Any]:
     return knobs if knobs is not None else dict(trial.params)
 
 
+def current(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
+    """The trials, less those failed as lost whose job's late result a later trial holds (a
+    finished trial cannot change in Optuna; the recovered one stands in its place)."""
+    replaced = {r.recovered_from for t in trials if (r := TrialRecord.of(t)).recovered_from is not None}
+    return [t for t in trials if t.number not in replaced] if replaced else list(trials)
+
+
 def same_setup(trial: FrozenTrial, fixed: Sequence[str]) -> bool:
     """Run with the same fixed overrides: a study can hold several setups."""
     return TrialRecord.of(trial).fixed_overrides == tuple(fixed)
