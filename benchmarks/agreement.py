@@ -33,19 +33,34 @@ CONFIGS = {
     # forked from a zygote started with LD_PRELOAD and OMP_PROC_BIND (was spawned);
     # the hand loop starts with the same environment
     "jemalloc, omp_bind=close, 1 thread (batch 512, 0 workers)": (
-        512, 0, False, ("backend.allocator=jemalloc", "backend.omp_bind=close", "backend.threads=1")),
+        512,
+        0,
+        False,
+        ("backend.allocator=jemalloc", "backend.omp_bind=close", "backend.threads=1"),
+    ),
 }
 HAND_S = 10.0
 ISOLATIONS = tuple(os.environ.get("AGREEMENT_ISOLATIONS", "fork spawn").split())
 
 
-def sweeper_run(batch: int, workers: int, persistent: bool, backend: tuple[str, ...], isolation: str,
-                out: Path) -> dict:
+def sweeper_run(
+    batch: int, workers: int, persistent: bool, backend: tuple[str, ...], isolation: str, out: Path
+) -> dict:
     subprocess.run(
-        [sys.executable, "-m", "sweeper", f"loader.batch_size={batch}", f"loader.num_workers={workers}",
-         f"loader.persistent_workers={str(persistent).lower()}", *backend, f"measure.isolation={isolation}",
-         f"hydra.run.dir={out}"],
-        cwd=ROOT, check=True, capture_output=True,
+        [
+            sys.executable,
+            "-m",
+            "sweeper",
+            f"loader.batch_size={batch}",
+            f"loader.num_workers={workers}",
+            f"loader.persistent_workers={str(persistent).lower()}",
+            *backend,
+            f"measure.isolation={isolation}",
+            f"hydra.run.dir={out}",
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
     )
     return RunResult.from_json(json.loads((out / "result.json").read_text()))
 
@@ -57,17 +72,31 @@ def hand_env(backend: tuple[str, ...]) -> dict[str, str]:
     from sweeper.runner.run import start_env
 
     knobs = dict(item.split("=", 1) for item in backend)
-    spec = {"backend": {"allocator": knobs.get("backend.allocator", "default"),
-                        "omp_bind": knobs.get("backend.omp_bind", "default"), "kmp_blocktime": None}}
+    spec = {
+        "backend": {
+            "allocator": knobs.get("backend.allocator", "default"),
+            "omp_bind": knobs.get("backend.omp_bind", "default"),
+            "kmp_blocktime": None,
+        }
+    }
     threads = int(knobs["backend.threads"]) if "backend.threads" in knobs else None
     return {**thread_env(threads), **start_env(spec)[0]}
 
 
 def hand_run(batch: int, workers: int, persistent: bool, backend: tuple[str, ...]) -> float:
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "hand_loop.py"), str(batch), str(workers), str(HAND_S),
-         str(persistent).lower()],
-        cwd=ROOT, check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "hand_loop.py"),
+            str(batch),
+            str(workers),
+            str(HAND_S),
+            str(persistent).lower(),
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT), **hand_env(backend)},
     )
     return float(proc.stdout.strip().splitlines()[-1])
@@ -86,17 +115,25 @@ def main() -> None:
             # the order rotates each round (fork spawn hand, spawn hand fork, ...): position
             # effects of this VM fall on each in turn
             members = [*ISOLATIONS, "hand"]
-            for who in members[r % len(members):] + members[:r % len(members)]:
+            for who in members[r % len(members) :] + members[: r % len(members)]:
                 if who == "hand":
                     hand[name].append(hand_run(batch, workers, persistent, backend))
                     continue
-                result = sweeper_run(batch, workers, persistent, backend, who, tmp / f"{r}-{len(backend)}-{batch}-{workers}-"
-                                     f"{persistent}-{who}")
+                result = sweeper_run(
+                    batch,
+                    workers,
+                    persistent,
+                    backend,
+                    who,
+                    tmp / f"{r}-{len(backend)}-{batch}-{workers}-{persistent}-{who}",
+                )
                 ours[who][name].append(result.samples_per_sec)
                 runs[who].append(result)
     print(f"agreement, median of {rounds} interleaved rounds (sweeper's default measurement; hand loop {HAND_S:g} s):")
-    print("| configuration | hand loop samples/s | forked: samples/s, ratio (per-round min-max) | "
-          "spawned: samples/s, ratio (per-round min-max) |")
+    print(
+        "| configuration | hand loop samples/s | forked: samples/s, ratio (per-round min-max) | "
+        "spawned: samples/s, ratio (per-round min-max) |"
+    )
     print("|---|---:|---:|---:|")
     for name in configs:
         b = statistics.median(hand[name])
@@ -108,14 +145,17 @@ def main() -> None:
         print(f"| {name} | {b:,.0f} | {' | '.join(cells)} |")
     for isolation in ISOLATIONS:
         done = runs[isolation]
+
         def med(key: str) -> float:
             if key == "wall_s":
                 return statistics.median(r.wall_s for r in done)
             return statistics.median(getattr(r.measurement.timing, key) or 0.0 for r in done if r.measurement)
 
-        print(f"\n{isolation}: one run, median of {len(done)}: wall {med('wall_s'):.2f} s = measuring "
-              f"{med('measure_s'):.2f} s + non-measuring {med('wall_s') - med('measure_s'):.2f} s "
-              f"(import torch {med('import_s'):.2f} s, build workload+loader {med('build_s'):.2f} s)")
+        print(
+            f"\n{isolation}: one run, median of {len(done)}: wall {med('wall_s'):.2f} s = measuring "
+            f"{med('measure_s'):.2f} s + non-measuring {med('wall_s') - med('measure_s'):.2f} s "
+            f"(import torch {med('import_s'):.2f} s, build workload+loader {med('build_s'):.2f} s)"
+        )
 
 
 if __name__ == "__main__":

@@ -16,8 +16,13 @@ def objective(cfg) -> float:
     torch.set_num_threads(cfg.threads)
     model = mlp()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)  # the published experiment
-    data = DataLoader(generated_mnist(60000, MNIST_TRANSFORM), batch_size=cfg.batch_size, shuffle=True,
-                      num_workers=cfg.num_workers, drop_last=True)
+    data = DataLoader(
+        generated_mnist(60000, MNIST_TRANSFORM),
+        batch_size=cfg.batch_size,
+        shuffle=True,
+        num_workers=cfg.num_workers,
+        drop_last=True,
+    )
     dtype = torch.bfloat16 if cfg.precision == "bf16" else None
 
     def batches():
@@ -42,10 +47,21 @@ def objective(cfg) -> float:
     while time.perf_counter() - start < cfg.measure_s:
         samples += step()
     value = samples / (time.perf_counter() - start)
-    del stream, data
+    stream.close()  # ends the generator, and with it the loader's workers
     with open(cfg.log, "a") as f:
-        f.write(json.dumps({"t": time.time(), "batch_size": cfg.batch_size, "num_workers": cfg.num_workers,
-                            "threads": cfg.threads, "precision": cfg.precision, "value": value}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "t": time.time(),
+                    "batch_size": cfg.batch_size,
+                    "num_workers": cfg.num_workers,
+                    "threads": cfg.threads,
+                    "precision": cfg.precision,
+                    "value": value,
+                }
+            )
+            + "\n"
+        )
     return value
 
 

@@ -24,12 +24,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from slurm_cluster import cluster, why_not  # noqa: E402
-
 from sweeper.result import RunResult  # noqa: E402
 
-SPACE = ["search=none", "task.num_samples=4096", "loader.batch_size=choice(32,64,128,256,512,1024)",
-         "loader.num_workers=choice(0,1)", "hydra.sweeper.confirm.top_k=0", "hydra.sweeper.race=false",
-         "hydra.sweeper.sampler.seed=1"]
+SPACE = [
+    "search=none",
+    "task.num_samples=4096",
+    "loader.batch_size=choice(32,64,128,256,512,1024)",
+    "loader.num_workers=choice(0,1)",
+    "hydra.sweeper.confirm.top_k=0",
+    "hydra.sweeper.race=false",
+    "hydra.sweeper.sampler.seed=1",
+]
 SETUPS = {
     "basic launcher": [],
     "SLURM, n_jobs=1": ["hydra/launcher=submitit_slurm"],
@@ -40,9 +45,23 @@ SETUPS = {
 def run(name: str, extra: list[str], trials: int, tmp: Path, env: dict[str, str]) -> dict:
     out = tmp / name.replace(" ", "").replace(",", "-").replace("=", "")
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "sweeper", "-m", *SPACE, *extra, f"hydra.sweeper.n_trials={trials}",
-                           f"hydra.sweep.dir={out}", f"hydra.sweeper.storage=sqlite:///{out}.db"],
-                          cwd=tmp, capture_output=True, text=True, env={**os.environ, **env})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweeper",
+            "-m",
+            *SPACE,
+            *extra,
+            f"hydra.sweeper.n_trials={trials}",
+            f"hydra.sweep.dir={out}",
+            f"hydra.sweeper.storage=sqlite:///{out}.db",
+        ],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+    )
     wall = time.monotonic() - started
     if proc.returncode:
         sys.exit(proc.stdout[-3000:] + proc.stderr[-3000:])
@@ -50,10 +69,16 @@ def run(name: str, extra: list[str], trials: int, tmp: Path, env: dict[str, str]
     runs = [RunResult.from_json(json.loads(p.read_text())) for p in out.glob("*/result.json")]
     # the warm-up and windows: the rest of a trial's time is what it cost to get there
     measuring = sum(r.measurement.timing.measure_s or 0.0 for r in runs if r.measurement is not None)
-    return {"wall": wall, "measured": summary["measured"], "runs": len(runs), "measuring": measuring,
-            "per_trial": (wall - measuring) / max(1, summary["measured"]),
-            "queue": statistics.median(r.queue_wait_s for r in runs if r.queue_wait_s is not None)
-            if any(r.queue_wait_s is not None for r in runs) else None}
+    return {
+        "wall": wall,
+        "measured": summary["measured"],
+        "runs": len(runs),
+        "measuring": measuring,
+        "per_trial": (wall - measuring) / max(1, summary["measured"]),
+        "queue": statistics.median(r.queue_wait_s for r in runs if r.queue_wait_s is not None)
+        if any(r.queue_wait_s is not None for r in runs)
+        else None,
+    }
 
 
 def main() -> None:

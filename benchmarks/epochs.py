@@ -24,16 +24,25 @@ import yaml
 from sweeper.result import RunResult
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKLOAD = ["task=image_classification", "task.model=resnet18", "task.image_size=64", "task.num_classes=100",
-            "task.num_samples=2048"]
+WORKLOAD = [
+    "task=image_classification",
+    "task.model=resnet18",
+    "task.image_size=64",
+    "task.num_classes=100",
+    "task.num_samples=2048",
+]
 CONFIG = ["loader.batch_size=256", "loader.num_workers=2"]
 MEASURE = ["measure.warmup_s=2", "measure.windows=5", "measure.window_s=3"]
 EPOCHS = {"2,048-image epochs": ["task.epoch_samples=null"], "real-rate epochs (1,281,167)": []}
 
 
 def run(overrides: list[str], out: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "sweeper", *WORKLOAD, *overrides, f"hydra.run.dir={out}"],
-                          cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweeper", *WORKLOAD, *overrides, f"hydra.run.dir={out}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode:
         sys.exit(proc.stdout[-2000:] + proc.stderr[-2000:])
     return RunResult.from_json(json.loads((out / "result.json").read_text()))
@@ -42,16 +51,35 @@ def run(overrides: list[str], out: Path) -> dict:
 def sweep(overrides: list[str], trials: int, out: Path) -> tuple[dict, float, dict]:
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "sweeper", "-m", *WORKLOAD, *overrides, f"hydra.sweeper.n_trials={trials}",
-         "measure.warmup_s=1", "measure.windows=3", "measure.window_s=2", "hydra.sweeper.confirm.rounds=2",
-         "hydra.sweeper.confirm.top_k=2", f"hydra.sweep.dir={out}", f"hydra.sweeper.storage=sqlite:///{out / 's.db'}"],
-        cwd=ROOT, capture_output=True, text=True)
+        [
+            sys.executable,
+            "-m",
+            "sweeper",
+            "-m",
+            *WORKLOAD,
+            *overrides,
+            f"hydra.sweeper.n_trials={trials}",
+            "measure.warmup_s=1",
+            "measure.windows=3",
+            "measure.window_s=2",
+            "hydra.sweeper.confirm.rounds=2",
+            "hydra.sweeper.confirm.top_k=2",
+            f"hydra.sweep.dir={out}",
+            f"hydra.sweeper.storage=sqlite:///{out / 's.db'}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode:
         sys.exit(proc.stdout[-2000:] + proc.stderr[-2000:])
     summary = json.loads((out / "summary.json").read_text())
     results = yaml.safe_load((out / "optimization_results.yaml").read_text())
-    params = next(s["params"] for s in results["solutions"] if s["number"] == summary["winner"]) \
-        if "solutions" in results else results["best_params"]
+    params = (
+        next(s["params"] for s in results["solutions"] if s["number"] == summary["winner"])
+        if "solutions" in results
+        else results["best_params"]
+    )
     return params, time.monotonic() - started, summary.get("confirmation") or {}
 
 
@@ -73,16 +101,20 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|")
     for name, runs in figures.items():
         med = lambda figure: statistics.median(figure(r.measurement.throughput) or 0.0 for r in runs)  # noqa: E731
-        print(f"| {name} | {med(lambda f: f.samples_per_sec):,.1f} | {med(lambda f: f.samples_per_sec_steady):,.1f} | "
-              f"{med(lambda f: f.epoch_ends_measured):.0f} | {med(lambda f: f.epoch_restart_s):.2f} |")
+        print(
+            f"| {name} | {med(lambda f: f.samples_per_sec):,.1f} | {med(lambda f: f.samples_per_sec_steady):,.1f} | "
+            f"{med(lambda f: f.epoch_ends_measured):.0f} | {med(lambda f: f.epoch_restart_s):.2f} |"
+        )
 
     winners: dict[str, dict] = {}
     print(f"\n2. a {trials}-trial search=cpu sweep under each (2 confirmation rounds, top 2)")
     for i, (name, extra) in enumerate(EPOCHS.items()):
         params, wall, conf = sweep(extra, trials, tmp / f"sweep-{i}")
         winners[name] = params
-        print(f"- {name}: {wall / 60:.1f} min, confirmed {conf.get('speedup', float('nan')):.2f}x over the baseline; "
-              f"winner: {' '.join(as_overrides(params))}")
+        print(
+            f"- {name}: {wall / 60:.1f} min, confirmed {conf.get('speedup', float('nan')):.2f}x over the baseline; "
+            f"winner: {' '.join(as_overrides(params))}"
+        )
     same = winners[list(EPOCHS)[0]] == winners[list(EPOCHS)[1]]
     print(f"the winner {'is the same' if same else 'changes'}")
     if not same:

@@ -28,11 +28,32 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 # every form of Hydra's sweep grammar, with values that fit some knobs and not others
 FORMS = [
-    "choice(1,2)", "1,2", "range(1,3)", "range(1,9,2)", "interval(1,4)", "interval(0.5,2.5)",
-    "int(interval(1,4))", "tag(log,interval(1,8))", "tag(log,int(interval(1,8)))", "shuffle(range(1,3))",
-    "shuffle(choice(1,2,4))", "choice(null,1)", "choice(a,b)", "choice(true,false)", "range(-3,0)",
-    "interval(-1.0,1.0)", "choice(0,100000)", "choice(fp32,bf16)", "choice(off,default)", "choice(cpu,auto)",
-    "range(3,1)", "interval(2,2)", "tag(log,interval(0,4))", "choice()", "range(1,3", "choice(1,[2])",
+    "choice(1,2)",
+    "1,2",
+    "range(1,3)",
+    "range(1,9,2)",
+    "interval(1,4)",
+    "interval(0.5,2.5)",
+    "int(interval(1,4))",
+    "tag(log,interval(1,8))",
+    "tag(log,int(interval(1,8)))",
+    "shuffle(range(1,3))",
+    "shuffle(choice(1,2,4))",
+    "choice(null,1)",
+    "choice(a,b)",
+    "choice(true,false)",
+    "range(-3,0)",
+    "interval(-1.0,1.0)",
+    "choice(0,100000)",
+    "choice(fp32,bf16)",
+    "choice(off,default)",
+    "choice(cpu,auto)",
+    "range(3,1)",
+    "interval(2,2)",
+    "tag(log,interval(0,4))",
+    "choice()",
+    "range(1,3",
+    "choice(1,[2])",
 ]
 
 
@@ -59,11 +80,11 @@ def grammar() -> int:
 
     import hydra_plugins.throughput_sweeper.config  # noqa: F401
     from sweeper import resolvers
-    from sweeper.preflight import check as check_overrides
     from sweeper.errors import ConfigError
     from sweeper.machine import Fingerprint, Machine
-    from sweeper.paths import config_dir
     from sweeper.measurement import Measurement, Memory, Throughput
+    from sweeper.paths import config_dir
+    from sweeper.preflight import check as check_overrides
     from sweeper.result import RunResult, Status
     from sweeper.runner.run import checked_spec
     from sweeper.search.plan import make_plan
@@ -73,8 +94,12 @@ def grammar() -> int:
 
     resolvers.register()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    cpu = Machine(device="cpu", cuda=False, bf16=True,
-                  fingerprint=Fingerprint(hardware_class="fuzz", gpu_count=0, hostname="fuzz"))
+    cpu = Machine(
+        device="cpu",
+        cuda=False,
+        bf16=True,
+        fingerprint=Fingerprint(hardware_class="fuzz", gpu_count=0, hostname="fuzz"),
+    )
     counts = {"cases": 0, "rejected before trial 1": 0, "ran": 0, "tracebacks": 0, "trials invalid at run time": 0}
     problems: list[str] = []
     tmp = Path(tempfile.mkdtemp())
@@ -82,7 +107,7 @@ def grammar() -> int:
     with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
         composed: dict[tuple[str, ...], Any] = {}
 
-        def compose_cached(overrides) -> Any:  # noqa: ANN001 - the plan's compose, 170 ms a call
+        def compose_cached(overrides) -> Any:  # the plan's compose, 170 ms a call
             key = tuple(overrides)
             if key not in composed:
                 composed[key] = compose("config", overrides=list(overrides))
@@ -99,8 +124,14 @@ def grammar() -> int:
                     arguments = [f"task={task}", "search=none", f"{key}={form}"]
                     try:
                         check_overrides(["-m", *arguments])  # as `sweeper -m` does before Hydra starts
-                        plan = make_plan(SweepSettings(), arguments, compose=compose_cached,
-                                         app_name="fuzz", sweep_dir=tmp, probe_machine=lambda *probed: cpu)
+                        plan = make_plan(
+                            SweepSettings(),
+                            arguments,
+                            compose=compose_cached,
+                            app_name="fuzz",
+                            sweep_dir=tmp,
+                            probe_machine=lambda *probed: cpu,
+                        )
                     except ConfigError as exc:
                         counts["rejected before trial 1"] += 1
                         if "\n" in str(exc):
@@ -112,8 +143,7 @@ def grammar() -> int:
                         continue
                     counts["ran"] += 1
                     memory = optuna.storages.InMemoryStorage()
-                    stored = StoredStudy(optuna.create_study(storage=memory, directions=list(plan.directions)),
-                                         memory)
+                    stored = StoredStudy(optuna.create_study(storage=memory, directions=list(plan.directions)), memory)
                     for i in range(4):
                         try:
                             trial, knobs = ask(stored, plan, plan.context(None), baseline=i == 0)
@@ -129,10 +159,20 @@ def grammar() -> int:
                                 checked_spec(config)
                             except ConfigError as exc:
                                 counts["trials invalid at run time"] += 1
-                                problems.append(f"{key}={form}: trial {i} {knobs.get(key)!r} would start and be "
-                                                f"invalid: {exc}")
-                            tell_result(stored, trial, RunResult(Status.OK, measurement=Measurement(
-                                Throughput(samples_per_sec=100.0 + i), memory=Memory(peak_memory_mb=10.0))), plan)
+                                problems.append(
+                                    f"{key}={form}: trial {i} {knobs.get(key)!r} would start and be invalid: {exc}"
+                                )
+                            tell_result(
+                                stored,
+                                trial,
+                                RunResult(
+                                    Status.OK,
+                                    measurement=Measurement(
+                                        Throughput(samples_per_sec=100.0 + i), memory=Memory(peak_memory_mb=10.0)
+                                    ),
+                                ),
+                                plan,
+                            )
                         except Exception:  # noqa: BLE001
                             counts["tracebacks"] += 1
                             problems.append(f"{key}={form}: trial {i}: {traceback.format_exc().splitlines()[-1]}")
@@ -144,17 +184,36 @@ def grammar() -> int:
     return 1 if problems else 0
 
 
-SHORT = ["search=quick", "task.num_samples=2048", "hydra.sweeper.n_trials=4", "hydra.sweeper.confirm.top_k=1",
-         "hydra.sweeper.confirm.rounds=1", "measure.warmup_s=0.2", "measure.warmup_steps=1", "measure.windows=2",
-         "measure.window_s=0.3", "hydra.sweeper.study_name=faults"]
+SHORT = [
+    "search=quick",
+    "task.num_samples=2048",
+    "hydra.sweeper.n_trials=4",
+    "hydra.sweeper.confirm.top_k=1",
+    "hydra.sweeper.confirm.rounds=1",
+    "measure.warmup_s=0.2",
+    "measure.warmup_steps=1",
+    "measure.windows=2",
+    "measure.window_s=0.3",
+    "hydra.sweeper.study_name=faults",
+]
 
 
 def _sweep(tmp: Path, name: str, marker: str) -> subprocess.Popen:
-    env = {**os.environ, "SWEEPER_FAULT_MARKER": marker, "SWEEPER_LOCK_DIR": str(tmp),
-           "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
+    env = {
+        **os.environ,
+        "SWEEPER_FAULT_MARKER": marker,
+        "SWEEPER_LOCK_DIR": str(tmp),
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)]),
+    }
     args = [*SHORT, f"hydra.sweep.dir={tmp / name}", f"hydra.sweeper.storage=sqlite:///{tmp / 'study.db'}"]
-    return subprocess.Popen([sys.executable, "-m", "sweeper", "-m", *args], cwd=tmp, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "sweeper", "-m", *args],
+        cwd=tmp,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _left_behind(marker: str) -> list[int]:
@@ -200,10 +259,18 @@ def kill(n: int) -> int:
     from sweeper.store.trials import was_measured
 
     rng = random.Random(0)
-    tally: dict[str, int] = {"killed": 0, "completed trials lost": 0, "left RUNNING": 0, "duplicate numbers": 0,
-                             "wrong final count": 0, "processes left behind": 0, "terminated": 0,
-                             "exit 143 with table and report": 0,
-                             "exit 143 before the sweep began (nothing to write)": 0, "finished before the signal": 0}
+    tally: dict[str, int] = {
+        "killed": 0,
+        "completed trials lost": 0,
+        "left RUNNING": 0,
+        "duplicate numbers": 0,
+        "wrong final count": 0,
+        "processes left behind": 0,
+        "terminated": 0,
+        "exit 143 with table and report": 0,
+        "exit 143 before the sweep began (nothing to write)": 0,
+        "finished before the signal": 0,
+    }
     phases: dict[str, int] = {}
     started = time.monotonic()
     probe = Path(tempfile.mkdtemp())
@@ -224,7 +291,9 @@ def kill(n: int) -> int:
             tally["terminated"] += 1
             if proc.returncode == 0:
                 tally["finished before the signal"] += 1
-            elif proc.returncode == 143 and (tmp / "a" / "trials.csv").exists() and (tmp / "a" / "report.html").exists():
+            elif (
+                proc.returncode == 143 and (tmp / "a" / "trials.csv").exists() and (tmp / "a" / "report.html").exists()
+            ):
                 tally["exit 143 with table and report"] += 1
             elif proc.returncode == 143 and not (tmp / "a" / "sweep.json").exists():
                 tally["exit 143 before the sweep began (nothing to write)"] += 1
@@ -248,26 +317,40 @@ def kill(n: int) -> int:
             tally["left RUNNING"] += sum(t.state.name == "RUNNING" for t in after)
             kept = {t.number: t for t in after}
             tally["completed trials lost"] += sum(
-                1 for k, t in before.items()
-                if k not in kept or kept[k].datetime_complete != t.datetime_complete)
+                1 for k, t in before.items() if k not in kept or kept[k].datetime_complete != t.datetime_complete
+            )
             if sum(was_measured(t) for t in after) != 4 or again.returncode != 0:
                 tally["wrong final count"] += 1
                 print(f"  run {i}: re-run exit {again.returncode}, measured {sum(was_measured(t) for t in after)}")
             tally["processes left behind"] += len(_left_behind(marker))
         shutil.rmtree(tmp, ignore_errors=True)
-    print(json.dumps({"sweeps": n + n // 2, "typical sweep s": round(typical, 1),
-                      "minutes": round((time.monotonic() - started) / 60, 1), **tally,
-                      "SIGKILL moments": phases}, indent=2))
+    print(
+        json.dumps(
+            {
+                "sweeps": n + n // 2,
+                "typical sweep s": round(typical, 1),
+                "minutes": round((time.monotonic() - started) / 60, 1),
+                **tally,
+                "SIGKILL moments": phases,
+            },
+            indent=2,
+        )
+    )
     bad = ("completed trials lost", "left RUNNING", "duplicate numbers", "wrong final count", "processes left behind")
     return 1 if any(tally[k] for k in bad) else 0
 
 
 def _memory_cgroup(limit_bytes: int) -> Path | None:
     """A new memory cgroup with a hard limit (v2 or v1), or None where this machine allows none."""
-    for root, limit_file in ((Path("/sys/fs/cgroup"), "memory.max"), (Path("/sys/fs/cgroup/memory"),
-                                                                        "memory.limit_in_bytes")):
-        if not (root / "cgroup.procs").exists() or (root.name == "cgroup" and not (root / "memory.max").exists()
-                                                     and not (root / "cgroup.subtree_control").exists()):
+    for root, limit_file in (
+        (Path("/sys/fs/cgroup"), "memory.max"),
+        (Path("/sys/fs/cgroup/memory"), "memory.limit_in_bytes"),
+    ):
+        if not (root / "cgroup.procs").exists() or (
+            root.name == "cgroup"
+            and not (root / "memory.max").exists()
+            and not (root / "cgroup.subtree_control").exists()
+        ):
             continue
         group = root / f"sweeper-faults-{os.getpid()}"
         try:
@@ -282,24 +365,47 @@ def _memory_cgroup(limit_bytes: int) -> Path | None:
 def classify() -> int:
     """Failures made on purpose, each classified as the user should read it."""
     cases = [
-        ("a loader worker killed (SIGKILL)", ["task=custom", "task.factory=misbehaving:kill_loader_worker",
-                                             "loader.num_workers=1"], "crash"),
-        ("a segfault in a descendant (loader worker)", ["task=custom", "task.factory=misbehaving:segfault_loader_worker",
-                                                         "loader.num_workers=1"], "crash"),
-        ("a hang (loader worker sleeps)", ["task=custom", "task.factory=misbehaving:hang", "loader.num_workers=1",
-                                           "measure.timeout_s=10"], "timeout"),
+        (
+            "a loader worker killed (SIGKILL)",
+            ["task=custom", "task.factory=misbehaving:kill_loader_worker", "loader.num_workers=1"],
+            "crash",
+        ),
+        (
+            "a segfault in a descendant (loader worker)",
+            ["task=custom", "task.factory=misbehaving:segfault_loader_worker", "loader.num_workers=1"],
+            "crash",
+        ),
+        (
+            "a hang (loader worker sleeps)",
+            ["task=custom", "task.factory=misbehaving:hang", "loader.num_workers=1", "measure.timeout_s=10"],
+            "timeout",
+        ),
     ]
     group = _memory_cgroup(1536 * 2**20)
     if group is not None:
-        cases.insert(0, ("the kernel's OOM killer (cgroup limit 1.5 GB, 4 GB allocated)",
-                         ["task=custom", "task.factory=misbehaving:allocate", "+task.params.gb=4"], "oom"))
+        cases.insert(
+            0,
+            (
+                "the kernel's OOM killer (cgroup limit 1.5 GB, 4 GB allocated)",
+                ["task=custom", "task.factory=misbehaving:allocate", "+task.params.gb=4"],
+                "oom",
+            ),
+        )
     else:
         print("no writable memory cgroup here: the kernel OOM-kill case is left out")
     failed = 0
     for what, overrides, expected in cases:
         tmp = Path(tempfile.mkdtemp())
-        command = [sys.executable, "-m", "sweeper", *overrides, "measure.warmup_s=0.2", "measure.windows=2",
-                   "measure.window_s=0.3", f"hydra.run.dir={tmp}"]
+        command = [
+            sys.executable,
+            "-m",
+            "sweeper",
+            *overrides,
+            "measure.warmup_s=0.2",
+            "measure.windows=2",
+            "measure.window_s=0.3",
+            f"hydra.run.dir={tmp}",
+        ]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
         if expected == "oom":
             shell = f'echo $$ > {group}/cgroup.procs && exec "$@"'

@@ -20,8 +20,10 @@ from sweeper.tasks.mnist_mlp import MNIST_TRANSFORM, generated_mnist, mlp
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 flags = {a for a in sys.argv[1:] if a.startswith("--")}
 if len(args) < 3 or flags - {"--each-second", "--flush-denormal"}:
-    sys.exit(f"hand_loop.py {' '.join(sys.argv[1:])!r}: expected BATCH WORKERS SECONDS [PERSISTENT] "
-             "[--each-second] [--flush-denormal]")
+    sys.exit(
+        f"hand_loop.py {' '.join(sys.argv[1:])!r}: expected BATCH WORKERS SECONDS [PERSISTENT] "
+        "[--each-second] [--flush-denormal]"
+    )
 batch, workers, seconds = int(args[0]), int(args[1]), float(args[2])
 persistent = len(args) > 3 and args[3] == "true" and workers > 0
 each_second = "--each-second" in flags
@@ -30,8 +32,14 @@ if "--flush-denormal" in flags:
 torch.manual_seed(0)
 model = mlp()
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)  # the published experiment
-data = DataLoader(generated_mnist(60000, MNIST_TRANSFORM), batch_size=batch, shuffle=True,
-                  num_workers=workers, drop_last=True, persistent_workers=persistent)
+data = DataLoader(
+    generated_mnist(60000, MNIST_TRANSFORM),
+    batch_size=batch,
+    shuffle=True,
+    num_workers=workers,
+    drop_last=True,
+    persistent_workers=persistent,
+)
 
 
 def batches():

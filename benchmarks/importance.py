@@ -12,7 +12,6 @@ import sys
 
 import optuna
 from optuna.distributions import CategoricalDistribution
-
 from record_grid import GRIDS, csv_path
 from replay import Grid
 
@@ -26,8 +25,9 @@ def importances(grid: Grid) -> dict[str, float]:
         if row.status != "ok":
             continue
         params = {k: v for k, v in zip(grid.knobs, key) if k in distributions}
-        study.add_trial(optuna.trial.create_trial(params=params, distributions=distributions,
-                                                  value=row.samples_per_sec))
+        study.add_trial(
+            optuna.trial.create_trial(params=params, distributions=distributions, value=row.samples_per_sec)
+        )
     return optuna.importance.get_param_importances(study)  # Optuna's default evaluator, as the report's
 
 

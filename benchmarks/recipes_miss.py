@@ -23,12 +23,12 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import replay  # noqa: E402
-from record_grid import GRIDS, csv_path  # noqa: E402
+import replay
+from record_grid import GRIDS, csv_path
 
-from sweeper import resolvers  # noqa: E402
-from sweeper.search.plan import SweepPlan  # noqa: E402
-from sweeper.search.start import recipes  # noqa: E402
+from sweeper import resolvers
+from sweeper.search.plan import SweepPlan
+from sweeper.search.start import recipes
 
 DEFAULT = "TPE, samples/sec (the default)"
 NO_RECIPES = "TPE, samples/sec, no recipes"
@@ -37,10 +37,12 @@ NO_RECIPES = "TPE, samples/sec, no recipes"
 def missed(grid: replay.Grid, plan: SweepPlan, at: float) -> tuple[replay.Grid, list[str]]:
     """The grid with its recipe points' figures set to the `at` quantile of its figures, and what
     was changed, a line each."""
-    points = recipes(plan.space, plan.baseline_knobs, cores=plan.machine.cores, cuda=plan.machine.cuda,
-                     bf16=plan.machine.bf16)
-    figure = float(pd.Series([r.samples_per_sec for r in grid.points.values()
-                              if r.status in ("ok", "pruned")]).quantile(at))
+    points = recipes(
+        plan.space, plan.baseline_knobs, cores=plan.machine.cores, cuda=plan.machine.cuda, bf16=plan.machine.bf16
+    )
+    figure = float(
+        pd.Series([r.samples_per_sec for r in grid.points.values() if r.status in ("ok", "pruned")]).quantile(at)
+    )
     changed, rows = [], dict(grid.points)
     for point in points:
         key = grid.key(point.knobs)
@@ -56,8 +58,10 @@ def mirrored(grid: replay.Grid) -> replay.Grid:
     i = grid.knobs.index("loader.batch_size")
     batches = sorted({key[i] for key in grid.points})
     other = dict(zip(batches, reversed(batches)))
-    return replay.Grid(grid.knobs, {key: grid.points.get((*key[:i], other[key[i]], *key[i + 1:]), row)
-                                    for key, row in grid.points.items()})
+    return replay.Grid(
+        grid.knobs,
+        {key: grid.points.get((*key[:i], other[key[i]], *key[i + 1 :]), row) for key, row in grid.points.items()},
+    )
 
 
 def _option(args: list[str], name: str, default: str) -> str:
@@ -65,7 +69,7 @@ def _option(args: list[str], name: str, default: str) -> str:
         return default
     i = args.index(name)
     value = args[i + 1]
-    del args[i:i + 2]
+    del args[i : i + 2]
     return value
 
 
@@ -75,8 +79,10 @@ def main(argv: list[str]) -> None:
     seeds = int(args[0]) if args else 100
     name = args[1] if len(args) > 1 else "mnist_mlp_train"
     if name not in GRIDS or how not in ("hole", "mirror") or not 0 <= at <= 1:
-        sys.exit(f"grid {name!r}, --how {how!r} or --at {at} unknown: grids {', '.join(GRIDS)}; --how hole or "
-                 "mirror; --at a quantile in [0, 1]")
+        sys.exit(
+            f"grid {name!r}, --how {how!r} or --at {at} unknown: grids {', '.join(GRIDS)}; --how hole or "
+            "mirror; --at a quantile in [0, 1]"
+        )
     resolvers.register()
     grid = replay.Grid.read(csv_path(name))
     if how == "mirror":

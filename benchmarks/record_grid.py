@@ -31,8 +31,14 @@ from sweeper.store.record import TrialRecord
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
 # a fixed measurement for every configuration of a grid (the yardstick): 1 s warm-up, 3 windows of 1.5 s
-GRID_MEASURE = ["measure.warmup_s=1", "measure.warmup_max_s=null", "measure.windows=3", "measure.min_windows=3",
-                "measure.window_s=1.5", "measure.rel_precision=null"]
+GRID_MEASURE = [
+    "measure.warmup_s=1",
+    "measure.warmup_max_s=null",
+    "measure.windows=3",
+    "measure.min_windows=3",
+    "measure.window_s=1.5",
+    "measure.rel_precision=null",
+]
 
 
 @dataclass(frozen=True)
@@ -49,8 +55,12 @@ class GridSpec:
         return [s.split("=", 1)[0] for s in self.space]
 
 
-MAIN_CPU = ("loader.batch_size=choice(32,64,128,256,512,1024)", "loader.num_workers=range(0,5)",
-            "backend.threads=choice(1,2)", "backend.precision=choice(fp32,bf16)")
+MAIN_CPU = (
+    "loader.batch_size=choice(32,64,128,256,512,1024)",
+    "loader.num_workers=range(0,5)",
+    "backend.threads=choice(1,2)",
+    "backend.precision=choice(fp32,bf16)",
+)
 GRIDS: dict[str, GridSpec] = {
     # the 4-knob space (benchmarks/sweep_gain.py's grid); threads=2 keeps the baseline inside it
     "mnist_mlp_train": GridSpec(MAIN_CPU, ("search=none", "backend.threads=2")),
@@ -59,16 +69,35 @@ GRIDS: dict[str, GridSpec] = {
     # (omp_bind, allocator: seconds of start-up each), ranks (every rank count beyond 1
     # oversubscribes two cores with threads=2 or a worker), interop threads, prefetch_factor.
     "cpu_subgrid": GridSpec(
-        ("loader.batch_size=choice(64,256,1024)", "loader.num_workers=choice(0,2)", "backend.threads=choice(1,2)",
-         "backend.precision=choice(fp32,bf16)", "backend.affinity=choice(none,compact)",
-         "loader.persistent_workers=choice(false,true)"),
-        ("search=none", "backend.threads=2")),
+        (
+            "loader.batch_size=choice(64,256,1024)",
+            "loader.num_workers=choice(0,2)",
+            "backend.threads=choice(1,2)",
+            "backend.precision=choice(fp32,bf16)",
+            "backend.affinity=choice(none,compact)",
+            "loader.persistent_workers=choice(false,true)",
+        ),
+        ("search=none", "backend.threads=2"),
+    ),
     # a convolutional workload at a small size: resnet18 on 32 px FakeData, 10 classes
     "image_small": GridSpec(
-        ("loader.batch_size=choice(16,32,64,128)", "loader.num_workers=range(0,3)", "backend.threads=choice(1,2)",
-         "backend.precision=choice(fp32,bf16)", "backend.channels_last=choice(false,true)"),
-        ("search=none", "task=image_classification", "task.image_size=32", "task.num_classes=10",
-         "task.num_samples=1024", "task.epoch_samples=null", "backend.threads=2")),
+        (
+            "loader.batch_size=choice(16,32,64,128)",
+            "loader.num_workers=range(0,3)",
+            "backend.threads=choice(1,2)",
+            "backend.precision=choice(fp32,bf16)",
+            "backend.channels_last=choice(false,true)",
+        ),
+        (
+            "search=none",
+            "task=image_classification",
+            "task.image_size=32",
+            "task.num_classes=10",
+            "task.num_samples=1024",
+            "task.epoch_samples=null",
+            "backend.threads=2",
+        ),
+    ),
 }
 
 
@@ -80,12 +109,28 @@ def record(name: str, tmp: Path) -> pd.DataFrame:
     spec = GRIDS[name]
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "sweeper", "-m", *spec.base, *spec.space, *GRID_MEASURE,
-         f"hydra.sweep.dir={tmp / name}", f"hydra.sweeper.storage=sqlite:///{tmp / 'grid.db'}",
-         f"hydra.sweeper.study_name={name}", "hydra.sweeper.sampler._target_=optuna.samplers.GridSampler",
-         "hydra.sweeper.n_trials=1000", "hydra.sweeper.confirm.top_k=0", "hydra.sweeper.prune_ratio=null",
-         "hydra.sweeper.race=false", "hydra.sweeper.warm_start=false", "hydra.sweeper.objectives=[samples_per_sec]"],
-        cwd=ROOT, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "sweeper",
+            "-m",
+            *spec.base,
+            *spec.space,
+            *GRID_MEASURE,
+            f"hydra.sweep.dir={tmp / name}",
+            f"hydra.sweeper.storage=sqlite:///{tmp / 'grid.db'}",
+            f"hydra.sweeper.study_name={name}",
+            "hydra.sweeper.sampler._target_=optuna.samplers.GridSampler",
+            "hydra.sweeper.n_trials=1000",
+            "hydra.sweeper.confirm.top_k=0",
+            "hydra.sweeper.prune_ratio=null",
+            "hydra.sweeper.race=false",
+            "hydra.sweeper.warm_start=false",
+            "hydra.sweeper.objectives=[samples_per_sec]",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     wall = time.monotonic() - started
     if proc.returncode:
@@ -99,12 +144,21 @@ def record(name: str, tmp: Path) -> pd.DataFrame:
             continue
         measured = record_.measurement
         windows = measured.throughput.window_samples_per_sec if measured else ()
-        rows.append({**{k: (record_.knobs or {}).get(k) for k in spec.knobs}, "status": record_.status.value,
-                     "samples_per_sec": record_.samples_per_sec,
-                     "peak_memory_mb": measured.memory.peak_memory_mb if measured else None,
-                     "wall_s": record_.wall_s, "warmup_s": measured.timing.warmup_s if measured else None,
-                     "window_cv": (statistics.stdev(windows) / statistics.fmean(windows)
-                                   if len(windows) >= 2 and statistics.fmean(windows) > 0 else None)})
+        rows.append(
+            {
+                **{k: (record_.knobs or {}).get(k) for k in spec.knobs},
+                "status": record_.status.value,
+                "samples_per_sec": record_.samples_per_sec,
+                "peak_memory_mb": measured.memory.peak_memory_mb if measured else None,
+                "wall_s": record_.wall_s,
+                "warmup_s": measured.timing.warmup_s if measured else None,
+                "window_cv": (
+                    statistics.stdev(windows) / statistics.fmean(windows)
+                    if len(windows) >= 2 and statistics.fmean(windows) > 0
+                    else None
+                ),
+            }
+        )
     frame = pd.DataFrame(rows).sort_values("samples_per_sec", ascending=False)
     frame.to_csv(csv_path(name), index=False)
     print(f"grid {name}: {len(frame)} configurations measured in {wall / 60:.1f} min -> {csv_path(name).name}")

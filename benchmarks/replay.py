@@ -48,23 +48,23 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from record_grid import GRIDS, GridSpec, csv_path  # noqa: E402
+
 from sweeper import resolvers  # noqa: E402
-from sweeper.preflight import compose as _compose  # noqa: E402
 from sweeper.measure import timing  # noqa: E402
 from sweeper.measurement import Measurement, Memory, RunFacts  # noqa: E402
+from sweeper.preflight import compose as _compose  # noqa: E402
 from sweeper.result import RunResult, Status  # noqa: E402
+from sweeper.search import space as sp  # noqa: E402
 from sweeper.search.confirm import run_confirmation  # noqa: E402
 from sweeper.search.launch import Job  # noqa: E402
 from sweeper.search.loop import optimize  # noqa: E402
-from sweeper.search import space as sp  # noqa: E402
 from sweeper.search.plan import SweepPlan, make_plan  # noqa: E402
 from sweeper.search.settings import SweepSettings  # noqa: E402
 from sweeper.search.sweep import make_sampler  # noqa: E402
 from sweeper.stats import rate_interval  # noqa: E402
 from sweeper.store.study import StoredStudy  # noqa: E402
-from sweeper.store.trials import config_of, primary_value, ranked, was_measured  # noqa: E402
-
-from record_grid import GRIDS, GridSpec, csv_path  # noqa: E402
+from sweeper.store.trials import config_of, ranked, was_measured  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RUN_CV, WINDOW_CV = 0.08, 0.06  # log-normal sigma: run to run (the machine's mood), window to window
@@ -78,20 +78,31 @@ TPE = {"_target_": "optuna.samplers.TPESampler"}
 CPU = sp.Context(cuda=False, bf16=True, convolutional=True)  # the knobs' liveness on this VM
 MV = {**TPE, "multivariate": True, "group": True}
 GP = {"_target_": "optuna.samplers.GPSampler"}
-TWO = {"objectives": ["samples_per_sec", "peak_memory_mb"]}  # the sweep's objectives when it searched speed and memory together
+TWO = {
+    "objectives": ["samples_per_sec", "peak_memory_mb"]
+}  # the sweep's objectives when it searched speed and memory together
 # name: hydra.sweeper settings (the sampler's seed is the replay's); keys with _ are the replay's:
 # _measure (measure.* of search trials), _confirm_measure (of confirmation runs; else the defaults), _contend (the race
 # the earlier race: windows' noise only, and a run overlapping the best measured to max windows), _no_behind
 # (the earlier rule: a run behind the best's own interval measured on to precision), _two_window_floor
 # (before the same part: the floor waits for two windows however far below it a run is)
 STRATEGIES: dict[str, dict[str, Any]] = {
-    "before: TPE, speed+memory, race on windows' noise": {"sampler": TPE, **TWO, "run_noise": None, "_contend": True,
-                                                          "sweep_precision": None, "confirm": {"top_k": 3, "runners_up": "always"}},
+    "before: TPE, speed+memory, race on windows' noise": {
+        "sampler": TPE,
+        **TWO,
+        "run_noise": None,
+        "_contend": True,
+        "sweep_precision": None,
+        "confirm": {"top_k": 3, "runners_up": "always"},
+    },
     "TPE, speed+memory, race with run noise": {"sampler": TPE, **TWO},
     "TPE, speed+memory, staged 0.5": {"sampler": TPE, **TWO, "staged": 0.5},
     "TPE, samples/sec (the default)": {"sampler": TPE},
     "TPE, samples/sec, confirm top 3 at 5% (the last stop's default)": {
-        "sampler": TPE, "confirm": {"top_k": 3, "runners_up": "always"}, "_confirm_measure": {"rel_precision": 0.05}},
+        "sampler": TPE,
+        "confirm": {"top_k": 3, "runners_up": "always"},
+        "_confirm_measure": {"rel_precision": 0.05},
+    },
     "TPE, samples/sec, staged 0.5": {"sampler": TPE, "staged": 0.5},
     "TPE, samples/sec, staged 0.3": {"sampler": TPE, "staged": 0.3},
     "TPE, samples/sec, no racing": {"sampler": TPE, "race": False},
@@ -99,18 +110,18 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "TPE, samples/sec, 15% precision": {"sampler": TPE, "sweep_precision": 0.15},
     "TPE, samples/sec, 20% precision": {"sampler": TPE, "sweep_precision": 0.20},
     "TPE, samples/sec, 15% in the search, 10% in the confirmation": {
-        "sampler": TPE, "sweep_precision": 0.15, "_confirm_measure": {"rel_precision": 0.10}},
+        "sampler": TPE,
+        "sweep_precision": 0.15,
+        "_confirm_measure": {"rel_precision": 0.10},
+    },
     "TPE, samples/sec, confirm top 3": {"sampler": TPE, "confirm": {"top_k": 3}},
     "TPE, samples/sec, confirm top 1": {"sampler": TPE, "confirm": {"top_k": 1}},
-    "TPE, samples/sec, runners-up confirmed every round": {
-        "sampler": TPE, "confirm": {"runners_up": "always"}},
+    "TPE, samples/sec, runners-up confirmed every round": {"sampler": TPE, "confirm": {"runners_up": "always"}},
     "TPE, samples/sec, confirm at least 2 rounds": {"sampler": TPE, "confirm": {"min_rounds": 2}},
     "TPE, samples/sec, floor 0.5 of the best": {"sampler": TPE, "prune_ratio": 0.5},
     "TPE, samples/sec, no stop behind the best": {"sampler": TPE, "_no_behind": True},
-    "TPE, samples/sec, floor after two windows only": {
-        "sampler": TPE, "_two_window_floor": True},
-    "TPE, samples/sec, neither": {
-        "sampler": TPE, "_no_behind": True, "_two_window_floor": True},
+    "TPE, samples/sec, floor after two windows only": {"sampler": TPE, "_two_window_floor": True},
+    "TPE, samples/sec, neither": {"sampler": TPE, "_no_behind": True, "_two_window_floor": True},
     "TPE, samples/sec, no recipes": {"sampler": TPE, "recipes": False},
     "TPE multivariate+group, samples/sec": {"sampler": MV},
     "TPE startup 10, samples/sec": {"sampler": {**TPE, "n_startup_trials": 10}},
@@ -168,12 +179,17 @@ class Grid:
         knobs = tuple(c for c in frame.columns if "." in c)
         extra = [c for c in ("wall_s", "warmup_s", "window_cv") if c in frame.columns]
         if "window_cv" in frame.columns and "loader.num_workers" in frame.columns:
-            pooled = frame.groupby("loader.num_workers")["window_cv"].transform(lambda s: math.sqrt((s ** 2).mean()))
+            pooled = frame.groupby("loader.num_workers")["window_cv"].transform(lambda s: math.sqrt((s**2).mean()))
             frame = frame.assign(window_cv=pooled)
-        points = {tuple(_plain(row[k]) for k in knobs): Row(
-            str(row["status"]), float(row["samples_per_sec"]), float(row["peak_memory_mb"]),
-            **{c: None if pd.isna(row[c]) else float(row[c]) for c in extra})
-            for _, row in frame.iterrows()}
+        points = {
+            tuple(_plain(row[k]) for k in knobs): Row(
+                str(row["status"]),
+                float(row["samples_per_sec"]),
+                float(row["peak_memory_mb"]),
+                **{c: None if pd.isna(row[c]) else float(row[c]) for c in extra},
+            )
+            for _, row in frame.iterrows()
+        }
         return cls(knobs, points)
 
     def choices(self) -> dict[str, list[Any]]:
@@ -232,8 +248,9 @@ class ReplayRunner:
     def batch(self, jobs: Sequence[Job]) -> list[RunResult]:
         return [self._one(job.overrides) for job in jobs]
 
-    def __call__(self, overrides: list[str], job_idx: int, trial_number: int | None = None,
-                 subdir: str | None = None) -> RunResult:
+    def __call__(
+        self, overrides: list[str], job_idx: int, trial_number: int | None = None, subdir: str | None = None
+    ) -> RunResult:
         return self._one(overrides)
 
     @contextlib.contextmanager
@@ -243,9 +260,19 @@ class ReplayRunner:
     def _one(self, overrides: list[str]) -> RunResult:
         given = dict(o.split("=", 1) for o in overrides)
         knobs = {k: _parse(given[k]) if k in given else self.plan.base_value(k) for k in self.grid.knobs}
-        measure = {k: self.plan.base_value(f"measure.{k}") for k in
-                   ("warmup_s", "warmup_steps", "windows", "window_s", "warmup_max_s", "steady_tol", "min_windows",
-                    "rel_precision")}
+        measure = {
+            k: self.plan.base_value(f"measure.{k}")
+            for k in (
+                "warmup_s",
+                "warmup_steps",
+                "windows",
+                "window_s",
+                "warmup_max_s",
+                "steady_tol",
+                "min_windows",
+                "rel_precision",
+            )
+        }
         trial: dict[str, Any] = {}
         if "measure.rel_precision" in given:  # hydra.sweeper.sweep_precision
             measure["rel_precision"] = _parse(given["measure.rel_precision"])
@@ -273,18 +300,22 @@ class ReplayRunner:
             samples = true * mood * math.exp(self.rng.gauss(0.0, window_cv)) * seconds
             t.window_samples_per_sec.append(samples / seconds)
             t.window_totals.append((samples, seconds))
-            t.stopped = (_contending_verdict if self.contend and not self.confirming else timing._verdict)(t, rule) or ""
+            t.stopped = (_contending_verdict if self.contend and not self.confirming else timing._verdict)(
+                t, rule
+            ) or ""
             if t.stopped:
                 break
         t.pruned = t.stopped in ("pruned", "raced")
         t.stopped = t.stopped or "max windows"
         self.charged_s += row.start_s + WARMUP_S + sum(s for _, s in t.window_totals)
-        measured = Measurement(throughput=t.throughput(), memory=Memory(peak_memory_mb=row.peak_memory_mb),
-                               run=RunFacts(device="cpu"))
+        measured = Measurement(
+            throughput=t.throughput(), memory=Memory(peak_memory_mb=row.peak_memory_mb), run=RunFacts(device="cpu")
+        )
         self.log.append((self.charged_s, None if t.pruned else true))
         status = Status.PRUNED if t.pruned else Status.OK
-        return RunResult(status, "pruned (replay)" if t.pruned else None, measured,
-                         fingerprint=self.plan.machine.fingerprint)
+        return RunResult(
+            status, "pruned (replay)" if t.pruned else None, measured, fingerprint=self.plan.machine.fingerprint
+        )
 
 
 @dataclass(frozen=True)
@@ -314,45 +345,75 @@ def plan_for(spec: GridSpec, strategy: Mapping[str, Any], n_trials: int, tmp: Pa
     """The sweep's own plan for a grid's space and a strategy's settings (the sampler unseeded)."""
     key = (repr(spec), repr(strategy), n_trials)
     if key not in _PLANS:
-        settings = SweepSettings.from_config({**{k: v for k, v in strategy.items() if not k.startswith("_")},
-                                              "n_trials": n_trials,
-                                              "storage": f"sqlite:///{tmp / 'unused.db'}", "study_name": "replay"})
-        plan = make_plan(settings, [*spec.base, *spec.space], compose=lambda o: _compose(tuple(o)),
-                         app_name="sweeper", sweep_dir=tmp / "sweep")
+        settings = SweepSettings.from_config(
+            {
+                **{k: v for k, v in strategy.items() if not k.startswith("_")},
+                "n_trials": n_trials,
+                "storage": f"sqlite:///{tmp / 'unused.db'}",
+                "study_name": "replay",
+            }
+        )
+        plan = make_plan(
+            settings,
+            [*spec.base, *spec.space],
+            compose=lambda o: _compose(tuple(o)),
+            app_name="sweeper",
+            sweep_dir=tmp / "sweep",
+        )
         # the grid's space is swept on the command line (all of it "asked"): its main knobs are the spec's
         _PLANS[key] = replace(plan, main=frozenset(k for k in spec.main if k in plan.space))
     return _PLANS[key]
 
 
-def replay_sweeper(grid: Grid, spec: GridSpec, strategy: Mapping[str, Any], seed: int, n_trials: int,
-                   tmp: Path) -> Outcome:
+def replay_sweeper(
+    grid: Grid, spec: GridSpec, strategy: Mapping[str, Any], seed: int, n_trials: int, tmp: Path
+) -> Outcome:
     plan = plan_for(spec, strategy, n_trials, tmp)
-    seeded = SweepSettings.from_config({**_settings_dict(plan.settings),
-                                        "sampler": {**strategy["sampler"], "seed": seed}})
+    seeded = SweepSettings.from_config(
+        {**_settings_dict(plan.settings), "sampler": {**strategy["sampler"], "seed": seed}}
+    )
     plan = _with_settings(plan, seeded)
     storage = optuna.storages.InMemoryStorage()
-    study = optuna.create_study(storage=storage, sampler=make_sampler(plan), study_name=plan.study_name,
-                                directions=list(plan.directions))
+    study = optuna.create_study(
+        storage=storage, sampler=make_sampler(plan), study_name=plan.study_name, directions=list(plan.directions)
+    )
     stored = StoredStudy(study, storage)
-    runner = ReplayRunner(grid, plan, random.Random(seed), strategy.get("_measure", {}),
-                          strategy.get("_confirm_measure", {}), contend=bool(strategy.get("_contend")),
-                          behind=not strategy.get("_no_behind"),
-                          first_window_floor=not strategy.get("_two_window_floor"))
+    runner = ReplayRunner(
+        grid,
+        plan,
+        random.Random(seed),
+        strategy.get("_measure", {}),
+        strategy.get("_confirm_measure", {}),
+        contend=bool(strategy.get("_contend")),
+        behind=not strategy.get("_no_behind"),
+        first_window_floor=not strategy.get("_two_window_floor"),
+    )
     with contextlib.redirect_stdout(io.StringIO()):
         optimize(stored, plan, runner, stopped=lambda: None, remaining=lambda: None)  # type: ignore[arg-type]
         searched = len(runner.log)
         runner.confirming = True
-        decision = run_confirmation(stored, plan, runner, remaining=lambda: None, typical_wall_s=5.0,  # type: ignore[arg-type]
-                                    stopped=lambda: False)
+        decision = run_confirmation(
+            stored,
+            plan,
+            runner,
+            remaining=lambda: None,
+            typical_wall_s=5.0,  # type: ignore[arg-type]
+            stopped=lambda: False,
+        )
     trials = stored.trials(plan.fixed)
     by_number = {t.number: t for t in trials}
     best = ranked(trials)
     winner = by_number[decision.winner] if decision else (best[0] if best else None)
     pick = grid.figure(config_of(winner)) if winner is not None else 0.0
     yours = grid.figure(plan.baseline_knobs)
-    return Outcome(_reached(runner.log[:searched], grid.best), (pick or 0.0) / grid.best,
-                   sum(was_measured(t) for t in trials), runner.charged_s, (pick or 0.0) / yours if yours else None,
-                   len(runner.log) - searched)
+    return Outcome(
+        _reached(runner.log[:searched], grid.best),
+        (pick or 0.0) / grid.best,
+        sum(was_measured(t) for t in trials),
+        runner.charged_s,
+        (pick or 0.0) / yours if yours else None,
+        len(runner.log) - searched,
+    )
 
 
 def _settings_dict(settings: SweepSettings) -> dict[str, Any]:
@@ -378,8 +439,11 @@ def replay_peer(grid: Grid, seed: int, n_trials: int) -> Outcome:
         row = grid.row(knobs)
         true = row.samples_per_sec if row is not None else 0.0
         spent += PEER_S
-        window_cv = WINDOW_CV / math.sqrt(PEER_S / 0.5) if row is None or row.window_cv is None else \
-            row.window_cv * math.sqrt(GRID_WINDOW_S / 2.5)
+        window_cv = (
+            WINDOW_CV / math.sqrt(PEER_S / 0.5)
+            if row is None or row.window_cv is None
+            else row.window_cv * math.sqrt(GRID_WINDOW_S / 2.5)
+        )
         noise = math.exp(rng.gauss(0.0, RUN_CV) + rng.gauss(0.0, window_cv))
         log.append((spent, true))
         return true * noise
@@ -403,8 +467,10 @@ def summarize(name: str, outcomes: Sequence[Outcome]) -> str:
         hits = [o.reached[share] for o in outcomes]
         trials = [h[0] if h else math.inf for h in hits]
         secs = [h[1] if h else math.inf for h in hits]
-        cells.append(f"{sum(h is not None for h in hits) / len(hits):.0%}: {_n(statistics.median(trials))} / "
-                     f"{_n(_q(trials, 0.9))} trials, {_n(statistics.median(secs))} / {_n(_q(secs, 0.9))} s")
+        cells.append(
+            f"{sum(h is not None for h in hits) / len(hits):.0%}: {_n(statistics.median(trials))} / "
+            f"{_n(_q(trials, 0.9))} trials, {_n(statistics.median(secs))} / {_n(_q(secs, 0.9))} s"
+        )
     picks = [o.pick for o in outcomes]
     cells.append(f"{statistics.median(picks):.3f} (p10 {_q(picks, 0.1):.3f}, mean {statistics.fmean(picks):.3f})")
     speedups = [o.speedup for o in outcomes if o.speedup is not None]
@@ -425,16 +491,18 @@ def main(argv: Sequence[str]) -> None:
     if "--trials" in args:
         i = args.index("--trials")
         n_trials = int(args[i + 1])
-        del args[i:i + 2]
+        del args[i : i + 2]
     if "--strategies" in args:
         i = args.index("--strategies")
         chosen = args[i + 1].split(";")
-        del args[i:i + 2]
+        del args[i : i + 2]
     seeds = int(args[0]) if args else 100
     name = args[1] if len(args) > 1 else "mnist_mlp_train"
     if name not in GRIDS or any(c not in STRATEGIES for c in chosen):
-        sys.exit(f"grid {name!r} or a strategy of {chosen} unknown: grids {', '.join(GRIDS)}; "
-                 f"strategies {', '.join(STRATEGIES)}")
+        sys.exit(
+            f"grid {name!r} or a strategy of {chosen} unknown: grids {', '.join(GRIDS)}; "
+            f"strategies {', '.join(STRATEGIES)}"
+        )
     resolvers.register()
     table(name, Grid.read(csv_path(name)), chosen, seeds, n_trials)
 
@@ -444,14 +512,24 @@ def table(name: str, grid: Grid, chosen: Sequence[str], seeds: int, n_trials: in
     spec = GRIDS[name]
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     started = time.monotonic()
-    print(f"grid {name}: {len(grid.points)} points, best {grid.best:,.0f} samples/s; "
-          f"{seeds} seeds, {n_trials} trials; noise: run {RUN_CV:.0%}, window "
-          + ("the grid's, pooled by worker count" if next(iter(grid.points.values())).window_cv is not None
-             else f"{WINDOW_CV:.0%}"))
-    print("| strategy | to 90% of the best: seeds that got there: median / p90 trials, median / p90 measured s | "
-          "to 95% | final pick / grid best, median (p10, mean) | pick / baseline, median | measured s, whole sweep, median | confirmation runs, mean |")
+    print(
+        f"grid {name}: {len(grid.points)} points, best {grid.best:,.0f} samples/s; "
+        f"{seeds} seeds, {n_trials} trials; noise: run {RUN_CV:.0%}, window "
+        + (
+            "the grid's, pooled by worker count"
+            if next(iter(grid.points.values())).window_cv is not None
+            else f"{WINDOW_CV:.0%}"
+        )
+    )
+    print(
+        "| strategy | to 90% of the best: seeds that got there: median / p90 trials, median / p90 measured s | "
+        "to 95% | final pick / grid best, median (p10, mean) | pick / baseline, median "
+        "| measured s, whole sweep, median | confirmation runs, mean |"
+    )
     print("|---|---|---|---|---:|---:|---:|")
-    print(summarize("peer: TPE defaults, fixed 3.3 s, no reuse", [replay_peer(grid, s, n_trials) for s in range(seeds)]))
+    print(
+        summarize("peer: TPE defaults, fixed 3.3 s, no reuse", [replay_peer(grid, s, n_trials) for s in range(seeds)])
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for strategy in chosen:
             outcomes = [replay_sweeper(grid, spec, STRATEGIES[strategy], s, n_trials, Path(tmp)) for s in range(seeds)]

@@ -33,21 +33,50 @@ RATE = re.compile(r"step \d+: ([\d,.]+) samples/s")
 
 
 def alone(batch: int, workers: int) -> float:
-    proc = subprocess.run([sys.executable, SCRIPT, "--batch-size", str(batch), "--workers", str(workers),
-                           "--max-steps", str(STEPS), "--log-every", str(LOG_EVERY)],
-                          cwd=ROOT, capture_output=True, text=True, check=True,
-                          env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            SCRIPT,
+            "--batch-size",
+            str(batch),
+            "--workers",
+            str(workers),
+            "--max-steps",
+            str(STEPS),
+            "--log-every",
+            str(LOG_EVERY),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+    )
     rates = [float(m.group(1).replace(",", "")) for m in RATE.finditer(proc.stdout)]
     return statistics.harmonic_mean(rates[2:])
 
 
 def under_sweeper(batch: int, workers: int, out: Path) -> float:
-    command = (f"python {SCRIPT} --batch-size ${{loader.batch_size}} --workers ${{loader.num_workers}} "
-               f"--log-every {LOG_EVERY}")
-    subprocess.run([sys.executable, "-m", "sweeper", "task=script", f"task.command={command}",
-                    f"loader.batch_size={batch}", f"loader.num_workers={workers}", "backend.threads=1",
-                    f"hydra.run.dir={out}"],
-                   cwd=ROOT, capture_output=True, text=True, check=True)
+    command = (
+        f"python {SCRIPT} --batch-size ${{loader.batch_size}} --workers ${{loader.num_workers}} --log-every {LOG_EVERY}"
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweeper",
+            "task=script",
+            f"task.command={command}",
+            f"loader.batch_size={batch}",
+            f"loader.num_workers={workers}",
+            "backend.threads=1",
+            f"hydra.run.dir={out}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return RunResult.from_json(json.loads((out / "result.json").read_text())).samples_per_sec or 0.0
 
 
@@ -58,9 +87,11 @@ def main() -> None:
     for r in range(rounds):
         for i, name in enumerate(CONFIGS):
             batch, workers = CONFIGS[name]
-            runs = [("script", lambda: alone(batch, workers)),
-                    ("sweeper", lambda: under_sweeper(batch, workers, tmp / f"{r}-{i}"))]
-            for who, run in runs[r % 2:] + runs[:r % 2]:  # who goes first alternates
+            runs = [
+                ("script", lambda: alone(batch, workers)),
+                ("sweeper", lambda: under_sweeper(batch, workers, tmp / f"{r}-{i}")),
+            ]
+            for who, run in runs[r % 2 :] + runs[: r % 2]:  # who goes first alternates
                 figures[(name, who)].append(run())
         print(f"round {r + 1} of {rounds} done", flush=True)
     print(f"median of {rounds} interleaved rounds (each round's ratio in brackets)")
@@ -69,8 +100,10 @@ def main() -> None:
     for name in CONFIGS:
         own, ours = figures[(name, "script")], figures[(name, "sweeper")]
         each = ", ".join(f"{b / a:.3f}" for a, b in zip(own, ours))
-        print(f"| {name} | {statistics.median(own):,.0f} | {statistics.median(ours):,.0f} | "
-              f"{statistics.median(ours) / statistics.median(own):.3f} ({each}) |")
+        print(
+            f"| {name} | {statistics.median(own):,.0f} | {statistics.median(ours):,.0f} | "
+            f"{statistics.median(ours) / statistics.median(own):.3f} ({each}) |"
+        )
 
 
 if __name__ == "__main__":

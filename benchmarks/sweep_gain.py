@@ -9,7 +9,8 @@ precision {fp32, bf16}.
     python benchmarks/sweep_gain.py anchor      # wall time to a winner within 5% of the grid's best:
                                                 # sweeper against hydra-optuna-sweeper 1.3.0 (Optuna 2.10,
                                                 # installed apart: pip install --target /tmp/hos
-                                                # hydra-optuna-sweeper==1.3.0 hydra-core==1.3.2 omegaconf==2.3.0 optuna==2.10.1 "sqlalchemy<2" "numpy<2")
+                                                # hydra-optuna-sweeper==1.3.0 hydra-core==1.3.2 omegaconf==2.3.0
+                                                # optuna==2.10.1 "sqlalchemy<2" "numpy<2")
     python benchmarks/sweep_gain.py race [seeds] [n_trials]  # the same race, seeded repeats,
                                                 # sweeper as shipped (confirmation included)
     python benchmarks/sweep_gain.py variants SEEDS N_TRIALS "" "hydra.sweeper.x=1 ..."
@@ -49,15 +50,28 @@ SPACE = [
 GRID_BASE = ["backend.threads=2"]
 # what a trial measures during the search (shorter than a final figure)
 # a fixed measurement for the grid (every configuration measured alike: the yardstick)
-SEARCH_MEASURE = ["measure.warmup_s=1", "measure.warmup_max_s=null", "measure.windows=3", "measure.min_windows=3",
-                  "measure.window_s=1.5", "measure.rel_precision=null"]
+SEARCH_MEASURE = [
+    "measure.warmup_s=1",
+    "measure.warmup_max_s=null",
+    "measure.windows=3",
+    "measure.min_windows=3",
+    "measure.window_s=1.5",
+    "measure.rel_precision=null",
+]
 # what a side-by-side comparison measures
 FINAL_MEASURE = ["measure.warmup_s=2", "measure.windows=5", "measure.window_s=2"]
 DEFAULT = {"loader.batch_size": 64, "loader.num_workers": 0, "backend.precision": "fp32", "backend.threads": None}
-TEXTBOOK = {"loader.batch_size": 64, "loader.num_workers": 8, "loader.pin_memory": True,
-            "backend.precision": "fp32", "backend.threads": None}
+TEXTBOOK = {
+    "loader.batch_size": 64,
+    "loader.num_workers": 8,
+    "loader.pin_memory": True,
+    "backend.precision": "fp32",
+    "backend.threads": None,
+}
 GRID_CSV = HERE / "grid_mnist_mlp_train.csv"
 KNOBS = ["loader.batch_size", "loader.num_workers", "backend.threads", "backend.precision"]
+
+
 @dataclass(frozen=True)
 class RaceRun:
     """One sweep of the race."""
@@ -75,10 +89,22 @@ def overrides(knobs: dict) -> list[str]:
 def sweep(tmp: Path, name: str, *extra: str, measure: list[str] = SEARCH_MEASURE) -> tuple[optuna.Study, float, str]:
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "sweeper", "-m", "search=none", *SPACE, *measure,
-         f"hydra.sweep.dir={tmp / name}", f"hydra.sweeper.storage=sqlite:///{tmp / 'bench.db'}",
-         f"hydra.sweeper.study_name={name}", *extra],
-        cwd=ROOT, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "sweeper",
+            "-m",
+            "search=none",
+            *SPACE,
+            *measure,
+            f"hydra.sweep.dir={tmp / name}",
+            f"hydra.sweeper.storage=sqlite:///{tmp / 'bench.db'}",
+            f"hydra.sweeper.study_name={name}",
+            *extra,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     wall = time.monotonic() - started
     if proc.returncode:
@@ -93,8 +119,12 @@ def load(tmp: Path, name: str) -> optuna.Study:
 
 
 def measure(knobs: dict, out: Path) -> float:
-    proc = subprocess.run([sys.executable, "-m", "sweeper", *overrides(knobs), *FINAL_MEASURE, f"hydra.run.dir={out}"],
-                          cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweeper", *overrides(knobs), *FINAL_MEASURE, f"hydra.run.dir={out}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     result = RunResult.from_json(json.loads((out / "result.json").read_text()))
     return result.samples_per_sec or 0.0 if proc.returncode == 0 else 0.0
 
@@ -122,8 +152,14 @@ def efficiency(tmp: Path) -> None:
     n_grid = len(grid_df)
     top = grid_df.iloc[0]
     grid_best = {k: (None if pd.isna(top[k]) else top[k].item() if hasattr(top[k], "item") else top[k]) for k in KNOBS}
-    study, wall, _ = sweep(tmp, "tpe", *GRID_BASE, "hydra.sweeper.n_trials=30", "hydra.sweeper.confirm.top_k=0",
-                           "hydra.sweeper.objectives=[samples_per_sec]")
+    study, wall, _ = sweep(
+        tmp,
+        "tpe",
+        *GRID_BASE,
+        "hydra.sweeper.n_trials=30",
+        "hydra.sweeper.confirm.top_k=0",
+        "hydra.sweeper.objectives=[samples_per_sec]",
+    )
     configs = {"grid best": grid_best}
     for n in (10, 20, 30):
         configs[f"sweep best after {n} trials"] = best_after(study, n)
@@ -132,33 +168,53 @@ def efficiency(tmp: Path) -> None:
     print("| configuration | knobs | samples/s (side by side) | of grid best |")
     print("|---|---|---:|---:|")
     for name, knobs in configs.items():
-        print(f"| {name} | {' '.join(overrides(knobs))} | {figures[name]:,.0f} | {figures[name] / figures['grid best']:.1%} |")
+        share = figures[name] / figures["grid best"]
+        print(f"| {name} | {' '.join(overrides(knobs))} | {figures[name]:,.0f} | {share:.1%} |")
     print(f"30 trials = {30 / n_grid:.0%} of the grid's trials")
 
 
 def gain(tmp: Path) -> None:
-    _, wall, stdout = sweep(tmp, "gain", "hydra.sweeper.timeout=10m", "hydra.sweeper.n_trials=1000",
-                            "hydra.sweeper.objectives=[samples_per_sec]")
+    _, wall, stdout = sweep(
+        tmp,
+        "gain",
+        "hydra.sweeper.timeout=10m",
+        "hydra.sweeper.n_trials=1000",
+        "hydra.sweeper.objectives=[samples_per_sec]",
+    )
     winner_cmd = (tmp / "gain" / "winner_command.txt").read_text().split()
     winner = {k: v for k, v in (a.split("=", 1) for a in winner_cmd[3:]) if k in KNOBS}
     winner = {k: None if v == "null" else v for k, v in winner.items()}
-    figures = side_by_side({"default": DEFAULT, "textbook (8 workers, pin_memory)": TEXTBOOK, "sweeper's winner": winner}, 3, tmp)
-    print(f"gain: sweep with a 10-minute budget took {wall / 60:.1f} min; "
-          + next((line for line in stdout.splitlines() if line.startswith("sweep done")), ""))
+    figures = side_by_side(
+        {"default": DEFAULT, "textbook (8 workers, pin_memory)": TEXTBOOK, "sweeper's winner": winner}, 3, tmp
+    )
+    print(
+        f"gain: sweep with a 10-minute budget took {wall / 60:.1f} min; "
+        + next((line for line in stdout.splitlines() if line.startswith("sweep done")), "")
+    )
     print("| configuration | knobs | samples/s (side by side) | vs default |")
     print("|---|---|---:|---:|")
-    for name, knobs in {"default": DEFAULT, "textbook (8 workers, pin_memory)": TEXTBOOK, "sweeper's winner": winner}.items():
-        print(f"| {name} | {' '.join(overrides(knobs))} | {figures[name]:,.0f} | {figures[name] / figures['default']:.2f}x |")
+    for name, knobs in {
+        "default": DEFAULT,
+        "textbook (8 workers, pin_memory)": TEXTBOOK,
+        "sweeper's winner": winner,
+    }.items():
+        gain = figures[name] / figures["default"]
+        print(f"| {name} | {' '.join(overrides(knobs))} | {figures[name]:,.0f} | {gain:.2f}x |")
 
 
 def _grid_lookup() -> tuple[dict[tuple, float], float]:
     df = pd.read_csv(GRID_CSV)
-    key = lambda r: (int(r["loader.batch_size"]), int(r["loader.num_workers"]),  # noqa: E731
-                     None if pd.isna(r["backend.threads"]) else int(r["backend.threads"]), r["backend.precision"])
+
+    def key(r: pd.Series) -> tuple:
+        threads = None if pd.isna(r["backend.threads"]) else int(r["backend.threads"])
+        return int(r["loader.batch_size"]), int(r["loader.num_workers"]), threads, r["backend.precision"]
+
     return {key(r): r["samples_per_sec"] for _, r in df.iterrows()}, float(df["samples_per_sec"].max())
 
 
-def time_to_target(events: list[tuple[float, tuple, float]], grid: dict[tuple, float], target: float) -> tuple[float | None, int | None]:
+def time_to_target(
+    events: list[tuple[float, tuple, float]], grid: dict[tuple, float], target: float
+) -> tuple[float | None, int | None]:
     """events: (seconds since start, config, the tool's own figure). The tool's best-so-far
     config, judged by the grid's figure for it: when does it reach the target?"""
     best_value, best_config = -1.0, None
@@ -175,21 +231,35 @@ def anchor(tmp: Path) -> None:
     # sweeper: a 30-trial sweep with its default measurement (forked runs, steady warm-up,
     # windows until the precision, racing), its trial completion times
     start = time.time()
-    study, wall, _ = sweep(tmp, "race", *GRID_BASE, "hydra.sweeper.n_trials=30", "hydra.sweeper.confirm.top_k=0",
-                           "hydra.sweeper.objectives=[samples_per_sec]", measure=[])
+    study, wall, _ = sweep(
+        tmp,
+        "race",
+        *GRID_BASE,
+        "hydra.sweeper.n_trials=30",
+        "hydra.sweeper.confirm.top_k=0",
+        "hydra.sweeper.objectives=[samples_per_sec]",
+        measure=[],
+    )
     ours = []
     for t in study.get_trials():
-        if t.state.name in ("COMPLETE", "PRUNED") and t.user_attrs.get("reused_from") is None \
-                and TrialRecord.of(t).samples_per_sec is not None:
+        if (
+            t.state.name in ("COMPLETE", "PRUNED")
+            and t.user_attrs.get("reused_from") is None
+            and TrialRecord.of(t).samples_per_sec is not None
+        ):
             k = t.user_attrs["knobs"]
             config = (k["loader.batch_size"], k["loader.num_workers"], k["backend.threads"], k["backend.precision"])
             ours.append((t.datetime_complete.timestamp() - start, config, TrialRecord.of(t).samples_per_sec))
     # the anchor: in-process objective, hydra-optuna-sweeper 1.3.0 on Optuna 2.10
     log = tmp / "anchor.jsonl"
     start = time.time()
-    proc = subprocess.run([sys.executable, str(HERE / "anchor_app.py"), "-m", f"log={log}",
-                           f"hydra.sweep.dir={tmp / 'anchor'}"], cwd=ROOT, capture_output=True, text=True,
-                          env={**__import__("os").environ, "PYTHONPATH": f"/tmp/hos:{ROOT}"})
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "anchor_app.py"), "-m", f"log={log}", f"hydra.sweep.dir={tmp / 'anchor'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "PYTHONPATH": f"/tmp/hos:{ROOT}"},
+    )
     anchor_wall = time.time() - start
     if proc.returncode:
         sys.exit(proc.stderr[-3000:])
@@ -197,8 +267,11 @@ def anchor(tmp: Path) -> None:
     for line in log.read_text().splitlines():
         r = json.loads(line)
         theirs.append((r["t"] - start, (r["batch_size"], r["num_workers"], r["threads"], r["precision"]), r["value"]))
-    race_table(grid, grid_best, {"sweeper (isolated trials)": (ours, wall),
-                                 "hydra-optuna-sweeper 1.3.0 (in-process)": (theirs, anchor_wall)})
+    race_table(
+        grid,
+        grid_best,
+        {"sweeper (isolated trials)": (ours, wall), "hydra-optuna-sweeper 1.3.0 (in-process)": (theirs, anchor_wall)},
+    )
 
 
 def race_table(grid: dict[tuple, float], grid_best: float, runs: dict[str, tuple[list, float]]) -> None:
@@ -231,10 +304,23 @@ def race(tmp: Path, seeds: int = 5, n_trials: int = 20) -> None:
 
         log = tmp / f"peer{seed}.jsonl"
         start = time.time()
-        proc = subprocess.run([sys.executable, str(HERE / "anchor_app.py"), "-m", f"log={log}", "warmup_s=0.8",
-                               "measure_s=2.5", f"hydra.sweeper.n_trials={n_trials}", f"hydra.sweeper.sampler.seed={seed}",
-                               f"hydra.sweep.dir={tmp / f'peer{seed}'}"], cwd=ROOT, capture_output=True, text=True,
-                              env={**__import__("os").environ, "PYTHONPATH": f"/tmp/hos:{ROOT}"})
+        proc = subprocess.run(
+            [
+                sys.executable,
+                str(HERE / "anchor_app.py"),
+                "-m",
+                f"log={log}",
+                "warmup_s=0.8",
+                "measure_s=2.5",
+                f"hydra.sweeper.n_trials={n_trials}",
+                f"hydra.sweeper.sampler.seed={seed}",
+                f"hydra.sweep.dir={tmp / f'peer{seed}'}",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env={**__import__("os").environ, "PYTHONPATH": f"/tmp/hos:{ROOT}"},
+        )
         peer_wall = time.time() - start
         if proc.returncode:
             sys.exit(proc.stderr[-3000:])
@@ -267,13 +353,21 @@ def _picks_side_by_side(rows: dict[str, list[RaceRun]], grid: dict[tuple, float]
         print(f"| {name} | {statistics.median(shares):.3f} ({min(shares):.3f}, {statistics.fmean(shares):.3f}) |")
 
 
-def _sweeper_run(tmp: Path, name: str, seed: int, n_trials: int, grid: dict[tuple, float], grid_best: float,
-                 *extra: str) -> RaceRun:
+def _sweeper_run(
+    tmp: Path, name: str, seed: int, n_trials: int, grid: dict[tuple, float], grid_best: float, *extra: str
+) -> RaceRun:
     """One seeded sweeper sweep of the race's space: (when it reached 90% / 95% of the grid's
     best, its whole wall time, its pick's grid figure over the grid's best)."""
     start = time.time()
-    study, wall, _ = sweep(tmp, name, *GRID_BASE, f"hydra.sweeper.n_trials={n_trials}",
-                           f"hydra.sweeper.sampler.seed={seed}", *extra, measure=[])
+    study, wall, _ = sweep(
+        tmp,
+        name,
+        *GRID_BASE,
+        f"hydra.sweeper.n_trials={n_trials}",
+        f"hydra.sweeper.sampler.seed={seed}",
+        *extra,
+        measure=[],
+    )
     measured = []
     for t in sorted(study.get_trials(), key=lambda t: t.datetime_complete or t.datetime_start):
         record = TrialRecord.of(t)
@@ -292,38 +386,56 @@ def variants(tmp: Path, seeds: int, n_trials: int, *overrides: str) -> None:
     for seed in range(seeds):
         for i, variant in enumerate(overrides):
             rows[variant or "as shipped"].append(
-                _sweeper_run(tmp, f"v{i}s{seed}", seed, n_trials, grid, grid_best, *variant.split()))
+                _sweeper_run(tmp, f"v{i}s{seed}", seed, n_trials, grid, grid_best, *variant.split())
+            )
             print(f"seed {seed}, {variant or 'as shipped'}: {rows[variant or 'as shipped'][-1]}", flush=True)
     _race_table(rows, f"variant ({seeds} seeds, {n_trials} trials)")
     _picks_side_by_side(rows, grid, tmp)
 
 
 def _race_table(rows: dict[str, list[RaceRun]], head: str) -> None:
-    print(f"| {head} | to 90% of the grid's best: reached, median s (trials) | to 95% "
-          "| whole sweep, median s (range) | pick / grid best, median (min, mean) |")
+    print(
+        f"| {head} | to 90% of the grid's best: reached, median s (trials) | to 95% "
+        "| whole sweep, median s (range) | pick / grid best, median (min, mean) |"
+    )
     print("|---|---|---|---:|---|")
     for name, runs in rows.items():
         cells = []
         for share in (0.90, 0.95):
             hits = [r.reach[share] for r in runs if r.reach[share] is not None]
-            cells.append(f"{len(hits)}/{len(runs)}, {statistics.median(h[0] for h in hits):.0f} s "
-                         f"({statistics.median(h[1] for h in hits):.0f})" if hits else f"0/{len(runs)}")
+            cells.append(
+                f"{len(hits)}/{len(runs)}, {statistics.median(h[0] for h in hits):.0f} s "
+                f"({statistics.median(h[1] for h in hits):.0f})"
+                if hits
+                else f"0/{len(runs)}"
+            )
         picks, walls = [r.pick_share for r in runs], [r.wall_s for r in runs]
         whole = f"{statistics.median(walls):.0f} ({min(walls):.0f}-{max(walls):.0f})"
-        print(f"| {name} | {cells[0]} | {cells[1]} | {whole} | "
-              f"{statistics.median(picks):.3f} ({min(picks):.3f}, {statistics.fmean(picks):.3f}) |")
+        print(
+            f"| {name} | {cells[0]} | {cells[1]} | {whole} | "
+            f"{statistics.median(picks):.3f} ({min(picks):.3f}, {statistics.fmean(picks):.3f}) |"
+        )
 
 
 def _key(knobs: dict) -> tuple:
-    return (knobs["loader.batch_size"], knobs["loader.num_workers"], knobs["backend.threads"],
-            knobs["backend.precision"])
+    return (
+        knobs["loader.batch_size"],
+        knobs["loader.num_workers"],
+        knobs["backend.threads"],
+        knobs["backend.precision"],
+    )
 
 
-def _reach(measured: list[tuple[float, tuple]], grid: dict[tuple, float],
-           grid_best: float) -> dict[float, tuple[float, int] | None]:
+def _reach(
+    measured: list[tuple[float, tuple]], grid: dict[tuple, float], grid_best: float
+) -> dict[float, tuple[float, int] | None]:
     """When a configuration within each share of the grid's best was first measured (seconds, trials)."""
-    return {share: next(((t, i + 1) for i, (t, config) in enumerate(measured)
-                         if grid.get(config, 0.0) >= share * grid_best), None) for share in (0.90, 0.95)}
+    return {
+        share: next(
+            ((t, i + 1) for i, (t, config) in enumerate(measured) if grid.get(config, 0.0) >= share * grid_best), None
+        )
+        for share in (0.90, 0.95)
+    }
 
 
 if __name__ == "__main__":
@@ -332,8 +444,10 @@ if __name__ == "__main__":
         sys.exit(subprocess.call([sys.executable, str(HERE / "record_grid.py"), "mnist_mlp_train"]))
     if what == "variants":  # variants SEEDS N_TRIALS "overrides a" "overrides b" ...
         if len(sys.argv) < 5 or not (sys.argv[2].isdigit() and sys.argv[3].isdigit()):
-            sys.exit(f"variants {' '.join(sys.argv[2:])!r}: expected SEEDS N_TRIALS and one or more sets of "
-                     'overrides ("" = as shipped)')
+            sys.exit(
+                f"variants {' '.join(sys.argv[2:])!r}: expected SEEDS N_TRIALS and one or more sets of "
+                'overrides ("" = as shipped)'
+            )
         variants(Path(tempfile.mkdtemp()), int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:])
         sys.exit(0)
     extra = [int(a) for a in sys.argv[2:]]

@@ -24,10 +24,13 @@ LOOPS = {
 
 def per_step_ns(env: dict[str, str]) -> dict[str, float]:
     """Each loop's best of 5, in ns per step, in a fresh process with this environment."""
-    code = ("import json, timeit, sweeper\nitems = [[0] * 64] * %d\nprint(json.dumps({k: 1e9 * min(timeit.repeat(v, "
-            "globals=globals(), number=1, repeat=5)) / %d for k, v in %r.items()}))" % (N, N, LOOPS))
-    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True,
-                         check=True)
+    code = (
+        "import json, timeit, sweeper\nitems = [[0] * 64] * %d\nprint(json.dumps({k: 1e9 * min(timeit.repeat(v, "
+        "globals=globals(), number=1, repeat=5)) / %d for k, v in %r.items()}))" % (N, N, LOOPS)
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout)
 
 

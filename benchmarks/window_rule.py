@@ -33,17 +33,28 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {  # from grid_mnist_mlp_train.csv: the best, the default, loader-bound and compute-bound points
-    "batch 1024, 2 workers, 1 thread, bf16": ["loader.batch_size=1024", "loader.num_workers=2", "backend.threads=1",
-                                              "backend.precision=bf16"],
+    "batch 1024, 2 workers, 1 thread, bf16": [
+        "loader.batch_size=1024",
+        "loader.num_workers=2",
+        "backend.threads=1",
+        "backend.precision=bf16",
+    ],
     "batch 64, 0 workers (the default)": ["loader.batch_size=64", "loader.num_workers=0"],
     "batch 256, 3 workers, 1 thread": ["loader.batch_size=256", "loader.num_workers=3", "backend.threads=1"],
     "batch 32, 4 workers, 2 threads": ["loader.batch_size=32", "loader.num_workers=4", "backend.threads=2"],
     "batch 1024, 0 workers, 2 threads": ["loader.batch_size=1024", "loader.num_workers=0", "backend.threads=2"],
-    "batch 1024, 4 workers, 1 thread, bf16": ["loader.batch_size=1024", "loader.num_workers=4", "backend.threads=1",
-                                              "backend.precision=bf16"],
+    "batch 1024, 4 workers, 1 thread, bf16": [
+        "loader.batch_size=1024",
+        "loader.num_workers=4",
+        "backend.threads=1",
+        "backend.precision=bf16",
+    ],
 }
-RULES = {"0.25 s windows": ["measure.window_s=0.25"], "0.5 s windows (default)": ["measure.window_s=0.5"],
-         "1 s windows": ["measure.window_s=1.0"]}
+RULES = {
+    "0.25 s windows": ["measure.window_s=0.25"],
+    "0.5 s windows (default)": ["measure.window_s=0.5"],
+    "1 s windows": ["measure.window_s=1.0"],
+}
 SWEEP_RULES = {  # at the sweep's precision
     "0.5 s windows, warm-up 0.5 s (the default)": ["measure.rel_precision=0.1"],
     "0.25 s windows, warm-up 0.5 s": ["measure.rel_precision=0.1", "measure.window_s=0.25"],
@@ -55,8 +66,9 @@ SWEEP_RULES = {  # at the sweep's precision
 
 
 def run(overrides: list[str], out: Path, code: Path = ROOT) -> dict:
-    subprocess.run([sys.executable, "-m", "sweeper", *overrides, f"hydra.run.dir={out}"], cwd=code,
-                   capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "sweeper", *overrides, f"hydra.run.dir={out}"], cwd=code, capture_output=True, text=True
+    )
     return json.loads((out / "result.json").read_text())
 
 
@@ -70,8 +82,11 @@ def checkout(rev: str, into: Path) -> Path:
 
 def main(rounds: int, rules: dict[str, list[str]], against: str | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        codes = {"": ROOT} if against is None else {" (this checkout)": ROOT,
-                                                     f" ({against})": checkout(against, Path(tmp) / "before")}
+        codes = (
+            {"": ROOT}
+            if against is None
+            else {" (this checkout)": ROOT, f" ({against})": checkout(against, Path(tmp) / "before")}
+        )
         ruled = {rule + label: (overrides, code) for rule, overrides in rules.items() for label, code in codes.items()}
         results: dict[tuple[str, str], list[dict]] = {(c, r): [] for c in CONFIGS for r in ruled}
         pairs = list(results)
@@ -82,9 +97,11 @@ def main(rounds: int, rules: dict[str, list[str]], against: str | None = None) -
                 results[(config, rule)].append(run([*CONFIGS[config], *overrides], Path(tmp) / f"{round_}-{i}", code))
     rules = ruled
     print(f"{rounds} rounds x {len(CONFIGS)} configurations per rule")
-    print("| window rule | reached its precision | windows, median | warm-up s, median | seconds of windows, median | "
-          "measuring (warm-up included), median (sum) | run wall, median | one configuration's spread between rounds, "
-          "median |")
+    print(
+        "| window rule | reached its precision | windows, median | warm-up s, median | seconds of windows, median | "
+        "measuring (warm-up included), median (sum) | run wall, median | one configuration's spread between rounds, "
+        "median |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for rule in rules:
         runs = [r for c in CONFIGS for r in results[(c, rule)] if r["status"] == "ok"]
@@ -100,9 +117,11 @@ def main(rounds: int, rules: dict[str, list[str]], against: str | None = None) -
             figures = [r["throughput"]["samples_per_sec"] for r in results[(config, rule)] if r["status"] == "ok"]
             if len(figures) >= 2:
                 spreads.append(max(figures) / min(figures) - 1)
-        print(f"| {rule} | {precise:.0%} of {len(runs)} | {windows:.0f} | {warmup:.1f} | {seconds:.1f} | {measuring:.1f} "
-              f"({total:.0f}) | {wall:.1f} | "
-              f"{statistics.median(spreads):.1%} |")
+        print(
+            f"| {rule} | {precise:.0%} of {len(runs)} | {windows:.0f} | {warmup:.1f} | {seconds:.1f} | {measuring:.1f} "
+            f"({total:.0f}) | {wall:.1f} | "
+            f"{statistics.median(spreads):.1%} |"
+        )
     print("per configuration and rule: figure, median of rounds (warm-up s per round)")
     for config in CONFIGS:
         cells = []

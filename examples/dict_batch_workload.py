@@ -34,8 +34,9 @@ class TinyTransformerClassifier(nn.Module):
         self.encoder = nn.TransformerEncoder(layer, depth)
         self.head = nn.Linear(width, classes)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                labels: torch.Tensor | None = None) -> ClassifierOutput:
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor | None = None
+    ) -> ClassifierOutput:
         hidden = self.encoder(self.embed(input_ids) + self.position, src_key_padding_mask=attention_mask == 0)
         mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
         logits = self.head((hidden * mask).sum(1) / mask.sum(1).clamp(min=1))
@@ -63,8 +64,9 @@ class TokenDataset(Dataset):
 def build(task: dict[str, Any]) -> Workload:
     params = task.get("params") or {}
     seq_len, vocab, classes = int(params.get("seq_len", 64)), int(params.get("vocab", 1000)), 4
-    model = TinyTransformerClassifier(vocab, int(params.get("width", 64)), int(params.get("depth", 2)), 4, classes,
-                                      seq_len)
+    model = TinyTransformerClassifier(
+        vocab, int(params.get("width", 64)), int(params.get("depth", 2)), 4, classes, seq_len
+    )
     return Workload(
         model=model,
         dataset=TokenDataset(int(params.get("samples", 4096)), seq_len, vocab, classes),

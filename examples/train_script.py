@@ -4,7 +4,8 @@ nothing.
 
     python examples/train_script.py --batch-size 256 --workers 2 --epochs 1
     python -m sweeper -m task=script \\
-        task.command='python examples/train_script.py --batch-size ${loader.batch_size} --workers ${loader.num_workers} --precision ${backend.precision}'
+        task.command='python examples/train_script.py --batch-size ${loader.batch_size} \\
+            --workers ${loader.num_workers} --precision ${backend.precision}'
 """
 
 from __future__ import annotations
@@ -44,10 +45,17 @@ def dataset(root: str | None) -> torch.utils.data.Dataset:
 def main() -> None:
     args = arguments()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    loader = DataLoader(dataset(args.data), batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
-                        pin_memory=device.type == "cuda", drop_last=True)
-    model = nn.Sequential(nn.Flatten(), nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU(),
-                          nn.Linear(64, 10)).to(device)
+    loader = DataLoader(
+        dataset(args.data),
+        batch_size=args.batch_size,
+        shuffle=True,
+        num_workers=args.workers,
+        pin_memory=device.type == "cuda",
+        drop_last=True,
+    )
+    model = nn.Sequential(
+        nn.Flatten(), nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 10)
+    ).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
     scaler = torch.amp.GradScaler(device.type) if args.precision == "fp16" else None
@@ -72,8 +80,11 @@ def main() -> None:
                 if device.type == "cuda":
                     torch.cuda.synchronize()
                 now = time.perf_counter()
-                print(f"epoch {epoch} step {steps}: {window_samples / (now - window_start):,.1f} samples/s, "
-                      f"loss {loss.item():.3f}", flush=True)
+                print(
+                    f"epoch {epoch} step {steps}: {window_samples / (now - window_start):,.1f} samples/s, "
+                    f"loss {loss.item():.3f}",
+                    flush=True,
+                )
                 window_start, window_samples = now, 0
             if steps == args.max_steps:
                 return

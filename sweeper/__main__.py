@@ -34,8 +34,10 @@ def measure_once(cfg: DictConfig, out_dir: Path) -> RunResult:
     spec = checked_spec(cfg)
     print(f"sweeper: measuring {describe_config(cfg)}", flush=True)
     claim = claim_for(str(spec["backend"]["device"]))
-    with held(claim.resource, "python -m sweeper", on_wait=lambda line: print(line, file=sys.stderr, flush=True)), \
-            stop_on_signals("the run") as stop:
+    with (
+        held(claim.resource, "python -m sweeper", on_wait=lambda line: print(line, file=sys.stderr, flush=True)),
+        stop_on_signals("the run") as stop,
+    ):
         result = measure_spec(spec, out_dir, env=claim.env)
     if stop.signum is not None:
         print(f"interrupted: {result.reason}", file=sys.stderr)
@@ -72,8 +74,11 @@ def measure_in_job(spec: dict[str, Any], out_dir: Path) -> RunResult:
         result = measure_spec(spec, out_dir, env=claim.env, scheduler_job=job)
     else:
         with held(claim.resource, f"a sweep's job in {out_dir}", on_wait=progress.say, should_stop=stopped) as got:
-            result = (measure_spec(spec, out_dir, env=claim.env, scheduler_job=job) if got
-                      else RunResult(Status.INTERRUPTED, IN_FLIGHT.stopped))
+            result = (
+                measure_spec(spec, out_dir, env=claim.env, scheduler_job=job)
+                if got
+                else RunResult(Status.INTERRUPTED, IN_FLIGHT.stopped)
+            )
     return result.replace(job_dir=str(out_dir))
 
 
@@ -118,8 +123,10 @@ def version_line() -> str:
         except PackageNotFoundError:
             return "not installed"
 
-    return (f"sweeper {__version__} (torch {of('torch')}, optuna {of('optuna')}, hydra-core {of('hydra-core')}, "
-            f"Python {sys.version.split()[0]})")
+    return (
+        f"sweeper {__version__} (torch {of('torch')}, optuna {of('optuna')}, hydra-core {of('hydra-core')}, "
+        f"Python {sys.version.split()[0]})"
+    )
 
 
 def main() -> None:

@@ -19,8 +19,16 @@ from .errors import ConfigError
 KNOB_GROUPS = ("loader", "backend", "train", "dist")
 # knobs sweeper applies from outside the script's process (environment, affinity, preload,
 # launcher): searched for any script. The others only the script itself can apply.
-OUTSIDE = ("backend.device", "backend.threads", "backend.affinity", "backend.allocator", "backend.omp_bind",
-           "backend.kmp_blocktime", "backend.numa", "dist.nproc_per_node")
+OUTSIDE = (
+    "backend.device",
+    "backend.threads",
+    "backend.affinity",
+    "backend.allocator",
+    "backend.omp_bind",
+    "backend.kmp_blocktime",
+    "backend.numa",
+    "dist.nproc_per_node",
+)
 _REFERENCE = re.compile(r"\$\{\s*([A-Za-z_]\w*(?:\.\w+)+)\s*\}")
 # `python` in a command is the Python that runs sweeper (the one with torch and sweeper)
 PYTHONS = ("python", "python3")
@@ -52,7 +60,9 @@ def script_name(words: Sequence[str]) -> str:
     return words[0].rsplit("/", 1)[-1] if words else "script"
 
 
-def searchable(space: Sequence[str], command: str, reads: Sequence[str], asked: Sequence[str]) -> tuple[list[str], str | None]:
+def searchable(
+    space: Sequence[str], command: str, reads: Sequence[str], asked: Sequence[str]
+) -> tuple[list[str], str | None]:
     """The knobs of a script's sweep: those sweeper applies from outside, and those only the
     script applies that its command names (or task.reads). A knob the user swept that the
     script cannot see is refused (every value would measure the same run); a preset's is
@@ -61,12 +71,20 @@ def searchable(space: Sequence[str], command: str, reads: Sequence[str], asked: 
     unseen = [k for k in space if script_only(k) and k not in named]
     refused = sorted(k for k in unseen if k in asked)
     if refused:
-        raise ConfigError(f"{refused[0]} is swept, but the script cannot see it: task.command does not name "
-                          f"${{{refused[0]}}} and task.reads does not list it, so every value would measure the same "
-                          "run. Name it in the command (or in task.reads), or do not sweep it.")
+        raise ConfigError(
+            f"{refused[0]} is swept, but the script cannot see it: task.command does not name "
+            f"${{{refused[0]}}} and task.reads does not list it, so every value would measure the same "
+            "run. Name it in the command (or in task.reads), or do not sweep it."
+        )
     kept = [k for k in space if k not in unseen]
-    note = (f"task=script: the preset's {', '.join(sorted(unseen))} are not searched: the command does not name them "
-            "(write ${...} in task.command, or list them in task.reads, to search them)") if unseen else None
+    note = (
+        (
+            f"task=script: the preset's {', '.join(sorted(unseen))} are not searched: the command does not name them "
+            "(write ${...} in task.command, or list them in task.reads, to search them)"
+        )
+        if unseen
+        else None
+    )
     return kept, note
 
 
@@ -80,8 +98,10 @@ def argv(cfg: DictConfig) -> list[str]:
     `--batch-size ${loader.batch_size}` gives two words whatever the value holds."""
     words = shlex.split(template(cfg.task))
     if not words:
-        raise ConfigError("task.command is empty: give the command that runs your script, e.g. "
-                          "task.command='python train.py --batch-size ${loader.batch_size}'.")
+        raise ConfigError(
+            "task.command is empty: give the command that runs your script, e.g. "
+            "task.command='python train.py --batch-size ${loader.batch_size}'."
+        )
     root = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False, enum_to_str=True))
     root["_sweeper_argv"] = words
     resolved = OmegaConf.to_container(root["_sweeper_argv"], resolve=True)

@@ -236,6 +236,7 @@ def register() -> None:
 
 # ---- one line for a value the schema refuses ----
 
+
 def _field_type(full_key: str, config: Optional[DictConfig]) -> Any:
     """The annotated type of `full_key` (e.g. loader.batch_size), from the composed config's
     schema where there is one, else from the schemas by group."""
@@ -300,8 +301,7 @@ def nearest_key(full_key: str, config: Optional[DictConfig]) -> Optional[str]:
     return found if found != full_key else None
 
 
-def error_line(exc: BaseException, config: Optional[DictConfig] = None,
-               overrides: Sequence[str] = ()) -> Optional[str]:
+def error_line(exc: BaseException, config: Optional[DictConfig] = None, overrides: Sequence[str] = ()) -> Optional[str]:
     """The one line for a value or key the config's schema refuses (Hydra's composition error,
     or OmegaConf's, anywhere in the cause chain); None if it is not such an error. `overrides`,
     the command line's, name the whole key a user wrote when OmegaConf names only the start of it."""

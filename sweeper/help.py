@@ -15,8 +15,7 @@ _INDENT = " " * 18
 
 
 def _wrapped(label: str, words: list[str]) -> str:
-    return textwrap.fill(", ".join(words), width=100, initial_indent=f"  {label:<16}",
-                         subsequent_indent=_INDENT)
+    return textwrap.fill(", ".join(words), width=100, initial_indent=f"  {label:<16}", subsequent_indent=_INDENT)
 
 
 def groups_text() -> str:
@@ -54,7 +53,9 @@ def keys_text() -> str:
     from .search.settings import SweepSettings
 
     schemas = dict(SCHEMAS)
-    lines = [_wrapped(f"{group}.", _leaves(schemas[group])) for group in ("loader", "backend", "train", "dist", "measure")]
+    lines = [
+        _wrapped(f"{group}.", _leaves(schemas[group])) for group in ("loader", "backend", "train", "dist", "measure")
+    ]
     task_keys: list[str] = []
     for path, schema in SCHEMAS:
         if path.startswith("task/"):

@@ -76,8 +76,10 @@ class Fingerprint:
 
     def describe(self) -> str:
         """The machine in one line, as the terminal summary and the report say it."""
-        return (f"{self.hostname}: {self.cpu}, {self.cpus_available} cores, {self.gpu or 'no GPU'}, torch {self.torch}"
-                + (f", CUDA {self.cuda}" if self.cuda else ""))
+        return (
+            f"{self.hostname}: {self.cpu}, {self.cpus_available} cores, {self.gpu or 'no GPU'}, torch {self.torch}"
+            + (f", CUDA {self.cuda}" if self.cuda else "")
+        )
 
 
 def hardware_class(info: Fingerprint) -> str:

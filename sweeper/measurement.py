@@ -147,8 +147,10 @@ class Utilization:
         """One line: CPU of the run and its workers, the device's busy share, NVML's GPU figures."""
         parts = []
         if self.cpu_util_main_pct is not None:
-            parts.append(f"CPU {self.cpu_util_main_pct:.0f}% in the training process, "
-                         f"{self.cpu_util_workers_pct or 0.0:.0f}% in loader workers (100% = one core)")
+            parts.append(
+                f"CPU {self.cpu_util_main_pct:.0f}% in the training process, "
+                f"{self.cpu_util_workers_pct or 0.0:.0f}% in loader workers (100% = one core)"
+            )
         if device_busy_fraction is not None:
             parts.append(f"device busy {device_busy_fraction:.0%} of the time")
         if self.gpu_util_pct is not None:
@@ -187,8 +189,13 @@ class RunFacts:
     cuda_initialized_at_start: bool | None = None
 
 
-_SECTIONS = (("throughput", Throughput), ("timing", Timing), ("memory", Memory), ("utilization", Utilization),
-             ("run", RunFacts))
+_SECTIONS = (
+    ("throughput", Throughput),
+    ("timing", Timing),
+    ("memory", Memory),
+    ("utilization", Utilization),
+    ("run", RunFacts),
+)
 RESULT_FORMAT = 2
 
 
@@ -259,8 +266,15 @@ DIRECTIONS = {
     "peak_rss_mb": "minimize",
 }
 # a run in one row: the figures the report's trials table shows (the CSV has them all)
-KEY_FIGURES = ("samples_per_sec", "samples_per_sec_rel_iqr", "peak_memory_mb", "step_time_p50_ms",
-               "step_time_p95_ms", "data_wait_fraction", "compile_s")
+KEY_FIGURES = (
+    "samples_per_sec",
+    "samples_per_sec_rel_iqr",
+    "peak_memory_mb",
+    "step_time_p50_ms",
+    "step_time_p95_ms",
+    "data_wait_fraction",
+    "compile_s",
+)
 # what kind of cost each minimized objective is (which of the report's charts has it on its axis)
 COST_KIND = {"peak_memory_mb": "memory", "peak_rss_mb": "memory", "step_time_p95_ms": "latency"}
 PRIMARY = "samples_per_sec"

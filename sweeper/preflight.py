@@ -24,14 +24,17 @@ CONFIG_FLAGS = ("-cp", "--config-path", "-cn", "--config-name", "-cd", "--config
 # Hydra's flags that take a value: what follows them is not an override
 FLAG_VALUES = {*CONFIG_FLAGS, "-p", "--package", "--experimental-rerun", "-sc", "--shell-completion"}
 # Hydra's flags that print and exit: nothing is run, so nothing is checked
-ASKS_ONLY = {"--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c", "--shell-completion", "-sc",
-             "--version"}
+ASKS_ONLY = {"--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c", "--shell-completion", "-sc", "--version"}
 MULTIRUN_FLAGS = ("-m", "--multirun")
 
 # launchers the docs name, and the package that brings each
-LAUNCHER_PACKAGES = {"submitit_slurm": "torch-sweeper[slurm] (hydra-submitit-launcher)",
-                     "submitit_local": "torch-sweeper[slurm] (hydra-submitit-launcher)",
-                     "ray": "hydra-ray-launcher", "joblib": "hydra-joblib-launcher", "rq": "hydra-rq-launcher"}
+LAUNCHER_PACKAGES = {
+    "submitit_slurm": "torch-sweeper[slurm] (hydra-submitit-launcher)",
+    "submitit_local": "torch-sweeper[slurm] (hydra-submitit-launcher)",
+    "ray": "hydra-ray-launcher",
+    "joblib": "hydra-joblib-launcher",
+    "rq": "hydra-rq-launcher",
+}
 
 
 def overrides_of(argv: Sequence[str]) -> list[str]:
@@ -88,15 +91,19 @@ def check(argv: Sequence[str]) -> None:
 
 def _parse(parser: Any, override: str) -> Any:
     if "\n" in override or "\r" in override:
-        raise ConfigError(f"{override.partition('=')[0]}: a value cannot hold a line break "
-                          f"(got {override.partition('=')[2]!r}): write it on one line.")
+        raise ConfigError(
+            f"{override.partition('=')[0]}: a value cannot hold a line break "
+            f"(got {override.partition('=')[2]!r}): write it on one line."
+        )
     try:
         return parser.parse_overrides([override])[0]
-    except Exception as exc:  # noqa: BLE001 - OverrideParseException and the grammar's own
+    except Exception as exc:  # OverrideParseException and the grammar's own
         lines = [line for line in str(exc).splitlines()[1:] if line.strip() and not line.startswith("See https")]
         why = " ".join(lines) or str(exc).splitlines()[0]
-        raise ConfigError(f"cannot read {override!r}: {why} (Hydra's override grammar: choice(a,b), "
-                          "range(start,stop[,step]), interval(low,high), tag(log,...), shuffle(...)).") from exc
+        raise ConfigError(
+            f"cannot read {override!r}: {why} (Hydra's override grammar: choice(a,b), "
+            "range(start,stop[,step]), interval(low,high), tag(log,...), shuffle(...))."
+        ) from exc
 
 
 def check_group_choice(parsed: Any) -> None:
@@ -126,8 +133,9 @@ def check_launcher_installed(override: str) -> None:
     installed = sorted(entry.removesuffix(".yaml") for entry in ConfigStore.instance().list("hydra/launcher"))
     if name not in installed:
         package = LAUNCHER_PACKAGES.get(name, "the Hydra launcher plugin that provides it")
-        raise ConfigError(f"hydra/launcher={name} is not installed (installed: {', '.join(installed)}): "
-                          f"pip install {package}.")
+        raise ConfigError(
+            f"hydra/launcher={name} is not installed (installed: {', '.join(installed)}): pip install {package}."
+        )
 
 
 def check_composed(fixed: Sequence[str]) -> Any:
@@ -136,7 +144,7 @@ def check_composed(fixed: Sequence[str]) -> Any:
     `hydra.sweeper.*` included) is one line with the nearest key. Returns the composed config."""
     try:
         return compose(tuple(fixed))
-    except Exception as exc:  # noqa: BLE001 - Hydra's composition errors become one line
+    except Exception as exc:  # Hydra's composition errors become one line
         line = error_line(exc, compose(()), overrides=fixed)
         if line is None:
             first = " ".join(str(exc).split())[:300]
@@ -147,7 +155,7 @@ def check_composed(fixed: Sequence[str]) -> Any:
 # required keys, and what to give them
 _REQUIRED = {
     "task.command": "task=script needs the command that runs your script: "
-                    "task.command='python train.py --batch-size ${loader.batch_size}'.",
+    "task.command='python train.py --batch-size ${loader.batch_size}'.",
     "task.factory": "task=custom needs the function that builds your workload: task.factory=my_module:build.",
 }
 
@@ -181,8 +189,10 @@ def check_output_dir(composed: Any, multirun: bool) -> None:
         Path(tempfile.mkdtemp(prefix=".sweeper-probe-", dir=parent)).rmdir()
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
-        raise ConfigError(f"{key}={target} cannot be written ({why} in {parent}): "
-                          f"choose a directory you can write, e.g. {key}=outputs/mine.") from exc
+        raise ConfigError(
+            f"{key}={target} cannot be written ({why} in {parent}): "
+            f"choose a directory you can write, e.g. {key}=outputs/mine."
+        ) from exc
 
 
 @functools.lru_cache(maxsize=32)

@@ -61,10 +61,15 @@ def stat(pid: int) -> Stat | None:
             text = f.read()
     except OSError:
         return None
-    fields = text[text.rindex(")") + 2:].split()  # the name may hold spaces and parentheses
-    return Stat(state=fields[0], ppid=int(fields[1]), pgrp=int(fields[2]), session=int(fields[3]),
-                cpu_s=(int(fields[11]) + int(fields[12])) / _TICKS,
-                reaped_cpu_s=(int(fields[13]) + int(fields[14])) / _TICKS)
+    fields = text[text.rindex(")") + 2 :].split()  # the name may hold spaces and parentheses
+    return Stat(
+        state=fields[0],
+        ppid=int(fields[1]),
+        pgrp=int(fields[2]),
+        session=int(fields[3]),
+        cpu_s=(int(fields[11]) + int(fields[12])) / _TICKS,
+        reaped_cpu_s=(int(fields[13]) + int(fields[14])) / _TICKS,
+    )
 
 
 def environ_has(pid: int, entry: str) -> bool:

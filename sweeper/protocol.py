@@ -78,7 +78,7 @@ def parse_stdout_line(line: str) -> tuple[int, float | None] | None:
     text = line.strip()
     if not text.startswith(LINE_PREFIX):
         return None
-    fields = dict(part.partition("=")[::2] for part in text[len(LINE_PREFIX):].split())
+    fields = dict(part.partition("=")[::2] for part in text[len(LINE_PREFIX) :].split())
     try:
         samples = int(fields.pop("samples"))
         wait = float(fields.pop("wait")) if "wait" in fields else None

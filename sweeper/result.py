@@ -63,8 +63,19 @@ def looks_like_oom(text: str) -> bool:
 # the run's wall time as the parent saw it, kept beside the figures of a trial
 WALL_S = "wall_s"
 # result.json's keys besides the measurement's sections
-_RUN_KEYS = ("status", "reason", "isolation", "isolation_note", "wall_s", "started_at", "ended_at", "log", "config",
-             "job_dir", "scheduler_job")
+_RUN_KEYS = (
+    "status",
+    "reason",
+    "isolation",
+    "isolation_note",
+    "wall_s",
+    "started_at",
+    "ended_at",
+    "log",
+    "config",
+    "job_dir",
+    "scheduler_job",
+)
 _FORMAT, _MACHINE = "format", "machine"
 # format 1 (flat) kept the fingerprint under this key
 _V1_FINGERPRINT = "fingerprint"

@@ -111,7 +111,7 @@ def rank_cores(cores: Sequence[int], nproc: int, rank: int) -> tuple[int, ...]:
         return (ordered[rank % len(ordered)],)
     size, extra = divmod(len(ordered), nproc)
     begin = rank * size + min(rank, extra)
-    return tuple(ordered[begin:begin + size + (rank < extra)])
+    return tuple(ordered[begin : begin + size + (rank < extra)])
 
 
 def threads_per_rank(threads: int | None, cores: int, nproc: int) -> int | None:
@@ -203,8 +203,11 @@ def openmp_env(bind: str, blocktime_ms: int | None = None) -> dict[str, str]:
     (the run refuses it under GNU's runtime, where it would change nothing)."""
     env: dict[str, str] = {}
     if bind != "default":
-        env.update(OMP_PROC_BIND=bind, OMP_PLACES="cores",
-                   KMP_AFFINITY="granularity=fine,compact,1,0" if bind == "close" else "granularity=fine,scatter")
+        env.update(
+            OMP_PROC_BIND=bind,
+            OMP_PLACES="cores",
+            KMP_AFFINITY="granularity=fine,compact,1,0" if bind == "close" else "granularity=fine,scatter",
+        )
     if blocktime_ms is not None:
         env["KMP_BLOCKTIME"] = str(blocktime_ms)
     return env

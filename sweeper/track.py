@@ -65,8 +65,10 @@ def _counter(iterable: Any, samples: Samples) -> Callable[[Any], int]:
             return found
         if isinstance(fallback, int):
             return fallback
-        raise ValueError(f"sweeper.track: cannot tell how many samples a {type(batch).__name__} batch holds: "
-                         "pass samples=<int> or samples=<function of the batch>")
+        raise ValueError(
+            f"sweeper.track: cannot tell how many samples a {type(batch).__name__} batch holds: "
+            "pass samples=<int> or samples=<function of the batch>"
+        )
 
     return count
 

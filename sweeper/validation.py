@@ -65,17 +65,24 @@ def _check_train(cfg: Mapping[str, Any]) -> None:
     _check_int("train.grad_accum_steps", accum, 1)
     _check_int("train.effective_batch", effective, 1, allow_none=True)
     if (accum > 1 or effective is not None) and cfg["task"]["mode"] != "train":
-        raise ConfigError(f"train.grad_accum_steps={accum} / train.effective_batch={effective} need task.mode=train "
-                          f"(got {cfg['task']['mode']!r}): leave them at 1 / null for inference.")
+        raise ConfigError(
+            f"train.grad_accum_steps={accum} / train.effective_batch={effective} need task.mode=train "
+            f"(got {cfg['task']['mode']!r}): leave them at 1 / null for inference."
+        )
     if effective is None:
         return
-    per_step = f"loader.batch_size={cfg['loader']['batch_size']}" + (f" x dist.nproc_per_node={nproc}" if nproc > 1 else "")
+    per_step = f"loader.batch_size={cfg['loader']['batch_size']}" + (
+        f" x dist.nproc_per_node={nproc}" if nproc > 1 else ""
+    )
     if effective % batch:
-        raise ConfigError(f"train.effective_batch={effective} is not a multiple of {per_step}: "
-                          "pick a batch size that divides it.")
+        raise ConfigError(
+            f"train.effective_batch={effective} is not a multiple of {per_step}: pick a batch size that divides it."
+        )
     if accum not in (1, effective // batch):
-        raise ConfigError(f"train.grad_accum_steps={accum} disagrees with train.effective_batch={effective} / "
-                          f"{per_step} = {effective // batch}: set only one of them.")
+        raise ConfigError(
+            f"train.grad_accum_steps={accum} disagrees with train.effective_batch={effective} / "
+            f"{per_step} = {effective // batch}: set only one of them."
+        )
 
 
 def _check_dist(cfg: Mapping[str, Any]) -> None:
@@ -85,29 +92,40 @@ def _check_dist(cfg: Mapping[str, Any]) -> None:
         return
     nodes = topology.numa_nodes()
     if len(nodes) < 2:
-        raise ConfigError(f"backend.numa={numa!r} binds ranks to NUMA nodes, and this machine has {len(nodes) or 1}: "
-                          "use backend.numa=none.")
+        raise ConfigError(
+            f"backend.numa={numa!r} binds ranks to NUMA nodes, and this machine has {len(nodes) or 1}: "
+            "use backend.numa=none."
+        )
     if nproc % len(nodes):
-        raise ConfigError(f"backend.numa={numa!r} puts the same number of ranks on each of the {len(nodes)} NUMA "
-                          f"nodes: dist.nproc_per_node={nproc} is not a multiple of {len(nodes)}.")
+        raise ConfigError(
+            f"backend.numa={numa!r} puts the same number of ranks on each of the {len(nodes)} NUMA "
+            f"nodes: dist.nproc_per_node={nproc} is not a multiple of {len(nodes)}."
+        )
     if shutil.which("numactl") is None:
-        raise ConfigError(f"backend.numa={numa!r} runs each rank under numactl, which is not installed: install "
-                          "numactl (Debian/Ubuntu) or use backend.numa=none.")
+        raise ConfigError(
+            f"backend.numa={numa!r} runs each rank under numactl, which is not installed: install "
+            "numactl (Debian/Ubuntu) or use backend.numa=none."
+        )
 
 
 def _check_script(cfg: Mapping[str, Any]) -> None:
     task = cfg["task"]
     if not task.get("argv"):
-        raise ConfigError("task.command is empty: give the command that runs your script, e.g. "
-                          "task.command='python train.py --batch-size ${loader.batch_size}'.")
+        raise ConfigError(
+            "task.command is empty: give the command that runs your script, e.g. "
+            "task.command='python train.py --batch-size ${loader.batch_size}'."
+        )
     for knob in task["reads"]:
         group, _, key = str(knob).partition(".")
         if group not in ("loader", "backend", "train", "dist") or key not in cfg[group]:
-            raise ConfigError(f"task.reads: {knob!r} is not a knob: expected keys such as loader.batch_size or "
-                              "backend.precision.")
+            raise ConfigError(
+                f"task.reads: {knob!r} is not a knob: expected keys such as loader.batch_size or backend.precision."
+            )
     if cfg["measure"]["compute_bound"]:
-        raise ConfigError("measure.compute_bound=true times sweeper's own step on a batch held in memory, which a "
-                          "script does not have: set measure.compute_bound=false with task=script.")
+        raise ConfigError(
+            "measure.compute_bound=true times sweeper's own step on a batch held in memory, which a "
+            "script does not have: set measure.compute_bound=false with task=script."
+        )
 
 
 def check_config(cfg: Mapping[str, Any]) -> None:
@@ -130,21 +148,30 @@ def check_config(cfg: Mapping[str, Any]) -> None:
     _check_int("loader.num_workers", loader["num_workers"], 0)
     _check_int("loader.prefetch_factor", loader["prefetch_factor"], 1, allow_none=True)
     if loader["num_workers"] == 0:
-        for knob, idle in (("prefetch_factor", None), ("persistent_workers", False), ("in_order", True),
-                           ("multiprocessing_context", None)):
+        for knob, idle in (
+            ("prefetch_factor", None),
+            ("persistent_workers", False),
+            ("in_order", True),
+            ("multiprocessing_context", None),
+        ):
             if loader[knob] != idle:
                 shown = str(loader[knob]).lower() if isinstance(loader[knob], bool) else repr(loader[knob])
-                raise ConfigError(f"loader.{knob}={shown} needs loader.num_workers > 0 (got 0): set "
-                                  f"loader.{knob}={'null' if idle is None else str(idle).lower()} or add workers.")
+                raise ConfigError(
+                    f"loader.{knob}={shown} needs loader.num_workers > 0 (got 0): set "
+                    f"loader.{knob}={'null' if idle is None else str(idle).lower()} or add workers."
+                )
 
     if normalize_compile(backend["compile"]) not in COMPILE_MODES:
-        raise ConfigError(f"backend.compile={backend['compile']!r} is invalid: expected one of "
-                          f"{', '.join(COMPILE_MODES)}.")
+        raise ConfigError(
+            f"backend.compile={backend['compile']!r} is invalid: expected one of {', '.join(COMPILE_MODES)}."
+        )
     _check_int("backend.threads", backend["threads"], 1, allow_none=True)
     allocator = backend["allocator"]
     if allocator != "default" and topology.allocator_library(allocator) is None:
-        raise ConfigError(f"backend.allocator={allocator!r} is not installed on this machine: install "
-                          f"{topology.ALLOCATORS[allocator][1]} (Debian/Ubuntu) or use backend.allocator=default.")
+        raise ConfigError(
+            f"backend.allocator={allocator!r} is not installed on this machine: install "
+            f"{topology.ALLOCATORS[allocator][1]} (Debian/Ubuntu) or use backend.allocator=default."
+        )
     _check_int("backend.interop_threads", backend["interop_threads"], 1, allow_none=True)
     _check_int("backend.kmp_blocktime", backend["kmp_blocktime"], 0, allow_none=True)
     _check_dist(cfg)

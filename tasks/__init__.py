@@ -7,7 +7,11 @@ import warnings
 
 MOVED = ("mnist_mlp", "image_classification", "language_model")
 
-warnings.warn("the package `tasks` is now `sweeper.tasks` (e.g. task.factory=sweeper.tasks.mnist_mlp:build); "
-              "`tasks` goes away in sweeper 0.2", FutureWarning, stacklevel=2)
+warnings.warn(
+    "the package `tasks` is now `sweeper.tasks` (e.g. task.factory=sweeper.tasks.mnist_mlp:build); "
+    "`tasks` goes away in sweeper 0.2",
+    FutureWarning,
+    stacklevel=2,
+)
 for _name in MOVED:
     sys.modules[f"{__name__}.{_name}"] = importlib.import_module(f"sweeper.tasks.{_name}")

@@ -41,8 +41,9 @@ class Run:
         return json.loads((self.run_dir / "result.json").read_text())
 
 
-def run_sweeper(tmp_path: Path, *overrides: str, env: dict[str, str] | None = None,
-                timeout: float = 300, tiny: bool = True) -> Run:
+def run_sweeper(
+    tmp_path: Path, *overrides: str, env: dict[str, str] | None = None, timeout: float = 300, tiny: bool = True
+) -> Run:
     run_dir = tmp_path / "run"
     args = [*(TINY if tiny else []), *overrides, f"hydra.run.dir={run_dir}"]
     proc = subprocess.run(
@@ -56,14 +57,24 @@ def run_sweeper(tmp_path: Path, *overrides: str, env: dict[str, str] | None = No
     return Run(proc.returncode, proc.stdout, proc.stderr, run_dir)
 
 
-def run_multirun(tmp_path: Path, *overrides: str, name: str = "s", study: str = "test",
-                 check: bool = True) -> subprocess.CompletedProcess:
+def run_multirun(
+    tmp_path: Path, *overrides: str, name: str = "s", study: str = "test", check: bool = True
+) -> subprocess.CompletedProcess:
     """`python -m sweeper -m` from tmp_path (so outputs/ is the test's), storage in tmp_path."""
-    args = [*TINY, *overrides, f"hydra.sweep.dir={tmp_path / name}",
-            f"hydra.sweeper.storage=sqlite:///{tmp_path / 'study.db'}", f"hydra.sweeper.study_name={study}"]
+    args = [
+        *TINY,
+        *overrides,
+        f"hydra.sweep.dir={tmp_path / name}",
+        f"hydra.sweeper.storage=sqlite:///{tmp_path / 'study.db'}",
+        f"hydra.sweeper.study_name={study}",
+    ]
     proc = subprocess.run(
-        [sys.executable, "-m", "sweeper", "-m", *args], cwd=tmp_path, capture_output=True, text=True,
-        timeout=600, env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])},
+        [sys.executable, "-m", "sweeper", "-m", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])},
     )
     if check:
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

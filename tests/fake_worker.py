@@ -19,8 +19,13 @@ def send(**event):
 if mode == "ok":
     send(event="phase", phase="measure")
     send(event="window", index=0, samples_per_sec=10.0)
-    send(event="result", format=2, status="ok", throughput={"samples_per_sec": 10.0},
-         machine={"threads": int(os.environ.get("OMP_NUM_THREADS") or 0)})
+    send(
+        event="result",
+        format=2,
+        status="ok",
+        throughput={"samples_per_sec": 10.0},
+        machine={"threads": int(os.environ.get("OMP_NUM_THREADS") or 0)},
+    )
 elif mode == "hang_with_children":
     pids = []
     for _ in range(2):

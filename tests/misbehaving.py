@@ -94,7 +94,6 @@ class DiesInLoaderWorker(Dataset):
         return 1024
 
     def __getitem__(self, index: int) -> Any:
-        import signal
 
         from torch.utils.data import get_worker_info
 

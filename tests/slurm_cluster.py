@@ -15,16 +15,28 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-DAEMONS = ("munged", "slurmctld", "slurmd", "slurmdbd", "mariadbd", "mariadb-install-db", "sbatch", "sinfo", "srun",
-           "sacctmgr")
+DAEMONS = (
+    "munged",
+    "slurmctld",
+    "slurmd",
+    "slurmdbd",
+    "mariadbd",
+    "mariadb-install-db",
+    "sbatch",
+    "sinfo",
+    "srun",
+    "sacctmgr",
+)
 
 
 def why_not() -> str | None:
     """Why a cluster cannot start here (one line), or None."""
     missing = [name for name in DAEMONS if shutil.which(name) is None]
     if missing:
-        return (f"needs Debian's slurm-wlm, slurmdbd, munge and mariadb-server ({', '.join(missing)} missing; "
-                ".ci/run installs them)")
+        return (
+            f"needs Debian's slurm-wlm, slurmdbd, munge and mariadb-server ({', '.join(missing)} missing; "
+            ".ci/run installs them)"
+        )
     if os.geteuid() != 0:
         return "slurmd runs jobs as their user and must start as root"
     return None
@@ -41,20 +53,39 @@ def _config(root: Path, dbd_port: int) -> str:
     cpus = len(os.sched_getaffinity(0))
     with open("/proc/meminfo") as f:
         memory_mb = int(next(int(line.split()[1]) for line in f if line.startswith("MemTotal")) / 1024 * 0.9)
-    return "\n".join([
-        "ClusterName=sweepertest", f"SlurmctldHost={host}", "SlurmUser=root", "SlurmdUser=root",
-        f"SlurmctldPort={_free_port()}", f"SlurmdPort={_free_port()}", "AuthType=auth/munge",
-        f"StateSaveLocation={root / 'state'}", f"SlurmdSpoolDir={root / 'spool'}",
-        f"SlurmctldPidFile={root / 'slurmctld.pid'}", f"SlurmdPidFile={root / 'slurmd.pid'}",
-        f"SlurmctldLogFile={root / 'slurmctld.log'}", f"SlurmdLogFile={root / 'slurmd.log'}",
-        "ProctrackType=proctrack/pgid", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
-        "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU", "SchedulerType=sched/backfill",
-        "ReturnToService=2", "MpiDefault=none", "KillWait=5", "InactiveLimit=0",
-        "AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageHost=localhost",
-        f"AccountingStoragePort={dbd_port}",
-        f"NodeName={host} CPUs={cpus} RealMemory={memory_mb} State=UNKNOWN",
-        f"PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP", "",
-    ])
+    return "\n".join(
+        [
+            "ClusterName=sweepertest",
+            f"SlurmctldHost={host}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            f"SlurmctldPort={_free_port()}",
+            f"SlurmdPort={_free_port()}",
+            "AuthType=auth/munge",
+            f"StateSaveLocation={root / 'state'}",
+            f"SlurmdSpoolDir={root / 'spool'}",
+            f"SlurmctldPidFile={root / 'slurmctld.pid'}",
+            f"SlurmdPidFile={root / 'slurmd.pid'}",
+            f"SlurmctldLogFile={root / 'slurmctld.log'}",
+            f"SlurmdLogFile={root / 'slurmd.log'}",
+            "ProctrackType=proctrack/pgid",
+            "TaskPlugin=task/none",
+            "JobAcctGatherType=jobacct_gather/none",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_CPU",
+            "SchedulerType=sched/backfill",
+            "ReturnToService=2",
+            "MpiDefault=none",
+            "KillWait=5",
+            "InactiveLimit=0",
+            "AccountingStorageType=accounting_storage/slurmdbd",
+            "AccountingStorageHost=localhost",
+            f"AccountingStoragePort={dbd_port}",
+            f"NodeName={host} CPUs={cpus} RealMemory={memory_mb} State=UNKNOWN",
+            f"PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP",
+            "",
+        ]
+    )
 
 
 def _munge_works() -> bool:
@@ -68,33 +99,93 @@ def _munge_works() -> bool:
 def _database(root: Path, started: list[subprocess.Popen]) -> int:
     """MariaDB for slurmdbd, on loopback; its port."""
     data, sock, port = root / "mysql", root / "mysql.sock", _free_port()
-    subprocess.run(["mariadb-install-db", "--user=root", f"--datadir={data}", "--auth-root-authentication-method=normal",
-                    "--skip-test-db"], check=True, capture_output=True)
-    started.append(subprocess.Popen(["mariadbd", "--user=root", f"--datadir={data}", f"--socket={sock}",
-                                     f"--port={port}", "--bind-address=127.0.0.1", f"--pid-file={root / 'mysql.pid'}",
-                                     "--skip-grant-tables=0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    sql = "CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurm'; GRANT ALL ON *.* TO 'slurm'@'127.0.0.1';"
-    _until(lambda: subprocess.run(["mariadb", f"--socket={sock}", "-u", "root", "-e", sql],
-                                  capture_output=True).returncode == 0, "MariaDB to answer")
+    subprocess.run(
+        [
+            "mariadb-install-db",
+            "--user=root",
+            f"--datadir={data}",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    started.append(
+        subprocess.Popen(
+            [
+                "mariadbd",
+                "--user=root",
+                f"--datadir={data}",
+                f"--socket={sock}",
+                f"--port={port}",
+                "--bind-address=127.0.0.1",
+                f"--pid-file={root / 'mysql.pid'}",
+                "--skip-grant-tables=0",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    )
+    sql = (
+        "CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurm'; GRANT ALL ON *.* TO 'slurm'@'127.0.0.1';"
+    )
+    _until(
+        lambda: (
+            subprocess.run(["mariadb", f"--socket={sock}", "-u", "root", "-e", sql], capture_output=True).returncode
+            == 0
+        ),
+        "MariaDB to answer",
+    )
     return port
 
 
 def _accounting(root: Path, port: int, db_port: int, started: list[subprocess.Popen], env: dict[str, str]) -> None:
     """slurmdbd on `port`, its database MariaDB's, this cluster registered in it."""
     conf = root / "slurmdbd.conf"
-    conf.write_text("\n".join([
-        "AuthType=auth/munge", "DbdHost=localhost", f"DbdPort={port}", "SlurmUser=root",
-        f"LogFile={root / 'slurmdbd.log'}", f"PidFile={root / 'slurmdbd.pid'}",
-        "StorageType=accounting_storage/mysql", "StorageHost=127.0.0.1", f"StoragePort={db_port}",
-        "StorageUser=slurm", "StoragePass=slurm", "StorageLoc=slurm_acct_db", ""]))
+    conf.write_text(
+        "\n".join(
+            [
+                "AuthType=auth/munge",
+                "DbdHost=localhost",
+                f"DbdPort={port}",
+                "SlurmUser=root",
+                f"LogFile={root / 'slurmdbd.log'}",
+                f"PidFile={root / 'slurmdbd.pid'}",
+                "StorageType=accounting_storage/mysql",
+                "StorageHost=127.0.0.1",
+                f"StoragePort={db_port}",
+                "StorageUser=slurm",
+                "StoragePass=slurm",
+                "StorageLoc=slurm_acct_db",
+                "",
+            ]
+        )
+    )
     conf.chmod(0o600)
-    started.append(subprocess.Popen(["slurmdbd", "-D"], env=env,  # slurmdbd.conf beside $SLURM_CONF stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL))
-    _until(lambda: subprocess.run(["sacctmgr", "-i", "add", "cluster", "sweepertest"], env=env,
-                                  capture_output=True, timeout=30).returncode in (0, 1)
-           and "sweepertest" in subprocess.run(["sacctmgr", "-n", "-P", "list", "cluster", "format=cluster"], env=env,
-                                               capture_output=True, text=True, timeout=30).stdout,
-           "slurmdbd to register the cluster")
+    started.append(
+        subprocess.Popen(
+            ["slurmdbd", "-D"],
+            env=env,  # slurmdbd.conf beside $SLURM_CONF stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    )
+    _until(
+        lambda: (
+            subprocess.run(
+                ["sacctmgr", "-i", "add", "cluster", "sweepertest"], env=env, capture_output=True, timeout=30
+            ).returncode
+            in (0, 1)
+            and "sweepertest"
+            in subprocess.run(
+                ["sacctmgr", "-n", "-P", "list", "cluster", "format=cluster"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=30,
+            ).stdout
+        ),
+        "slurmdbd to register the cluster",
+    )
 
 
 @contextmanager
@@ -108,19 +199,32 @@ def cluster(root: Path) -> Iterator[dict[str, str]]:
     try:
         if not _munge_works():
             Path("/run/munge").mkdir(parents=True, exist_ok=True)
-            started.append(subprocess.Popen(["munged", "--foreground", "--force"], stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.DEVNULL))
+            started.append(
+                subprocess.Popen(
+                    ["munged", "--foreground", "--force"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+                )
+            )
             _until(_munge_works, "munged to answer")
         dbd_port = _free_port()
         conf.write_text(_config(root, dbd_port))  # sacctmgr, slurmctld: where slurmdbd is
         _accounting(root, dbd_port, _database(root, started), started, env)
         for daemon in ("slurmctld", "slurmd"):
-            started.append(subprocess.Popen([daemon, "-D", "-f", str(conf)], env=env, stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.DEVNULL))
-        _until(lambda: subprocess.run(["sinfo", "-h", "-o", "%T"], env=env, capture_output=True,
-                                      text=True).stdout.strip() == "idle", "the node to be idle in sinfo")
-        _until(lambda: subprocess.run(["srun", "hostname"], env=env, capture_output=True, timeout=30).returncode == 0,
-               "srun hostname to answer")
+            started.append(
+                subprocess.Popen(
+                    [daemon, "-D", "-f", str(conf)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+                )
+            )
+        _until(
+            lambda: (
+                subprocess.run(["sinfo", "-h", "-o", "%T"], env=env, capture_output=True, text=True).stdout.strip()
+                == "idle"
+            ),
+            "the node to be idle in sinfo",
+        )
+        _until(
+            lambda: subprocess.run(["srun", "hostname"], env=env, capture_output=True, timeout=30).returncode == 0,
+            "srun hostname to answer",
+        )
         yield {"SLURM_CONF": str(conf)}
     finally:
         subprocess.run(["scancel", "--full", "--user=root"], env=env, capture_output=True)

@@ -15,8 +15,15 @@ from conftest import ROOT
 PACKAGE = ROOT / "sweeper"
 # processes' entry points: the CLI, the report's CLI, the measuring child's two mains, and the
 # child's lifeline (a measuring process whose parent is gone ends itself at once)
-ENTRY_POINTS = {"__main__.py", "report/__main__.py", "measure/worker.py", "measure/probe.py", "measure/lifeline.py",
-                "measure/zygote.py", "measure/ranks.py"}
+ENTRY_POINTS = {
+    "__main__.py",
+    "report/__main__.py",
+    "measure/worker.py",
+    "measure/probe.py",
+    "measure/lifeline.py",
+    "measure/zygote.py",
+    "measure/ranks.py",
+}
 
 
 def modules() -> list[Path]:
@@ -41,8 +48,11 @@ def imported(path: Path) -> set[str]:
             else:
                 module = node.module or ""
             submodules = {f"{module}.{alias.name}" for alias in node.names}
-            found = {m for m in submodules if (ROOT / Path(*m.split("."))).with_suffix(".py").exists()
-                     or (ROOT / Path(*m.split("."))).is_dir()}
+            found = {
+                m
+                for m in submodules
+                if (ROOT / Path(*m.split("."))).with_suffix(".py").exists() or (ROOT / Path(*m.split("."))).is_dir()
+            }
             names.update(found or {module})
         elif isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
@@ -54,10 +64,12 @@ def _within(name: str, packages: tuple[str, ...]) -> bool:
 
 
 def test_the_sweep_side_never_imports_torch():
-    code = ("import sys, sweeper.search.sweep, sweeper.search.outputs, sweeper.report.load, sweeper.report.page, "
-            "sweeper.store.heartbeat, sweeper.runner.run, sweeper.__main__; "
-            "import hydra_plugins.throughput_sweeper.throughput_sweeper; "
-            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
+    code = (
+        "import sys, sweeper.search.sweep, sweeper.search.outputs, sweeper.report.load, sweeper.report.page, "
+        "sweeper.store.heartbeat, sweeper.runner.run, sweeper.__main__; "
+        "import hydra_plugins.throughput_sweeper.throughput_sweeper; "
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -97,7 +109,7 @@ def test_no_module_of_the_package_imports_itself_in_a_circle():
     def visit(node: str, path: list[str], seen: set[str]) -> None:
         for nxt in sorted(graph.get(node, ())):
             if nxt in path:
-                cycles.append(" -> ".join(path[path.index(nxt):] + [nxt]))
+                cycles.append(" -> ".join(path[path.index(nxt) :] + [nxt]))
             elif nxt not in seen:
                 seen.add(nxt)
                 visit(nxt, path + [nxt], seen)
@@ -112,8 +124,12 @@ def test_only_entry_points_exit_the_process():
     for path in modules():
         rel = str(path.relative_to(PACKAGE))
         for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Attribute) and node.attr in ("exit", "_exit")
-                    and isinstance(node.value, ast.Name) and node.value.id in ("sys", "os")):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in ("exit", "_exit")
+                and isinstance(node.value, ast.Name)
+                and node.value.id in ("sys", "os")
+            ):
                 found.append(rel)
     assert set(found) <= ENTRY_POINTS, sorted(set(found) - ENTRY_POINTS)
 
@@ -135,7 +151,8 @@ def test_stored_attributes_are_spelled_in_one_place():
     sweeper.store.study; nowhere else does code reach into user_attrs."""
     owners = {"store/record.py", "store/study.py"}
     found = [
-        str(path.relative_to(PACKAGE)) for path in modules()
+        str(path.relative_to(PACKAGE))
+        for path in modules()
         if str(path.relative_to(PACKAGE)) not in owners and "user_attrs" in path.read_text()
     ]
     assert found == []

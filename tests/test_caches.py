@@ -34,8 +34,9 @@ def test_an_image_folder_is_listed_once_until_its_files_change(tmp_path, monkeyp
             Image.new("RGB", (8, 8)).save(root / cls / f"{i}.jpg")
     walks = []
     real = datasets.DatasetFolder.make_dataset
-    monkeypatch.setattr(datasets.DatasetFolder, "make_dataset",
-                        staticmethod(lambda *a, **k: walks.append(a[0]) or real(*a, **k)))
+    monkeypatch.setattr(
+        datasets.DatasetFolder, "make_dataset", staticmethod(lambda *a, **k: walks.append(a[0]) or real(*a, **k))
+    )
     first = image_classification.IndexedImageFolder(str(root))
     second = image_classification.IndexedImageFolder(str(root))
     assert len(walks) == 1 and first.samples == second.samples and len(second) == 6

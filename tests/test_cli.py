@@ -14,34 +14,51 @@ from conftest import ROOT
 
 # (command line, what the one line must say): each a mistake a person made at first contact
 BAD_INPUTS = [
-    pytest.param(["task=nonexistent"], "task=nonexistent is not a task option: choose one of custom, "
-                 "image_classification, language_model, mnist_mlp, script", id="unknown-task"),
+    pytest.param(
+        ["task=nonexistent"],
+        "task=nonexistent is not a task option: choose one of custom, "
+        "image_classification, language_model, mnist_mlp, script",
+        id="unknown-task",
+    ),
     pytest.param(["task=mnist"], "did you mean task=mnist_mlp?", id="near-task"),
     pytest.param(["task=mnist_mlp_schema"], "is not a task option", id="schema-is-no-option"),
-    pytest.param(["search=cpux"], "search=cpux is not a search option: choose one of auto, cpu, gpu, none, quick",
-                 id="unknown-preset"),
+    pytest.param(
+        ["search=cpux"],
+        "search=cpux is not a search option: choose one of auto, cpu, gpu, none, quick",
+        id="unknown-preset",
+    ),
     pytest.param(["-m", "task=choice(mnist_mlp,foo)"], "task=foo is not a task option", id="unknown-task-swept"),
-    pytest.param(["-m", "hydra.sweeper.n_trial=5"], "hydra.sweeper.n_trial is not a key of the config "
-                 "(did you mean hydra.sweeper.n_trials?)", id="misspelt-sweeper-key"),
-    pytest.param(["-m", "hydra.sweeper.confirm.top_kk=1"], "did you mean hydra.sweeper.confirm.top_k?",
-                 id="misspelt-nested-sweeper-key"),
-    pytest.param(["lodaer.batch_size=256"], "lodaer.batch_size is not a key of the config "
-                 "(did you mean loader.batch_size?)", id="misspelt-group"),
+    pytest.param(
+        ["-m", "hydra.sweeper.n_trial=5"],
+        "hydra.sweeper.n_trial is not a key of the config (did you mean hydra.sweeper.n_trials?)",
+        id="misspelt-sweeper-key",
+    ),
+    pytest.param(
+        ["-m", "hydra.sweeper.confirm.top_kk=1"],
+        "did you mean hydra.sweeper.confirm.top_k?",
+        id="misspelt-nested-sweeper-key",
+    ),
+    pytest.param(
+        ["lodaer.batch_size=256"],
+        "lodaer.batch_size is not a key of the config (did you mean loader.batch_size?)",
+        id="misspelt-group",
+    ),
     pytest.param(["loader.batchsize=256"], "did you mean loader.batch_size?", id="misspelt-key"),
     pytest.param(["loader.batch_size=0"], "loader.batch_size=0 is invalid: expected an integer >= 1", id="range"),
     pytest.param(["loader.batch_size=abc"], "loader.batch_size='abc' is invalid: expected an integer", id="type"),
     pytest.param(["backend.precision=fp8"], "expected one of fp32, bf16, fp16", id="choice"),
     pytest.param(["task=script"], "task=script needs the command that runs your script", id="script-no-command"),
-    pytest.param(["-m", "task=script"], "task=script needs the command that runs your script",
-                 id="script-no-command-sweep"),
+    pytest.param(
+        ["-m", "task=script"], "task=script needs the command that runs your script", id="script-no-command-sweep"
+    ),
     pytest.param(["task=custom"], "task=custom needs the function that builds your workload", id="custom-no-factory"),
     pytest.param(["hydra.run.dir=/proc/x"], "hydra.run.dir=/proc/x cannot be written", id="impossible-run-dir"),
-    pytest.param(["-m", "hydra.sweep.dir=/proc/x"], "hydra.sweep.dir=/proc/x cannot be written",
-                 id="impossible-sweep-dir"),
+    pytest.param(
+        ["-m", "hydra.sweep.dir=/proc/x"], "hydra.sweep.dir=/proc/x cannot be written", id="impossible-sweep-dir"
+    ),
     pytest.param(["hydra.run.dir=README.md/run"], "is a file, not a directory", id="run-dir-under-a-file"),
     pytest.param(["-m", "loader.batch_size=range(1,3"], "cannot read 'loader.batch_size=range(1,3'", id="grammar"),
-    pytest.param(["-m", "hydra/launcher=nonexistent"], "hydra/launcher=nonexistent is not installed",
-                 id="launcher"),
+    pytest.param(["-m", "hydra/launcher=nonexistent"], "hydra/launcher=nonexistent is not installed", id="launcher"),
 ]
 
 
@@ -61,21 +78,35 @@ def test_a_mistake_is_one_line_before_hydra_starts(argv, message, tmp_path, monk
 SCRIPT = Path(sys.executable).parent / "sweeper"
 
 
-def _sweeper(cwd: Path, *argv: str, env: dict[str, str] | None = None, script: bool = False
-             ) -> subprocess.CompletedProcess:
+def _sweeper(
+    cwd: Path, *argv: str, env: dict[str, str] | None = None, script: bool = False
+) -> subprocess.CompletedProcess:
     command = [str(SCRIPT)] if script else [sys.executable, "-m", "sweeper"]
-    return subprocess.run([*command, *argv], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    return subprocess.run(
+        [*command, *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+    )
 
 
-@pytest.mark.parametrize("argv", [
-    ["task=nonexistent"], ["-m", "hydra.sweeper.n_trial=5"], ["task=script"], ["hydra.run.dir=/proc/x"],
-    ["loader.batch_size=0"],
-    # found after Hydra starts: in the measuring child, and where the sweep opens its study
-    ["task=custom", "task.factory=nomodule:build"],
-    ["-m", "hydra.sweeper.storage=postgresql://u:pw@127.0.0.1:1/db"],
-    ["-m", "hydra.sweeper.sampler._target_=optuna.samplers.Nope"],
-], ids=["group", "sweeper-key", "script", "run-dir", "range", "in-the-child", "storage", "sampler"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["task=nonexistent"],
+        ["-m", "hydra.sweeper.n_trial=5"],
+        ["task=script"],
+        ["hydra.run.dir=/proc/x"],
+        ["loader.batch_size=0"],
+        # found after Hydra starts: in the measuring child, and where the sweep opens its study
+        ["task=custom", "task.factory=nomodule:build"],
+        ["-m", "hydra.sweeper.storage=postgresql://u:pw@127.0.0.1:1/db"],
+        ["-m", "hydra.sweeper.sampler._target_=optuna.samplers.Nope"],
+    ],
+    ids=["group", "sweeper-key", "script", "run-dir", "range", "in-the-child", "storage", "sampler"],
+)
 def test_the_command_exits_2_with_one_line_and_leaves_no_directory(argv, tmp_path):
     proc = _sweeper(tmp_path, *argv)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
@@ -112,13 +143,12 @@ def test_shell_completion_installs_and_offers_the_real_options(tmp_path):
         install = _sweeper(tmp_path, "-sc", f"install={shell}", script=True)
         assert install.returncode == 0 and "sweeper" in install.stdout, install.stderr
     line = "sweeper task="
-    query = _sweeper(tmp_path, "-sc", "query=bash", env={"COMP_LINE": line, "COMP_POINT": str(len(line))},
-                     script=True)
-    assert set(query.stdout.split()) == {f"task={t}" for t in
-                                          ("custom", "image_classification", "language_model", "mnist_mlp", "script")}
+    query = _sweeper(tmp_path, "-sc", "query=bash", env={"COMP_LINE": line, "COMP_POINT": str(len(line))}, script=True)
+    assert set(query.stdout.split()) == {
+        f"task={t}" for t in ("custom", "image_classification", "language_model", "mnist_mlp", "script")
+    }
     line = "sweeper hydra.sweeper.n_tr"
-    query = _sweeper(tmp_path, "-sc", "query=bash", env={"COMP_LINE": line, "COMP_POINT": str(len(line))},
-                     script=True)
+    query = _sweeper(tmp_path, "-sc", "query=bash", env={"COMP_LINE": line, "COMP_POINT": str(len(line))}, script=True)
     assert query.stdout.split() == ["hydra.sweeper.n_trials="]
 
 

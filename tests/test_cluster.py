@@ -34,11 +34,21 @@ def slurm(tmp_path_factory):
 
 
 def sweep(tmp: Path, env: dict[str, str], *overrides: str, name: str = "s") -> subprocess.Popen:
-    args = [*TINY, *overrides, f"hydra.sweep.dir={tmp / name}", f"hydra.sweeper.storage=sqlite:///{tmp / 'study.db'}",
-            "hydra.sweeper.study_name=test"]
-    return subprocess.Popen([sys.executable, "-m", "sweeper", "-m", *args], cwd=tmp, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **env, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])})
+    args = [
+        *TINY,
+        *overrides,
+        f"hydra.sweep.dir={tmp / name}",
+        f"hydra.sweeper.storage=sqlite:///{tmp / 'study.db'}",
+        "hydra.sweeper.study_name=test",
+    ]
+    return subprocess.Popen(
+        [sys.executable, "-m", "sweeper", "-m", *args],
+        cwd=tmp,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])},
+    )
 
 
 def finished(proc: subprocess.Popen, timeout: float = 600) -> tuple[str, str]:
@@ -53,8 +63,18 @@ def _result(trial) -> dict:
 
 @pytest.mark.slow
 def test_trials_run_as_slurm_jobs_two_at_once_and_take_turns_on_the_node(tmp_path, slurm):
-    out, _ = finished(sweep(tmp_path, slurm, *SLURM, *QUICK, "hydra.sweeper.n_jobs=2", "hydra.sweeper.n_trials=4",
-                            "hydra.sweeper.confirm.top_k=1", "hydra.sweeper.confirm.rounds=1"))
+    out, _ = finished(
+        sweep(
+            tmp_path,
+            slurm,
+            *SLURM,
+            *QUICK,
+            "hydra.sweeper.n_jobs=2",
+            "hydra.sweeper.n_trials=4",
+            "hydra.sweeper.confirm.top_k=1",
+            "hydra.sweeper.confirm.rounds=1",
+        )
+    )
     trials = load_study(tmp_path).trials
     measured = [t for t in trials if TrialRecord.of(t).measured]
     assert len(measured) == 4, [(t.number, t.user_attrs.get("status"), t.user_attrs.get("reason")) for t in trials]
@@ -74,8 +94,17 @@ def test_trials_run_as_slurm_jobs_two_at_once_and_take_turns_on_the_node(tmp_pat
 
 @pytest.mark.slow
 def test_a_partition_that_does_not_exist_fails_each_trial_in_one_line(tmp_path, slurm):
-    finished(sweep(tmp_path, slurm, *SLURM, *QUICK, "hydra.launcher.partition=nope", "hydra.sweeper.n_trials=2",
-                   "hydra.sweeper.confirm.top_k=0"))
+    finished(
+        sweep(
+            tmp_path,
+            slurm,
+            *SLURM,
+            *QUICK,
+            "hydra.launcher.partition=nope",
+            "hydra.sweeper.n_trials=2",
+            "hydra.sweeper.confirm.top_k=0",
+        )
+    )
     trials = load_study(tmp_path).trials
     assert len(trials) == 2 and all(t.state.name == "FAIL" for t in trials)
     for t in trials:
@@ -95,11 +124,22 @@ def test_a_lost_job_never_decides_its_siblings_and_a_requeued_job_is_followed(tm
     sibling has not run. The sibling is waited for, requeued by SLURM halfway through its run,
     followed through the rerun, and its figure is kept and ranked."""
     _wait_for(lambda: not jobs(slurm), timeout=120)
-    proc = sweep(tmp_path, slurm, *SLURM, *QUICK, *HELD, *LONGER, "hydra.sweeper.n_jobs=2", "hydra.sweeper.n_trials=3",
-                 "hydra.sweeper.confirm.top_k=0")
+    proc = sweep(
+        tmp_path,
+        slurm,
+        *SLURM,
+        *QUICK,
+        *HELD,
+        *LONGER,
+        "hydra.sweeper.n_jobs=2",
+        "hydra.sweeper.n_trials=3",
+        "hydra.sweeper.confirm.top_k=0",
+    )
     (baseline,) = _wait_for(lambda: _tasks(slurm, "PENDING"), proc=proc)
     _release(slurm, baseline)
-    first, second = _wait_for(lambda: pair if len(pair := _tasks(slurm, "PENDING")) == 2 else None, timeout=300, proc=proc)
+    first, second = _wait_for(
+        lambda: pair if len(pair := _tasks(slurm, "PENDING")) == 2 else None, timeout=300, proc=proc
+    )
     _release(slurm, first)
     _wait_for(lambda: first in _tasks(slurm, "RUNNING"), proc=proc)
     _scontrol(slurm, "scancel", first)
@@ -138,7 +178,9 @@ def test_a_cancelled_job_says_so_and_a_rerun_after_kill_9_waits_for_the_running_
     _wait_for(lambda: cancelled in _tasks(slurm, "RUNNING"), proc=first)
     time.sleep(4)  # into its measurement
     _scontrol(slurm, "scancel", cancelled)
-    orphan = _wait_for(lambda: [j for j in _tasks(slurm, "PENDING") if j not in (baseline, cancelled)], timeout=300, proc=first)[0]
+    orphan = _wait_for(
+        lambda: [j for j in _tasks(slurm, "PENDING") if j not in (baseline, cancelled)], timeout=300, proc=first
+    )[0]
     os.kill(first.pid, signal.SIGKILL)
     first.communicate()
     rerun = sweep(tmp_path, slurm, *command, name="again")  # its own jobs run at once
@@ -161,8 +203,9 @@ def test_a_cancelled_job_says_so_and_a_rerun_after_kill_9_waits_for_the_running_
 
 def _tasks(env: dict[str, str], state: str) -> list[str]:
     """The queue's jobs in `state`, array tasks one by one (4242_0, 4242_1), in order."""
-    out = subprocess.run(["squeue", "-h", "-r", "-t", state, "-o", "%i"], env={**os.environ, **env},
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["squeue", "-h", "-r", "-t", state, "-o", "%i"], env={**os.environ, **env}, capture_output=True, text=True
+    ).stdout
     return sorted(out.split())
 
 
@@ -179,8 +222,10 @@ def _trial_of(tmp: Path, job: str) -> int | None:
     import optuna
 
     with contextlib.suppress(Exception):
-        study = optuna.load_study(study_name=optuna.get_all_study_names(f"sqlite:///{tmp / 'study.db'}")[0],
-                                  storage=f"sqlite:///{tmp / 'study.db'}")
+        study = optuna.load_study(
+            study_name=optuna.get_all_study_names(f"sqlite:///{tmp / 'study.db'}")[0],
+            storage=f"sqlite:///{tmp / 'study.db'}",
+        )
         for t in study.get_trials(deepcopy=False):
             if TrialRecord.of(t).scheduler_job == f"slurm:{job}":
                 return t.number
@@ -214,5 +259,7 @@ def test_n_jobs_with_the_basic_launcher_is_refused_before_trial_1(tmp_path):
 def test_a_launcher_that_is_not_installed_is_one_line(tmp_path):
     proc = sweep(tmp_path, {}, "hydra/launcher=ray")
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 2 and err.strip() == ("error: hydra/launcher=ray is not installed (installed: basic, "
-                                                    "submitit_local, submitit_slurm): pip install hydra-ray-launcher.")
+    assert proc.returncode == 2 and err.strip() == (
+        "error: hydra/launcher=ray is not installed (installed: basic, "
+        "submitit_local, submitit_slurm): pip install hydra-ray-launcher."
+    )

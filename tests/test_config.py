@@ -18,8 +18,13 @@ from sweeper import config
 from sweeper.paths import config_dir
 
 GROUPS = ("loader", "backend", "measure", "train", "dist")
-TASKS = {"mnist_mlp": config.MnistTask, "image_classification": config.ImageTask,
-         "language_model": config.LanguageTask, "custom": config.CustomTask, "script": config.ScriptTask}
+TASKS = {
+    "mnist_mlp": config.MnistTask,
+    "image_classification": config.ImageTask,
+    "language_model": config.LanguageTask,
+    "custom": config.CustomTask,
+    "script": config.ScriptTask,
+}
 
 
 @functools.lru_cache(maxsize=None)
@@ -54,13 +59,27 @@ def _every_key():
 def test_the_keys_that_take_any_text_are_checked_elsewhere():
     """Text keys: names, paths (checked to exist), the factory and compile's modes (validation.py)."""
     text = {key for _, key, annotation in _every_key() if _wrong_value(annotation) is None}
-    assert text == {"backend.compile", "task.name", "task.factory", "task.root", "task.model", "task.data_dir",
-                    "task.token_file", "task.params", "task.command"}
+    assert text == {
+        "backend.compile",
+        "task.name",
+        "task.factory",
+        "task.root",
+        "task.model",
+        "task.data_dir",
+        "task.token_file",
+        "task.params",
+        "task.command",
+    }
 
 
-@pytest.mark.parametrize(("base", "key", "annotation"),
-                         [pytest.param(*k, id=f"{k[0][0][5:] + ':' if k[0] else ''}{k[1]}")
-                          for k in _every_key() if _wrong_value(k[2]) is not None])
+@pytest.mark.parametrize(
+    ("base", "key", "annotation"),
+    [
+        pytest.param(*k, id=f"{k[0][0][5:] + ':' if k[0] else ''}{k[1]}")
+        for k in _every_key()
+        if _wrong_value(k[2]) is not None
+    ],
+)
 def test_every_key_refuses_a_wrong_type_in_one_line(base, key, annotation):
     wrong = _wrong_value(annotation)
     with pytest.raises(Exception) as err:
@@ -81,9 +100,11 @@ def test_the_lines_name_what_is_allowed():
     assert line("loader.batch_size=big") == "loader.batch_size='big' is invalid: expected an integer."
     assert line("backend.threads=many") == "backend.threads='many' is invalid: expected an integer or null."
     assert line("loader.multiprocessing_context=threads") == (
-        "loader.multiprocessing_context='threads' is invalid: expected one of fork, forkserver, spawn (or null).")
-    assert line("loader.batchsize=3").startswith("loader.batchsize is not a key of the config (did you mean "
-                                                 "loader.batch_size?)")
+        "loader.multiprocessing_context='threads' is invalid: expected one of fork, forkserver, spawn (or null)."
+    )
+    assert line("loader.batchsize=3").startswith(
+        "loader.batchsize is not a key of the config (did you mean loader.batch_size?)"
+    )
 
 
 def test_every_shipped_config_sets_every_key_of_its_schema():
@@ -95,22 +116,40 @@ def test_every_shipped_config_sets_every_key_of_its_schema():
         assert plain["backend"]["precision"] == "fp32" and isinstance(plain["backend"]["precision"], str)
 
 
-@pytest.mark.parametrize(("override", "line"), [
-    ("backend.precision=fp8", "error: backend.precision='fp8' is invalid: expected one of fp32, bf16, fp16."),
-    ("loader.num_workers=some", "error: loader.num_workers='some' is invalid: expected an integer."),
-])
+@pytest.mark.parametrize(
+    ("override", "line"),
+    [
+        ("backend.precision=fp8", "error: backend.precision='fp8' is invalid: expected one of fp32, bf16, fp16."),
+        ("loader.num_workers=some", "error: loader.num_workers='some' is invalid: expected an integer."),
+    ],
+)
 def test_the_cli_says_it_in_one_line_and_exits_2(override, line, tmp_path):
     for sweep in ([], ["-m"]):
-        proc = subprocess.run([sys.executable, "-m", "sweeper", *sweep, override, f"hydra.run.dir={tmp_path}",
-                               f"hydra.sweep.dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "sweeper",
+                *sweep,
+                override,
+                f"hydra.run.dir={tmp_path}",
+                f"hydra.sweep.dir={tmp_path}",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 2 and proc.stderr.strip() == line, proc.stderr
 
 
 def test_the_old_name_of_the_workloads_still_resolves_with_a_warning():
     """`tasks` moved to `sweeper.tasks`; a saved config that names tasks.mnist_mlp:build keeps
     working for one release, and says so."""
-    code = ("import warnings; warnings.simplefilter('always'); from sweeper.measure.workload import load_factory; "
-            "import sweeper.tasks.mnist_mlp as new; print(load_factory('tasks.mnist_mlp:build') is new.build)")
+    code = (
+        "import warnings; warnings.simplefilter('always'); from sweeper.measure.workload import load_factory; "
+        "import sweeper.tasks.mnist_mlp as new; print(load_factory('tasks.mnist_mlp:build') is new.build)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip() == "True", proc.stderr
     assert "FutureWarning: the package `tasks` is now `sweeper.tasks`" in proc.stderr

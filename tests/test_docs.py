@@ -84,9 +84,12 @@ def test_settings_page_names_every_config_key_with_its_default():
     expected = {}
     for group in GROUP_SECTIONS:
         expected.update(_leaves(config[group], f"{group}."))
-    documented = {k: v for heading, rows in tables.items()
-                  if heading.split(":")[0].strip("` ") in GROUP_SECTIONS or heading.startswith("`train`")
-                  for k, v in rows.items()}
+    documented = {
+        k: v
+        for heading, rows in tables.items()
+        if heading.split(":")[0].strip("` ") in GROUP_SECTIONS or heading.startswith("`train`")
+        for k, v in rows.items()
+    }
     assert sorted(documented) == sorted(expected), "docs/settings.md and the config's keys differ"
     wrong = {k: (documented[k], expected[k]) for k in expected if not _same(documented[k], expected[k])}
     assert not wrong, f"defaults in docs/settings.md differ from conf/: {wrong}"
@@ -120,8 +123,13 @@ def test_the_site_builds_strictly(tmp_path):
         if os.environ.get("CI"):
             pytest.fail("mkdocs is not installed (pip install -e '.[test]')")
         pytest.skip("mkdocs is not installed (pip install -e '.[test]')")
-    done = subprocess.run([mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "site" / "settings" / "index.html").is_file()
 
@@ -137,15 +145,22 @@ def test_the_readme_is_a_front_page_with_the_two_commands():
 
 
 # how development history reads: an issue's number, a session, the parts of a piece of work
-HISTORY = re.compile(r"\bissue ?#?\d+|\bthis session\b|\b(?:first|second|third|fourth|fifth|sixth|seventh|eighth|"
-                     r"ninth|tenth|eleventh) part\b", re.IGNORECASE)
+HISTORY = re.compile(
+    r"\bissue ?#?\d+|\bthis session\b|\b(?:first|second|third|fourth|fifth|sixth|seventh|eighth|"
+    r"ninth|tenth|eleventh) part\b",
+    re.IGNORECASE,
+)
 
 
 def test_what_ships_speaks_of_itself_alone():
     """No issue numbers or development history in the README, docs, code or configs: history is
     CHANGELOG.md's."""
-    tracked = subprocess.run(["git", "ls-files", "README.md", "docs", "sweeper", "conf", "hydra_plugins",
-                              "benchmarks", "examples"], cwd=ROOT, capture_output=True, text=True)
+    tracked = subprocess.run(
+        ["git", "ls-files", "README.md", "docs", "sweeper", "conf", "hydra_plugins", "benchmarks", "examples"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     if tracked.returncode != 0:
         pytest.skip("not a git checkout")
     found = []

@@ -35,7 +35,9 @@ def _tests_on_path(monkeypatch):
 
 
 def test_forked_trials_run_with_the_threads_they_ask_for(tmp_path):
-    results = {n: measure_spec(spec("task.num_samples=2048", f"backend.threads={n}"), tmp_path / str(n)) for n in (1, 2)}
+    results = {
+        n: measure_spec(spec("task.num_samples=2048", f"backend.threads={n}"), tmp_path / str(n)) for n in (1, 2)
+    }
     for n, result in results.items():
         assert result.status == "ok" and result.isolation == "fork", result.reason
         assert result.fingerprint.threads == n  # torch.get_num_threads() in the trial
@@ -68,15 +70,28 @@ def test_knobs_read_at_process_start_fork_from_a_zygote_started_with_them(tmp_pa
     zygote would run unbound; one forked from a zygote started with it runs bound, as a spawned
     process would. Each start environment keeps its zygote (the second bound trial reuses it)."""
     out = tmp_path / "bind.txt"
-    run = lambda name, *extra: measure_spec(spec("task=custom", "task.factory=misbehaving:openmp_binding",  # noqa: E731
-                                                 f"+task.params.out={out}", *extra), tmp_path / name)
+
+    def run(name, *extra):
+        return measure_spec(
+            spec("task=custom", "task.factory=misbehaving:openmp_binding", f"+task.params.out={out}", *extra),
+            tmp_path / name,
+        )
+
     plain, bound, again = run("plain"), run("bound", "backend.omp_bind=spread"), run("again", "backend.omp_bind=spread")
     assert [r.isolation for r in (plain, bound, again)] == ["fork"] * 3, [r.reason for r in (plain, bound, again)]
     assert out.read_text().split() == ["0", "4", "4"]  # omp_proc_bind_false, then omp_proc_bind_spread
     assert plain.isolation_note is None and "backend.omp_bind=spread" in bound.isolation_note
     assert len(zygote._ZYGOTES) == 2
-    spawned = measure_spec(spec("task=custom", "task.factory=misbehaving:openmp_binding", f"+task.params.out={out}",
-                                "backend.omp_bind=spread", "measure.isolation=spawn"), tmp_path / "spawned")
+    spawned = measure_spec(
+        spec(
+            "task=custom",
+            "task.factory=misbehaving:openmp_binding",
+            f"+task.params.out={out}",
+            "backend.omp_bind=spread",
+            "measure.isolation=spawn",
+        ),
+        tmp_path / "spawned",
+    )
     assert spawned.isolation == "spawn" and out.read_text().split()[-1] == "4"  # the same as a fresh process
 
 
@@ -131,8 +146,15 @@ def test_a_forked_trial_finds_the_imports_collected_and_frozen(tmp_path):
     scanned the imports' 340,000 objects too); a spawned trial has nothing frozen."""
     for isolation in ("fork", "spawn"):
         out = tmp_path / f"{isolation}.txt"
-        result = measure_spec(spec("task=custom", "task.factory=misbehaving:frozen_heap", f"+task.params.out={out}",
-                                   f"measure.isolation={isolation}"), tmp_path / isolation)
+        result = measure_spec(
+            spec(
+                "task=custom",
+                "task.factory=misbehaving:frozen_heap",
+                f"+task.params.out={out}",
+                f"measure.isolation={isolation}",
+            ),
+            tmp_path / isolation,
+        )
         assert result.status == "ok" and result.isolation == isolation, result.reason
         frozen = int(out.read_text())
         assert frozen > 100_000 if isolation == "fork" else frozen == 0
@@ -149,8 +171,10 @@ def _live_descendants_besides(keep: int) -> list[int]:
 
 
 def test_a_forked_hang_is_killed_with_its_workers_and_an_abort_is_a_crash(tmp_path):
-    hung = measure_spec(spec("task=custom", "task.factory=misbehaving:hang", "loader.num_workers=2",
-                             "measure.timeout_s=8"), tmp_path / "hang")
+    hung = measure_spec(
+        spec("task=custom", "task.factory=misbehaving:hang", "loader.num_workers=2", "measure.timeout_s=8"),
+        tmp_path / "hang",
+    )
     assert hung.status == "timeout" and hung.isolation == "fork"
     (engine,) = zygote._ZYGOTES.values()
     # nothing of the run is left (the trial, its DataLoader workers): only the zygote remains

@@ -36,8 +36,9 @@ def test_a_result_received_stands_when_a_stop_comes_after(tmp_path):
     flight = isolation.InFlight()  # the runs this test stops: none of the process's others
     timer = threading.Timer(1.0, flight.stop, args=("the sweep was stopped by SIGTERM",))
     timer.start()
-    result = run_isolated({"mode": "oom_result_then_linger"}, timeout_s=30, log_path=tmp_path / "w.log", command=FAKE,
-                          in_flight=flight)
+    result = run_isolated(
+        {"mode": "oom_result_then_linger"}, timeout_s=30, log_path=tmp_path / "w.log", command=FAKE, in_flight=flight
+    )
     timer.join()
     assert result.status == "oom" and "out of memory" in result.reason
     # any later run of a stopped process ends at once, interrupted
@@ -56,15 +57,21 @@ def test_a_stop_right_after_the_child_starts_does_not_wait_for_the_timeout(tmp_p
 
     monkeypatch.setattr(isolation.subprocess, "Popen", popen_then_signal)
     started = time.monotonic()
-    result = run_isolated({"mode": "hang_with_children", "pid_file": str(tmp_path / "p")}, timeout_s=60,
-                          log_path=tmp_path / "w.log", command=FAKE, in_flight=flight)
+    result = run_isolated(
+        {"mode": "hang_with_children", "pid_file": str(tmp_path / "p")},
+        timeout_s=60,
+        log_path=tmp_path / "w.log",
+        command=FAKE,
+        in_flight=flight,
+    )
     assert result.status == "interrupted" and time.monotonic() - started < 10
 
 
 def test_a_descendant_that_leaves_the_process_group_is_killed_too(tmp_path):
     pid_file = tmp_path / "escaped"
-    result = run_isolated({"mode": "escape", "pid_file": str(pid_file)}, timeout_s=3, log_path=tmp_path / "w.log",
-                          command=FAKE)
+    result = run_isolated(
+        {"mode": "escape", "pid_file": str(pid_file)}, timeout_s=3, log_path=tmp_path / "w.log", command=FAKE
+    )
     assert result.status == "timeout"
     escaped = int(pid_file.read_text())
     deadline = time.monotonic() + 5
@@ -95,8 +102,11 @@ def test_a_sigkill_with_the_cgroup_oom_counter_risen_is_oom(tmp_path, monkeypatc
     ("proc_cgroup", "files"),
     [
         pytest.param("0::/user.slice/s.scope\n", ["memory.events", "unified/memory.events"], id="v2"),
-        pytest.param("4:memory:/docker/abc\n0::/\n", ["memory/docker/abc/memory.oom_control", "memory.events",
-                                                       "unified/memory.events"], id="v1-and-v2"),
+        pytest.param(
+            "4:memory:/docker/abc\n0::/\n",
+            ["memory/docker/abc/memory.oom_control", "memory.events", "unified/memory.events"],
+            id="v1-and-v2",
+        ),
     ],
 )
 def test_where_the_oom_counter_lives(proc_cgroup, files):
@@ -109,17 +119,32 @@ def test_where_the_oom_counter_lives(proc_cgroup, files):
 
 def _trial(number, status, knobs=None, reason="r"):
     state = TrialState.COMPLETE if status == "ok" else TrialState.FAIL
-    t = create_trial(state=state, values=[1.0] if status == "ok" else None,
-                     user_attrs={"knobs": knobs or {"loader.batch_size": 64}, "status": status, "reason": reason,
-                                 "fixed_overrides": []})
+    t = create_trial(
+        state=state,
+        values=[1.0] if status == "ok" else None,
+        user_attrs={
+            "knobs": knobs or {"loader.batch_size": 64},
+            "status": status,
+            "reason": reason,
+            "fixed_overrides": [],
+        },
+    )
     t.number = number
     return t
 
 
 @pytest.mark.parametrize(
     ("status", "reused"),
-    [("ok", True), ("invalid", True), ("oom", True), ("timeout", False), ("crash", False), ("error", False),
-     ("surplus", False), ("interrupted", False)],
+    [
+        ("ok", True),
+        ("invalid", True),
+        ("oom", True),
+        ("timeout", False),
+        ("crash", False),
+        ("error", False),
+        ("surplus", False),
+        ("interrupted", False),
+    ],
 )
 def test_only_deterministic_outcomes_are_reused(status, reused):
     from sweeper.search import history
@@ -134,7 +159,6 @@ def test_only_deterministic_outcomes_are_reused(status, reused):
 
 
 def test_a_skipped_oom_is_not_reused_as_a_measured_one():
-    from sweeper.result import Status
     from sweeper.search import history
     from sweeper.store.record import TrialRecord
 
@@ -150,8 +174,13 @@ def test_a_skipped_oom_is_not_reused_as_a_measured_one():
 @pytest.mark.slow
 def test_every_grammar_form_on_every_knob_works_or_is_one_line():
     """The fault campaign's grammar fuzz (benchmarks/faults.py grammar): 0 tracebacks."""
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "faults.py"), "grammar"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "faults.py"), "grammar"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     counts = json.loads(proc.stdout[: proc.stdout.rindex("}") + 1])
     assert counts["tracebacks"] == 0 and counts["cases"] > 500 and counts["ran"] > 100
@@ -159,9 +188,15 @@ def test_every_grammar_form_on_every_knob_works_or_is_one_line():
 
 @pytest.mark.slow
 def test_threads_over_a_range_with_a_null_baseline(tmp_path):
-    proc = run_multirun(tmp_path, "search=none", "task.num_samples=2048", "backend.threads=range(1,3)",
-                        "backend.interop_threads=shuffle(range(1,3))", "hydra.sweeper.n_trials=3",
-                        "hydra.sweeper.confirm.top_k=0")
+    proc = run_multirun(
+        tmp_path,
+        "search=none",
+        "task.num_samples=2048",
+        "backend.threads=range(1,3)",
+        "backend.interop_threads=shuffle(range(1,3))",
+        "hydra.sweeper.n_trials=3",
+        "hydra.sweeper.confirm.top_k=0",
+    )
     assert "Traceback" not in proc.stderr and "UserWarning" not in proc.stderr
     assert "baseline" in proc.stdout and "interop_threads=None threads=None" in proc.stdout
 
@@ -179,20 +214,30 @@ def test_a_loader_worker_that_dies_is_a_crash(sweeper_run, factory):
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        pytest.param(["hydra.sweeper.storage=postgresql://lab:s3cret@127.0.0.1:9/sweeps"],
-                     "cannot open study", id="unreachable-postgres"),
-        pytest.param(["task=custom", "task.factory=broken_import:build"],
-                     "importing module 'broken_import' failed (RuntimeError: this module is broken on purpose)",
-                     id="factory-raises-on-import"),
+        pytest.param(
+            ["hydra.sweeper.storage=postgresql://lab:s3cret@127.0.0.1:9/sweeps"],
+            "cannot open study",
+            id="unreachable-postgres",
+        ),
+        pytest.param(
+            ["task=custom", "task.factory=broken_import:build"],
+            "importing module 'broken_import' failed (RuntimeError: this module is broken on purpose)",
+            id="factory-raises-on-import",
+        ),
     ],
 )
 def test_bad_environments_are_one_line_before_trial_1(tmp_path, overrides, message):
     args = [*TINY, *overrides, f"hydra.sweep.dir={tmp_path / 's'}", "hydra.sweeper.study_name=x"]
     if not any(o.startswith("hydra.sweeper.storage") for o in overrides):
         args.append(f"hydra.sweeper.storage=sqlite:///{tmp_path / 'study.db'}")
-    proc = subprocess.run([sys.executable, "-m", "sweeper", "-m", *args], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])})
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweeper", "-m", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])},
+    )
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
     assert "s3cret" not in proc.stdout + proc.stderr
@@ -209,8 +254,8 @@ def test_bad_environments_are_one_line_before_trial_1(tmp_path, overrides, messa
     ],
 )
 def test_grammar_errors_are_one_line_before_hydra_starts(argv, message):
-    from sweeper.preflight import check as check_overrides
     from sweeper.errors import ConfigError
+    from sweeper.preflight import check as check_overrides
 
     with pytest.raises(ConfigError, match=re.escape(message)) as caught:
         check_overrides(argv)
@@ -220,7 +265,6 @@ def test_grammar_errors_are_one_line_before_hydra_starts(argv, message):
 @pytest.mark.slow
 def test_an_unwritable_sweep_directory_is_one_line(tmp_path):
     (tmp_path / "a-file").write_text("")
-    proc = run_multirun(tmp_path, "search=quick", "hydra.sweeper.n_trials=1", check=False,
-                        name="a-file/sweep")
+    proc = run_multirun(tmp_path, "search=quick", "hydra.sweeper.n_trials=1", check=False, name="a-file/sweep")
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and "a-file is a file, not a directory" in lines[0], proc.stderr

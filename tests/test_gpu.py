@@ -18,8 +18,13 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(visible_gpus() == 0, reason="n
 CUDA = ["backend.device=cuda"]
 SMALL = {
     "mnist_mlp": ["task=mnist_mlp", "task.num_samples=4096"],
-    "image_classification": ["task=image_classification", "task.image_size=64", "task.num_classes=10",
-                             "task.num_samples=512", "loader.batch_size=32"],
+    "image_classification": [
+        "task=image_classification",
+        "task.image_size=64",
+        "task.num_classes=10",
+        "task.num_samples=512",
+        "loader.batch_size=32",
+    ],
     "language_model": ["task=language_model", "task.num_tokens=200000", "task.seq_len=128"],
 }
 
@@ -60,8 +65,17 @@ def test_mixed_precision_on_cuda(sweeper_run, precision):
 
 
 def test_pinned_memory_workers_channels_last_cudnn_tf32(sweeper_run):
-    measured = ok(sweeper_run(*CUDA, *SMALL["image_classification"], "loader.pin_memory=true", "loader.num_workers=2",
-                              "backend.channels_last=true", "backend.cudnn_benchmark=true", "backend.tf32=true"))
+    measured = ok(
+        sweeper_run(
+            *CUDA,
+            *SMALL["image_classification"],
+            "loader.pin_memory=true",
+            "loader.num_workers=2",
+            "backend.channels_last=true",
+            "backend.cudnn_benchmark=true",
+            "backend.tf32=true",
+        )
+    )
     assert measured.run.cudnn_benchmark_in_effect and measured.run.tf32_in_effect
     assert measured.memory.dataloader_processes >= 2
     off = ok(sweeper_run(*CUDA, *SMALL["image_classification"]))
@@ -75,27 +89,63 @@ def test_compile_on_cuda(sweeper_run):
 
 def test_a_cuda_oom_is_oom_and_the_sweep_goes_on(tmp_path):
     # 20 GB per sample: batch 1 fits an 80 GB GPU, batch 8 cannot
-    run_multirun(tmp_path, *CUDA, "search=none", "task=custom", "task.factory=misbehaving:cuda_memory_per_sample",
-                 "+task.params.gb_per_sample=20", "loader.batch_size=1", "loader.batch_size=choice(1,8)",
-                 "hydra.sweeper.sampler._target_=optuna.samplers.GridSampler", "hydra.sweeper.n_trials=2",
-                 "hydra.sweeper.confirm.top_k=0")
-    statuses = {t.user_attrs["knobs"]["loader.batch_size"]: t.user_attrs["status"] for t in load_study(tmp_path).get_trials()}
+    run_multirun(
+        tmp_path,
+        *CUDA,
+        "search=none",
+        "task=custom",
+        "task.factory=misbehaving:cuda_memory_per_sample",
+        "+task.params.gb_per_sample=20",
+        "loader.batch_size=1",
+        "loader.batch_size=choice(1,8)",
+        "hydra.sweeper.sampler._target_=optuna.samplers.GridSampler",
+        "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.confirm.top_k=0",
+    )
+    statuses = {
+        t.user_attrs["knobs"]["loader.batch_size"]: t.user_attrs["status"] for t in load_study(tmp_path).get_trials()
+    }
     assert statuses == {1: "ok", 8: "oom"}
 
 
 def test_the_lock_is_per_gpu(tmp_path):
     """A run on the GPU waits for the GPU's lock; a CPU run beside it does not."""
-    env = {**os.environ, "SWEEPER_LOCK_DIR": str(tmp_path), "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
-    holder = subprocess.Popen([sys.executable, "-c", "import time; from sweeper.runner.lock import MeasureLock; "
-                               "l = MeasureLock('gpu0', {'what': 'test'}); assert l.try_acquire(); print('held', flush=True); "
-                               "time.sleep(600)"], env=env, stdout=subprocess.PIPE, text=True)
+    env = {
+        **os.environ,
+        "SWEEPER_LOCK_DIR": str(tmp_path),
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)]),
+    }
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; from sweeper.runner.lock import MeasureLock; "
+            "l = MeasureLock('gpu0', {'what': 'test'}); assert l.try_acquire(); print('held', flush=True); "
+            "time.sleep(600)",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
-        cpu = subprocess.run([sys.executable, "-m", "sweeper", *TINY, "backend.device=cpu", f"hydra.run.dir={tmp_path / 'c'}"],
-                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        cpu = subprocess.run(
+            [sys.executable, "-m", "sweeper", *TINY, "backend.device=cpu", f"hydra.run.dir={tmp_path / 'c'}"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert cpu.returncode == 0 and "waiting" not in cpu.stderr
-        gpu = subprocess.Popen([sys.executable, "-m", "sweeper", *TINY, *CUDA, f"hydra.run.dir={tmp_path / 'g'}"],
-                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        gpu = subprocess.Popen(
+            [sys.executable, "-m", "sweeper", *TINY, *CUDA, f"hydra.run.dir={tmp_path / 'g'}"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             line = gpu.stderr.readline()
             assert "waiting: this machine is measuring for" in line and "test" in line

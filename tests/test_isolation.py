@@ -79,8 +79,6 @@ def test_failures_are_classified(tmp_path, mode, status, reason_part):
 
 def test_result_counts_even_if_a_grandchild_holds_the_pipe(tmp_path):
     started = time.monotonic()
-    result = run_isolated(
-        {"mode": "result_then_linger"}, timeout_s=30, log_path=tmp_path / "w.log", command=FAKE
-    )
+    result = run_isolated({"mode": "result_then_linger"}, timeout_s=30, log_path=tmp_path / "w.log", command=FAKE)
     assert result.status == "ok"
     assert time.monotonic() - started < 20

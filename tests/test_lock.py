@@ -17,8 +17,9 @@ from sweeper.runner import lock
 from sweeper.search.plan import make_plan
 from sweeper.search.settings import SweepSettings
 
-CUDA_MACHINE = Machine(device="cuda", cuda=True, bf16=True,
-                       fingerprint=Fingerprint(hardware_class="h", gpu_count=2, hostname="lab1"))
+CUDA_MACHINE = Machine(
+    device="cuda", cuda=True, bf16=True, fingerprint=Fingerprint(hardware_class="h", gpu_count=2, hostname="lab1")
+)
 
 
 @pytest.fixture
@@ -76,8 +77,14 @@ def test_a_single_run_and_a_sweep_take_the_same_lock(tmp_path, monkeypatch, two_
         cfg = compose("config")
         with pytest.raises(RunFailed):
             cli.measure_once(cfg, tmp_path / "run")
-        plan = make_plan(SweepSettings(), [], compose=lambda overrides: compose("config", overrides=list(overrides)),
-                         app_name="sweeper", sweep_dir=tmp_path / "sweep", probe_machine=lambda *probed: CUDA_MACHINE)
+        plan = make_plan(
+            SweepSettings(),
+            [],
+            compose=lambda overrides: compose("config", overrides=list(overrides)),
+            app_name="sweeper",
+            sweep_dir=tmp_path / "sweep",
+            probe_machine=lambda *probed: CUDA_MACHINE,
+        )
     assert seen["resource"] == plan.claim.resource == "gpu1"
     assert seen["env"] == plan.claim.env == {"CUDA_VISIBLE_DEVICES": "1"}
 
@@ -90,6 +97,11 @@ def test_an_address_space_limit_is_refused_on_a_gpu_before_trial_1(tmp_path, two
 
     with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
         with pytest.raises(ConfigError, match="measure.memory_limit_gb=4(.0)? limits the address space"):
-            make_plan(SweepSettings(), ["measure.memory_limit_gb=4"],
-                      compose=lambda overrides: compose("config", overrides=list(overrides)),
-                      app_name="sweeper", sweep_dir=tmp_path, probe_machine=lambda *probed: CUDA_MACHINE)
+            make_plan(
+                SweepSettings(),
+                ["measure.memory_limit_gb=4"],
+                compose=lambda overrides: compose("config", overrides=list(overrides)),
+                app_name="sweeper",
+                sweep_dir=tmp_path,
+                probe_machine=lambda *probed: CUDA_MACHINE,
+            )

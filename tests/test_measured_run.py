@@ -9,14 +9,35 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-IMAGE = ["task=image_classification", "task.image_size=32", "task.num_classes=10",
-         "task.num_samples=64", "loader.batch_size=8"]
-LM = ["task=language_model", "task.seq_len=32", "task.depth=1", "task.width=32", "task.heads=2",
-      "task.num_tokens=20000", "task.vocab_size=512", "loader.batch_size=8"]
+IMAGE = [
+    "task=image_classification",
+    "task.image_size=32",
+    "task.num_classes=10",
+    "task.num_samples=64",
+    "loader.batch_size=8",
+]
+LM = [
+    "task=language_model",
+    "task.seq_len=32",
+    "task.depth=1",
+    "task.width=32",
+    "task.heads=2",
+    "task.num_tokens=20000",
+    "task.vocab_size=512",
+    "loader.batch_size=8",
+]
 MNIST = ["task.num_samples=2048"]
 
-METRICS = ("samples_per_sec", "samples_per_sec_iqr", "step_time_p50_ms", "step_time_p95_ms",
-           "data_wait_fraction", "peak_rss_mb", "warmup_s", "compile_s")
+METRICS = (
+    "samples_per_sec",
+    "samples_per_sec_iqr",
+    "step_time_p50_ms",
+    "step_time_p95_ms",
+    "data_wait_fraction",
+    "peak_rss_mb",
+    "warmup_s",
+    "compile_s",
+)
 
 
 @pytest.mark.parametrize("mode", ["train", "inference"])
@@ -50,10 +71,17 @@ def test_named_torchvision_models(sweeper_run, model):
 
 
 def test_workers_threads_compute_bound_and_bf16(sweeper_run):
-    run = sweeper_run(*MNIST, "loader.num_workers=2", "loader.prefetch_factor=4", "loader.multiprocessing_context=forkserver",
-                      "loader.persistent_workers=true", "backend.threads=1",
-                      "backend.interop_threads=1", "backend.precision=bf16",
-                      "measure.compute_bound=true")
+    run = sweeper_run(
+        *MNIST,
+        "loader.num_workers=2",
+        "loader.prefetch_factor=4",
+        "loader.multiprocessing_context=forkserver",
+        "loader.persistent_workers=true",
+        "backend.threads=1",
+        "backend.interop_threads=1",
+        "backend.precision=bf16",
+        "measure.compute_bound=true",
+    )
     assert run.returncode == 0, run.stderr
     result = run.result
     measured = result.measurement
@@ -71,8 +99,14 @@ def test_workers_threads_compute_bound_and_bf16(sweeper_run):
 
 def test_worker_restarts_at_epoch_ends_are_measured_once_and_counted(sweeper_run):
     # 256 stored samples shown as 512-sample epochs: batch 64 ends an epoch every 8 steps
-    run = sweeper_run("task.num_samples=256", "task.epoch_samples=512", "loader.num_workers=2",
-                      "loader.multiprocessing_context=forkserver", "loader.in_order=false", "backend.threads=1")
+    run = sweeper_run(
+        "task.num_samples=256",
+        "task.epoch_samples=512",
+        "loader.num_workers=2",
+        "loader.multiprocessing_context=forkserver",
+        "loader.in_order=false",
+        "backend.threads=1",
+    )
     assert run.returncode == 0, run.stderr
     measured = run.result.measurement
     assert (measured.run.epoch_samples, measured.run.stored_samples) == (512, 256)
@@ -109,8 +143,7 @@ def test_token_file_and_mnist_root(sweeper_run, tmp_path):
 
 
 def test_user_workload_outside_tasks(sweeper_run):
-    run = sweeper_run("task=custom", "task.factory=examples.user_workload:build",
-                      "+task.params.hidden=32")
+    run = sweeper_run("task=custom", "task.factory=examples.user_workload:build", "+task.params.hidden=32")
     assert run.returncode == 0, run.stderr
     assert run.result.status == "ok"
 
@@ -128,8 +161,13 @@ def _processes_with_marker(marker: str) -> list[psutil.Process]:
 
 def test_hang_is_killed_with_its_dataloader_workers(sweeper_run):
     marker = uuid.uuid4().hex
-    run = sweeper_run("task=custom", "task.factory=misbehaving:hang", "loader.num_workers=2",
-                      "measure.timeout_s=8", env={"SWEEPER_TEST_MARKER": marker})
+    run = sweeper_run(
+        "task=custom",
+        "task.factory=misbehaving:hang",
+        "loader.num_workers=2",
+        "measure.timeout_s=8",
+        env={"SWEEPER_TEST_MARKER": marker},
+    )
     assert run.returncode == 1
     result = run.result
     assert result.status == "timeout"
@@ -145,8 +183,9 @@ def test_abort_is_a_crash(sweeper_run):
 
 
 def test_allocation_beyond_memory_limit_is_oom(sweeper_run):
-    run = sweeper_run("task=custom", "task.factory=misbehaving:allocate", "+task.params.gb=8",
-                      "measure.memory_limit_gb=6")
+    run = sweeper_run(
+        "task=custom", "task.factory=misbehaving:allocate", "+task.params.gb=8", "measure.memory_limit_gb=6"
+    )
     assert run.returncode == 1
     assert run.result.status in ("oom", "crash")
     assert "memory" in run.result.reason.lower()
@@ -166,11 +205,19 @@ def test_exception_in_user_code_is_an_error_with_its_message(sweeper_run):
         pytest.param(["loader.num_workers=-1"], "loader.num_workers=-1 is invalid", id="workers"),
         pytest.param(["backend.precision=fp8"], "backend.precision='fp8' is invalid", id="fp8"),
         pytest.param([*IMAGE, "task.model=resnet19"], "task.model='resnet19' is not a torchvision", id="model"),
-        pytest.param(["task=image_classification", "task.data_dir=/no/such"], "task.data_dir='/no/such' does not exist", id="path"),
+        pytest.param(
+            ["task=image_classification", "task.data_dir=/no/such"],
+            "task.data_dir='/no/such' does not exist",
+            id="path",
+        ),
         pytest.param(["backend.device=cuda"], "backend.device='cuda' but no CUDA device", id="cuda"),
         pytest.param(["backend.precision=fp16"], "backend.precision='fp16' needs a CUDA device", id="fp16"),
-        pytest.param(["loader.prefetch_factor=2"], "loader.prefetch_factor=2 needs loader.num_workers > 0", id="prefetch"),
-        pytest.param(["task=custom", "task.factory=nosuchmodule:build"], "cannot import module 'nosuchmodule'", id="factory"),
+        pytest.param(
+            ["loader.prefetch_factor=2"], "loader.prefetch_factor=2 needs loader.num_workers > 0", id="prefetch"
+        ),
+        pytest.param(
+            ["task=custom", "task.factory=nosuchmodule:build"], "cannot import module 'nosuchmodule'", id="factory"
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_measures_nothing(sweeper_run, overrides, message):
@@ -215,8 +262,14 @@ def test_affinity_pins_the_run_and_its_workers_and_the_allocator_is_mapped(sweep
     if len(cores) < 2:
         pytest.skip("pinning needs two cores")
     allocator = "jemalloc" if allocator_library("jemalloc") else "default"
-    run = sweeper_run(*MNIST, "backend.affinity=compact", "backend.threads=1", "loader.num_workers=1",
-                      "loader.persistent_workers=true", f"backend.allocator={allocator}")
+    run = sweeper_run(
+        *MNIST,
+        "backend.affinity=compact",
+        "backend.threads=1",
+        "loader.num_workers=1",
+        "loader.persistent_workers=true",
+        f"backend.allocator={allocator}",
+    )
     assert run.returncode == 0, run.stderr
     result = run.result
     # as the kernel shows it in /proc/<pid>/status: compute on the first core, the worker on the next

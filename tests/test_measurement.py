@@ -70,8 +70,16 @@ def gpu_loop(sync_every_step: bool, loader_s: float = 0.05, launch_s: float = 0.
         gpu.launch()
 
     rule = timing.Rule(warmup_s=0.5, warmup_steps=2, max_windows=4, window_s=5.0)
-    t = timing.measure(next_batch, step, lambda b: 10, gpu.synchronize, rule, sync_every_step=sync_every_step,
-                       step_timer=gpu, clock=clock)
+    t = timing.measure(
+        next_batch,
+        step,
+        lambda b: 10,
+        gpu.synchronize,
+        rule,
+        sync_every_step=sync_every_step,
+        step_timer=gpu,
+        clock=clock,
+    )
     return t, gpu
 
 
@@ -119,8 +127,13 @@ def _stream(dataset_len: int, batch: int, clock: Clock, step_s: float):
     from sweeper.measure import loader
 
     stored = TensorDataset(torch.arange(dataset_len))
-    return stored, loader, lambda epoch_samples: loader.BatchStream(
-        DataLoader(loader.with_epoch_length(stored, epoch_samples), batch_size=batch, drop_last=True), clock=clock)
+    return (
+        stored,
+        loader,
+        lambda epoch_samples: loader.BatchStream(
+            DataLoader(loader.with_epoch_length(stored, epoch_samples), batch_size=batch, drop_last=True), clock=clock
+        ),
+    )
 
 
 @pytest.mark.parametrize(("epoch_samples", "ends"), [(None, 8), (1_281_167, 0)])
@@ -134,8 +147,9 @@ def test_epoch_ends_inside_the_windows_are_counted(epoch_samples, ends):
 
     # warm-up: 3 steps; windows: 3 x 10 steps = batches 4..33; epochs start at batches 5, 9, ..., 33
     rule = timing.Rule(warmup_s=0.0, warmup_steps=3, max_windows=3, window_s=0.95)
-    s = timing.measure(stream, step, lambda b: 2, lambda: None, rule, epochs_started=lambda: stream.epochs_started,
-                       clock=clock)
+    s = timing.measure(
+        stream, step, lambda b: 2, lambda: None, rule, epochs_started=lambda: stream.epochs_started, clock=clock
+    )
     assert s.timing().steps_measured == 30
     assert s.throughput().epoch_ends_measured == ends
 
@@ -157,8 +171,14 @@ def test_the_restart_cost_is_timed_once_and_counted_once_per_epoch():
     assert stream.restart_cost_s() == 0.0  # nothing on the fake clock moves while iterating
     assert stream.epochs_started == before + 1
 
-    figures = Throughput(samples_per_sec=1000.0, samples_per_sec_steady=1000.0, epoch_ends_measured=1,
-                         windows_measured=5, samples_per_sec_ci_low=950.0, samples_per_sec_ci_high=1050.0)
+    figures = Throughput(
+        samples_per_sec=1000.0,
+        samples_per_sec_steady=1000.0,
+        epoch_ends_measured=1,
+        windows_measured=5,
+        samples_per_sec_ci_low=950.0,
+        samples_per_sec_ci_high=1050.0,
+    )
     out = timing.with_epoch_restarts(figures, 60_000, 3.0)
     # 60 s of steady steps plus one 3 s restart per epoch, the interval scaled with the figure
     assert out.samples_per_sec == pytest.approx(60_000 / 63.0)
@@ -173,14 +193,17 @@ def test_the_restart_is_read_from_the_windows_it_fell_in_when_there_are_such():
     """As the loop lived it: a window with an epoch end took 0.5 s beyond its samples at the
     steady rate (1000/s); two ends in one window count twice. No end in a window: timed apart."""
     rates = [1000.0, 1000.0, 1000.0 / 1.5, 1000.0, 1000.0]
-    t = timing.Timings(window_samples_per_sec=rates, window_totals=[(1000.0, 1.0), (1000.0, 1.0), (1000.0, 1.5),
-                                                                    (1000.0, 1.0), (1000.0, 1.0)],
-                       window_epoch_ends=[0, 0, 1, 0, 0])
+    t = timing.Timings(
+        window_samples_per_sec=rates,
+        window_totals=[(1000.0, 1.0), (1000.0, 1.0), (1000.0, 1.5), (1000.0, 1.0), (1000.0, 1.0)],
+        window_epoch_ends=[0, 0, 1, 0, 0],
+    )
     assert t.restart_in_windows_s(True) == pytest.approx(0.5)
     assert t.throughput(True).epoch_restart_in_windows_s == pytest.approx(0.5)
     assert t.restart_in_windows_s(False) is None  # persistent workers: nothing restarts
-    twice = dataclasses.replace(t, window_totals=[*t.window_totals[:2], (1000.0, 2.0), *t.window_totals[3:]],
-                                window_epoch_ends=[0, 0, 2, 0, 0])
+    twice = dataclasses.replace(
+        t, window_totals=[*t.window_totals[:2], (1000.0, 2.0), *t.window_totals[3:]], window_epoch_ends=[0, 0, 2, 0, 0]
+    )
     assert twice.restart_in_windows_s(True) == pytest.approx(0.5)
     none = dataclasses.replace(t, window_epoch_ends=[0, 0, 0, 0, 0])
     assert none.restart_in_windows_s(True) is None
@@ -190,8 +213,11 @@ def test_with_restarts_timed_apart_the_rules_read_the_windows_no_epoch_end_fell_
     """Non-persistent workers stall at each epoch end. That cost is timed apart and added per
     epoch, so the windows an end fell in are left out of the figure, its interval and the
     precision rule, which their stall would otherwise keep from ever stopping."""
-    rule = timing.Rule.of({**_MEASURE, "race": None, "windows": 10, "min_windows": 3, "rel_precision": 0.05,
-                           "window_s": 1.0}, workers=2, persistent_workers=False)
+    rule = timing.Rule.of(
+        {**_MEASURE, "race": None, "windows": 10, "min_windows": 3, "rel_precision": 0.05, "window_s": 1.0},
+        workers=2,
+        persistent_workers=False,
+    )
     assert rule.restarts_apart and not timing.Rule.of(_MEASURE, workers=2).restarts_apart
     t = timing.Timings()
     for rate, ends in [(1000.0, 0), (400.0, 1), (1010.0, 0), (990.0, 0)]:
@@ -252,8 +278,9 @@ def test_nvml_figures_for_the_runs_gpu():
     assert seen == ["GPU-5e2d6b1a-0000-1111-2222-333344445555"]  # NVML's spelling of torch's UUID
     monitor.sample()
     monitor.sample()
-    assert monitor.stop() == Utilization(gpu_util_pct=80.0, gpu_mem_util_pct=30.0, gpu_power_w=350.0,
-                                         gpu_power_cap_w=700.0)
+    assert monitor.stop() == Utilization(
+        gpu_util_pct=80.0, gpu_mem_util_pct=30.0, gpu_power_w=350.0, gpu_power_cap_w=700.0
+    )
 
 
 def test_no_nvml_means_no_gpu_figures_and_no_failure(monkeypatch):
@@ -282,10 +309,28 @@ def scripted(step_times):
     return clock, step, calls
 
 
-_MEASURE = dict(warmup_s=0.5, warmup_steps=3, windows=10, window_s=0.5, warmup_max_s=5.0, steady_tol=0.05,
-                min_windows=3, rel_precision=0.05, prune_below=None, behind=None)
-ADAPTIVE = dict(warmup_s=0.2, warmup_steps=1, max_windows=20, window_s=0.5, warmup_max_s=10.0, steady_tol=0.05,
-                min_windows=3, rel_precision=0.03)
+_MEASURE = dict(
+    warmup_s=0.5,
+    warmup_steps=3,
+    windows=10,
+    window_s=0.5,
+    warmup_max_s=5.0,
+    steady_tol=0.05,
+    min_windows=3,
+    rel_precision=0.05,
+    prune_below=None,
+    behind=None,
+)
+ADAPTIVE = dict(
+    warmup_s=0.2,
+    warmup_steps=1,
+    max_windows=20,
+    window_s=0.5,
+    warmup_max_s=10.0,
+    steady_tol=0.05,
+    min_windows=3,
+    rel_precision=0.03,
+)
 
 
 def test_warm_up_ends_when_the_step_rate_is_steady():
@@ -297,8 +342,14 @@ def test_warm_up_ends_when_the_step_rate_is_steady():
     assert settling(t.warmup_steps) < 0.0105  # within 5% of the settled step when measuring starts
     # a rate that keeps falling never settles: warm-up stops at the maximum
     drifting, drifting_step, _ = scripted(lambda n: 0.01 * math.exp(n / 200))
-    capped = timing.measure(lambda: None, drifting_step, lambda b: 1, lambda: None,
-                            timing.Rule(**{**ADAPTIVE, "warmup_max_s": 2.0}), clock=drifting)
+    capped = timing.measure(
+        lambda: None,
+        drifting_step,
+        lambda b: 1,
+        lambda: None,
+        timing.Rule(**{**ADAPTIVE, "warmup_max_s": 2.0}),
+        clock=drifting,
+    )
     assert not capped.warmup_steady and 2.0 <= capped.warmup_s < 2.1
 
 
@@ -311,7 +362,7 @@ def test_a_bursty_loop_is_steady_over_longer_spans_than_one_block():
     t = timing.measure(lambda: None, step, lambda b: 1, lambda: None, timing.Rule(**ADAPTIVE), clock=clock)
     assert t.warmup_steady and t.warmup_s < 1.5
     blocks = [(25, 0.2), (20, 0.25)] * 3
-    assert not any(warmup.steady(blocks[i:i + 2], 0.05) for i in range(5))
+    assert not any(warmup.steady(blocks[i : i + 2], 0.05) for i in range(5))
     assert warmup.steady(blocks[:4], 0.05)
 
 
@@ -327,8 +378,9 @@ def test_warm_up_leaves_out_a_block_that_held_a_worker_restart():
             clock.now += 0.01 + (0.15 if calls["n"] % 40 == 0 else 0.0)
 
         rule = timing.Rule(**{**ADAPTIVE, "warmup_s": 0.35, "restarts_apart": restarts_apart})
-        return timing.measure(lambda: None, step, lambda b: 1, lambda: None, rule, clock=clock,
-                              epochs_started=lambda: calls["n"] // 40)
+        return timing.measure(
+            lambda: None, step, lambda b: 1, lambda: None, rule, clock=clock, epochs_started=lambda: calls["n"] // 40
+        )
 
     left_out, compared = warm_up(True), warm_up(False)
     assert left_out.warmup_steady and left_out.warmup_s < 1.0 < compared.warmup_s
@@ -336,13 +388,15 @@ def test_warm_up_leaves_out_a_block_that_held_a_worker_restart():
 
 def test_windows_stop_at_the_precision_asked():
     quiet_clock, quiet_step, _ = scripted(lambda n: 0.01)
-    quiet = timing.measure(lambda: None, quiet_step, lambda b: 1, lambda: None, timing.Rule(**ADAPTIVE),
-                           clock=quiet_clock)
+    quiet = timing.measure(
+        lambda: None, quiet_step, lambda b: 1, lambda: None, timing.Rule(**ADAPTIVE), clock=quiet_clock
+    )
     assert quiet.stopped == "precise" and len(quiet.window_samples_per_sec) == 3  # the minimum
     # every other window 20% slower: the interval narrows only with more windows
     noisy_clock, noisy_step, _ = scripted(lambda n: 0.012 if (n // 50) % 2 else 0.01)
-    noisy = timing.measure(lambda: None, noisy_step, lambda b: 1, lambda: None, timing.Rule(**ADAPTIVE),
-                           clock=noisy_clock)
+    noisy = timing.measure(
+        lambda: None, noisy_step, lambda b: 1, lambda: None, timing.Rule(**ADAPTIVE), clock=noisy_clock
+    )
     low, high = noisy.throughput().interval
     assert noisy.stopped in ("precise", "max windows") and len(noisy.window_samples_per_sec) > 3
     if noisy.stopped == "precise":
@@ -352,8 +406,14 @@ def test_windows_stop_at_the_precision_asked():
 def test_racing_prunes_a_clearly_worse_trial_and_a_close_one_stops_when_precise():
     best = (99.0, 101.0)  # the incumbent's interval: 100 samples/s
     worse_clock, worse_step, _ = scripted(lambda n: 0.0125)  # 80 samples/s
-    worse = timing.measure(lambda: None, worse_step, lambda b: 1, lambda: None,
-                           timing.Rule(**{**ADAPTIVE, "race": best}), clock=worse_clock)
+    worse = timing.measure(
+        lambda: None,
+        worse_step,
+        lambda b: 1,
+        lambda: None,
+        timing.Rule(**{**ADAPTIVE, "race": best}),
+        clock=worse_clock,
+    )
     assert worse.pruned and worse.stopped == "raced" and len(worse.window_samples_per_sec) == 3
 
     # 99.5 samples/s, windows alternating +-2%: it overlaps the best's interval, and stops when
@@ -388,9 +448,14 @@ def test_the_figure_is_the_statistic_its_interval_and_rules_are_of():
     # a loader that delivers in bursts: every 8th step waits 30 ms for the workers, the others
     # take 2 ms, so a window's rate depends on where the bursts fall (skewed windows)
     clock, step, _ = scripted(lambda n: 0.032 if n % 8 == 7 else 0.002)
-    t = timing.measure(lambda: None, step, lambda b: 1, lambda: None,
-                       timing.Rule(**{**ADAPTIVE, "window_s": 0.05, "rel_precision": None, "max_windows": 9}),
-                       clock=clock)
+    t = timing.measure(
+        lambda: None,
+        step,
+        lambda b: 1,
+        lambda: None,
+        timing.Rule(**{**ADAPTIVE, "window_s": 0.05, "rel_precision": None, "max_windows": 9}),
+        clock=clock,
+    )
     figures = t.throughput()
     low, high = figures.interval
     assert low <= figures.samples_per_sec <= high
@@ -429,8 +494,12 @@ def test_gradient_accumulation_makes_the_step_of_the_whole_batch():
     def trained(accum: int) -> torch.Tensor:
         torch.manual_seed(0)
         model = nn.Linear(4, 1)
-        workload = Workload(model=model, dataset=None, loss_fn=nn.functional.mse_loss,
-                            optimizer_fn=lambda ps: torch.optim.SGD(ps, lr=0.1))
+        workload = Workload(
+            model=model,
+            dataset=None,
+            loss_fn=nn.functional.mse_loss,
+            optimizer_fn=lambda ps: torch.optim.SGD(ps, lr=0.1),
+        )
         step = make_step(workload, model, torch.device("cpu"), "fp32", True, 0.1, accum)
         g = torch.Generator().manual_seed(1)
         inputs, targets = torch.randn(64, 4, generator=g), torch.randn(64, 1, generator=g)
@@ -487,8 +556,9 @@ def test_a_run_known_to_be_behind_the_best_stops_with_its_figure():
     low, high = behind.throughput().interval
     assert high < best[0] and low < 85 < high
     # a run whose interval reaches the best's goes on, as without the rule
-    assert timing._verdict(_three_windows(99.5), timing.Rule(**{**ADAPTIVE, "race": widened, "behind": 99.0})) \
-        == "precise"
+    assert (
+        timing._verdict(_three_windows(99.5), timing.Rule(**{**ADAPTIVE, "race": widened, "behind": 99.0})) == "precise"
+    )
     assert timing.Rule.of(_MEASURE, trial={"behind": 99.0}).behind == 99.0
 
 
@@ -497,6 +567,7 @@ def test_a_warm_up_far_below_the_floor_is_confirmed_by_a_quarter_window_then_pru
     it is under the floor's one-window bar (0.8 of prune_below), the first window is a quarter
     window, and the run stops pruned on that window's own figure. A run above the bar measures
     full windows, and a loop that speeds up after warm-up is not pruned on the warm-up's word."""
+
     def run(step_s, floor, faster_after=None):
         clock, step, calls = scripted(lambda n: step_s if faster_after is None or n < faster_after else step_s / 4)
         rule = timing.Rule(**{**ADAPTIVE, "prune_below": floor})

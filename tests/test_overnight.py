@@ -30,21 +30,37 @@ time.sleep(600)
 
 
 def env_with(lock_dir: Path) -> dict[str, str]:
-    return {**os.environ, "SWEEPER_LOCK_DIR": str(lock_dir),
-            "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
+    return {
+        **os.environ,
+        "SWEEPER_LOCK_DIR": str(lock_dir),
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)]),
+    }
 
 
 def hold_lock(lock_dir: Path) -> subprocess.Popen:
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK], env=env_with(lock_dir), stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK], env=env_with(lock_dir), stdout=subprocess.PIPE, text=True
+    )
     assert holder.stdout.readline().strip() == "held"
     return holder
 
 
 def start_sweep(tmp_path: Path, *overrides: str, name: str, storage: str, lock_dir: Path) -> subprocess.Popen:
-    args = [*TINY, *overrides, f"hydra.sweep.dir={tmp_path / name}", f"hydra.sweeper.storage={storage}",
-            "hydra.sweeper.study_name=night"]
-    return subprocess.Popen([sys.executable, "-m", "sweeper", "-m", *args], cwd=tmp_path, env=env_with(lock_dir),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    args = [
+        *TINY,
+        *overrides,
+        f"hydra.sweep.dir={tmp_path / name}",
+        f"hydra.sweeper.storage={storage}",
+        "hydra.sweeper.study_name=night",
+    ]
+    return subprocess.Popen(
+        [sys.executable, "-m", "sweeper", "-m", *args],
+        cwd=tmp_path,
+        env=env_with(lock_dir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_for(predicate, timeout: float = 120) -> None:
@@ -84,8 +100,14 @@ def test_gpu_resources(tmp_path, monkeypatch):
 def test_lock_fail_exits_at_once_with_its_code(tmp_path):
     holder = hold_lock(tmp_path)
     try:
-        proc = start_sweep(tmp_path, *QUICK, "hydra.sweeper.lock=fail", name="s",
-                           storage=f"sqlite:///{tmp_path / 'study.db'}", lock_dir=tmp_path)
+        proc = start_sweep(
+            tmp_path,
+            *QUICK,
+            "hydra.sweeper.lock=fail",
+            name="s",
+            storage=f"sqlite:///{tmp_path / 'study.db'}",
+            lock_dir=tmp_path,
+        )
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 75, out + err
         assert f"pid {holder.pid}" in err and "test holder" in err
@@ -97,9 +119,19 @@ def test_lock_fail_exits_at_once_with_its_code(tmp_path):
 def test_two_sweeps_on_one_machine_never_measure_at_the_same_time(tmp_path):
     # 8 windows of 0.3 s a trial: each sweep measures for longer than the other takes to start,
     # so that they contend (at 2 windows, one sweep could finish before the other's first trial)
-    procs = [start_sweep(tmp_path, *QUICK, "hydra.sweeper.n_trials=3", "measure.windows=8", "measure.min_windows=8",
-                         name=f"s{i}", storage=f"sqlite:///{tmp_path / f'study{i}.db'}", lock_dir=tmp_path)
-             for i in range(2)]
+    procs = [
+        start_sweep(
+            tmp_path,
+            *QUICK,
+            "hydra.sweeper.n_trials=3",
+            "measure.windows=8",
+            "measure.min_windows=8",
+            name=f"s{i}",
+            storage=f"sqlite:///{tmp_path / f'study{i}.db'}",
+            lock_dir=tmp_path,
+        )
+        for i in range(2)
+    ]
     outputs = [p.communicate(timeout=600) for p in procs]
     assert all(p.returncode == 0 for p in procs), outputs
     assert any("waiting: this machine is measuring for pid" in out for out, _ in outputs)
@@ -118,7 +150,9 @@ def test_two_sweeps_on_one_machine_never_measure_at_the_same_time(tmp_path):
 def test_kill_9_then_rerun_completes_the_study(tmp_path):
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     slow = ["measure.windows=3", "measure.window_s=1"]
-    proc = start_sweep(tmp_path, *QUICK, *slow, "hydra.sweeper.n_trials=3", name="a", storage=storage, lock_dir=tmp_path)
+    proc = start_sweep(
+        tmp_path, *QUICK, *slow, "hydra.sweeper.n_trials=3", name="a", storage=storage, lock_dir=tmp_path
+    )
     # a trial after the baseline is being measured (a duplicate suggestion has no directory)
     wait_for(lambda: any((d / "worker.log").exists() for d in (tmp_path / "a").glob("[1-9]*")))
     proc.send_signal(signal.SIGKILL)
@@ -134,19 +168,31 @@ def test_kill_9_then_rerun_completes_the_study(tmp_path):
             assert after[old.number].datetime_complete == old.datetime_complete
             assert after[old.number].user_attrs["knobs"] == old.user_attrs["knobs"]
         elif old.state.name == "WAITING":  # a recipe queued after the baseline: the rerun measures it
-            assert after[old.number].state.is_finished() and after[old.number].user_attrs["origin"] == (
-                old.user_attrs["origin"])
+            assert (
+                after[old.number].state.is_finished()
+                and after[old.number].user_attrs["origin"] == (old.user_attrs["origin"])
+            )
     orphan = after[running[0]]
     assert orphan.state.name == "FAIL" and orphan.user_attrs["status"] == "interrupted"
-    measured = [t for t in after if t.user_attrs.get("reused_from") is None and t.user_attrs.get("status") != "interrupted"]
+    measured = [
+        t for t in after if t.user_attrs.get("reused_from") is None and t.user_attrs.get("status") != "interrupted"
+    ]
     assert len(measured) == 3 and all(t.state.name in ("COMPLETE", "PRUNED", "FAIL") for t in after)
 
 
 @pytest.mark.slow
 def test_sigterm_stops_the_trial_writes_results_and_exits_143(tmp_path):
-    proc = start_sweep(tmp_path, *QUICK, "measure.windows=20", "measure.window_s=1", "measure.rel_precision=null",
-                       "hydra.sweeper.n_trials=3",
-                       name="s", storage=f"sqlite:///{tmp_path / 'study.db'}", lock_dir=tmp_path)
+    proc = start_sweep(
+        tmp_path,
+        *QUICK,
+        "measure.windows=20",
+        "measure.window_s=1",
+        "measure.rel_precision=null",
+        "hydra.sweeper.n_trials=3",
+        name="s",
+        storage=f"sqlite:///{tmp_path / 'study.db'}",
+        lock_dir=tmp_path,
+    )
     wait_for(lambda: trial_running(tmp_path / "s", 0))
     time.sleep(3)
     proc.send_signal(signal.SIGTERM)
@@ -161,8 +207,12 @@ def test_sigterm_stops_the_trial_writes_results_and_exits_143(tmp_path):
 
 def _two_processes_one_study(tmp_path: Path, storage: str) -> list[optuna.trial.FrozenTrial]:
     # two "hosts": separate lock directories, one shared storage
-    procs = [start_sweep(tmp_path, *QUICK, "hydra.sweeper.n_trials=4", name=f"h{i}", storage=storage,
-                         lock_dir=tmp_path / f"host{i}") for i in range(2)]
+    procs = [
+        start_sweep(
+            tmp_path, *QUICK, "hydra.sweeper.n_trials=4", name=f"h{i}", storage=storage, lock_dir=tmp_path / f"host{i}"
+        )
+        for i in range(2)
+    ]
     outputs = [p.communicate(timeout=600) for p in procs]
     assert all(p.returncode == 0 for p in procs), outputs
     study_name = json.loads((tmp_path / "h0" / "sweep.json").read_text())["study"]
@@ -202,16 +252,25 @@ def test_postgres_two_processes_and_no_password_anywhere(tmp_path):
 def test_a_trial_without_heartbeats_is_failed_on_the_next_start(tmp_path):
     """A sweep on another host died: no pid to check here, but its heartbeats stopped. One
     whose host still beats is left alone. Works on any storage (Optuna's public API only)."""
-    from sweeper.store.record import TrialRecord
     from sweeper.search.settle import settle
     from sweeper.store.heartbeat import heartbeat
+    from sweeper.store.record import TrialRecord
     from sweeper.store.study import StoredStudy
 
     stored = StoredStudy.open(f"journal:{tmp_path / 's.journal'}", "x")
     silent, beating = stored.study.ask(), stored.study.ask()
     for trial in (silent, beating):
-        attrs = TrialRecord.started(baseline=False, knobs={"loader.batch_size": 64}, fixed=[], workload="w",
-                                    sweep_dir="d", host="another-host", pid=1, pid_started=None, hardware_class="h")
+        attrs = TrialRecord.started(
+            baseline=False,
+            knobs={"loader.batch_size": 64},
+            fixed=[],
+            workload="w",
+            sweep_dir="d",
+            host="another-host",
+            pid=1,
+            pid_started=None,
+            hardware_class="h",
+        )
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
     for key, value in TrialRecord.heartbeat(time.time() - 600).items():
@@ -230,8 +289,13 @@ def _plan():
 
     from sweeper.search.settings import SweepSettings
 
-    return types.SimpleNamespace(fixed=(), objectives=["samples_per_sec", "peak_memory_mb"], settings=SweepSettings(),
-                                 runs_here=False, hardware_class="h")
+    return types.SimpleNamespace(
+        fixed=(),
+        objectives=["samples_per_sec", "peak_memory_mb"],
+        settings=SweepSettings(),
+        runs_here=False,
+        hardware_class="h",
+    )
 
 
 def test_a_job_that_finished_after_its_sweep_was_killed_is_read_not_measured_again(tmp_path):
@@ -246,9 +310,17 @@ def test_a_job_that_finished_after_its_sweep_was_killed_is_read_not_measured_aga
     stored = StoredStudy.open(f"sqlite:///{tmp_path / 's.db'}", "x", directions=["maximize", "minimize"])
     finished, lost = stored.study.ask(), stored.study.ask()
     for trial in (finished, lost):
-        attrs = TrialRecord.started(baseline=False, knobs={"loader.batch_size": 64}, fixed=[], workload="w",
-                                    sweep_dir=str(tmp_path / "sweep"), host="login-node", pid=1, pid_started=None,
-                                    hardware_class="h")
+        attrs = TrialRecord.started(
+            baseline=False,
+            knobs={"loader.batch_size": 64},
+            fixed=[],
+            workload="w",
+            sweep_dir=str(tmp_path / "sweep"),
+            host="login-node",
+            pid=1,
+            pid_started=None,
+            hardware_class="h",
+        )
         for key, value in {**attrs, **TrialRecord.heartbeat(time.time() - 600)}.items():
             trial.set_user_attr(key, value)
     job_dir = tmp_path / "sweep" / str(finished.number)
@@ -278,9 +350,17 @@ def test_a_trial_failed_as_lost_whose_job_wrote_a_result_later_is_recovered_once
     lost, crashed = stored.study.ask(), stored.study.ask()
     for trial in (lost, crashed):
         trial.suggest_categorical("loader.batch_size", [64, 128])
-        attrs = TrialRecord.started(baseline=False, knobs={"loader.batch_size": 64}, fixed=[], workload="w",
-                                    sweep_dir=str(tmp_path / "sweep"), host="login-node", pid=1, pid_started=None,
-                                    hardware_class="h")
+        attrs = TrialRecord.started(
+            baseline=False,
+            knobs={"loader.batch_size": 64},
+            fixed=[],
+            workload="w",
+            sweep_dir=str(tmp_path / "sweep"),
+            host="login-node",
+            pid=1,
+            pid_started=None,
+            hardware_class="h",
+        )
         for key, value in {**attrs, **TrialRecord.submitted(f"slurm:9_{trial.number}")}.items():
             trial.set_user_attr(key, value)
     stored.fail(lost.number, Status.ERROR, "the launcher lost the job: state NODE_FAIL")
@@ -297,7 +377,7 @@ def test_a_trial_failed_as_lost_whose_job_wrote_a_result_later_is_recovered_once
     assert [t.number for t in trials] == [crashed.number, 2]  # #0 replaced by #2, once
     (recovered,) = [t for t in trials if t.state == TrialState.COMPLETE]
     record = TrialRecord.of(recovered)
-    assert recovered.values == [321.0, 12.0] and recovered.params == {"loader.batch_size": 64}
+    assert recovered.values == [321.0, 12.0] and recovered.params == lost.params
     assert record.recovered_from == lost.number and record.scheduler_job == "slurm:9_0"
     assert record.reason.startswith(f"recovered from #{lost.number}")
     assert len(stored.study.get_trials()) == 3  # the failed one is still in the storage, as Optuna keeps it
@@ -314,16 +394,36 @@ def test_on_its_own_host_a_dead_sweeps_trial_waits_for_the_beat_when_its_job_can
     from sweeper.store.record import TrialRecord
 
     def running(job, beat):
-        attrs = TrialRecord.started(baseline=False, knobs={}, fixed=[], workload="w", sweep_dir="d", host="here",
-                                    pid=4242, pid_started=None, hardware_class="h")
-        trial = create_trial(state=TrialState.RUNNING, user_attrs={**attrs, **TrialRecord.heartbeat(beat),
-                                                                   **(TrialRecord.submitted(job) if job else {})})
+        attrs = TrialRecord.started(
+            baseline=False,
+            knobs={},
+            fixed=[],
+            workload="w",
+            sweep_dir="d",
+            host="here",
+            pid=4242,
+            pid_started=None,
+            hardware_class="h",
+        )
+        trial = create_trial(
+            state=TrialState.RUNNING,
+            user_attrs={**attrs, **TrialRecord.heartbeat(beat), **(TrialRecord.submitted(job) if job else {})},
+        )
         trial.datetime_start = dt.datetime.fromtimestamp(beat)
         return trial
 
     now = 10_000.0
-    trials = [running(None, now - 10), running("slurm:7_0", now - 10), running("slurm:7_1", now - 10),
-              running("slurm:7_2", now - 600)]
-    found = orphans(trials, host="here", now=now, alive=lambda pid, started: False,
-                    told=lambda job: job != "slurm:7_1" and job != "slurm:7_2")
+    trials = [
+        running(None, now - 10),
+        running("slurm:7_0", now - 10),
+        running("slurm:7_1", now - 10),
+        running("slurm:7_2", now - 600),
+    ]
+    found = orphans(
+        trials,
+        host="here",
+        now=now,
+        alive=lambda pid, started: False,
+        told=lambda job: job != "slurm:7_1" and job != "slurm:7_2",
+    )
     assert [(trials.index(t), why) for t, why in found] == [(0, DIED), (1, DIED), (3, SILENT)]

@@ -15,8 +15,11 @@ pytestmark = pytest.mark.slow
 
 
 def test_wheel_runs_outside_the_checkout(tmp_path):
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "whl"), str(ROOT)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "whl"), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = (tmp_path / "whl").glob("torch_sweeper-*.whl")
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
@@ -27,17 +30,40 @@ def test_wheel_runs_outside_the_checkout(tmp_path):
     work = tmp_path / "elsewhere"
     work.mkdir()
     env = {**os.environ, "PYTHONPATH": str(site)}
-    where = subprocess.run([sys.executable, "-c", "import sweeper.paths as p; print(p.config_dir())"],
-                           cwd=work, env=env, capture_output=True, text=True, check=True)
+    where = subprocess.run(
+        [sys.executable, "-c", "import sweeper.paths as p; print(p.config_dir())"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert where.stdout.strip() == str(site / "sweeper" / "conf")
-    job = subprocess.run([sys.executable, "-m", "sweeper", "task=language_model", "--cfg", "job"],
-                         cwd=work, env=env, capture_output=True, text=True, check=True)
+    job = subprocess.run(
+        [sys.executable, "-m", "sweeper", "task=language_model", "--cfg", "job"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "seq_len" in job.stdout
-    hydra_cfg = subprocess.run([sys.executable, "-m", "sweeper", "--cfg", "hydra"],
-                               cwd=work, env=env, capture_output=True, text=True, check=True)
+    hydra_cfg = subprocess.run(
+        [sys.executable, "-m", "sweeper", "--cfg", "hydra"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "ThroughputSweeper" in hydra_cfg.stdout
-    run = subprocess.run([sys.executable, "-m", "sweeper", *TINY, "task.num_samples=512", f"hydra.run.dir={work / 'r'}"],
-                         cwd=work, env=env, capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "sweeper", *TINY, "task.num_samples=512", f"hydra.run.dir={work / 'r'}"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     assert (work / "r" / "result.json").is_file()
 

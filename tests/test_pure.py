@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper.measure import timing
 from sweeper import outcome
+from sweeper.measure import timing
 from sweeper.resolvers import powers_of_two_upto
 from sweeper.stats import Spread, quantile
 
@@ -56,8 +56,12 @@ def test_measure_splits_wait_and_compute_on_a_fake_clock():
         clock.now += 0.07  # compute
 
     t = timing.measure(
-        next_batch, step, lambda b: 10, lambda: None,
-        rule=timing.Rule(warmup_s=0.5, warmup_steps=2, max_windows=3, window_s=1.0), clock=clock,
+        next_batch,
+        step,
+        lambda b: 10,
+        lambda: None,
+        rule=timing.Rule(warmup_s=0.5, warmup_steps=2, max_windows=3, window_s=1.0),
+        clock=clock,
     )
     figures, timed = t.throughput(), t.timing()
     assert t.warmup_steps == 6  # the first step, then warmup_s (0.5 s) of 0.1 s steps
@@ -77,15 +81,23 @@ def test_measure_prunes_a_slow_run_after_two_windows_and_a_far_slower_one_after_
         def step(batch):
             clock.now += step_s
 
-        return timing.measure(lambda: None, step, lambda b: 1, lambda: None, clock=clock, rule=timing.Rule(
-            warmup_s=0.1, warmup_steps=1, max_windows=10, window_s=1.0, prune_below=50.0, **rule))
+        return timing.measure(
+            lambda: None,
+            step,
+            lambda b: 1,
+            lambda: None,
+            clock=clock,
+            rule=timing.Rule(warmup_s=0.1, warmup_steps=1, max_windows=10, window_s=1.0, prune_below=50.0, **rule),
+        )
 
     near = run(1 / 45)  # 45 samples/s: 0.9 of the floor
     assert near.pruned and len(near.window_samples_per_sec) == 2
     far = run(0.1)  # 10 samples/s: 0.2 of the floor
     assert far.pruned and len(far.window_samples_per_sec) == 1
     rule = timing.Rule(warmup_s=0.1, warmup_steps=1, max_windows=10, window_s=1.0, prune_below=50.0)
-    assert pruned_reason(far.throughput(), rule) == "pruned: 10.0 samples/s after 1 window is below 0.8 of the floor 50.0"
+    assert (
+        pruned_reason(far.throughput(), rule) == "pruned: 10.0 samples/s after 1 window is below 0.8 of the floor 50.0"
+    )
     assert len(run(0.1, first_window_floor=None).window_samples_per_sec) == 2  # the floor that waits for two windows
     assert not run(1 / 60).pruned  # above the floor
 
@@ -103,7 +115,14 @@ def test_the_first_batch_wait_is_not_compile_time():
         calls["steps"] += 1
         clock.now += 2.0 if calls["steps"] == 1 else 0.1  # compiling, then a typical step
 
-    s = timing.measure(next_batch, step, lambda b: 1, lambda: None, rule=timing.Rule(warmup_s=0.0, warmup_steps=2, max_windows=1, window_s=0.5), clock=clock).timing()
+    s = timing.measure(
+        next_batch,
+        step,
+        lambda b: 1,
+        lambda: None,
+        rule=timing.Rule(warmup_s=0.0, warmup_steps=2, max_windows=1, window_s=0.5),
+        clock=clock,
+    ).timing()
     assert s.first_batch_wait_s == pytest.approx(3.0)
     assert s.compile_s == pytest.approx(1.9)
 
@@ -117,8 +136,12 @@ def test_compile_time_is_first_step_minus_typical():
         clock.now += 5.0 if calls["n"] == 1 else 0.1
 
     t = timing.measure(
-        lambda: None, step, lambda b: 1, lambda: None,
-        rule=timing.Rule(warmup_s=0.0, warmup_steps=2, max_windows=1, window_s=0.5), clock=clock,
+        lambda: None,
+        step,
+        lambda b: 1,
+        lambda: None,
+        rule=timing.Rule(warmup_s=0.0, warmup_steps=2, max_windows=1, window_s=0.5),
+        clock=clock,
     )
     assert t.timing().compile_s == pytest.approx(4.9)
 
@@ -135,8 +158,16 @@ def test_run_result_round_trips_through_result_json():
     from sweeper.result import RunResult, Status
 
     measured = Measurement(throughput=Throughput(samples_per_sec=10.0, window_samples_per_sec=(9.0, 11.0)))
-    run = RunResult(Status.OK, measurement=measured, fingerprint=Fingerprint(cpu="X"), wall_s=3.0, log="w.log",
-                    started_at=1.0, ended_at=4.0, isolation="fork")
+    run = RunResult(
+        Status.OK,
+        measurement=measured,
+        fingerprint=Fingerprint(cpu="X"),
+        wall_s=3.0,
+        log="w.log",
+        started_at=1.0,
+        ended_at=4.0,
+        isolation="fork",
+    )
     written = run.to_json()
     assert written["format"] == 2 and written["throughput"]["samples_per_sec"] == 10.0
     assert written["machine"]["cpu"] == "X" and written["throughput"]["window_samples_per_sec"] == [9.0, 11.0]
@@ -149,10 +180,23 @@ def test_a_result_json_of_the_first_format_still_loads():
     """result.json was flat, unversioned, before format 2: it loads into the same typed result."""
     from sweeper.result import RunResult, Status
 
-    flat = {"status": "ok", "samples_per_sec": 10.0, "window_samples_per_sec": [9.0, 11.0], "wall_s": 3.0,
-            "step_time_p95_ms": 12.5, "peak_memory_mb": 700.0, "cpu_util_main_pct": 95.0, "rank_samples_per_sec": 5.0,
-            "affinity": "none", "noisy": False, "fingerprint": {"cpu": "X", "hardware_class": "abc"},
-            "isolation": "fork", "log": "w.log", "started_at": 1.0, "ended_at": 4.0}
+    flat = {
+        "status": "ok",
+        "samples_per_sec": 10.0,
+        "window_samples_per_sec": [9.0, 11.0],
+        "wall_s": 3.0,
+        "step_time_p95_ms": 12.5,
+        "peak_memory_mb": 700.0,
+        "cpu_util_main_pct": 95.0,
+        "rank_samples_per_sec": 5.0,
+        "affinity": "none",
+        "noisy": False,
+        "fingerprint": {"cpu": "X", "hardware_class": "abc"},
+        "isolation": "fork",
+        "log": "w.log",
+        "started_at": 1.0,
+        "ended_at": 4.0,
+    }
     run = RunResult.from_json(flat)
     assert run.status is Status.OK and run.samples_per_sec == 10.0 and run.isolation == "fork"
     assert run.fingerprint.cpu == "X" and run.fingerprint.hardware_class == "abc"
@@ -168,8 +212,10 @@ def test_figure_names_are_unique_and_flat_figures_round_trip():
     from sweeper.measurement import FIGURE_NAMES, Measurement, RunFacts, Throughput
 
     assert len(FIGURE_NAMES) == len(set(FIGURE_NAMES))
-    measured = Measurement(throughput=Throughput(samples_per_sec=3.0, rank_samples_per_sec=(1.0, 2.0)),
-                           run=RunFacts(cpus_allowed_workers=("1",), nproc_per_node=2))
+    measured = Measurement(
+        throughput=Throughput(samples_per_sec=3.0, rank_samples_per_sec=(1.0, 2.0)),
+        run=RunFacts(cpus_allowed_workers=("1",), nproc_per_node=2),
+    )
     assert Measurement.from_flat(measured.flat()) == measured
     assert Measurement.from_json(measured.to_json()) == measured
     assert measured.value("samples_per_sec") == 3.0 and measured.value("no_such_figure") is None

@@ -17,8 +17,8 @@ from sweeper.measure.ranks import RANK_MODULE, RankResult, combine, forks_ranks
 from sweeper.measurement import Measurement, Memory, RunFacts, Throughput, Utilization
 from sweeper.result import RunResult, Status
 
-
 # --- the measuring loop over a group of ranks ------------------------------------------------
+
 
 class TwinGroup:
     """Rank 0 of two, whose twin is `slower` times as slow: decisions are rank 0's, the
@@ -51,8 +51,7 @@ def test_ranks_are_measured_as_one_group_in_common_windows():
         clock.now += 0.01  # 10 ms a step, 32 samples: 3,200 samples/s on this rank
 
     group = TwinGroup(slower=1.25)
-    rule = timing.Rule(warmup_s=0.1, warmup_steps=2, max_windows=4, window_s=0.1, warmup_max_s=1.0,
-                       min_windows=4)
+    rule = timing.Rule(warmup_s=0.1, warmup_steps=2, max_windows=4, window_s=0.1, warmup_max_s=1.0, min_windows=4)
     t = timing.measure(lambda: None, step, lambda b: 32, lambda: None, rule, clock=clock, group=group)
     # windows of rank 0's step count for window_s (10 steps), the same on every rank
     assert all(s == 320 for _, s in group.totals) and len(group.totals) == 4
@@ -105,6 +104,7 @@ def test_the_cause_of_a_group_failure_names_it():
 
 # --- cores, NUMA, OpenMP -----------------------------------------------------------------------
 
+
 def test_each_rank_gets_its_share_of_the_cores():
     assert [topology.rank_cores(range(8), 2, r) for r in (0, 1)] == [(0, 1, 2, 3), (4, 5, 6, 7)]
     assert [topology.rank_cores(range(5), 2, r) for r in (0, 1)] == [(0, 1, 2), (3, 4)]
@@ -129,7 +129,13 @@ def test_numa_nodes_are_read_from_sysfs_and_ranks_bound_with_numactl(tmp_path):
     assert topology.numa_modes(str(tmp_path)) == ("none", "node")
     assert [topology.rank_node([0, 1], 4, r) for r in range(4)] == [0, 0, 1, 1]
     assert topology.numactl_command(1, ["python", "-m", "x"]) == [
-        "numactl", "--cpunodebind=1", "--membind=1", "python", "-m", "x"]
+        "numactl",
+        "--cpunodebind=1",
+        "--membind=1",
+        "python",
+        "-m",
+        "x",
+    ]
     (tmp_path / "node1" / "cpulist").write_text("")
     assert topology.numa_modes(str(tmp_path)) == ("none",)  # one node: not offered
     assert topology.numa_nodes(str(tmp_path / "absent")) == {}
@@ -141,8 +147,11 @@ def test_the_openmp_environment_follows_the_runtime():
     assert topology.openmp_runtime(gnu) == "gnu" and topology.openmp_runtime(intel) == "intel"
     assert topology.openmp_runtime("libc.so.6") == "none"
     assert topology.openmp_env("default") == {}
-    assert topology.openmp_env("close") == {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores",
-                                            "KMP_AFFINITY": "granularity=fine,compact,1,0"}
+    assert topology.openmp_env("close") == {
+        "OMP_PROC_BIND": "close",
+        "OMP_PLACES": "cores",
+        "KMP_AFFINITY": "granularity=fine,compact,1,0",
+    }
     assert topology.openmp_env("spread", 0)["KMP_BLOCKTIME"] == "0"
 
 
@@ -176,6 +185,7 @@ def test_an_openmp_bound_run_is_on_the_machine_s_hardware_class(sweeper_run):
 
 # --- real data-parallel runs (slow) ----------------------------------------------------------
 
+
 def _spec(*overrides: str) -> dict:
     from sweeper.paths import config_dir
     from sweeper.runner.run import checked_spec
@@ -199,8 +209,16 @@ def tests_on_path(monkeypatch):
 def test_two_ranks_on_two_cores_report_each_rank_and_the_total(tests_on_path, tmp_path):
     from sweeper.runner.run import measure_spec
 
-    run = measure_spec(_spec("dist.nproc_per_node=2", "backend.affinity=compact", "loader.num_workers=1",
-                             "train.effective_batch=256", "loader.batch_size=64"), tmp_path)
+    run = measure_spec(
+        _spec(
+            "dist.nproc_per_node=2",
+            "backend.affinity=compact",
+            "loader.num_workers=1",
+            "train.effective_batch=256",
+            "loader.batch_size=64",
+        ),
+        tmp_path,
+    )
     assert run.status == Status.OK, run.reason
     measured = run.measurement
     ranks = measured.throughput.rank_samples_per_sec
@@ -217,25 +235,37 @@ def test_two_ranks_on_two_cores_report_each_rank_and_the_total(tests_on_path, tm
 
 def _alive(pid: int) -> bool:
     try:
-        with open(f"/proc/{pid}/stat") as f:
+        with open(f"/proc/{pid}/stat"):
             return True  # a zombie still has a stat: it must have been reaped too
     except OSError:
         return False
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("how", "status", "reason"), [
-    ("abort", Status.CRASH, "rank 1 of 2 killed by SIGABRT"),
-    ("raise", Status.ERROR, "rank 1 of 2: ValueError: rank 1 failed on purpose"),
-    ("hang", Status.TIMEOUT, "no result within measure.timeout_s=15 s"),
-])
+@pytest.mark.parametrize(
+    ("how", "status", "reason"),
+    [
+        ("abort", Status.CRASH, "rank 1 of 2 killed by SIGABRT"),
+        ("raise", Status.ERROR, "rank 1 of 2: ValueError: rank 1 failed on purpose"),
+        ("hang", Status.TIMEOUT, "no result within measure.timeout_s=15 s"),
+    ],
+)
 def test_a_rank_that_fails_takes_the_group_down_and_leaves_no_process(tests_on_path, tmp_path, how, status, reason):
     from sweeper.runner.run import measure_spec
 
     pids = tmp_path / "pids"
-    run = measure_spec(_spec("task=custom", "task.factory=misbehaving:fails_on_rank", f"+task.params.how={how}",
-                             f"+task.params.pids={pids}", "dist.nproc_per_node=2", "loader.num_workers=1",
-                             "measure.timeout_s=15"), tmp_path / "run")
+    run = measure_spec(
+        _spec(
+            "task=custom",
+            "task.factory=misbehaving:fails_on_rank",
+            f"+task.params.how={how}",
+            f"+task.params.pids={pids}",
+            "dist.nproc_per_node=2",
+            "loader.num_workers=1",
+            "measure.timeout_s=15",
+        ),
+        tmp_path / "run",
+    )
     assert run.status == status and reason in run.reason, run.reason
     ranks = [p.read_text().split(" ", 1) for p in Path(pids).iterdir()]
     assert len(ranks) == 2 and not any(_alive(int(pid)) for pid, _ in ranks)
@@ -253,11 +283,18 @@ def test_search_cpu_grows_ranks_and_openmp_binding_and_skips_what_it_should_not_
     from sweeper.search.settings import SweepSettings
 
     resolvers.register()
-    machine = Machine(device="cpu", cuda=False, bf16=True, fingerprint=Fingerprint(hardware_class="x", cpus_available=2))
+    machine = Machine(
+        device="cpu", cuda=False, bf16=True, fingerprint=Fingerprint(hardware_class="x", cpus_available=2)
+    )
     with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
-        plan = make_plan(SweepSettings(), ["search=cpu", "train.effective_batch=128", "loader.batch_size=64"],
-                         compose=lambda overrides: compose("config", overrides=list(overrides)), app_name="sweeper",
-                         sweep_dir=tmp_path, probe_machine=lambda *probed: machine)
+        plan = make_plan(
+            SweepSettings(),
+            ["search=cpu", "train.effective_batch=128", "loader.batch_size=64"],
+            compose=lambda overrides: compose("config", overrides=list(overrides)),
+            app_name="sweeper",
+            sweep_dir=tmp_path,
+            probe_machine=lambda *probed: machine,
+        )
     assert {"dist.nproc_per_node", "backend.omp_bind"} <= set(plan.space)
     assert "backend.kmp_blocktime" not in plan.space  # GNU's OpenMP here: KMP_BLOCKTIME means nothing
     if len(topology.numa_nodes()) < 2:
@@ -266,7 +303,8 @@ def test_search_cpu_grows_ranks_and_openmp_binding_and_skips_what_it_should_not_
     assert plan.unsampled_reason({**base, "dist.nproc_per_node": 2}) is None
     assert "oversubscribe" in plan.unsampled_reason({**base, "dist.nproc_per_node": 2, "backend.threads": 2})
     assert "does not divide train.effective_batch=128" in plan.unsampled_reason(
-        {**base, "loader.batch_size": 128, "dist.nproc_per_node": 2})
+        {**base, "loader.batch_size": 128, "dist.nproc_per_node": 2}
+    )
 
     # an oversubscribed point is skipped, and its nearest point within the cores is queued, to
     # be measured next and whole: the sampler learns what 2 ranks run at, not only that the
@@ -287,8 +325,10 @@ def test_search_cpu_grows_ranks_and_openmp_binding_and_skips_what_it_should_not_
     stored = StoredStudy(optuna.create_study(storage=storage), storage)
     said: list[str] = []
     told = _answer(stored, plan, stored.study.ask(), over, [], lambda key, line: said.append(line))
-    assert said == ["#0 skipped (2 ranks x (2 threads, 2 loader workers) oversubscribe the 2 cores): its point with "
-                    "num_workers=1, threads=1 queued instead"]
+    assert said == [
+        "#0 skipped (2 ranks x (2 threads, 2 loader workers) oversubscribe the 2 cores): its point with "
+        "num_workers=1, threads=1 queued instead"
+    ]
     record = TrialRecord.of(told.trial)
     assert told.trial.state == TrialState.PRUNED and record.status == Status.SKIPPED
     assert record.reason.endswith("its nearest point within the cores (num_workers=1, threads=1) is queued")
@@ -298,4 +338,5 @@ def test_search_cpu_grows_ranks_and_openmp_binding_and_skips_what_it_should_not_
     again = _answer(stored, plan, stored.study.ask(), {**over, "loader.num_workers": 3}, [])
     assert not stored.study.get_trials(states=(TrialState.WAITING,))
     assert TrialRecord.of(again.trial).reason.endswith(
-        "its nearest point within the cores (num_workers=1, threads=1) is in the study already")
+        "its nearest point within the cores (num_workers=1, threads=1) is in the study already"
+    )

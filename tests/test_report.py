@@ -18,8 +18,15 @@ pytestmark = pytest.mark.slow
 
 EVIL = "<script>window.__pwned=1;alert(1)</script>"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture(scope="module")
@@ -27,11 +34,20 @@ def swept(tmp_path_factory):
     """Trial 0 (batch 8) runs, 16 aborts, 32 runs, 64 runs out of memory; a hostile study name."""
     tmp = tmp_path_factory.mktemp("report")
     run_multirun(
-        tmp, "search=none", "task=custom", "task.factory=misbehaving:fails_at_batch",
-        "+task.params.crash=16", "+task.params.oom_from=64", "loader.batch_size=8",
-        "loader.batch_size=choice(8,16,32,64)", "hydra.sweeper.sampler._target_=optuna.samplers.GridSampler",
-        "hydra.sweeper.n_trials=4", "hydra.sweeper.confirm.top_k=1", "hydra.sweeper.confirm.rounds=1",
-        name="outputs/sweeps/night1", study=f"'{EVIL}'",
+        tmp,
+        "search=none",
+        "task=custom",
+        "task.factory=misbehaving:fails_at_batch",
+        "+task.params.crash=16",
+        "+task.params.oom_from=64",
+        "loader.batch_size=8",
+        "loader.batch_size=choice(8,16,32,64)",
+        "hydra.sweeper.sampler._target_=optuna.samplers.GridSampler",
+        "hydra.sweeper.n_trials=4",
+        "hydra.sweeper.confirm.top_k=1",
+        "hydra.sweeper.confirm.rounds=1",
+        name="outputs/sweeps/night1",
+        study=f"'{EVIL}'",
     )
     return tmp, tmp / "outputs" / "sweeps" / "night1"
 
@@ -73,7 +89,9 @@ def test_report_opens_in_chromium(swept):
 
         headers = page.eval_on_selector_all("#trials th", "els => els.map(e => e.textContent)")
         col = headers.index("samples_per_sec")
-        read = f"Array.from(document.querySelectorAll('#trials tbody tr')).map(r => r.cells[{col}].getAttribute('data-v'))"
+        read = (
+            f"Array.from(document.querySelectorAll('#trials tbody tr')).map(r => r.cells[{col}].getAttribute('data-v'))"
+        )
         page.click(f"#trials th:nth-child({col + 1})")
         ascending = [float(v) for v in page.evaluate(read) if v]
         page.click(f"#trials th:nth-child({col + 1})")
@@ -149,8 +167,12 @@ def test_report_regenerates_from_the_storage(swept):
     assert (sweep_dir / "report.html").stat().st_size > 10_000
     assert ">running<" in (sweep_dir / "report.html").read_text()
     out = tmp / "again.html"
-    subprocess.run([*cli, "--storage", f"sqlite:///{tmp / 'study.db'}", "--study", info["study"], "--out", str(out)],
-                   cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(
+        [*cli, "--storage", f"sqlite:///{tmp / 'study.db'}", "--study", info["study"], "--out", str(out)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
     assert "&lt;script&gt;" in out.read_text()
     bad = subprocess.run([*cli, str(tmp)], cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 2 and "holds no sweep.json" in bad.stderr
@@ -195,8 +217,11 @@ def test_optuna_dashboard_opens_the_study(swept):
     skipped_id = _study_with_a_skipped_point(storage)
     port = _free_port()
     dashboard = str(Path(sys.executable).parent / "optuna-dashboard")  # the console script the extra installs
-    server = subprocess.Popen([dashboard, storage, "--host", "127.0.0.1",
-                               "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    server = subprocess.Popen(
+        [dashboard, storage, "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(100):

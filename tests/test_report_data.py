@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-import math
 import json
+import math
 
 import pytest
 from optuna.distributions import CategoricalDistribution
@@ -25,14 +25,33 @@ T0 = dt.datetime(2026, 11, 21, 22, 0)
 def make(number, batch, sps=None, memory=500.0, status="ok", baseline=False, wait=0.5, reason=None, over_gb=None):
     state = {"ok": TrialState.COMPLETE, "pruned": TrialState.PRUNED}.get(status, TrialState.FAIL)
     system_attrs = {"constraints": [over_gb]} if over_gb is not None else {}
-    metrics = {"samples_per_sec": sps, "peak_memory_mb": memory, "step_time_p95_ms": 10.0,
-               "step_time_p50_ms": 8.0, "data_wait_fraction": wait, "samples_per_sec_rel_iqr": 0.01} if sps else {}
+    metrics = (
+        {
+            "samples_per_sec": sps,
+            "peak_memory_mb": memory,
+            "step_time_p95_ms": 10.0,
+            "step_time_p50_ms": 8.0,
+            "data_wait_fraction": wait,
+            "samples_per_sec_rel_iqr": 0.01,
+        }
+        if sps
+        else {}
+    )
     t = create_trial(
-        state=state, values=[sps, memory] if state == TrialState.COMPLETE else None,
-        params={"loader.batch_size": batch}, distributions={"loader.batch_size": CategoricalDistribution([batch])},
-        user_attrs={"knobs": {"loader.batch_size": batch}, "status": status, "reason": reason,
-                    "baseline": baseline, "metrics": metrics, "samples_per_sec": sps,
-                    "fixed_overrides": [], "fingerprint": json.dumps({"hostname": "lab1", "cpu": "X", "cpus_available": 2})},
+        state=state,
+        values=[sps, memory] if state == TrialState.COMPLETE else None,
+        params={"loader.batch_size": batch},
+        distributions={"loader.batch_size": CategoricalDistribution([batch])},
+        user_attrs={
+            "knobs": {"loader.batch_size": batch},
+            "status": status,
+            "reason": reason,
+            "baseline": baseline,
+            "metrics": metrics,
+            "samples_per_sec": sps,
+            "fixed_overrides": [],
+            "fingerprint": json.dumps({"hostname": "lab1", "cpu": "X", "cpus_available": 2}),
+        },
         system_attrs=system_attrs,
     )
     t.number = number
@@ -50,10 +69,20 @@ TRIALS = [
 
 
 def test_report_data_from_trials():
-    conf = Confirmation.from_json({"winner": 1, "baseline": 0, "median": {"1": 2400.0, "0": 1000.0}, "speedup": 2.4,
-                                   "speedup_low": 2.3, "speedup_high": 2.5, "win_share": 1.0})
-    d = build_report_data(TRIALS, study_name="s", workload="mnist_mlp train", fixed=["task.num_samples=10"],
-                          confirmation=conf)
+    conf = Confirmation.from_json(
+        {
+            "winner": 1,
+            "baseline": 0,
+            "median": {"1": 2400.0, "0": 1000.0},
+            "speedup": 2.4,
+            "speedup_low": 2.3,
+            "speedup_high": 2.5,
+            "win_share": 1.0,
+        }
+    )
+    d = build_report_data(
+        TRIALS, study_name="s", workload="mnist_mlp train", fixed=["task.num_samples=10"], confirmation=conf
+    )
     assert (d.winner, d.baseline, d.speedup, d.confirmed) == (1, 0, 2.4, True)
     assert d.winner_samples_per_sec == 2400.0 and d.baseline_samples_per_sec == 1000.0
     assert {p.number for p in d.points if p.pareto} == {0, 1}
@@ -106,19 +135,38 @@ def test_report_and_optimization_results_agree_on_a_constrained_front():
 def test_a_samples_per_sec_search_still_draws_its_memory_front():
     """The default search optimises samples/sec alone: the report's front is the measured speed
     against peak memory (Optuna's call on those two figures), constraints honoured."""
-    trials = [make(0, 64, 1000.0, 400.0, baseline=True), make(1, 256, 2500.0, 600.0),
-              make(2, 128, 1500.0, 700.0), make(3, 512, 9000.0, 300.0, over_gb=2.0)]
+    trials = [
+        make(0, 64, 1000.0, 400.0, baseline=True),
+        make(1, 256, 2500.0, 600.0),
+        make(2, 128, 1500.0, 700.0),
+        make(3, 512, 9000.0, 300.0, over_gb=2.0),
+    ]
     for t in trials:
         t.values = t.values[:1]
-    d = build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None,
-                          objectives=["samples_per_sec"], directions=["maximize"])
+    d = build_report_data(
+        trials,
+        study_name="s",
+        workload="w",
+        fixed=[],
+        confirmation=None,
+        objectives=["samples_per_sec"],
+        directions=["maximize"],
+    )
     assert {p.number for p in d.points if p.pareto} == {0, 1} and d.front_on == "memory"
     assert {t.number for t in pareto_trials(trials, ["maximize"])} == {1}  # the objective's own: speed alone
 
 
 def test_a_confirmation_of_one_round_shows_no_spread_it_did_not_measure():
-    one = Confirmation(winner=1, baseline=0, rounds={1: [2400.0], 0: [1000.0]}, median={1: 2400.0, 0: 1000.0},
-                       speedup=2.4, speedup_low=2.4, speedup_high=2.4, win_share=1.0)
+    one = Confirmation(
+        winner=1,
+        baseline=0,
+        rounds={1: [2400.0], 0: [1000.0]},
+        median={1: 2400.0, 0: 1000.0},
+        speedup=2.4,
+        speedup_low=2.4,
+        speedup_high=2.4,
+        win_share=1.0,
+    )
     d = build_report_data(TRIALS, study_name="s", workload="w", fixed=[], confirmation=one)
     assert d.confirm_rounds == 1 and one.over_rounds == "1 interleaved round"
     page = render(d)
@@ -129,12 +177,22 @@ def test_a_confirmation_of_one_round_shows_no_spread_it_did_not_measure():
 def test_the_answer_comes_first_and_the_search_notes_below_it():
     """The page opens on the speedup, the code to change and the command of only what changed;
     the search's notes and the full YAML wait in collapsed sections below."""
-    one = Confirmation(winner=1, baseline=0, rounds={1: [2400.0, 2300.0, 2500.0], 0: [1000.0] * 3},
-                       median={1: 2400.0, 0: 1000.0}, speedup=2.4, speedup_low=2.3, speedup_high=2.5, win_share=1.0)
+    one = Confirmation(
+        winner=1,
+        baseline=0,
+        rounds={1: [2400.0, 2300.0, 2500.0], 0: [1000.0] * 3},
+        median={1: 2400.0, 0: 1000.0},
+        speedup=2.4,
+        speedup_low=2.3,
+        speedup_high=2.5,
+        win_share=1.0,
+    )
     d = build_report_data(TRIALS, study_name="s", workload="w", fixed=[], confirmation=one)
     page = render(d)
-    order = [page.index(mark) for mark in ('id="answer"', "2.40x", 'id="code-diff"', 'id="command"',
-                                           "<h2>The search</h2>", "<details>")]
+    order = [
+        page.index(mark)
+        for mark in ('id="answer"', "2.40x", 'id="code-diff"', 'id="command"', "<h2>The search</h2>", "<details>")
+    ]
     assert order == sorted(order)
     assert "IQR 2.30-2.50x over 3 interleaved rounds" in page
     assert d.command == "python -m sweeper loader.batch_size=256"  # only what differs from the baseline
@@ -151,17 +209,30 @@ def test_queued_points_the_later_knobs_tries_and_points_in_place_of_skipped_ones
     from sweeper.store.record import TrialRecord
 
     warm, tried = make(4, 512, 2000.0), make(5, 256, 2300.0)
-    warm.user_attrs.update(TrialRecord.queued("warm start: the winner on gpu-a"))
-    tried.user_attrs.update(TrialRecord.queued("later: loader.multiprocessing_context=forkserver at the best so far "
-                                               "(#1)", "loader.multiprocessing_context", 1))
+    warm.user_attrs.update(TrialRecord.queued("warm start: the winner on gpu-a", []))
+    tried.user_attrs.update(
+        TrialRecord.queued(
+            "later: loader.multiprocessing_context=forkserver at the best so far (#1)",
+            [],
+            "loader.multiprocessing_context",
+            1,
+        )
+    )
     fitted = make(6, 1024, 2600.0)
-    fitted.user_attrs.update(TrialRecord.queued("#5's point with num_workers=1", in_place_of=5))
+    fitted.user_attrs.update(TrialRecord.queued("#5's point with num_workers=1", [], in_place_of=5))
     d = build_report_data([*TRIALS, warm, tried, fitted], study_name="s", workload="w", fixed=[], confirmation=None)
-    assert "Queued after the baseline, before the sampler's own picks: #4 (warm start: the winner on gpu-a)." in d.search_notes
-    assert ("Measured in place of points skipped as oversubscribed, their nearest point within the cores: #6 (#5's "
-            "point with num_workers=1).") in d.search_notes
-    assert ("Knobs searched only later, tried first at the best so far: #5 (later: "
-            "loader.multiprocessing_context=forkserver at the best so far (#1)).") in d.search_notes
+    assert (
+        "Queued after the baseline, before the sampler's own picks: #4 (warm start: the winner on gpu-a)."
+        in d.search_notes
+    )
+    assert (
+        "Measured in place of points skipped as oversubscribed, their nearest point within the cores: #6 (#5's "
+        "point with num_workers=1)."
+    ) in d.search_notes
+    assert (
+        "Knobs searched only later, tried first at the best so far: #5 (later: "
+        "loader.multiprocessing_context=forkserver at the best so far (#1))."
+    ) in d.search_notes
 
 
 def test_every_string_is_escaped():
@@ -219,7 +290,8 @@ def test_code_diff_names_only_what_changed():
         "+torch.set_num_threads(1)  # or export OMP_NUM_THREADS=1 before start-up",
         "+loader = DataLoader(dataset, batch_size=1024)",
         "+with torch.autocast(device_type='cuda', dtype=torch.float16):  # forward and loss",
-        "+scaler = torch.amp.GradScaler('cuda')  # scaler.scale(loss).backward(); scaler.step(optimizer); scaler.update()",
+        "+scaler = torch.amp.GradScaler('cuda')  # scaler.scale(loss).backward(); scaler.step(optimizer); "
+        "scaler.update()",
     )
     assert code_diff(baseline, dict(baseline), "cpu") == ()
 
@@ -227,7 +299,10 @@ def test_code_diff_names_only_what_changed():
 def test_winner_code_in_the_report_and_the_batch_sentence():
     trials = [make(0, 64, 1000.0, 400.0, baseline=True), make(1, 256, 2500.0, 600.0)]
     d = build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None)
-    assert d.code_diff == ("-loader = DataLoader(dataset, batch_size=64)", "+loader = DataLoader(dataset, batch_size=256)")
+    assert d.code_diff == (
+        "-loader = DataLoader(dataset, batch_size=64)",
+        "+loader = DataLoader(dataset, batch_size=256)",
+    )
     assert any("batch 256 instead of batch 64" in n and "learning rate" in n for n in d.advice)
     html = render(d)
     assert 'id="code-diff"' in html and "Apply it to your code" in html
@@ -276,15 +351,24 @@ def test_why_shows_utilization_and_goes_by_the_device_on_a_gpu():
     from sweeper.report.why import breakdown
 
     trial = make(5, 256, 2000.0, wait=0.6)
-    trial.user_attrs["metrics"].update({
-        "cpu_util_main_pct": 98.0, "cpu_util_workers_pct": 310.0, "device_busy_fraction": 0.97,
-        "gpu_util_pct": 96.0, "gpu_mem_util_pct": 41.0, "gpu_power_w": 512.0, "gpu_power_cap_w": 700.0,
-    })
+    trial.user_attrs["metrics"].update(
+        {
+            "cpu_util_main_pct": 98.0,
+            "cpu_util_workers_pct": 310.0,
+            "device_busy_fraction": 0.97,
+            "gpu_util_pct": 96.0,
+            "gpu_mem_util_pct": 41.0,
+            "gpu_power_w": 512.0,
+            "gpu_power_cap_w": 700.0,
+        }
+    )
     b = breakdown("winner", trial)
     # the host waited 60% of its time, but the GPU was busy 97%: the step is the limit
     assert b.verdict.startswith("compute-bound") and b.wait_fraction == pytest.approx(0.03)
-    assert b.utilization == ("CPU 98% in the training process, 310% in loader workers (100% = one core); "
-                             "device busy 97% of the time; GPU-Util 96%, memory controller 41%, 512 W of a 700 W cap")
+    assert b.utilization == (
+        "CPU 98% in the training process, 310% in loader workers (100% = one core); "
+        "device busy 97% of the time; GPU-Util 96%, memory controller 41%, 512 W of a 700 W cap"
+    )
     html = render(build_report_data([*TRIALS, trial], study_name="s", workload="w", fixed=[], confirmation=None))
     assert "GPU-Util 96%" in html
     # a CPU trial without NVML says only what it has
@@ -301,8 +385,16 @@ def test_noisy_top_two_say_how_many_rounds_would_separate_them():
     assert rounds_to_separate([1.1]) is None
 
     def confirmation(rounds):
-        return Confirmation(winner=1, baseline=0, rounds=rounds, median={1: 1200.0, 2: 1000.0, 0: 510.0},
-                            speedup=2.3, speedup_low=2.2, speedup_high=2.4, win_share=1.0)
+        return Confirmation(
+            winner=1,
+            baseline=0,
+            rounds=rounds,
+            median={1: 1200.0, 2: 1000.0, 0: 510.0},
+            speedup=2.3,
+            speedup_low=2.2,
+            speedup_high=2.4,
+            win_share=1.0,
+        )
 
     noisy = {1: [1200.0, 900.0, 1300.0], 2: [1000.0, 1000.0, 1100.0], 0: [500.0, 520.0, 510.0]}
     note = separation_note(confirmation(noisy))
@@ -325,9 +417,11 @@ def test_a_held_effective_batch_says_the_optimizer_sees_the_same():
     assert "scale the learning rate" in batch_note(baseline, winner)
     for trial, accum in ((baseline, 4), (winner, 1)):
         trial.user_attrs["metrics"].update({"effective_batch": 256, "grad_accum_steps": accum})
-    assert batch_note(baseline, winner) == ("The winner runs batch 256 instead of batch 64 with 1 gradient accumulation "
-                                            "step(s): the effective batch stays 256, so the optimizer sees what it "
-                                            "saw before.")
+    assert batch_note(baseline, winner) == (
+        "The winner runs batch 256 instead of batch 64 with 1 gradient accumulation "
+        "step(s): the effective batch stays 256, so the optimizer sees what it "
+        "saw before."
+    )
 
 
 def test_why_counts_the_workers_asked_for_not_the_helper_processes():
@@ -358,8 +452,11 @@ def test_samples_per_sec_against_ranks_is_shown_when_the_sweep_varied_them():
 def test_the_winners_ranks_and_openmp_binding_as_lines_of_a_script():
     from sweeper.report.code import code_diff
 
-    diff = code_diff({"dist.nproc_per_node": 1, "backend.omp_bind": "default"},
-                     {"dist.nproc_per_node": 2, "backend.omp_bind": "close"}, "cpu")
+    diff = code_diff(
+        {"dist.nproc_per_node": 1, "backend.omp_bind": "default"},
+        {"dist.nproc_per_node": 2, "backend.omp_bind": "close"},
+        "cpu",
+    )
     assert "+# torchrun --standalone --nproc_per_node=2 train.py" in diff
     assert "+# start with OMP_PROC_BIND=close OMP_PLACES=cores python train.py" in diff
 
@@ -374,9 +471,13 @@ def test_a_point_the_preset_skips_is_listed_but_neither_measured_nor_failed():
 def test_a_run_stopped_behind_the_best_is_drawn_at_its_figure_not_on_the_failures_zero_line():
     from sweeper.report.charts import scatter_chart
 
-    stopped = make(4, 32, 700.0, status="pruned", reason="pruned: 700 samples/s after 1 window is below 0.8 of the floor")
+    stopped = make(
+        4, 32, 700.0, status="pruned", reason="pruned: 700 samples/s after 1 window is below 0.8 of the floor"
+    )
     d = build_report_data([*TRIALS, stopped], study_name="s", workload="w", fixed=[], confirmation=None)
-    assert [(p.number, p.samples_per_sec, p.stopped, p.pareto) for p in d.points if p.stopped] == [(4, 700.0, True, False)]
+    assert [(p.number, p.samples_per_sec, p.stopped, p.pareto) for p in d.points if p.stopped] == [
+        (4, 700.0, True, False)
+    ]
     assert [f.number for f in d.failures] == [3] and (d.trials_failed, d.trials_stopped) == (1, 1)  # pruned apart
     fig = scatter_chart.__wrapped__(d.points, d.failures, x="memory", xlabel="MB", pareto=True)
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
@@ -393,10 +494,14 @@ def test_the_summary_and_the_report_count_trials_alike():
 
     reused = make(5, 256, 2500.0, 600.0)
     reused.user_attrs["reused_from"] = 1
-    trials = [*TRIALS, reused, make(6, 64, status="surplus", reason="n_trials was reached by another process"),
-              make(7, 64, status="interrupted", reason="the sweep was stopped by SIGTERM"),
-              make(8, 2048, status="oom-predicted", reason="batch 2048 >= 1024 which ran out of memory in trial 3"),
-              make(9, 64, status="skipped", reason="2 ranks x (2 threads, 0 loader workers) oversubscribe")]
+    trials = [
+        *TRIALS,
+        reused,
+        make(6, 64, status="surplus", reason="n_trials was reached by another process"),
+        make(7, 64, status="interrupted", reason="the sweep was stopped by SIGTERM"),
+        make(8, 2048, status="oom-predicted", reason="batch 2048 >= 1024 which ran out of memory in trial 3"),
+        make(9, 64, status="skipped", reason="2 ranks x (2 threads, 0 loader workers) oversubscribe"),
+    ]
     counts = count(trials)
     assert (counts.measured, counts.failed, counts.reused) == (4, 1, 1)
     assert (counts.surplus, counts.interrupted, counts.predicted_oom, counts.skipped) == (1, 1, 1, 1)
@@ -423,13 +528,20 @@ def test_step_latency_is_charted_only_where_it_compares():
 
 
 def test_importance_needs_enough_complete_trials_per_knob():
-    few = build_report_data(TRIALS, study_name="s", workload="w", fixed=[], confirmation=None,
-                            importances={"loader.batch_size": 0.7, "loader.num_workers": 0.3})
+    few = build_report_data(
+        TRIALS,
+        study_name="s",
+        workload="w",
+        fixed=[],
+        confirmation=None,
+        importances={"loader.batch_size": 0.7, "loader.num_workers": 0.3},
+    )
     page = render(few)
     assert "3 complete trials for 2 knobs are too few to rank the knobs" in page
     assert 'alt="parameter importance"' not in page
-    enough = build_report_data(TRIALS, study_name="s", workload="w", fixed=[], confirmation=None,
-                               importances={"loader.batch_size": 1.0})
+    enough = build_report_data(
+        TRIALS, study_name="s", workload="w", fixed=[], confirmation=None, importances={"loader.batch_size": 1.0}
+    )
     assert "Optuna's parameter importance over the 3 complete trials (1 knob)" in render(enough)
 
 
@@ -452,11 +564,18 @@ def test_importances_agree_with_optuna_dashboard():
     study = optuna.create_study(direction="maximize")
     for _ in range(30):
         batch, workers = rng.choice([64, 256, 1024]), rng.randint(0, 4)
-        study.add_trial(create_trial(
-            value=batch * 10.0 + rng.random(), params={"loader.batch_size": batch, "loader.num_workers": workers},
-            distributions={"loader.batch_size": CategoricalDistribution([64, 256, 1024]),
-                           "loader.num_workers": IntDistribution(0, 4)}))
+        study.add_trial(
+            create_trial(
+                value=batch * 10.0 + rng.random(),
+                params={"loader.batch_size": batch, "loader.num_workers": workers},
+                distributions={
+                    "loader.batch_size": CategoricalDistribution([64, 256, 1024]),
+                    "loader.num_workers": IntDistribution(0, 4),
+                },
+            )
+        )
     ours = importances(study, study.get_trials())
-    theirs = get_param_importance_from_trials_cache(InMemoryCache(), study._storage, study._study_id, 0,
-                                                    study.get_trials())
+    theirs = get_param_importance_from_trials_cache(
+        InMemoryCache(), study._storage, study._study_id, 0, study.get_trials()
+    )
     assert ours and {row["name"]: pytest.approx(row["importance"]) for row in theirs} == ours

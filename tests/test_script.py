@@ -24,11 +24,22 @@ def script(mode: str, *extra: str, fake: str = FAKE) -> str:
 
 # --- pure ------------------------------------------------------------------------------------
 
+
 def test_the_knobs_a_command_names_and_what_a_sweep_of_it_searches():
     template = "python train.py --batch-size ${loader.batch_size} --workers=${ loader.num_workers } --x ${task.name}"
     assert command.named_knobs(template, ["backend.precision"]) == {
-        "loader.batch_size", "loader.num_workers", "task.name", "backend.precision"}
-    space = ["loader.batch_size", "loader.pin_memory", "backend.threads", "dist.nproc_per_node", "backend.channels_last"]
+        "loader.batch_size",
+        "loader.num_workers",
+        "task.name",
+        "backend.precision",
+    }
+    space = [
+        "loader.batch_size",
+        "loader.pin_memory",
+        "backend.threads",
+        "dist.nproc_per_node",
+        "backend.channels_last",
+    ]
     kept, note = command.searchable(space, template, [], asked=["loader.batch_size"])
     # threads and ranks act from outside; pin_memory and channels_last only the script could apply
     assert kept == ["loader.batch_size", "backend.threads", "dist.nproc_per_node"]
@@ -45,22 +56,33 @@ def test_the_words_are_split_before_the_knobs_are_put_in():
     """A value is one argument, whatever it holds: never text a shell would read."""
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.create({"task": {"command": "python t.py --name ${task.value} --n=${loader.batch_size}",
-                                     "value": "a b; touch /tmp/x"}, "loader": {"batch_size": 64}})
+    cfg = OmegaConf.create(
+        {
+            "task": {
+                "command": "python t.py --name ${task.value} --n=${loader.batch_size}",
+                "value": "a b; touch /tmp/x",
+            },
+            "loader": {"batch_size": 64},
+        }
+    )
     assert command.argv(cfg) == ["python", "t.py", "--name", "a b; touch /tmp/x", "--n=64"]
 
 
-@pytest.mark.parametrize(("line", "said"), [
-    ("sweeper: samples=64", (64, None)),
-    ("sweeper: samples=64 wait=0.002", (64, 0.002)),
-    ("epoch 1 step 400: 8,000 samples/s", None),
-])
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("sweeper: samples=64", (64, None)),
+        ("sweeper: samples=64 wait=0.002", (64, 0.002)),
+        ("epoch 1 step 400: 8,000 samples/s", None),
+    ],
+)
 def test_the_printed_line_protocol(line, said):
     assert protocol.parse_stdout_line(line) == said
 
 
-@pytest.mark.parametrize("line", ["sweeper: samples=lots", "sweeper: samples=-1", "sweeper: samples=3 speed=2",
-                                  "sweeper: wait=0.1"])
+@pytest.mark.parametrize(
+    "line", ["sweeper: samples=lots", "sweeper: samples=-1", "sweeper: samples=3 speed=2", "sweeper: wait=0.1"]
+)
 def test_a_garbled_line_is_named(line):
     with pytest.raises(ValueError, match="sweeper: samples=<integer>"):
         protocol.parse_stdout_line(line)
@@ -93,12 +115,19 @@ def test_track_reports_each_step_with_its_wait_and_samples(tmp_path):
     fifo = tmp_path / "steps"
     os.mkfifo(fifo)
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    code = ("import sweeper\n"
-            "class L(list):\n    batch_size = 16\n"
-            "for i, b in enumerate(sweeper.track(L(['a', 'b', 'c']))): pass\n"
-            "for b in sweeper.track((x for x in range(2)), samples=lambda b: 5): pass\n")
-    subprocess.run([sys.executable, "-c", code], env={**os.environ, protocol.STEPS_ENV: str(fifo), "RANK": "1"},
-                   cwd=ROOT, check=True, timeout=60)
+    code = (
+        "import sweeper\n"
+        "class L(list):\n    batch_size = 16\n"
+        "for i, b in enumerate(sweeper.track(L(['a', 'b', 'c']))): pass\n"
+        "for b in sweeper.track((x for x in range(2)), samples=lambda b: 5): pass\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, protocol.STEPS_ENV: str(fifo), "RANK": "1"},
+        cwd=ROOT,
+        check=True,
+        timeout=60,
+    )
     lines = os.read(reader, 65536).splitlines()
     os.close(reader)
     steps = [protocol.parse_step_line(line) for line in lines]
@@ -108,6 +137,7 @@ def test_track_reports_each_step_with_its_wait_and_samples(tmp_path):
 
 
 # --- measured runs ---------------------------------------------------------------------------
+
 
 def _measured(sweeper_run, *overrides, **kw):
     run = sweeper_run("task=script", *overrides, **kw)
@@ -138,15 +168,23 @@ def _spec(*overrides: str) -> dict:
         return checked_spec(compose("config", overrides=["task=script", *TINY, *overrides]))
 
 
-@pytest.mark.parametrize(("mode", "status", "reason"), [
-    pytest.param("crash", "crash", "the script was killed by SIGABRT after", id="crash"),
-    pytest.param("oom", "oom", "the script ran out of memory after", id="oom"),
-    pytest.param("error", "error", "exited with code 1 after 49 steps: ValueError: the user's loop broke", id="error"),
-    pytest.param("early", "error", "ended (exit code 0) after 49 steps, before its figure was known", id="exits-early"),
-    pytest.param("garbage", "error", "printed 'sweeper: samples=lots', which is not", id="garbage"),
-    pytest.param("silent", "error", "no steps reported in the 3 s that measure.timeout_s left the script",
-                 id="never-reports"),
-])
+@pytest.mark.parametrize(
+    ("mode", "status", "reason"),
+    [
+        pytest.param("crash", "crash", "the script was killed by SIGABRT after", id="crash"),
+        pytest.param("oom", "oom", "the script ran out of memory after", id="oom"),
+        pytest.param(
+            "error", "error", "exited with code 1 after 49 steps: ValueError: the user's loop broke", id="error"
+        ),
+        pytest.param(
+            "early", "error", "ended (exit code 0) after 49 steps, before its figure was known", id="exits-early"
+        ),
+        pytest.param("garbage", "error", "printed 'sweeper: samples=lots', which is not", id="garbage"),
+        pytest.param(
+            "silent", "error", "no steps reported in the 3 s that measure.timeout_s left the script", id="never-reports"
+        ),
+    ],
+)
 def test_a_script_that_misbehaves_is_one_line_and_leaves_nothing(monkeypatch, mode, status, reason):
     """The measuring side in this process (the run's isolation is sweeper's own, tested apart)."""
     from sweeper.measure.events import Events
@@ -154,8 +192,9 @@ def test_a_script_that_misbehaves_is_one_line_and_leaves_nothing(monkeypatch, mo
 
     monkeypatch.chdir(ROOT)
     monkeypatch.delenv(protocol.DEADLINE_ENV, raising=False)
-    result = measure_script(_spec(script(mode), "measure.timeout_s=6", "measure.windows=20",
-                                  "measure.min_windows=20"), Events(os.devnull))
+    result = measure_script(
+        _spec(script(mode), "measure.timeout_s=6", "measure.windows=20", "measure.min_windows=20"), Events(os.devnull)
+    )
     assert result.status == status and reason in result.reason, result.reason
     assert "\n" not in result.reason
     leftovers = subprocess.run(["pgrep", "-f", f"fake_script.py {mode}"], capture_output=True, text=True).stdout
@@ -165,8 +204,9 @@ def test_a_script_that_misbehaves_is_one_line_and_leaves_nothing(monkeypatch, mo
 def test_a_script_that_hangs_is_killed_with_its_group_at_the_timeout(sweeper_run):
     run, result = _measured(sweeper_run, script("hang"), "measure.timeout_s=6")
     assert run.returncode == 1 and result.status == "timeout", result.reason
-    assert result.reason.startswith("no result within measure.timeout_s=6 s (last phase: warm-up (the script's "
-                                    "steps have begun))")
+    assert result.reason.startswith(
+        "no result within measure.timeout_s=6 s (last phase: warm-up (the script's steps have begun))"
+    )
     time.sleep(0.5)
     assert subprocess.run(["pgrep", "-f", "fake_script.py hang"], capture_output=True, text=True).stdout.split() == []
 
@@ -174,8 +214,13 @@ def test_a_script_that_hangs_is_killed_with_its_group_at_the_timeout(sweeper_run
 def test_the_script_gets_the_knobs_as_words_and_as_variables_never_through_a_shell(sweeper_run, tmp_path):
     out, witness = tmp_path / "seen.json", tmp_path / "pwned"
     value = f"x; touch {witness}"
-    run, result = _measured(sweeper_run, script("ok", "--out", str(out), "--value", "${oc.env:PAYLOAD}"),
-                            "backend.threads=1", "loader.batch_size=16", env={"PAYLOAD": value})
+    run, result = _measured(
+        sweeper_run,
+        script("ok", "--out", str(out), "--value", "${oc.env:PAYLOAD}"),
+        "backend.threads=1",
+        "loader.batch_size=16",
+        env={"PAYLOAD": value},
+    )
     assert result.status == "ok", result.reason
     seen = json.loads(out.read_text())
     assert seen["argv"][-2:] == ["--value", value] and not witness.exists()
@@ -184,19 +229,28 @@ def test_the_script_gets_the_knobs_as_words_and_as_variables_never_through_a_she
 
 
 def test_a_swept_knob_the_script_cannot_see_is_refused_before_trial_1(tmp_path):
-    proc = run_multirun(tmp_path, "task=script", script("ok"), "search=none", "loader.pin_memory=choice(false,true)",
-                        check=False)
+    proc = run_multirun(
+        tmp_path, "task=script", script("ok"), "search=none", "loader.pin_memory=choice(false,true)", check=False
+    )
     assert proc.returncode == 2 and proc.stderr.strip().startswith(
-        "error: loader.pin_memory is swept, but the script cannot see it"), proc.stderr
+        "error: loader.pin_memory is swept, but the script cannot see it"
+    ), proc.stderr
     assert not (tmp_path / "study.db").exists() or not load_study(tmp_path).trials
 
 
 @pytest.mark.slow
 def test_a_script_sweep_searches_what_its_command_names_and_its_winner_reproduces(tmp_path):
     # a sweep runs from its own directory (tmp_path): the script by its full path
-    proc = run_multirun(tmp_path, "task=script", script("ok", fake=f"python {ROOT / 'tests' / 'fake_script.py'}"),
-                        "search=cpu", "hydra.sweeper.n_trials=3",
-                        "hydra.sweeper.confirm.top_k=1", "hydra.sweeper.confirm.rounds=1", "hydra.sweeper.race=false")
+    proc = run_multirun(
+        tmp_path,
+        "task=script",
+        script("ok", fake=f"python {ROOT / 'tests' / 'fake_script.py'}"),
+        "search=cpu",
+        "hydra.sweeper.n_trials=3",
+        "hydra.sweeper.confirm.top_k=1",
+        "hydra.sweeper.confirm.rounds=1",
+        "hydra.sweeper.race=false",
+    )
     log = (tmp_path / "s" / "sweep.log").read_text()
     assert "task=script: the preset's backend.channels_last" in log and "loader.prefetch_factor" in log
     trials = load_study(tmp_path).trials
@@ -208,17 +262,23 @@ def test_a_script_sweep_searches_what_its_command_names_and_its_winner_reproduce
     assert "Apply it to your code" in html or "fake_script" in html
     words = shlex.split((tmp_path / "s" / "winner_command.txt").read_text())
     assert words[:3] == ["python", "-m", "sweeper"]
-    again = subprocess.run([sys.executable, *words[1:]] + TINY
-                           + [f"hydra.run.dir={tmp_path / 'again'}"], cwd=ROOT, capture_output=True, text=True,
-                           timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    again = subprocess.run(
+        [sys.executable, *words[1:]] + TINY + [f"hydra.run.dir={tmp_path / 'again'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert again.returncode == 0 and "samples/sec" in again.stdout, again.stderr[-2000:]
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
 def test_a_script_under_two_ranks_counts_both(sweeper_run):
-    run, result = _measured(sweeper_run, script("ok"), "dist.nproc_per_node=2", "loader.batch_size=8",
-                            "measure.timeout_s=120")
+    run, result = _measured(
+        sweeper_run, script("ok"), "dist.nproc_per_node=2", "loader.batch_size=8", "measure.timeout_s=120"
+    )
     assert result.status == "ok", result.reason
     measured = result.measurement
     # each of rank 0's steps carries rank 1's samples since its last: about twice its own

@@ -86,8 +86,10 @@ def test_precisions_the_machine_cannot_run_are_dropped():
 
 
 def test_in_order_is_dropped_where_the_installed_torch_lacks_it():
-    space = {"loader.in_order": CategoricalDistribution([True, False]),
-             "loader.multiprocessing_context": CategoricalDistribution(["forkserver", "spawn"])}
+    space = {
+        "loader.in_order": CategoricalDistribution([True, False]),
+        "loader.multiprocessing_context": CategoricalDistribution(["forkserver", "spawn"]),
+    }
     old_torch = ss.Context(cuda=False, bf16=True, convolutional=False, loader_in_order=False)
     assert set(ss.restrict_to_machine(space, old_torch)) == {"loader.multiprocessing_context"}
     assert set(ss.restrict_to_machine(space, CPU)) == set(space)
@@ -124,8 +126,10 @@ def test_an_effective_batch_keeps_only_the_batch_sizes_that_divide_it():
 
     from sweeper.errors import ConfigError
 
-    space = {"loader.batch_size": CategoricalDistribution([32, 64, 96, 128, 512]),
-             "backend.threads": CategoricalDistribution([1, 2])}
+    space = {
+        "loader.batch_size": CategoricalDistribution([32, 64, 96, 128, 512]),
+        "backend.threads": CategoricalDistribution([1, 2]),
+    }
     held = ss.hold_effective_batch(space, 256)
     assert held["loader.batch_size"].choices == (32, 64, 128) and held["backend.threads"] is space["backend.threads"]
     ranged = ss.hold_effective_batch({"loader.batch_size": IntDistribution(16, 80, step=16)}, 96)
@@ -140,14 +144,18 @@ def test_ranks_the_preset_chose_never_oversubscribe_and_always_hold_the_effectiv
     assert ss.unsampled_reason(knobs, 2, None, ranks_from_preset=True) is None
     over = {**knobs, "backend.threads": 2}
     assert "2 ranks x (2 threads, 0 loader workers) oversubscribe the 2 cores" in ss.unsampled_reason(
-        over, 2, None, ranks_from_preset=True)
+        over, 2, None, ranks_from_preset=True
+    )
     assert ss.unsampled_reason(over, 2, None, ranks_from_preset=False) is None  # the user asked for it
     assert "2 ranks x (1 thread, 2 loader workers) oversubscribe" in ss.unsampled_reason(
-        {**knobs, "loader.num_workers": 2}, 2, None, ranks_from_preset=True)
+        {**knobs, "loader.num_workers": 2}, 2, None, ranks_from_preset=True
+    )
     assert "3 ranks x (1 thread, 1 loader worker) oversubscribe" in ss.unsampled_reason(
-        {**knobs, "loader.num_workers": 1, "dist.nproc_per_node": 3}, 2, None, ranks_from_preset=True)
+        {**knobs, "loader.num_workers": 1, "dist.nproc_per_node": 3}, 2, None, ranks_from_preset=True
+    )
     assert "loader.batch_size=64 x dist.nproc_per_node=2 does not divide train.effective_batch=96" in (
-        ss.unsampled_reason(knobs, 2, 96, ranks_from_preset=False))
+        ss.unsampled_reason(knobs, 2, 96, ranks_from_preset=False)
+    )
 
 
 def test_an_oversubscribed_point_is_fitted_to_the_cores_each_rank_has_where_the_space_allows():
@@ -157,7 +165,10 @@ def test_an_oversubscribed_point_is_fitted_to_the_cores_each_rank_has_where_the_
     point = {"loader.batch_size": 64, "loader.num_workers": 4, "backend.threads": 4, "dist.nproc_per_node": 2}
     assert ss.within_cores(point, 4, space) == {**point, "backend.threads": 2, "loader.num_workers": 2}
     assert ss.within_cores({**point, "backend.threads": None}, 4, space) == {
-        **point, "backend.threads": None, "loader.num_workers": 2}  # null threads: one per rank already fits
+        **point,
+        "backend.threads": None,
+        "loader.num_workers": 2,
+    }  # null threads: one per rank already fits
     assert ss.within_cores({**point, "loader.num_workers": 1, "backend.threads": 2}, 4, space) is None  # fits
     assert ss.within_cores(point, 4, {"loader.num_workers": space["loader.num_workers"]}) is None  # threads fixed
     assert ss.within_cores({**point, "dist.nproc_per_node": 8}, 4, space) is None  # 8 ranks never fit 4 cores
@@ -167,8 +178,10 @@ def test_numa_binding_lives_only_with_ranks_and_kmp_blocktime_only_under_intel_o
     ctx = ss.Context(cuda=False, bf16=True, convolutional=None)
     assert not ss.is_active("backend.numa", {"dist.nproc_per_node": 1}, ctx)
     assert ss.is_active("backend.numa", {"dist.nproc_per_node": 2}, ctx)
-    space = {"backend.kmp_blocktime": CategoricalDistribution([None, 0, 200]),
-             "backend.omp_bind": CategoricalDistribution(["default", "close"])}
+    space = {
+        "backend.kmp_blocktime": CategoricalDistribution([None, 0, 200]),
+        "backend.omp_bind": CategoricalDistribution(["default", "close"]),
+    }
     assert set(ss.restrict_to_machine(space, ctx)) == {"backend.omp_bind"}
     intel = ss.Context(cuda=False, bf16=True, convolutional=None, openmp="intel")
     assert set(ss.restrict_to_machine(space, intel)) == set(space)

@@ -13,13 +13,11 @@ import pytest
 import yaml
 
 from conftest import ROOT, load_study, run_multirun
-
 from sweeper.store.record import TrialRecord
 
 pytestmark = pytest.mark.slow
 
-QUICK = ["search=quick", "task.num_samples=2048", "hydra.sweeper.confirm.top_k=1",
-         "hydra.sweeper.confirm.rounds=1"]
+QUICK = ["search=quick", "task.num_samples=2048", "hydra.sweeper.confirm.top_k=1", "hydra.sweeper.confirm.rounds=1"]
 
 
 def sweep(tmp_path: Path, *overrides: str, name: str = "s", check: bool = True) -> subprocess.CompletedProcess:
@@ -71,7 +69,10 @@ def test_quick_sweep_then_continue(tmp_path):
     winner = study.get_trials()[summary["winner"]]
     composed = subprocess.run(
         [sys.executable, "-m", "sweeper", "--config-dir", str(out), "--config-name", "winner", "--cfg", "job"],
-        cwd=ROOT, capture_output=True, text=True, check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     cfg = yaml.safe_load(composed.stdout)
     for key, value in winner.user_attrs["knobs"].items():
@@ -92,15 +93,23 @@ def test_quick_sweep_then_continue(tmp_path):
 def test_failed_trials_are_recorded_and_the_sweep_goes_on(tmp_path):
     # the baseline (batch 64) runs out of memory; batch 16 aborts the process; batch 8 runs
     proc = sweep(
-        tmp_path, "search=none", "task=custom", "task.factory=misbehaving:fails_at_batch",
-        "+task.params.crash=16", "+task.params.oom_from=64", "loader.batch_size=64",
+        tmp_path,
+        "search=none",
+        "task=custom",
+        "task.factory=misbehaving:fails_at_batch",
+        "+task.params.crash=16",
+        "+task.params.oom_from=64",
+        "loader.batch_size=64",
         "loader.batch_size=choice(8,16,64,128)",
         "hydra.sweeper.sampler._target_=optuna.samplers.GridSampler",
-        "hydra.sweeper.n_trials=4", "hydra.sweeper.confirm.top_k=0",
+        "hydra.sweeper.n_trials=4",
+        "hydra.sweeper.confirm.top_k=0",
     )
     trials = load(tmp_path).get_trials()
     assert trials[0].user_attrs["baseline"] and trials[0].user_attrs["status"] == "oom"
-    by_batch = {t.user_attrs["knobs"]["loader.batch_size"]: t for t in trials if t.user_attrs.get("reused_from") is None}
+    by_batch = {
+        t.user_attrs["knobs"]["loader.batch_size"]: t for t in trials if t.user_attrs.get("reused_from") is None
+    }
     assert by_batch[8].user_attrs["status"] == "ok"
     assert by_batch[16].user_attrs["status"] == "crash"
     assert "SIGABRT" in by_batch[16].user_attrs["reason"]
@@ -111,17 +120,30 @@ def test_failed_trials_are_recorded_and_the_sweep_goes_on(tmp_path):
     # the summary counts it apart: not measured, not failed, not reused
     summary = json.loads((tmp_path / "s" / "summary.json").read_text())
     assert (summary["measured"], summary["failed"], summary["predicted_oom"], summary["reused"]) == (3, 2, 1, 1)
-    assert "winner: trial #" in proc.stdout and "loader.batch_size=8" in (tmp_path / "s" / "winner_command.txt").read_text()
+    assert (
+        "winner: trial #" in proc.stdout
+        and "loader.batch_size=8" in (tmp_path / "s" / "winner_command.txt").read_text()
+    )
 
 
 @pytest.mark.parametrize(
     "sampler",
-    ["optuna.samplers.TPESampler", "optuna.samplers.NSGAIISampler", "optuna.samplers.GPSampler",
-     "optuna.samplers.RandomSampler", "optuna.samplers.GridSampler"],
+    [
+        "optuna.samplers.TPESampler",
+        "optuna.samplers.NSGAIISampler",
+        "optuna.samplers.GPSampler",
+        "optuna.samplers.RandomSampler",
+        "optuna.samplers.GridSampler",
+    ],
 )
 def test_samplers(tmp_path, sampler):
-    sweep(tmp_path, *QUICK, f"hydra.sweeper.sampler._target_={sampler}", "hydra.sweeper.n_trials=2",
-          "hydra.sweeper.confirm.top_k=0")
+    sweep(
+        tmp_path,
+        *QUICK,
+        f"hydra.sweeper.sampler._target_={sampler}",
+        "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.confirm.top_k=0",
+    )
     assert sum(t.user_attrs.get("reused_from") is None for t in load(tmp_path).get_trials()) == 2
 
 
@@ -137,15 +159,19 @@ def test_memory_ceiling_makes_trials_infeasible(tmp_path):
     proc = sweep(tmp_path, *QUICK, "hydra.sweeper.constraints.max_memory_gb=0.01", "hydra.sweeper.n_trials=2")
     trials = load(tmp_path).get_trials()
     assert all(t.constraints["max_memory_gb"] > 0 for t in trials if t.state.name == "COMPLETE")
-    assert "no configuration completed" in proc.stdout or "winner" not in json.loads(
-        (tmp_path / "s" / "summary.json").read_text()) or json.loads(
-        (tmp_path / "s" / "summary.json").read_text())["winner"] is None
+    assert (
+        "no configuration completed" in proc.stdout
+        or "winner" not in json.loads((tmp_path / "s" / "summary.json").read_text())
+        or json.loads((tmp_path / "s" / "summary.json").read_text())["winner"] is None
+    )
 
 
 def test_bad_search_param_is_one_line_before_any_trial(tmp_path):
     proc = sweep(tmp_path, *QUICK, "loader.batchsize=choice(1,2)", check=False)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == ["error: search param 'loader.batchsize' is not a key of the config (typo?)."]
+    assert proc.stderr.strip().splitlines() == [
+        "error: search param 'loader.batchsize' is not a key of the config (typo?)."
+    ]
     assert not (tmp_path / "s" / "sweep.json").exists()
 
 
@@ -159,9 +185,18 @@ def test_plugin_is_discovered():
 
 def test_plugin_works_from_another_hydra_app(tmp_path):
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "other_app" / "app.py"), "-m", f"hydra.sweep.dir={tmp_path / 's'}",
-         f"hydra.sweeper.storage=sqlite:///{tmp_path / 'study.db'}", "hydra.sweeper.study_name=test"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            str(ROOT / "tests" / "other_app" / "app.py"),
+            "-m",
+            f"hydra.sweep.dir={tmp_path / 's'}",
+            f"hydra.sweeper.storage=sqlite:///{tmp_path / 'study.db'}",
+            "hydra.sweeper.study_name=test",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     trials = [t for t in load(tmp_path).get_trials() if t.user_attrs.get("reused_from") is None]
@@ -173,33 +208,61 @@ def test_plugin_works_from_another_hydra_app(tmp_path):
 
 def test_hopeless_trials_are_pruned_but_never_the_baseline(tmp_path):
     # prune_ratio=10: every trial after the baseline runs below 10x the best, so is stopped early
-    sweep(tmp_path, *QUICK, "hydra.sweeper.n_trials=3", "hydra.sweeper.prune_ratio=10",
-          "hydra.sweeper.confirm.top_k=0", "measure.windows=4")
+    sweep(
+        tmp_path,
+        *QUICK,
+        "hydra.sweeper.n_trials=3",
+        "hydra.sweeper.prune_ratio=10",
+        "hydra.sweeper.confirm.top_k=0",
+        "measure.windows=4",
+    )
     trials = [t for t in load(tmp_path).get_trials() if t.user_attrs.get("reused_from") is None]
     assert trials[0].user_attrs["baseline"] and trials[0].state.name == "COMPLETE"
     assert [t.state.name for t in trials[1:]] == ["PRUNED", "PRUNED"]
     # a tenth of the floor at most: far below it, so stopped after 1 window of 4 (a run nearer
     # the floor gets two: tests/test_pure.py)
-    assert all(t.user_attrs["reason"].startswith("pruned: ") and " after 1 window is below 0.8 of the floor "
-               in t.user_attrs["reason"] for t in trials[1:])
+    assert all(
+        t.user_attrs["reason"].startswith("pruned: ")
+        and " after 1 window is below 0.8 of the floor " in t.user_attrs["reason"]
+        for t in trials[1:]
+    )
     assert all(t.user_attrs["metrics"]["windows_measured"] == 1 for t in trials[1:])
 
 
 def test_patience_ends_a_sweep_that_stopped_paying(tmp_path):
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "other_app" / "app.py"), "-m", f"hydra.sweep.dir={tmp_path / 's'}",
-         f"hydra.sweeper.storage=sqlite:///{tmp_path / 'study.db'}", "hydra.sweeper.study_name=test",
-         "hydra.sweeper.n_trials=50", "hydra.sweeper.patience=2", "hydra.sweeper.confirm.top_k=0"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            str(ROOT / "tests" / "other_app" / "app.py"),
+            "-m",
+            f"hydra.sweep.dir={tmp_path / 's'}",
+            f"hydra.sweeper.storage=sqlite:///{tmp_path / 'study.db'}",
+            "hydra.sweeper.study_name=test",
+            "hydra.sweeper.n_trials=50",
+            "hydra.sweeper.patience=2",
+            "hydra.sweeper.confirm.top_k=0",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "stopped: patience: 2 trials without a gain beyond the noise" in proc.stdout
 
 
 def test_an_effective_batch_is_held_by_every_trial(tmp_path):
-    sweep(tmp_path, "search=none", "loader.batch_size=64", "loader.batch_size=choice(32,64,96,128)",
-          "dist.nproc_per_node=choice(1,2)", "backend.threads=1", "train.effective_batch=256",
-          "hydra.sweeper.n_trials=4", "hydra.sweeper.confirm.top_k=0")
+    sweep(
+        tmp_path,
+        "search=none",
+        "loader.batch_size=64",
+        "loader.batch_size=choice(32,64,96,128)",
+        "dist.nproc_per_node=choice(1,2)",
+        "backend.threads=1",
+        "train.effective_batch=256",
+        "hydra.sweeper.n_trials=4",
+        "hydra.sweeper.confirm.top_k=0",
+    )
     measured = [t for t in load(tmp_path).get_trials() if t.user_attrs.get("reused_from") is None]
     assert len(measured) == 4
     for t in measured:
@@ -215,8 +278,14 @@ def test_a_second_machine_class_starts_from_the_first_ones_winner(tmp_path):
     """Warm start: the study's winner on another hardware class is measured right after the
     baseline, said so in the log, and marked on its trial."""
     # neither floor nor racing: the first sweep's one trial besides the baseline must complete
-    common = [*QUICK, "hydra.sweeper.n_trials=2", "hydra.sweeper.confirm.top_k=0", "loader.batch_size=64",
-              "hydra.sweeper.prune_ratio=null", "hydra.sweeper.race=false"]
+    common = [
+        *QUICK,
+        "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.confirm.top_k=0",
+        "loader.batch_size=64",
+        "hydra.sweeper.prune_ratio=null",
+        "hydra.sweeper.race=false",
+    ]
     run_multirun(tmp_path, *common, name="first", study="first")
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     mine = load_study(tmp_path, "first")
@@ -224,20 +293,35 @@ def test_a_second_machine_class_starts_from_the_first_ones_winner(tmp_path):
     # the same study as a lab's other machine class left it: its winner's knobs, stored there, at
     # the batch the baseline does not run (a winner at the baseline's own point is not queued)
     params = {**winner.params, "loader.batch_size": 256}
-    other = optuna.create_study(storage=storage, study_name="second@elsewhere",
-                                directions=[d.name.lower() for d in mine.directions])
-    moved = optuna.trial.create_trial(params=params, distributions=winner.distributions, values=winner.values,
-                                      user_attrs={**winner.user_attrs, "hardware_class": "elsewhere",
-                                                  "knobs": {**winner.user_attrs["knobs"], **params}})
+    other = optuna.create_study(
+        storage=storage, study_name="second@elsewhere", directions=[d.name.lower() for d in mine.directions]
+    )
+    moved = optuna.trial.create_trial(
+        params=params,
+        distributions=winner.distributions,
+        values=winner.values,
+        user_attrs={
+            **winner.user_attrs,
+            "hardware_class": "elsewhere",
+            "knobs": {**winner.user_attrs["knobs"], **params},
+        },
+    )
     other.add_trial(moved)
     other.set_user_attr("winner_trial", 0)
     # and a class whose winner is the baseline's own point: the study holds it once the baseline
     # is asked, so nothing is queued, and the log must say so (it once said "queued")
     base = mine.get_trials()[0]
-    home = optuna.create_study(storage=storage, study_name="second@home",
-                               directions=[d.name.lower() for d in mine.directions])
-    home.add_trial(optuna.trial.create_trial(params=base.params, distributions=base.distributions, values=base.values,
-                                             user_attrs={**base.user_attrs, "hardware_class": "home"}))
+    home = optuna.create_study(
+        storage=storage, study_name="second@home", directions=[d.name.lower() for d in mine.directions]
+    )
+    home.add_trial(
+        optuna.trial.create_trial(
+            params=base.params,
+            distributions=base.distributions,
+            values=base.values,
+            user_attrs={**base.user_attrs, "hardware_class": "home"},
+        )
+    )
     home.set_user_attr("winner_trial", 0)
 
     proc = run_multirun(tmp_path, *common, name="second", study="second")
@@ -257,8 +341,13 @@ def test_every_trials_stored_params_are_what_it_ran(tmp_path):
     ran with, as Hydra recorded the job's config."""
     from omegaconf import OmegaConf
 
-    proc = sweep(tmp_path, "task.num_samples=2048", "hydra.sweeper.n_trials=4", "hydra.sweeper.confirm.top_k=0",
-                 "hydra.sweeper.sampler.seed=0")
+    proc = sweep(
+        tmp_path,
+        "task.num_samples=2048",
+        "hydra.sweeper.n_trials=4",
+        "hydra.sweeper.confirm.top_k=0",
+        "hydra.sweeper.sampler.seed=0",
+    )
     checked = 0
     for t in load(tmp_path).get_trials():
         record = TrialRecord.of(t)

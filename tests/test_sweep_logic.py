@@ -23,8 +23,12 @@ def trial(number, knobs, state=TrialState.COMPLETE, status="ok", sps=100.0, rel_
         values=[sps] if state == TrialState.COMPLETE else None,
         params=dict(knobs),
         distributions=dists,
-        user_attrs={"knobs": dict(knobs), "status": status, "fixed_overrides": list(fixed),
-                    "metrics": {"samples_per_sec": sps, "samples_per_sec_rel_iqr": rel_iqr}},
+        user_attrs={
+            "knobs": dict(knobs),
+            "status": status,
+            "fixed_overrides": list(fixed),
+            "metrics": {"samples_per_sec": sps, "samples_per_sec_rel_iqr": rel_iqr},
+        },
     )
     t.number = number
     return t
@@ -49,8 +53,12 @@ def test_a_pruned_trial_is_reused_and_a_skipped_one_is_not():
 
 
 def test_larger_batch_with_same_memory_settings_is_dominated_by_an_oom():
-    oom = trial(3, {"loader.batch_size": 512, "backend.precision": "fp32", "loader.num_workers": 0},
-                state=TrialState.FAIL, status="oom")
+    oom = trial(
+        3,
+        {"loader.batch_size": 512, "backend.precision": "fp32", "loader.num_workers": 0},
+        state=TrialState.FAIL,
+        status="oom",
+    )
     same = {"loader.batch_size": 1024, "backend.precision": "fp32", "loader.num_workers": 4}
     assert history.oom_dominating([oom], same, []) is oom
     assert history.oom_dominating([oom], {**same, "loader.batch_size": 256}, []) is None
@@ -70,8 +78,17 @@ def test_ranked_skips_failed_infeasible_and_reused():
 
 
 def test_interleaved_order():
-    assert confirm.interleaved_order([4, 2], 0, 3) == [(0, 4), (0, 2), (0, 0), (1, 2), (1, 0), (1, 4),
-                                                       (2, 0), (2, 4), (2, 2)]
+    assert confirm.interleaved_order([4, 2], 0, 3) == [
+        (0, 4),
+        (0, 2),
+        (0, 0),
+        (1, 2),
+        (1, 0),
+        (1, 4),
+        (2, 0),
+        (2, 4),
+        (2, 2),
+    ]
 
 
 def test_confirmation_crowns_on_side_by_side_numbers():
@@ -101,8 +118,12 @@ def _baseline(sps):
 
 def test_only_candidates_that_beat_the_baseline_in_the_search_are_confirmed():
     base = _baseline(100.0)
-    done = [base, trial(1, {"loader.batch_size": 128}, sps=130.0), trial(2, {"loader.batch_size": 256}, sps=90.0),
-            trial(3, {"loader.batch_size": 512}, sps=110.0)]
+    done = [
+        base,
+        trial(1, {"loader.batch_size": 128}, sps=130.0),
+        trial(2, {"loader.batch_size": 256}, sps=90.0),
+        trial(3, {"loader.batch_size": 512}, sps=110.0),
+    ]
     assert [t.number for t in confirm.beat_baseline(done, base, top_k=3)] == [1, 3]
     assert [t.number for t in confirm.beat_baseline(done, base, top_k=1)] == [1]
 
@@ -110,13 +131,18 @@ def test_only_candidates_that_beat_the_baseline_in_the_search_are_confirmed():
 def test_candidates_the_leader_left_behind_beyond_the_run_noise_are_not_confirmed():
     """As racing judges: a candidate whose interval lies wholly below the leader's, widened for
     two runs' moods, could not win the rounds. Without intervals, nothing is left out."""
+
     def measured(number, sps, low, high):
-        t = trial(number, {"loader.batch_size": 2 ** number}, sps=sps)
+        t = trial(number, {"loader.batch_size": 2**number}, sps=sps)
         t.user_attrs["metrics"].update(samples_per_sec_ci_low=low, samples_per_sec_ci_high=high)
         return t
 
     base = _baseline(100.0)
-    leader, close, far = measured(1, 300.0, 290.0, 310.0), measured(2, 270.0, 250.0, 280.0), measured(3, 200.0, 190.0, 210.0)
+    leader, close, far = (
+        measured(1, 300.0, 290.0, 310.0),
+        measured(2, 270.0, 250.0, 280.0),
+        measured(3, 200.0, 190.0, 210.0),
+    )
     beat = confirm.beat_baseline([base, far, leader, close], base, top_k=3)
     assert [t.number for t in beat] == [1, 2, 3]
     # the leader's low end 290, widened for 8% run noise: 290 / exp(1.96 * sqrt(2) * 0.08) = 232
@@ -148,16 +174,20 @@ def test_when_nothing_beat_the_baseline_the_sweep_says_so_in_one_sentence():
     done = [base, trial(1, {"loader.batch_size": 128}, sps=80.0), trial(2, {"loader.batch_size": 256}, sps=60.0)]
     assert confirm.beat_baseline(done, base, top_k=3) == []
     kept = trials.baseline_kept(done, None)
-    assert kept == ("Your configuration (the baseline, trial #0) is already the fastest found: the best other, trial #1, "
-                    "trailed it by 20% in the search (80 against 100 samples/s); nothing to confirm.")
+    assert kept == (
+        "Your configuration (the baseline, trial #0) is already the fastest found: the best other, trial #1, "
+        "trailed it by 20% in the search (80 against 100 samples/s); nothing to confirm."
+    )
     # a winner that beat it: nothing to say
     assert trials.baseline_kept([*done, trial(3, {"loader.batch_size": 512}, sps=120.0)], None) is None
     # the confirmation kept the baseline: no "1.00x, won 100%" against itself, the runner-up's ratio
     d = confirm.decide({1: [95.0, 97.0], 0: [100.0, 101.0]}, baseline=0)
     assert d.winner == 0
-    assert trials.baseline_kept(done, d) == ("Your configuration (the baseline, trial #0) stayed the fastest when "
-                                             "re-measured side by side: the best candidate, trial #1, ran at 0.96x "
-                                             "of it over 2 interleaved rounds.")
+    assert trials.baseline_kept(done, d) == (
+        "Your configuration (the baseline, trial #0) stayed the fastest when "
+        "re-measured side by side: the best candidate, trial #1, ran at 0.96x "
+        "of it over 2 interleaved rounds."
+    )
 
 
 def test_confirmation_rounds_stop_once_the_lead_over_the_baseline_is_decided():
@@ -202,13 +232,18 @@ def test_one_round_decides_a_lead_beyond_the_known_noise_that_agrees_with_the_se
     assert not confirm.decided(first, 1, baseline=0, searched=searched, min_rounds=1)  # the noise unknown
     assert not confirm.decided(first, 1, baseline=0, run_noise=0.08, min_rounds=1)  # nothing to check it with
     # a round at odds with the search (1.66x side by side, 3x in the search): the second round decides
-    assert not confirm.decided(first, 1, baseline=0, run_noise=0.08, searched={**searched, 12: 59000.0},
-                               min_rounds=1)
+    assert not confirm.decided(first, 1, baseline=0, run_noise=0.08, searched={**searched, 12: 59000.0}, min_rounds=1)
     # a lead within the noise of one round (1.2x: the bound is exp(1.96 sqrt(2) 0.08) = 1.25x)
     near = {1: [120.0, None, None], 0: [100.0, None, None]}
     assert not confirm.decided(near, 1, baseline=0, run_noise=0.08, searched={1: 120.0, 0: 100.0}, min_rounds=1)
-    assert confirm.decided({1: [130.0, None, None], 0: [100.0, None, None]}, 1, baseline=0, run_noise=0.08,
-                           searched={1: 130.0, 0: 100.0}, min_rounds=1)
+    assert confirm.decided(
+        {1: [130.0, None, None], 0: [100.0, None, None]},
+        1,
+        baseline=0,
+        run_noise=0.08,
+        searched={1: 130.0, 0: 100.0},
+        min_rounds=1,
+    )
 
 
 def test_a_sweep_confirms_in_one_round_when_the_lead_is_clear(tmp_path, capsys):
@@ -235,23 +270,33 @@ def test_a_sweep_confirms_in_one_round_when_the_lead_is_clear(tmp_path, capsys):
         def __call__(self, overrides, job_idx, trial_number=None, subdir=None):
             asked.append(job_idx)
             figure = Throughput(samples_per_sec=190.0 if job_idx == 1 else 100.0)
-            return RunResult(Status.OK, None, Measurement(throughput=figure, memory=Memory(peak_memory_mb=1.0),
-                                                          run=RunFacts(device="cpu")))
+            return RunResult(
+                Status.OK,
+                None,
+                Measurement(throughput=figure, memory=Memory(peak_memory_mb=1.0), run=RunFacts(device="cpu")),
+            )
 
         def on_node(self, host):
             return contextlib.nullcontext()
 
-    decision = confirm.run_confirmation(stored, plan, Runner(), remaining=lambda: None, typical_wall_s=1.0,
-                                        stopped=lambda: False)
+    decision = confirm.run_confirmation(
+        stored, plan, Runner(), remaining=lambda: None, typical_wall_s=1.0, stopped=lambda: False
+    )
     assert decision is not None and decision.winner == 1 and decision.rounds_run == 1 and sorted(asked) == [0, 1]
     assert decision.over_rounds == "1 interleaved round" and decision.speedup == pytest.approx(1.9)
-    assert ("decided at 95% after 1 of 3 rounds (its lead beyond the run-to-run noise, in line with the search's "
-            "figures)") in capsys.readouterr().out
+    assert (
+        "decided at 95% after 1 of 3 rounds (its lead beyond the run-to-run noise, in line with the search's figures)"
+    ) in capsys.readouterr().out
     # at least two rounds, when asked for
     plan2 = _cpu_plan(tmp_path, {"n_trials": 3, "confirm": {"min_rounds": 2}}, ["search=quick"])
     asked.clear()
-    assert confirm.run_confirmation(stored, plan2, Runner(), remaining=lambda: None, typical_wall_s=1.0,
-                                    stopped=lambda: False).rounds_run == 2 and len(asked) == 4
+    assert (
+        confirm.run_confirmation(
+            stored, plan2, Runner(), remaining=lambda: None, typical_wall_s=1.0, stopped=lambda: False
+        ).rounds_run
+        == 2
+        and len(asked) == 4
+    )
     with pytest.raises(ConfigError, match="confirm.min_rounds=0 is invalid"):
         _cpu_plan(tmp_path, {"confirm": {"min_rounds": 0}}, ["search=quick"])
 
@@ -275,23 +320,28 @@ def _confirming(tmp_path, settings, searched, measured, capsys):
     base.user_attrs["baseline"] = True
     stored.study.add_trial(base)
     for number, (batch, sps) in enumerate(searched.items(), start=1):
-        stored.study.add_trial(trial(number, {**plan.baseline_knobs, "loader.batch_size": batch}, sps=sps,
-                                     fixed=plan.fixed))
+        stored.study.add_trial(
+            trial(number, {**plan.baseline_knobs, "loader.batch_size": batch}, sps=sps, fixed=plan.fixed)
+        )
     asked = []
 
     class Runner:
         def __call__(self, overrides, job_idx, trial_number=None, subdir=None):
             asked.append(job_idx)
             figure = Throughput(samples_per_sec=measured[job_idx])
-            return RunResult(Status.OK, None, Measurement(throughput=figure, memory=Memory(peak_memory_mb=1.0),
-                                                          run=RunFacts(device="cpu")))
+            return RunResult(
+                Status.OK,
+                None,
+                Measurement(throughput=figure, memory=Memory(peak_memory_mb=1.0), run=RunFacts(device="cpu")),
+            )
 
         def on_node(self, host):
             return contextlib.nullcontext()
 
     capsys.readouterr()
-    decision = confirm.run_confirmation(stored, plan, Runner(), remaining=lambda: None, typical_wall_s=1.0,
-                                        stopped=lambda: False)
+    decision = confirm.run_confirmation(
+        stored, plan, Runner(), remaining=lambda: None, typical_wall_s=1.0, stopped=lambda: False
+    )
     return decision, asked, capsys.readouterr().out
 
 
@@ -306,8 +356,9 @@ def test_the_runner_up_is_confirmed_only_when_the_fastests_first_round_leaves_do
     assert decision is not None and decision.winner == 1 and decision.rounds_run == 1
     assert asked == [1, 0] and sorted(decision.rounds) == [0, 1]
     assert "confirming: trial #1 (faster than the baseline in the search) and baseline 0" in out
-    assert ("; trial #2 (also faster) joins if the first round does not decide, or puts the search's order in "
-            "doubt") in out
+    assert (
+        "; trial #2 (also faster) joins if the first round does not decide, or puts the search's order in doubt"
+    ) in out
     assert "the rounds" not in out.split("joins if")[1]
 
     for lead, why in ((170.0, "put the search's order in doubt"), (115.0, "did not decide")):
@@ -316,8 +367,9 @@ def test_the_runner_up_is_confirmed_only_when_the_fastests_first_round_leaves_do
         assert f"  the first round {why}: trial #2 joins the rounds" in out
         assert decision is not None and decision.winner == 2 and decision.rounds_run == 1
 
-    decision, asked, out = _confirming(tmp_path, {"confirm": {"runners_up": "always"}}, searched,
-                                       {0: 100.0, 1: 190.0, 2: 185.0}, capsys)
+    decision, asked, out = _confirming(
+        tmp_path, {"confirm": {"runners_up": "always"}}, searched, {0: 100.0, 1: 190.0, 2: 185.0}, capsys
+    )
     assert asked == [1, 2, 0] and decision.rounds_run == 1 and "confirming: trials [1, 2]" in out
     with pytest.raises(ConfigError, match="confirm.runners_up='some' is invalid: expected one of if_in_doubt, always"):
         _cpu_plan(tmp_path, {"confirm": {"runners_up": "some"}}, ["search=quick"])
@@ -328,18 +380,36 @@ def test_the_recipes_split_the_cores_from_either_side_with_values_the_space_hold
 
     from sweeper.search import start
 
-    space = {"loader.batch_size": CategoricalDistribution([32, 64, 256, 1024]),
-             "loader.num_workers": IntDistribution(0, 4), "backend.threads": CategoricalDistribution([1, 2]),
-             "backend.precision": CategoricalDistribution(["fp32", "bf16"]),
-             "backend.channels_last": CategoricalDistribution([False, True])}
-    baseline = {"loader.batch_size": 64, "loader.num_workers": 0, "backend.threads": None,
-                "backend.precision": "fp32", "backend.channels_last": False}
+    space = {
+        "loader.batch_size": CategoricalDistribution([32, 64, 256, 1024]),
+        "loader.num_workers": IntDistribution(0, 4),
+        "backend.threads": CategoricalDistribution([1, 2]),
+        "backend.precision": CategoricalDistribution(["fp32", "bf16"]),
+        "backend.channels_last": CategoricalDistribution([False, True]),
+    }
+    baseline = {
+        "loader.batch_size": 64,
+        "loader.num_workers": 0,
+        "backend.threads": None,
+        "backend.precision": "fp32",
+        "backend.channels_last": False,
+    }
     loader, compute = start.recipes(space, baseline, cores=2, cuda=False, bf16=True)
     # the loader's side: workers at the core count, one compute thread (never both at 2 on 2 cores)
-    assert loader.knobs == {"loader.batch_size": 1024, "loader.num_workers": 2, "backend.threads": 1,
-                            "backend.precision": "bf16", "backend.channels_last": True}
-    assert compute.knobs == {"loader.batch_size": 1024, "loader.num_workers": 0, "backend.threads": 2,
-                             "backend.precision": "bf16", "backend.channels_last": True}
+    assert loader.knobs == {
+        "loader.batch_size": 1024,
+        "loader.num_workers": 2,
+        "backend.threads": 1,
+        "backend.precision": "bf16",
+        "backend.channels_last": True,
+    }
+    assert compute.knobs == {
+        "loader.batch_size": 1024,
+        "loader.num_workers": 0,
+        "backend.threads": 2,
+        "backend.precision": "bf16",
+        "backend.channels_last": True,
+    }
     assert loader.origin.startswith("recipe: the largest batch, the loader's side") and loader.origin.endswith(", bf16")
     # no bf16 on the device, 16 cores: the nearest the space holds
     plain, _ = start.recipes(space, baseline, cores=16, cuda=False, bf16=False)
@@ -350,8 +420,12 @@ def test_the_recipes_split_the_cores_from_either_side_with_values_the_space_hold
     (only,) = start.recipes(gpu_space, {**baseline, "loader.pin_memory": False}, cores=16, cuda=True, bf16=True)
     assert only.knobs["loader.pin_memory"] is True and only.origin.endswith(", bf16, pinned memory")
     # a space without the knobs: nothing to queue beyond the baseline's own point
-    assert start.recipes({"loader.num_workers": IntDistribution(0, 0)}, {"loader.num_workers": 0}, cores=2,
-                         cuda=False, bf16=False) == []
+    assert (
+        start.recipes(
+            {"loader.num_workers": IntDistribution(0, 0)}, {"loader.num_workers": 0}, cores=2, cuda=False, bf16=False
+        )
+        == []
+    )
 
 
 def test_warm_starts_are_the_other_classes_winners_within_this_space():
@@ -360,17 +434,21 @@ def test_warm_starts_are_the_other_classes_winners_within_this_space():
     from sweeper.search import start
 
     storage = optuna.storages.InMemoryStorage()
-    space = {"loader.batch_size": CategoricalDistribution([64, 256]), "loader.num_workers": CategoricalDistribution([0, 1])}
-    for name, knobs in (("w@gpu-a", {"loader.batch_size": 256, "loader.num_workers": 1, "backend.tf32": True}),
-                        ("w@gpu-b", {"loader.batch_size": 4096, "loader.num_workers": 1}),
-                        ("other@gpu-c", {"loader.batch_size": 64, "loader.num_workers": 0})):
+    space = {
+        "loader.batch_size": CategoricalDistribution([64, 256]),
+        "loader.num_workers": CategoricalDistribution([0, 1]),
+    }
+    for name, knobs in (
+        ("w@gpu-a", {"loader.batch_size": 256, "loader.num_workers": 1, "backend.tf32": True}),
+        ("w@gpu-b", {"loader.batch_size": 4096, "loader.num_workers": 1}),
+        ("other@gpu-c", {"loader.batch_size": 64, "loader.num_workers": 0}),
+    ):
         study = optuna.create_study(storage=storage, study_name=name)
         study.add_trial(trial(0, knobs, fixed=("task.mode=train",)))
         study.set_user_attr("winner_trial", 0)
     points = start.warm_starts(storage, "w@cpu-here", ("task.mode=train",), space)
     # only this study's other classes; only knobs this space holds, with values it can take
-    assert [p.knobs for p in points] == [{"loader.batch_size": 256, "loader.num_workers": 1},
-                                         {"loader.num_workers": 1}]
+    assert [p.knobs for p in points] == [{"loader.batch_size": 256, "loader.num_workers": 1}, {"loader.num_workers": 1}]
     assert points[0].origin.startswith("warm start: the winner on gpu-a (study w@gpu-a, trial #0)")
     assert start.warm_starts(storage, "w@cpu-here", ("task.mode=inference",), space) == []
 
@@ -386,8 +464,9 @@ def test_a_warm_start_at_the_baselines_own_point_is_not_queued(tmp_path):
 
     plan = _cpu_plan(tmp_path, {"n_trials": 4, "recipes": False}, ["search=quick", "loader.batch_size=64"])
     storage = optuna.storages.InMemoryStorage()
-    stored = StoredStudy(optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)),
-                         storage)
+    stored = StoredStudy(
+        optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)), storage
+    )
     _, baseline = ask(stored, plan, plan.context(False), baseline=True)
     space_knobs = {k: baseline[k] for k in plan.space}
     for name, knobs in (("w@same", space_knobs), ("w@other", {**space_knobs, "loader.batch_size": 256})):
@@ -396,7 +475,9 @@ def test_a_warm_start_at_the_baselines_own_point_is_not_queued(tmp_path):
         other.set_user_attr("winner_trial", 0)
     queued = start.queue_start(stored, plan, room=3, ctx=plan.context(False))
     assert [(p.origin.split(" (")[0], was) for p, was in queued] == [
-        ("warm start: the winner on other", start.Queued.QUEUED), ("warm start: the winner on same", start.Queued.HELD)]
+        ("warm start: the winner on other", start.Queued.QUEUED),
+        ("warm start: the winner on same", start.Queued.HELD),
+    ]
     waiting = stored.study.get_trials(states=(TrialState.WAITING,))
     assert [t.system_attrs["fixed_params"]["loader.batch_size"] for t in waiting] == [256]
 
@@ -409,8 +490,9 @@ def _asked_baseline(plan):
     from sweeper.store.study import StoredStudy
 
     storage = optuna.storages.InMemoryStorage()
-    stored = StoredStudy(optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)),
-                         storage)
+    stored = StoredStudy(
+        optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)), storage
+    )
     ask(stored, plan, plan.context(False), baseline=True)
     return stored
 
@@ -425,10 +507,13 @@ def test_start_points_take_only_the_trials_n_trials_leaves(tmp_path):
     stored = _asked_baseline(plan)
     queued = start.queue_start(stored, plan, room=1, ctx=plan.context(False))
     assert [(p.origin.split(":")[1].split(",")[1].strip(), was) for p, was in queued] == [
-        ("the loader's side", start.Queued.QUEUED), ("the compute's side", start.Queued.NO_ROOM)]
+        ("the loader's side", start.Queued.QUEUED),
+        ("the compute's side", start.Queued.NO_ROOM),
+    ]
     waiting = stored.study.get_trials(states=(TrialState.WAITING,))
     assert [t.system_attrs["fixed_params"] for t in waiting] == [
-        {"loader.batch_size": 256, "loader.num_workers": 1, "backend.precision": "bf16"}]
+        {"loader.batch_size": 256, "loader.num_workers": 1, "backend.precision": "bf16"}
+    ]
     # asked again without room: the point the study holds is said to be held, not short of room
     again = start.queue_start(stored, plan, room=0, ctx=plan.context(False))
     assert [was for _, was in again] == [start.Queued.HELD, start.Queued.NO_ROOM]
@@ -460,7 +545,9 @@ def test_points_still_queued_when_n_trials_is_reached_end_as_surplus(tmp_path, c
 
     plan = _cpu_plan(tmp_path, {"n_trials": 2}, ["search=quick", "loader.batch_size=64"])
     stored = _asked_baseline(plan)
-    start.queue_start(stored, plan, room=2, ctx=plan.context(False))  # as if another process had not measured its own yet
+    start.queue_start(
+        stored, plan, room=2, ctx=plan.context(False)
+    )  # as if another process had not measured its own yet
     loop._end_queued(stored, plan)
     assert stored.study.get_trials(states=(TrialState.WAITING,)) == []
     ended = [t for t in stored.study.get_trials() if t.number > 0]
@@ -485,8 +572,9 @@ def test_a_point_still_queued_is_measured_before_n_trials_counts_it(tmp_path):
 
     plan = _cpu_plan(tmp_path, {"n_trials": 2, "recipes": False}, [])  # no fixed overrides: as the main job
     storage = optuna.storages.InMemoryStorage()
-    stored = StoredStudy(optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)),
-                         storage)
+    stored = StoredStudy(
+        optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)), storage
+    )
     base = trial(0, dict(plan.baseline_knobs), sps=100.0, fixed=plan.fixed)
     base.user_attrs["baseline"] = True
     stored.study.add_trial(base)
@@ -495,9 +583,18 @@ def test_a_point_still_queued_is_measured_before_n_trials_counts_it(tmp_path):
 
     class Runner:
         def batch(self, jobs):
-            return [RunResult(Status.OK, None, Measurement(throughput=Throughput(samples_per_sec=150.0),
-                                                           memory=Memory(peak_memory_mb=1.0),
-                                                           run=RunFacts(device="cpu"))) for _ in jobs]
+            return [
+                RunResult(
+                    Status.OK,
+                    None,
+                    Measurement(
+                        throughput=Throughput(samples_per_sec=150.0),
+                        memory=Memory(peak_memory_mb=1.0),
+                        run=RunFacts(device="cpu"),
+                    ),
+                )
+                for _ in jobs
+            ]
 
         def on_node(self, host):
             return contextlib.nullcontext()
@@ -506,10 +603,14 @@ def test_a_point_still_queued_is_measured_before_n_trials_counts_it(tmp_path):
     trials = stored.trials(plan.fixed)
     assert why == "n_trials=2 reached" and count(trials).measured == 2 and count(trials).surplus == 0
     assert [(t.number, t.user_attrs["status"], t.user_attrs["knobs"]["loader.batch_size"]) for t in trials] == [
-        (0, "ok", plan.baseline_knobs["loader.batch_size"]), (1, "ok", 256)]
+        (0, "ok", plan.baseline_knobs["loader.batch_size"]),
+        (1, "ok", 256),
+    ]
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("8h", 28800), ("30m", 1800), ("1h30m", 5400), ("90s", 90), ("45", 45), (None, None)])
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("8h", 28800), ("30m", 1800), ("1h30m", 5400), ("90s", 90), ("45", 45), (None, None)]
+)
 def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 
@@ -537,8 +638,10 @@ def test_winner_yaml_and_command():
     assert doc["loader"] == {"batch_size": 256}
     assert doc["backend"] == {"threads": None, "compile": "max-autotune"}
     command = overrides.winner_command(fixed, knobs)
-    assert command == ("python -m sweeper task=image_classification backend.compile=max-autotune "
-                       "backend.threads=null loader.batch_size=256 task.model=resnet50")
+    assert command == (
+        "python -m sweeper task=image_classification backend.compile=max-autotune "
+        "backend.threads=null loader.batch_size=256 task.model=resnet50"
+    )
 
 
 def test_override_values_read_back():
@@ -561,8 +664,12 @@ def test_optimization_results_single_objective():
         pytest.param({}, {"measured": 5}, "n_trials=5 reached", id="n-trials"),
         pytest.param({"sampler_done": True}, {}, "the sampler has tried everything", id="grid-done"),
         pytest.param({"unmeasured_in_a_row": 20}, {}, "search space exhausted", id="exhausted"),
-        pytest.param({"skipped_in_a_row": 100}, {}, "the last 100 suggestions were all points the preset does not",
-                     id="all-skipped"),
+        pytest.param(
+            {"skipped_in_a_row": 100},
+            {},
+            "the last 100 suggestions were all points the preset does not",
+            id="all-skipped",
+        ),
         pytest.param({"skipped_in_a_row": 99}, {}, None, id="skipped-not-yet"),
         pytest.param({"since_gain": 3}, {"patience": 3}, "patience: 3 trials", id="patience"),
         pytest.param({"since_gain": 2}, {"patience": 3}, None, id="patience-not-yet"),
@@ -588,8 +695,17 @@ def test_orphans_by_process_here_and_by_heartbeat_elsewhere():
     now = 10_000.0
 
     def running(number, host, pid, beat=None, started=now - 1000):
-        attrs = TrialRecord.started(baseline=False, knobs={}, fixed=[], workload="w", sweep_dir="d", host=host,
-                                    pid=pid, pid_started=None, hardware_class="h")
+        attrs = TrialRecord.started(
+            baseline=False,
+            knobs={},
+            fixed=[],
+            workload="w",
+            sweep_dir="d",
+            host=host,
+            pid=pid,
+            pid_started=None,
+            hardware_class="h",
+        )
         if beat is not None:
             attrs.update(TrialRecord.heartbeat(beat))
         t = create_trial(state=TrialState.RUNNING, user_attrs=attrs)
@@ -611,10 +727,13 @@ def test_orphans_by_process_here_and_by_heartbeat_elsewhere():
 
 @pytest.mark.parametrize(
     ("values", "message"),
-    [({"lock": "maybe"}, "hydra.sweeper.lock='maybe' is invalid"), ({"n_trials": 0}, "n_trials=0 is invalid"),
-     ({"staged": 1.0}, r"hydra.sweeper.staged=1.0 is invalid: expected a share of n_trials in \[0, 1\)"),
-     ({"sweep_precision": 0}, r"hydra.sweeper.sweep_precision=0.0 is invalid: expected a share in \(0, 1\)"),
-     ({"later": 2}, r"hydra.sweeper.later=2.0 is invalid: expected a share of n_trials in \[0, 1\]")],
+    [
+        ({"lock": "maybe"}, "hydra.sweeper.lock='maybe' is invalid"),
+        ({"n_trials": 0}, "n_trials=0 is invalid"),
+        ({"staged": 1.0}, r"hydra.sweeper.staged=1.0 is invalid: expected a share of n_trials in \[0, 1\)"),
+        ({"sweep_precision": 0}, r"hydra.sweeper.sweep_precision=0.0 is invalid: expected a share in \(0, 1\)"),
+        ({"later": 2}, r"hydra.sweeper.later=2.0 is invalid: expected a share of n_trials in \[0, 1\]"),
+    ],
 )
 def test_settings_are_checked(values, message):
     from sweeper.search.settings import SweepSettings
@@ -628,8 +747,12 @@ def test_settings_are_checked(values, message):
     ("value", "status", "figures"),
     [
         pytest.param(3.5, "ok", {"samples_per_sec": 3.5}, id="number"),
-        pytest.param({"samples_per_sec": 2.0, "peak_memory_mb": 1.0}, "ok",
-                     {"samples_per_sec": 2.0, "peak_memory_mb": 1.0}, id="mapping"),
+        pytest.param(
+            {"samples_per_sec": 2.0, "peak_memory_mb": 1.0},
+            "ok",
+            {"samples_per_sec": 2.0, "peak_memory_mb": 1.0},
+            id="mapping",
+        ),
         pytest.param("fast", "error", {}, id="string"),
     ],
 )
@@ -646,13 +769,16 @@ def test_a_lost_jobs_reason_leads_with_the_schedulers_words_whatever_its_error_s
     from sweeper.search.launch import lost_reason
 
     noise = "\n".join(f"UserWarning: something the job printed, line {i}" for i in range(30))
-    exc = RuntimeError(f"Job 7 (task: 0) with path /tmp/a/.submitit/7/7_0_result.pkl\n"
-                       f"has not produced any output (state: RUNNING)\nError stream produced:\n{'-' * 40}\n{noise}\n"
-                       "slurmstepd-n1: error: *** JOB 7 ON n1 CANCELLED AT 2026-11-24T00:13:25 ***\n"
-                       "slurmstepd-n1: error: *** STEP 7.0 ON n1 CANCELLED AT 2026-11-24T00:13:25 ***\n")
+    exc = RuntimeError(
+        f"Job 7 (task: 0) with path /tmp/a/.submitit/7/7_0_result.pkl\n"
+        f"has not produced any output (state: RUNNING)\nError stream produced:\n{'-' * 40}\n{noise}\n"
+        "slurmstepd-n1: error: *** JOB 7 ON n1 CANCELLED AT 2026-11-24T00:13:25 ***\n"
+        "slurmstepd-n1: error: *** STEP 7.0 ON n1 CANCELLED AT 2026-11-24T00:13:25 ***\n"
+    )
     assert lost_reason(exc) == "the launcher lost the job: state RUNNING; JOB 7 ON n1 CANCELLED"
     assert lost_reason(ValueError("partition 'nope' does not exist\nsbatch: more")) == (
-        "the launcher lost the job: ValueError: partition 'nope' does not exist")
+        "the launcher lost the job: ValueError: partition 'nope' does not exist"
+    )
     long = lost_reason(RuntimeError("word " * 100))
     assert len(long) < 220 and long.endswith("word ...")
 
@@ -667,27 +793,37 @@ def _cpu_plan(tmp_path, settings, arguments):
     from sweeper.search.settings import SweepSettings
 
     resolvers.register()
-    machine = Machine(device="cpu", cuda=False, bf16=True, fingerprint=Fingerprint(hardware_class="x", cpus_available=2))
+    machine = Machine(
+        device="cpu", cuda=False, bf16=True, fingerprint=Fingerprint(hardware_class="x", cpus_available=2)
+    )
     with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
-        return make_plan(SweepSettings.from_config(settings), arguments,
-                         compose=lambda overrides: compose("config", overrides=list(overrides)), app_name="sweeper",
-                         sweep_dir=tmp_path, probe_machine=lambda *probed: machine)
+        return make_plan(
+            SweepSettings.from_config(settings),
+            arguments,
+            compose=lambda overrides: compose("config", overrides=list(overrides)),
+            app_name="sweeper",
+            sweep_dir=tmp_path,
+            probe_machine=lambda *probed: machine,
+        )
 
 
 @pytest.mark.parametrize(
     ("settings", "arguments", "expected"),
-    [pytest.param({}, [], ["measure.rel_precision=0.1"], id="looser-than-5%"),
-     pytest.param({"sweep_precision": None}, [], [], id="off"),
-     pytest.param({}, ["measure.rel_precision=0.2"], [], id="the-config-is-looser"),
-     pytest.param({}, ["measure.rel_precision=null"], [], id="fixed-windows-kept")],
+    [
+        pytest.param({}, [], ["measure.rel_precision=0.1"], id="looser-than-5%"),
+        pytest.param({"sweep_precision": None}, [], [], id="off"),
+        pytest.param({}, ["measure.rel_precision=0.2"], [], id="the-config-is-looser"),
+        pytest.param({}, ["measure.rel_precision=null"], [], id="fixed-windows-kept"),
+    ],
 )
-def test_a_sweeps_runs_measure_to_the_sweep_precision_single_runs_to_the_configs(tmp_path, settings, arguments,
-                                                                                 expected):
+def test_a_sweeps_runs_measure_to_the_sweep_precision_single_runs_to_the_configs(
+    tmp_path, settings, arguments, expected
+):
     from sweeper.search.launch import measure_overrides, sweep_precision
 
     plan = _cpu_plan(tmp_path, settings, ["search=quick", *arguments])
     assert sweep_precision(plan) == expected
-    assert measure_overrides(plan, None, None)[:len(expected)] == expected  # the trials' and the confirmation's
+    assert measure_overrides(plan, None, None)[: len(expected)] == expected  # the trials' and the confirmation's
 
 
 def test_the_presets_later_knobs_open_after_their_share_of_n_trials_unless_swept(tmp_path):
@@ -699,7 +835,9 @@ def test_the_presets_later_knobs_open_after_their_share_of_n_trials_unless_swept
     assert plan.held_back(5) == frozenset()
     assert _cpu_plan(tmp_path, {"n_trials": 10, "later": 0.8}, ["search=cpu"]).held_back(7) == plan.later
     # swept yourself: searched from the start
-    swept = _cpu_plan(tmp_path, {"n_trials": 10}, ["search=cpu", "loader.multiprocessing_context=choice(spawn,forkserver)"])
+    swept = _cpu_plan(
+        tmp_path, {"n_trials": 10}, ["search=cpu", "loader.multiprocessing_context=choice(spawn,forkserver)"]
+    )
     assert swept.later == frozenset() and swept.held_back(0) == frozenset()
     # with a staged search too: the later knobs stay held past the stage when their share is longer
     both = _cpu_plan(tmp_path, {"n_trials": 10, "staged": 0.3, "later": 0.6}, ["search=cpu"])
@@ -722,8 +860,9 @@ def test_a_staged_search_asks_the_main_knobs_first_then_the_whole_space(tmp_path
     assert plan.held_back(0) == plan.held_back(4) == rest
     assert plan.held_back(5) == frozenset()  # half of n_trials measured: the whole space
     # knobs the user swept are searched from the start; staged=null searches everything at once
-    swept = _cpu_plan(tmp_path, {"n_trials": 10, "staged": 0.5},
-                      ["search=cpu", "backend.allocator=choice(default,jemalloc)"])
+    swept = _cpu_plan(
+        tmp_path, {"n_trials": 10, "staged": 0.5}, ["search=cpu", "backend.allocator=choice(default,jemalloc)"]
+    )
     assert "backend.allocator" in swept.main and "backend.allocator" not in swept.held_back(0)
     assert _cpu_plan(tmp_path, {"n_trials": 10, "later": None}, ["search=cpu"]).held_back(0) == frozenset()
 
@@ -775,8 +914,7 @@ def test_a_later_knob_is_tried_at_the_best_and_searched_only_if_that_was_a_gain(
     ctx, said = plan.context(False), []
 
     def held():
-        return held_later(stored, plan, stored.trials(plan.fixed), ctx, plan.later,
-                          lambda key, line: said.append(line))
+        return held_later(stored, plan, stored.trials(plan.fixed), ctx, plan.later, lambda key, line: said.append(line))
 
     assert held() == {knob}
     assert said == [f"trying {knob}=forkserver at the best so far (#1) before the sampler searches it"]
@@ -788,8 +926,10 @@ def test_a_later_knob_is_tried_at_the_best_and_searched_only_if_that_was_a_gain(
     _tell(stored, t, tried)
     if verdict == "kept":
         assert held() == {knob}
-        assert said[-1] == (f"{knob} at the best so far (#1, 200 samples/s): forkserver 190: no gain, "
-                            "kept at your config's value (null) for the rest of the sweep")
+        assert said[-1] == (
+            f"{knob} at the best so far (#1, 200 samples/s): forkserver 190: no gain, "
+            "kept at your config's value (null) for the rest of the sweep"
+        )
     else:
         assert held() == frozenset()
         assert said[-1].endswith("forkserver 260: a gain, so the sampler searches it now")
@@ -800,11 +940,14 @@ def test_a_later_knob_that_means_nothing_at_the_best_waits_for_a_best_it_changes
 
     plan, stored = _later_study(tmp_path, {"loader.num_workers": 0, "loader.batch_size": 512})
     said = []
-    held = held_later(stored, plan, stored.trials(plan.fixed), plan.context(False), plan.later,
-                      lambda key, line: said.append(line))
+    held = held_later(
+        stored, plan, stored.trials(plan.fixed), plan.context(False), plan.later, lambda key, line: said.append(line)
+    )
     assert held == plan.later and len(stored.trials()) == 2  # nothing queued
-    assert said == ["loader.multiprocessing_context means nothing at the best so far (#1): kept at your "
-                    "config's value until a best it changes"]
+    assert said == [
+        "loader.multiprocessing_context means nothing at the best so far (#1): kept at your "
+        "config's value until a best it changes"
+    ]
 
 
 def test_a_point_the_preset_does_not_measure_is_told_as_pruned_so_tpe_leaves_its_region():
@@ -819,8 +962,11 @@ def test_a_point_the_preset_does_not_measure_is_told_as_pruned_so_tpe_leaves_its
 
     storage = optuna.storages.InMemoryStorage()
     stored = StoredStudy(optuna.create_study(storage=storage), storage)
-    for status, state in ((Status.SKIPPED, TrialState.PRUNED), (Status.OOM_PREDICTED, TrialState.FAIL),
-                          (Status.SURPLUS, TrialState.FAIL)):
+    for status, state in (
+        (Status.SKIPPED, TrialState.PRUNED),
+        (Status.OOM_PREDICTED, TrialState.FAIL),
+        (Status.SURPLUS, TrialState.FAIL),
+    ):
         told = skip(stored, stored.study.ask(), status, "why")
         assert told.trial.state == state and TrialRecord.of(told.trial).status == status
 
@@ -833,9 +979,21 @@ def test_summary_json_keeps_why_the_search_stopped_beside_every_count():
     from sweeper.store.trials import Counts
 
     counts = Counts(**{f.name: i + 1 for i, f in enumerate(dataclasses.fields(Counts))})
-    summary = SweepSummary(study="s", storage="sqlite://", stopped="n_trials=8 reached", counts=counts, winner=1,
-                           baseline=0, confirmation=None, fixed_overrides=(), workload="w", hardware_class="h",
-                           machine="m", winner_samples_per_sec=100.0, winner_figure="search run")
+    summary = SweepSummary(
+        study="s",
+        storage="sqlite://",
+        stopped="n_trials=8 reached",
+        counts=counts,
+        winner=1,
+        baseline=0,
+        confirmation=None,
+        fixed_overrides=(),
+        workload="w",
+        hardware_class="h",
+        machine="m",
+        winner_samples_per_sec=100.0,
+        winner_figure="search run",
+    )
     assert not {f.name for f in dataclasses.fields(Counts)} & {f.name for f in dataclasses.fields(SweepSummary)}
     assert SweepSummary.from_json(summary.to_json()) == summary
 

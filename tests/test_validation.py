@@ -5,13 +5,13 @@ from __future__ import annotations
 import copy
 
 import pytest
-
 from hydra import compose, initialize_config_dir
 
 from sweeper.errors import ConfigError
 from sweeper.paths import config_dir
 from sweeper.runner.run import worker_spec
 from sweeper.validation import check_config
+
 
 def _composed() -> dict:
     """The shipped config, complete, as a run's spec holds it."""
@@ -43,8 +43,11 @@ def test_accumulation_agrees_with_the_effective_batch_and_needs_training():
     check_config(with_("train", {"grad_accum_steps": 1, "effective_batch": 256}))
     assert grad_accum_steps({"grad_accum_steps": 1, "effective_batch": 256}, 64) == 4
     assert grad_accum_steps({"grad_accum_steps": 3, "effective_batch": None}, 64) == 3
-    with pytest.raises(ConfigError, match=r"train.grad_accum_steps=2 disagrees with train.effective_batch=256 / "
-                                          r"loader.batch_size=64 = 4: set only one of them."):
+    with pytest.raises(
+        ConfigError,
+        match=r"train.grad_accum_steps=2 disagrees with train.effective_batch=256 / "
+        r"loader.batch_size=64 = 4: set only one of them.",
+    ):
         check_config(with_("train", {"grad_accum_steps": 2, "effective_batch": 256}))
     inference = with_("task.mode", "inference")
     inference["train"] = {"grad_accum_steps": 4, "effective_batch": None}
@@ -58,31 +61,62 @@ def test_a_missing_allocator_is_one_line_naming_the_package(monkeypatch):
     monkeypatch.setattr(topology, "allocator_library", lambda name: None)
     with pytest.raises(ConfigError) as err:
         check_config(with_("backend.allocator", "tcmalloc"))
-    assert str(err.value) == ("backend.allocator='tcmalloc' is not installed on this machine: install "
-                              "libtcmalloc-minimal4 (Debian/Ubuntu) or use backend.allocator=default.")
+    assert str(err.value) == (
+        "backend.allocator='tcmalloc' is not installed on this machine: install "
+        "libtcmalloc-minimal4 (Debian/Ubuntu) or use backend.allocator=default."
+    )
 
 
 @pytest.mark.parametrize(
     ("path", "value", "message"),
     [
         pytest.param("loader.batch_size", 0, "loader.batch_size=0 is invalid: expected an integer >= 1", id="batch0"),
-        pytest.param("loader.num_workers", -1, "loader.num_workers=-1 is invalid: expected an integer >= 0", id="workers-1"),
+        pytest.param(
+            "loader.num_workers", -1, "loader.num_workers=-1 is invalid: expected an integer >= 0", id="workers-1"
+        ),
         pytest.param("backend.compile", "fast", "expected one of off, default, max-autotune", id="compile"),
-        pytest.param("loader.prefetch_factor", 2, "loader.prefetch_factor=2 needs loader.num_workers > 0", id="prefetch-no-workers"),
-        pytest.param("loader.persistent_workers", True, "persistent_workers=true needs loader.num_workers > 0", id="persistent-no-workers"),
+        pytest.param(
+            "loader.prefetch_factor",
+            2,
+            "loader.prefetch_factor=2 needs loader.num_workers > 0",
+            id="prefetch-no-workers",
+        ),
+        pytest.param(
+            "loader.persistent_workers",
+            True,
+            "persistent_workers=true needs loader.num_workers > 0",
+            id="persistent-no-workers",
+        ),
         pytest.param("task.root", "/no/such/dir", "task.root='/no/such/dir' does not exist", id="missing-root"),
         pytest.param("task.factory", "nocolon", "expected 'module:function'", id="factory"),
         pytest.param("measure.windows", 0, "measure.windows=0 is invalid", id="windows0"),
-        pytest.param("backend.threads", 0, "backend.threads=0 is invalid: expected an integer >= 1 or null", id="threads0"),
-        pytest.param("loader.in_order", False, "loader.in_order=false needs loader.num_workers > 0", id="in-order-no-workers"),
-        pytest.param("loader.multiprocessing_context", "spawn", "loader.multiprocessing_context='spawn' needs "
-                     "loader.num_workers > 0", id="mp-context-no-workers"),
-        pytest.param("train.effective_batch", 100, "train.effective_batch=100 is not a multiple of loader.batch_size=64",
-                     id="effective-batch"),
-        pytest.param("train.grad_accum_steps", 0, "train.grad_accum_steps=0 is invalid: expected an integer >= 1",
-                     id="accum0"),
-        pytest.param("task.epoch_samples", 0, "task.epoch_samples=0 is invalid: expected an integer >= 1 or null",
-                     id="epoch-samples"),
+        pytest.param(
+            "backend.threads", 0, "backend.threads=0 is invalid: expected an integer >= 1 or null", id="threads0"
+        ),
+        pytest.param(
+            "loader.in_order", False, "loader.in_order=false needs loader.num_workers > 0", id="in-order-no-workers"
+        ),
+        pytest.param(
+            "loader.multiprocessing_context",
+            "spawn",
+            "loader.multiprocessing_context='spawn' needs loader.num_workers > 0",
+            id="mp-context-no-workers",
+        ),
+        pytest.param(
+            "train.effective_batch",
+            100,
+            "train.effective_batch=100 is not a multiple of loader.batch_size=64",
+            id="effective-batch",
+        ),
+        pytest.param(
+            "train.grad_accum_steps", 0, "train.grad_accum_steps=0 is invalid: expected an integer >= 1", id="accum0"
+        ),
+        pytest.param(
+            "task.epoch_samples",
+            0,
+            "task.epoch_samples=0 is invalid: expected an integer >= 1 or null",
+            id="epoch-samples",
+        ),
     ],
 )
 def test_bad_values(path, value, message):
@@ -102,8 +136,11 @@ def test_ranks_numa_and_openmp_knobs_are_checked_before_any_run(monkeypatch):
     check_config(ranks)
     assert grad_accum_steps(ranks["train"], 64, 2) == 2  # 64 x 2 x 2 ranks = 256
     ranks["loader"]["batch_size"] = 256
-    with pytest.raises(ConfigError, match=r"train.effective_batch=256 is not a multiple of loader.batch_size=256 x "
-                                          r"dist.nproc_per_node=2"):
+    with pytest.raises(
+        ConfigError,
+        match=r"train.effective_batch=256 is not a multiple of loader.batch_size=256 x "
+        r"dist.nproc_per_node=2",
+    ):
         check_config(ranks)
     with pytest.raises(ConfigError, match=r"backend.kmp_blocktime=-1 is invalid"):
         check_config(with_("backend.kmp_blocktime", -1))

@@ -23,8 +23,12 @@ from sweeper.measure.workload import build_workload  # noqa: E402
 task_name, batch, workers, pin, precision, channels_last, seconds = sys.argv[1:8]
 batch, workers, seconds = int(batch), int(workers), float(seconds)
 pin, channels_last = pin == "true", channels_last == "true"
-task = OmegaConf.to_container(OmegaConf.merge(OmegaConf.load(ROOT / "conf" / "task" / f"{task_name}.yaml"),
-                                              OmegaConf.from_dotlist([a.removeprefix("task.") for a in sys.argv[8:]])))
+task = OmegaConf.to_container(
+    OmegaConf.merge(
+        OmegaConf.load(ROOT / "conf" / "task" / f"{task_name}.yaml"),
+        OmegaConf.from_dotlist([a.removeprefix("task.") for a in sys.argv[8:]]),
+    )
+)
 device = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: only to check the script here
 sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 torch.manual_seed(0)
@@ -34,11 +38,22 @@ model = workload.model.to(device)
 if channels_last:
     model = model.to(memory_format=torch.channels_last)
 params = [p for p in model.parameters() if p.requires_grad]
-opt = workload.optimizer_fn(params) if workload.optimizer_fn else torch.optim.SGD(params, lr=task.get("lr") or 0.01, momentum=0.9)
+opt = (
+    workload.optimizer_fn(params)
+    if workload.optimizer_fn
+    else torch.optim.SGD(params, lr=task.get("lr") or 0.01, momentum=0.9)
+)
 scaler = torch.amp.GradScaler(device) if precision == "fp16" else None
 dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-data = DataLoader(workload.dataset, batch_size=batch, shuffle=True, num_workers=workers, pin_memory=pin,
-                  drop_last=True, persistent_workers=workers > 0)
+data = DataLoader(
+    workload.dataset,
+    batch_size=batch,
+    shuffle=True,
+    num_workers=workers,
+    pin_memory=pin,
+    drop_last=True,
+    persistent_workers=workers > 0,
+)
 
 
 def batches():

@@ -24,7 +24,15 @@ SECONDS = 10.0
 CONFIGS = {
     "mnist_mlp defaults (batch 64, 0 workers)": ("mnist_mlp", 64, 0, False, "fp32", False, []),
     "mnist_mlp 8 workers + pin_memory": ("mnist_mlp", 64, 8, True, "fp32", False, []),
-    "resnet18 224 px, batch 256, 8 workers, bf16, channels_last": ("image_classification", 256, 8, True, "bf16", True, []),
+    "resnet18 224 px, batch 256, 8 workers, bf16, channels_last": (
+        "image_classification",
+        256,
+        8,
+        True,
+        "bf16",
+        True,
+        [],
+    ),
     "language model, batch 64, bf16": ("language_model", 64, 0, False, "bf16", False, []),
 }
 
@@ -32,12 +40,28 @@ CONFIGS = {
 def sweeper_run(cfg: tuple, out: Path, sync: str = "window") -> float:
     task, batch, workers, pin, precision, cl, extra = cfg
     subprocess.run(
-        [sys.executable, "-m", "sweeper", f"task={task}", "backend.device=cuda", f"loader.batch_size={batch}",
-         f"loader.num_workers={workers}", f"loader.pin_memory={str(pin).lower()}", f"backend.precision={precision}",
-         f"backend.channels_last={str(cl).lower()}", f"backend.cudnn_benchmark={str(cl).lower()}",
-         f"loader.persistent_workers={str(workers > 0).lower()}", "measure.windows=5", "measure.window_s=2",
-         f"measure.sync={sync}", *extra, f"hydra.run.dir={out}"],
-        cwd=ROOT, check=True, capture_output=True,
+        [
+            sys.executable,
+            "-m",
+            "sweeper",
+            f"task={task}",
+            "backend.device=cuda",
+            f"loader.batch_size={batch}",
+            f"loader.num_workers={workers}",
+            f"loader.pin_memory={str(pin).lower()}",
+            f"backend.precision={precision}",
+            f"backend.channels_last={str(cl).lower()}",
+            f"backend.cudnn_benchmark={str(cl).lower()}",
+            f"loader.persistent_workers={str(workers > 0).lower()}",
+            "measure.windows=5",
+            "measure.window_s=2",
+            f"measure.sync={sync}",
+            *extra,
+            f"hydra.run.dir={out}",
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
     )
     return float(RunResult.from_json(json.loads((out / "result.json").read_text())).samples_per_sec or 0.0)
 
@@ -45,9 +69,23 @@ def sweeper_run(cfg: tuple, out: Path, sync: str = "window") -> float:
 def plain_run(cfg: tuple) -> float:
     task, batch, workers, pin, precision, cl, extra = cfg
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "gpu" / "plain_loop.py"), task, str(batch), str(workers),
-         str(pin).lower(), precision, str(cl).lower(), str(SECONDS), *extra],
-        cwd=ROOT, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "gpu" / "plain_loop.py"),
+            task,
+            str(batch),
+            str(workers),
+            str(pin).lower(),
+            precision,
+            str(cl).lower(),
+            str(SECONDS),
+            *extra,
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
     )
     return float(proc.stdout.strip().splitlines()[-1])
 
@@ -64,14 +102,21 @@ def main() -> None:
             per_step[name].append(sweeper_run(cfg, tmp / f"{r}-{i}-step", sync="step"))
             plain[name].append(plain_run(cfg))
     print(f"median of {rounds} interleaved rounds")
-    print("| configuration | sweeper (sync per window) | sweeper (sync per step) | plain loop, no sync | "
-          "per window / plain | per step / plain |")
+    print(
+        "| configuration | sweeper (sync per window) | sweeper (sync per step) | plain loop, no sync | "
+        "per window / plain | per step / plain |"
+    )
     print("|---|---:|---:|---:|---:|---:|")
     rows = {}
     for name in CONFIGS:
         a, s, b = (statistics.median(x[name]) for x in (ours, per_step, plain))
-        rows[name] = {"sweeper": ours[name], "sweeper_sync_per_step": per_step[name], "plain": plain[name],
-                      "ratio": a / b, "ratio_per_step": s / b}
+        rows[name] = {
+            "sweeper": ours[name],
+            "sweeper_sync_per_step": per_step[name],
+            "plain": plain[name],
+            "ratio": a / b,
+            "ratio_per_step": s / b,
+        }
         print(f"| {name} | {a:,.0f} | {s:,.0f} | {b:,.0f} | {a / b:.3f} | {s / b:.3f} |")
     if len(sys.argv) > 2:
         Path(sys.argv[2]).write_text(json.dumps(rows, indent=2) + "\n")

@@ -23,8 +23,9 @@ class ThroughputSweeper(Sweeper):
         from sweeper.search.sweep import Sweep
 
         resolvers.register()
-        self._sweep = Sweep(hydra_context=hydra_context, task_function=task_function, config=config,
-                            settings=self._settings)
+        self._sweep = Sweep(
+            hydra_context=hydra_context, task_function=task_function, config=config, settings=self._settings
+        )
 
     def sweep(self, arguments: List[str]) -> Optional[Any]:
         from sweeper.errors import Interrupted, SweeperError, exit_code

@@ -29,8 +29,9 @@ def main() -> None:
     else:
         threads = int(_knob("backend.threads")) if _knob("backend.threads") else None
         workers = int(_knob("loader.num_workers") or 0)
-        placement = topology.place(_knob("backend.affinity") or "none", rank_cpus(rank, list(topology.machine_cpus())),
-                                   threads, workers)
+        placement = topology.place(
+            _knob("backend.affinity") or "none", rank_cpus(rank, list(topology.machine_cpus())), threads, workers
+        )
         if placement is not None:
             topology.pin(placement.compute)
             os.environ[LOADER_CPUS_ENV] = ",".join(map(str, placement.loader))

@@ -31,8 +31,9 @@ def event_pipe() -> tuple[int, int] | None:
     return (info.st_dev, info.st_ino) if info else None
 
 
-def start_worker(worker_id: int, *, parent: int, cpus: tuple[int, ...] | None = None,
-                 pipe: tuple[int, int] | None = None) -> None:
+def start_worker(
+    worker_id: int, *, parent: int, cpus: tuple[int, ...] | None = None, pipe: tuple[int, int] | None = None
+) -> None:
     """In each DataLoader worker: die with the measuring process (not seconds later, when
     torch's watchdog would notice), let go of the run's event pipe, so a worker that outlives
     a crashed run cannot keep the parent waiting for an end of file, and run on the loader's
@@ -54,8 +55,12 @@ def supports_in_order() -> bool:
 
 
 def make_loader(
-    workload: Workload, loader: Mapping[str, Any], device: torch.device, training: bool,
-    epoch_samples: int | None = None, worker_cpus: tuple[int, ...] | None = None,
+    workload: Workload,
+    loader: Mapping[str, Any],
+    device: torch.device,
+    training: bool,
+    epoch_samples: int | None = None,
+    worker_cpus: tuple[int, ...] | None = None,
     shard: tuple[int, int] | None = None,
 ) -> DataLoader:
     """`shard` = (rank, ranks): each rank reads its own part of every epoch, through a
@@ -102,7 +107,9 @@ def make_loader(
         pin_memory=bool(loader["pin_memory"]) and device.type == "cuda",
         drop_last=True,  # equal batch shapes: no recompiles, no odd last step
         collate_fn=workload.collate_fn,
-        worker_init_fn=functools.partial(start_worker, parent=os.getpid(), cpus=worker_cpus, pipe=event_pipe()) if workers > 0 else None,
+        worker_init_fn=functools.partial(start_worker, parent=os.getpid(), cpus=worker_cpus, pipe=event_pipe())
+        if workers > 0
+        else None,
         **extra,
     )
 
@@ -111,6 +118,7 @@ def to_device(batch: Any, device: torch.device, non_blocking: bool, channels_las
     """The batch on the device, whatever its shape: tensors, and dicts, lists and tuples of them
     (a namedtuple stays one), objects with their own `.to()` (a tokenizer's BatchEncoding, a
     batch class of the user's); anything else as it is."""
+
     def move(item: Any) -> Any:
         return to_device(item, device, non_blocking, channels_last)
 
@@ -139,8 +147,10 @@ def batch_size_of(batch: Any) -> int:
     """The samples in a batch: the leading dimension of its first tensor (sweeper.track's rule)."""
     found = leading_dimension(batch)
     if found is None:
-        raise InvalidConfig(f"cannot tell how many samples a {type(batch).__name__} batch holds: its first tensor "
-                            "has no leading dimension")
+        raise InvalidConfig(
+            f"cannot tell how many samples a {type(batch).__name__} batch holds: its first tensor "
+            "has no leading dimension"
+        )
     return found
 
 

@@ -52,8 +52,8 @@ def tree_rss_bytes(pid: int) -> tuple[int, int]:
 
 class PeakRSS:
     """Samples the process tree's RSS every `interval_s` (this process's, or `pid`'s: a script's);
-    this process's own peak comes exactly from getrusage. RSS counts pages forked workers share with the parent in each of them, so
-    the figure is an upper bound of what the run needs."""
+    this process's own peak comes exactly from getrusage. RSS counts pages forked workers share
+    with the parent in each of them, so the figure is an upper bound of what the run needs."""
 
     def __init__(self, interval_s: float = 0.2, pid: int | None = None) -> None:
         self._pid = pid or os.getpid()

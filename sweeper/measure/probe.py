@@ -17,12 +17,12 @@ def main() -> None:
     import torch
 
     from ..errors import EXIT_BAD_CONFIG, InvalidConfig
-    from .backend import resolve_device
-    from .loader import supports_in_order
-    from .fingerprint import fingerprint
-    from .workload import load_factory
     from ..procs import mapped_files
     from ..topology import openmp_runtime
+    from .backend import resolve_device
+    from .fingerprint import fingerprint
+    from .loader import supports_in_order
+    from .workload import load_factory
 
     try:
         device = resolve_device(sys.argv[1])
@@ -33,14 +33,18 @@ def main() -> None:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_BAD_CONFIG)
     cuda = device.type == "cuda"
-    print(json.dumps({
-        "device": device.type,
-        "cuda": cuda,
-        "bf16": torch.cuda.is_bf16_supported() if cuda else True,
-        "fingerprint": fingerprint(device).to_dict(),
-        "loader_in_order": supports_in_order(),
-        "openmp": openmp_runtime(mapped_files()),
-    }))
+    print(
+        json.dumps(
+            {
+                "device": device.type,
+                "cuda": cuda,
+                "bf16": torch.cuda.is_bf16_supported() if cuda else True,
+                "fingerprint": fingerprint(device).to_dict(),
+                "loader_in_order": supports_in_order(),
+                "openmp": openmp_runtime(mapped_files()),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -58,8 +58,9 @@ class RankResult:
 
 
 # how a rank says that another one is gone (the consequence, not the cause)
-_PEER_GONE = re.compile(r"closed by peer|reset by peer|remote (worker|process)|Broken pipe|NCCL communicator was aborted",
-                        re.IGNORECASE)
+_PEER_GONE = re.compile(
+    r"closed by peer|reset by peer|remote (worker|process)|Broken pipe|NCCL communicator was aborted", re.IGNORECASE
+)
 # how long a rank that saw its peer vanish waits for the agent to stop it before it exits
 PEER_GONE_GRACE_S = 5.0
 # the launcher's agent stops the other ranks with these
@@ -78,21 +79,37 @@ def _group_measurement(ordered: list[Measurement], group_peak_rss_mb: float) -> 
     # the launcher's sampler saw the ranks and their workers together; their own peaks, if not
     rss = group_peak_rss_mb if group_peak_rss_mb > 0 else sum(own_rss)
     cuda = _summed([m.memory.cuda_max_allocated_mb for m in ordered])
-    memory = replace(first.memory, peak_rss_mb=rss, cuda_max_allocated_mb=cuda, peak_memory_mb=cuda or rss,
-                     rank_peak_rss_mb=tuple(own_rss),
-                     dataloader_processes=sum(m.memory.dataloader_processes for m in ordered))
-    utilization = replace(Utilization(), cpu_util_main_pct=_summed([m.utilization.cpu_util_main_pct for m in ordered]),
-                          cpu_util_workers_pct=_summed([m.utilization.cpu_util_workers_pct for m in ordered]))
-    throughput = replace(first.throughput, own_samples_per_sec=None,
-                         rank_samples_per_sec=tuple(m.throughput.own_samples_per_sec for m in ordered))
-    run = replace(first.run, rank=None, nproc_per_node=len(ordered),
-                  rank_cpus_allowed=tuple(m.run.cpus_allowed_main for m in ordered),
-                  cpus_allowed_workers=tuple(sorted({c for m in ordered for c in m.run.cpus_allowed_workers})))
+    memory = replace(
+        first.memory,
+        peak_rss_mb=rss,
+        cuda_max_allocated_mb=cuda,
+        peak_memory_mb=cuda or rss,
+        rank_peak_rss_mb=tuple(own_rss),
+        dataloader_processes=sum(m.memory.dataloader_processes for m in ordered),
+    )
+    utilization = replace(
+        Utilization(),
+        cpu_util_main_pct=_summed([m.utilization.cpu_util_main_pct for m in ordered]),
+        cpu_util_workers_pct=_summed([m.utilization.cpu_util_workers_pct for m in ordered]),
+    )
+    throughput = replace(
+        first.throughput,
+        own_samples_per_sec=None,
+        rank_samples_per_sec=tuple(m.throughput.own_samples_per_sec for m in ordered),
+    )
+    run = replace(
+        first.run,
+        rank=None,
+        nproc_per_node=len(ordered),
+        rank_cpus_allowed=tuple(m.run.cpus_allowed_main for m in ordered),
+        cpus_allowed_workers=tuple(sorted({c for m in ordered for c in m.run.cpus_allowed_workers})),
+    )
     return Measurement(throughput, first.timing, memory, first.utilization.merged(utilization), run)
 
 
-def combine(ranks: Mapping[int, RankResult], nproc: int, failures: Mapping[int, int],
-            group_peak_rss_mb: float) -> RunResult:
+def combine(
+    ranks: Mapping[int, RankResult], nproc: int, failures: Mapping[int, int], group_peak_rss_mb: float
+) -> RunResult:
     """One result for the group. The first cause of a failure names it: a rank killed by a
     signal of its own (not the agent's stop), else the first rank that failed with its own
     outcome (one that only saw a peer vanish comes last), else the first rank that died; with
@@ -101,8 +118,11 @@ def combine(ranks: Mapping[int, RankResult], nproc: int, failures: Mapping[int, 
     for r, code in sorted(failures.items()):
         if code < 0 and -code not in _STOPPED_BY_AGENT:
             return RunResult(Status.CRASH, _died(r, nproc, code))
-    failed = sorted((bool(_PEER_GONE.search(str(res.result.reason))), res.failed_at or 0.0, r)
-                    for r, res in ranks.items() if res.result.status not in _GOOD)
+    failed = sorted(
+        (bool(_PEER_GONE.search(str(res.result.reason))), res.failed_at or 0.0, r)
+        for r, res in ranks.items()
+        if res.result.status not in _GOOD
+    )
     if failed:
         r = failed[0][2]
         own = ranks[r].result
@@ -142,8 +162,10 @@ def check_gpus(device: str, nproc: int) -> None:
     if device == "cpu" or not torch.cuda.is_available():
         return
     if nproc > torch.cuda.device_count():
-        raise InvalidConfig(f"dist.nproc_per_node={nproc} runs one rank per GPU and {torch.cuda.device_count()} "
-                            "are visible: lower dist.nproc_per_node (or use backend.device=cpu).")
+        raise InvalidConfig(
+            f"dist.nproc_per_node={nproc} runs one rank per GPU and {torch.cuda.device_count()} "
+            "are visible: lower dist.nproc_per_node (or use backend.device=cpu)."
+        )
 
 
 def forks_ranks(back: Mapping[str, Any]) -> bool:
@@ -176,10 +198,17 @@ def launch(spec: Mapping[str, Any], events: Any) -> RunResult:
         os.environ.update(thread_env(threads))
         fork = forks_ranks(back)
         config = LaunchConfig(
-            min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=f"sweeper-{uuid.uuid4().hex[:8]}",
-            rdzv_backend="c10d", rdzv_endpoint="localhost:0",  # torchrun --standalone
-            max_restarts=0, monitor_interval=0.2, logs_specs=DefaultLogsSpecs(log_dir=str(Path(tmp) / "logs")),
-            shutdown_timeout=5, start_method="fork",
+            min_nodes=1,
+            max_nodes=1,
+            nproc_per_node=nproc,
+            run_id=f"sweeper-{uuid.uuid4().hex[:8]}",
+            rdzv_backend="c10d",
+            rdzv_endpoint="localhost:0",  # torchrun --standalone
+            max_restarts=0,
+            monitor_interval=0.2,
+            logs_specs=DefaultLogsSpecs(log_dir=str(Path(tmp) / "logs")),
+            shutdown_timeout=5,
+            start_method="fork",
         )
         failures: dict[int, int] = {}
         with PeakRSS() as peak:

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from ..outcome import last_line
-from ..protocol import DEADLINE_ENV, STEPS_ENV, parse_step_line, parse_stdout_line
-from ..result import RunResult, Status, looks_like_oom
+from ..protocol import DEADLINE_ENV, STEPS_ENV, parse_stdout_line, parse_step_line
+from ..result import Status, looks_like_oom
 
 # after SIGTERM, a script gets this long to exit before its group is killed
 STOP_GRACE_S = 5.0
@@ -65,8 +65,9 @@ class _Exited:
 class Script:
     """The script's process group, its output (teed to the run's log) and its steps."""
 
-    def __init__(self, words: Sequence[str], env: Mapping[str, str], cwd: str | None,
-                 preexec: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, words: Sequence[str], env: Mapping[str, str], cwd: str | None, preexec: Callable[[], None] | None = None
+    ) -> None:
         self._dir = Path(tempfile.mkdtemp(prefix="sweeper-steps-"))
         fifo = self._dir / "steps"
         os.mkfifo(fifo)
@@ -77,15 +78,19 @@ class Script:
         self._events: queue.Queue[Any] = queue.Queue()
         self.started = time.monotonic()
 
-
         def start() -> None:  # in the child, before exec (no thread of ours runs yet)
             os.setpgid(0, 0)  # its own group, in the run's session: stopped as one, killed with the run
             if preexec is not None:
                 preexec()
 
         self.proc = subprocess.Popen(
-            list(words), cwd=cwd, env={**os.environ, **env, STEPS_ENV: str(fifo), "PYTHONUNBUFFERED": "1"},
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=start,
+            list(words),
+            cwd=cwd,
+            env={**os.environ, **env, STEPS_ENV: str(fifo), "PYTHONUNBUFFERED": "1"},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            preexec_fn=start,
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -151,9 +156,12 @@ class Script:
         try:
             event = self._events.get(timeout=timeout)
         except queue.Empty:
-            raise ScriptFailed(Status.ERROR, f"no steps reported in the {deadline - self.started:.0f} s that "  # type: ignore[operator]
-                               "measure.timeout_s left the script: call sweeper.track(loader) (or sweeper.step(n)) "
-                               "in its loop, or print 'sweeper: samples=N' after each step") from None
+            raise ScriptFailed(
+                Status.ERROR,
+                f"no steps reported in the {deadline - self.started:.0f} s that "  # type: ignore[operator]
+                "measure.timeout_s left the script: call sweeper.track(loader) (or sweeper.step(n)) "
+                "in its loop, or print 'sweeper: samples=N' after each step",
+            ) from None
         if isinstance(event, ScriptFailed):
             raise event
         if isinstance(event, _Exited):
@@ -167,15 +175,24 @@ class Script:
         where = f"after {self.steps_seen} steps"
         if returncode < 0:
             name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else str(-returncode)
-            return ScriptFailed(Status.OOM if looks_like_oom(said) else Status.CRASH,
-                                f"the script was killed by {name} {where}")
+            return ScriptFailed(
+                Status.OOM if looks_like_oom(said) else Status.CRASH, f"the script was killed by {name} {where}"
+            )
         if looks_like_oom(said):
-            return ScriptFailed(Status.OOM, f"the script ran out of memory {where}: {last_line(chr(10).join(self.tail))}")
+            return ScriptFailed(
+                Status.OOM, f"the script ran out of memory {where}: {last_line(chr(10).join(self.tail))}"
+            )
         if returncode:
-            return ScriptFailed(Status.ERROR, f"the script exited with code {returncode} {where}: "
-                                f"{last_line(chr(10).join(self.tail)) or 'no output'}")
-        return ScriptFailed(Status.ERROR, f"the script ended (exit code 0) {where}, before its figure was known: "
-                            "let it run longer than warm-up and the windows take (more steps or epochs)")
+            return ScriptFailed(
+                Status.ERROR,
+                f"the script exited with code {returncode} {where}: "
+                f"{last_line(chr(10).join(self.tail)) or 'no output'}",
+            )
+        return ScriptFailed(
+            Status.ERROR,
+            f"the script ended (exit code 0) {where}, before its figure was known: "
+            "let it run longer than warm-up and the windows take (more steps or epochs)",
+        )
 
     def stop(self) -> None:
         """SIGTERM to its group, SIGKILL after the grace; then reaped, and the FIFO gone."""
@@ -207,8 +224,9 @@ class ScriptSteps:
     next step (the other ranks' steps since add their samples to it), `step` ends it when the
     script said it ended, and `clock` is that step time (so a window is the script's own time)."""
 
-    def __init__(self, script: Script, first_deadline: float | None,
-                 on_first: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self, script: Script, first_deadline: float | None, on_first: Callable[[], None] = lambda: None
+    ) -> None:
         self.script, self.first_deadline, self.on_first = script, first_deadline, on_first
         self.now = script.started
         self.others = 0  # samples of the other ranks since rank 0's last step

@@ -51,8 +51,15 @@ def launch(spec: Mapping[str, Any]) -> Launch:
         if threads is not None:
             env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
         bind = back["affinity"] != "none" or back["numa"] != "none"
-        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-                    "--no-python", *([sys.executable, "-m", BIND_MODULE] if bind else [])]
+        launcher = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={nproc}",
+            "--no-python",
+            *([sys.executable, "-m", BIND_MODULE] if bind else []),
+        ]
         started = [*launcher, *words]
     else:
         placement = topology.place(back["affinity"], cores, back["threads"], int(spec["loader"]["num_workers"]))
@@ -78,9 +85,12 @@ def _run_facts(spec: Mapping[str, Any], script: Script, words: tuple[str, ...]) 
     tree = memory.tree(script.pid)
     maps = procs.mapped_files(script.pid)
     return RunFacts(
-        device=str(spec["backend"]["device"]), grad_accum_steps=int(spec["train"]["grad_accum_steps"]),
-        effective_batch=spec["train"]["effective_batch"], nproc_per_node=int(spec["dist"]["nproc_per_node"]),
-        allocator=topology.allocator_in_maps(maps), openmp_runtime=topology.openmp_runtime(maps),
+        device=str(spec["backend"]["device"]),
+        grad_accum_steps=int(spec["train"]["grad_accum_steps"]),
+        effective_batch=spec["train"]["effective_batch"],
+        nproc_per_node=int(spec["dist"]["nproc_per_node"]),
+        allocator=topology.allocator_in_maps(maps),
+        openmp_runtime=topology.openmp_runtime(maps),
         cpus_allowed_main=topology.cpus_allowed(script.pid),
         cpus_allowed_workers=tuple(sorted({topology.cpus_allowed(p) or "" for p in tree[1:]})),
         command=words,
@@ -106,8 +116,11 @@ def measure_script(spec: Mapping[str, Any], events: Events) -> RunResult:
     cores = len(topology.machine_cpus())
     events.phase("start script")
     script = Script(how.words, how.env, spec.get("cwd"), how.preexec)
-    steps = ScriptSteps(script, first_step_deadline(script.started, float(meas["timeout_s"])),
-                        on_first=lambda: events.phase("warm-up (the script's steps have begun)"))
+    steps = ScriptSteps(
+        script,
+        first_step_deadline(script.started, float(meas["timeout_s"])),
+        on_first=lambda: events.phase("warm-up (the script's steps have begun)"),
+    )
     gpu_memory = utilization.nvml_process_memory(lambda: procs.tree(script.pid))
     try:
         with PeakRSS(pid=script.pid) as peak:
@@ -116,10 +129,15 @@ def measure_script(spec: Mapping[str, Any], events: Events) -> RunResult:
             monitors += [m for m in (gpu, gpu_memory) if m is not None]
             began = time.perf_counter()
             t = timing.measure(
-                steps.next_batch, steps.step, steps.samples_of, lambda: None,
-                Rule.of(meas, int(spec["loader"]["num_workers"]), trial=spec.get("trial")), monitors=monitors,
-                on_window=lambda i, rate: events.send(event="window", phase=f"window {i + 1}", index=i,
-                                                      samples_per_sec=rate),
+                steps.next_batch,
+                steps.step,
+                steps.samples_of,
+                lambda: None,
+                Rule.of(meas, int(spec["loader"]["num_workers"]), trial=spec.get("trial")),
+                monitors=monitors,
+                on_window=lambda i, rate: events.send(
+                    event="window", phase=f"window {i + 1}", index=i, samples_per_sec=rate
+                ),
                 clock=steps.clock,
             )
             facts = _run_facts(spec, script, how.user_words)
@@ -133,13 +151,16 @@ def measure_script(spec: Mapping[str, Any], events: Events) -> RunResult:
     figures = t.throughput()
     cuda = gpu_memory.peak_mb if gpu_memory is not None and gpu_memory.peak_mb else None
     rss = peak.peak_bytes / 2**20
-    memory = Memory(peak_memory_mb=cuda or rss, peak_rss_mb=rss, cuda_max_allocated_mb=cuda,
-                    dataloader_processes=peak.peak_workers)
+    memory = Memory(
+        peak_memory_mb=cuda or rss, peak_rss_mb=rss, cuda_max_allocated_mb=cuda, dataloader_processes=peak.peak_workers
+    )
     measurement = Measurement(figures, timing_, memory, t.utilization, facts)
     threads = topology.threads_per_rank(spec["backend"]["threads"], cores, int(spec["dist"]["nproc_per_node"]))
     machine = _machine(spec, cores, threads)
     if figures.pruned:
         from .stages import pruned_reason
 
-        return RunResult(Status.PRUNED, pruned_reason(figures, Rule.of(meas, trial=spec.get("trial"))), measurement, machine)
+        return RunResult(
+            Status.PRUNED, pruned_reason(figures, Rule.of(meas, trial=spec.get("trial"))), measurement, machine
+        )
     return RunResult(Status.OK, None, measurement, machine)

@@ -79,9 +79,11 @@ def limit_memory(limit_gb: float | None, device_type: str) -> None:
 def check_openmp(back: Mapping[str, Any], runtime: str) -> None:
     """backend.kmp_blocktime means something to Intel's OpenMP runtime only."""
     if back["kmp_blocktime"] is not None and runtime != "intel":
-        raise InvalidConfig(f"backend.kmp_blocktime={back['kmp_blocktime']} is read by Intel's OpenMP runtime, and this "
-                            f"torch runs {'GNU libgomp' if runtime == 'gnu' else 'no OpenMP runtime'}: set "
-                            "backend.kmp_blocktime=null.")
+        raise InvalidConfig(
+            f"backend.kmp_blocktime={back['kmp_blocktime']} is read by Intel's OpenMP runtime, and this "
+            f"torch runs {'GNU libgomp' if runtime == 'gnu' else 'no OpenMP runtime'}: set "
+            "backend.kmp_blocktime=null."
+        )
 
 
 def prepare(spec: Mapping[str, Any], rank: Rank | None, started: float) -> Prepared:
@@ -112,8 +114,9 @@ def prepare(spec: Mapping[str, Any], rank: Rank | None, started: float) -> Prepa
     check_openmp(back, openmp_runtime)
     backend.check_precision(device, back["precision"])
     backend.apply_cuda_flags(back["cudnn_benchmark"], back["tf32"])
-    return Prepared(torch, device, rank, group, placement, machine_cores, openmp_runtime, cuda_at_start,
-                    import_s=imported - started)
+    return Prepared(
+        torch, device, rank, group, placement, machine_cores, openmp_runtime, cuda_at_start, import_s=imported - started
+    )
 
 
 def build(spec: Mapping[str, Any], ready: Prepared) -> Built:
@@ -138,11 +141,25 @@ def build(spec: Mapping[str, Any], ready: Prepared) -> Built:
     compiled = backend.maybe_compile(model, back["compile"])
     nproc = rank.world if rank is not None else 1
     accum = grad_accum_steps(spec["train"], int(load["batch_size"]), nproc) if training else 1
-    step = make_step(workload, compiled, device, back["precision"], training, task.get("lr") or 0.01, accum,
-                     no_sync=getattr(model, "no_sync", None))
-    data = loader.make_loader(workload, load, device, training, task.get("epoch_samples"),
-                              ready.placement.loader if ready.placement is not None else None,
-                              shard=(rank.rank, rank.world) if rank is not None else None)
+    step = make_step(
+        workload,
+        compiled,
+        device,
+        back["precision"],
+        training,
+        task.get("lr") or 0.01,
+        accum,
+        no_sync=getattr(model, "no_sync", None),
+    )
+    data = loader.make_loader(
+        workload,
+        load,
+        device,
+        training,
+        task.get("epoch_samples"),
+        ready.placement.loader if ready.placement is not None else None,
+        shard=(rank.rank, rank.world) if rank is not None else None,
+    )
     non_blocking = bool(load["pin_memory"]) and device.type == "cuda"
     stream = loader.BatchStream(data)
 
@@ -176,11 +193,20 @@ def time_windows(spec: Mapping[str, Any], ready: Prepared, built: Built, events:
         monitors += [gpu] if gpu is not None else []
     events.phase("measure")
     t = timing.measure(
-        built.next_batch, built.step, built.samples_of, backend.synchronize(device),
-        rule := Rule.of(spec["measure"], int(spec["loader"]["num_workers"]), bool(spec["loader"]["persistent_workers"]),
-                        trial=spec.get("trial")),
-        sync_every_step=spec["measure"]["sync"] == "step", step_timer=backend.step_timer(device),
-        monitors=monitors, epochs_started=lambda: built.stream.epochs_started,
+        built.next_batch,
+        built.step,
+        built.samples_of,
+        backend.synchronize(device),
+        rule := Rule.of(
+            spec["measure"],
+            int(spec["loader"]["num_workers"]),
+            bool(spec["loader"]["persistent_workers"]),
+            trial=spec.get("trial"),
+        ),
+        sync_every_step=spec["measure"]["sync"] == "step",
+        step_timer=backend.step_timer(device),
+        monitors=monitors,
+        epochs_started=lambda: built.stream.epochs_started,
         on_window=lambda i, rate: events.send(event="window", phase=f"window {i + 1}", index=i, samples_per_sec=rate),
         group=ready.group,
     )
@@ -191,13 +217,19 @@ def pruned_reason(figures: Throughput, rule: Rule) -> str:
     """Both intervals when raced; the floor when below it."""
     if figures.stopped == "raced" and rule.race is not None and figures.interval is not None:
         low, high = figures.interval
-        return (f"pruned: its 95% interval {low:,.1f}-{high:,.1f} samples/s after {figures.windows_measured} windows "
-                f"lies below the best trial's {rule.race[0]:,.1f}-{rule.race[1]:,.1f}")
+        return (
+            f"pruned: its 95% interval {low:,.1f}-{high:,.1f} samples/s after {figures.windows_measured} windows "
+            f"lies below the best trial's {rule.race[0]:,.1f}-{rule.race[1]:,.1f}"
+        )
     if figures.windows_measured == 1 and rule.first_window_floor is not None and rule.prune_below is not None:
-        return (f"pruned: {figures.samples_per_sec:,.1f} samples/s after 1 window is below "
-                f"{rule.first_window_floor:g} of the floor {rule.prune_below:,.1f}")
-    return (f"pruned: {figures.samples_per_sec:,.1f} samples/s after {figures.windows_measured} "
-            f"windows is below {rule.prune_below:,.1f}")
+        return (
+            f"pruned: {figures.samples_per_sec:,.1f} samples/s after 1 window is below "
+            f"{rule.first_window_floor:g} of the floor {rule.prune_below:,.1f}"
+        )
+    return (
+        f"pruned: {figures.samples_per_sec:,.1f} samples/s after {figures.windows_measured} "
+        f"windows is below {rule.prune_below:,.1f}"
+    )
 
 
 def extras(spec: Mapping[str, Any], ready: Prepared, built: Built, figures: Throughput, events: Events) -> Throughput:
@@ -218,11 +250,21 @@ def extras(spec: Mapping[str, Any], ready: Prepared, built: Built, figures: Thro
         events.phase("compute_bound")
         held = built.next_batch()  # one batch kept on the device: no loader in the loop
         rule = replace(Rule.of(meas), warmup_steps=1, prune_below=None, race=None, behind=None)
-        bound = timing.measure(lambda: held, built.step, built.samples_of, backend.synchronize(ready.device), rule,
-                               sync_every_step=meas["sync"] == "step", group=ready.group).throughput()
-        figures = replace(figures, compute_bound_samples_per_sec=bound.samples_per_sec,
-                          compute_bound_samples_per_sec_iqr=bound.samples_per_sec_iqr,
-                          data_path_cost=1.0 - figures.samples_per_sec / bound.samples_per_sec)
+        bound = timing.measure(
+            lambda: held,
+            built.step,
+            built.samples_of,
+            backend.synchronize(ready.device),
+            rule,
+            sync_every_step=meas["sync"] == "step",
+            group=ready.group,
+        ).throughput()
+        figures = replace(
+            figures,
+            compute_bound_samples_per_sec=bound.samples_per_sec,
+            compute_bound_samples_per_sec_iqr=bound.samples_per_sec_iqr,
+            data_path_cost=1.0 - figures.samples_per_sec / bound.samples_per_sec,
+        )
     return figures
 
 
@@ -259,8 +301,13 @@ def peak_memory(ready: Prepared, peak: Any) -> Memory:
     torch, device = ready.torch, ready.device
     rss = peak.peak_bytes / 2**20
     cuda = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
-    return Memory(peak_memory_mb=cuda or rss, peak_rss_mb=rss, cuda_max_allocated_mb=cuda,
-                  dataloader_processes=peak.peak_workers, process_threads_peak=peak.peak_threads)
+    return Memory(
+        peak_memory_mb=cuda or rss,
+        peak_rss_mb=rss,
+        cuda_max_allocated_mb=cuda,
+        dataloader_processes=peak.peak_workers,
+        process_threads_peak=peak.peak_threads,
+    )
 
 
 def measure_one(spec: Mapping[str, Any], events: Events, rank: Rank | None = None) -> RunResult:
@@ -277,11 +324,20 @@ def measure_one(spec: Mapping[str, Any], events: Events, rank: Rank | None = Non
         timed = time_windows(spec, ready, built, events)
         figures = timed.throughput if timed.throughput.pruned else extras(spec, ready, built, timed.throughput, events)
         # where the run's time went besides measuring (the process start is wall_s less these)
-        timing_ = replace(timed.timing, import_s=ready.import_s, build_s=measuring - started - ready.import_s,
-                          measure_s=time.perf_counter() - measuring)
+        timing_ = replace(
+            timed.timing,
+            import_s=ready.import_s,
+            build_s=measuring - started - ready.import_s,
+            measure_s=time.perf_counter() - measuring,
+        )
         built.stream.close()  # the DataLoader workers shut down before the last memory sample
     facts, machine = describe(spec, ready, built)
     measurement = Measurement(figures, timing_, peak_memory(ready, peak), timed.utilization, facts)
     if figures.pruned:
-        return RunResult(Status.PRUNED, pruned_reason(figures, Rule.of(spec["measure"], trial=spec.get("trial"))), measurement, machine)
+        return RunResult(
+            Status.PRUNED,
+            pruned_reason(figures, Rule.of(spec["measure"], trial=spec.get("trial"))),
+            measurement,
+            machine,
+        )
     return RunResult(Status.OK, None, measurement, machine)

@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from . import backend
 from ..errors import InvalidConfig
+from . import backend
 from .workload import Workload
 
 
@@ -96,13 +96,17 @@ def _loss_of(workload: Workload) -> Callable[[Any, Any], Any]:
 
     def loss_of_output(model: Callable[..., Any], batch: Any) -> Any:
         if not isinstance(batch, dict):
-            raise InvalidConfig("task.mode='train' needs a loss: the task factory's Workload gives step_fn(model, "
-                                "batch) or loss_fn(output, targets), or its batches are dicts the model takes as "
-                                "keyword arguments and returns an output with .loss.")
+            raise InvalidConfig(
+                "task.mode='train' needs a loss: the task factory's Workload gives step_fn(model, "
+                "batch) or loss_fn(output, targets), or its batches are dicts the model takes as "
+                "keyword arguments and returns an output with .loss."
+            )
         loss = _loss(model(**batch))
         if not isinstance(loss, torch.Tensor):
-            raise InvalidConfig(f"model(**batch) returned {type(loss).__name__} without .loss: give the Workload a "
-                                "step_fn(model, batch) that returns the loss.")
+            raise InvalidConfig(
+                f"model(**batch) returned {type(loss).__name__} without .loss: give the Workload a "
+                "step_fn(model, batch) that returns the loss."
+            )
         return loss
 
     return loss_of_output

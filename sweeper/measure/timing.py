@@ -70,15 +70,21 @@ class Timings:
         rate, interval = rate_interval(*self.counted_totals(restarts_apart))
         low, high = interval or (None, None)
         return Throughput(
-            samples_per_sec=rate, samples_per_sec_iqr=spread.iqr,
-            samples_per_sec_rel_iqr=spread.relative_iqr, window_samples_per_sec=tuple(self.window_samples_per_sec),
-            windows_measured=spread.n, samples_per_sec_ci_low=low, samples_per_sec_ci_high=high, stopped=self.stopped,
+            samples_per_sec=rate,
+            samples_per_sec_iqr=spread.iqr,
+            samples_per_sec_rel_iqr=spread.relative_iqr,
+            window_samples_per_sec=tuple(self.window_samples_per_sec),
+            windows_measured=spread.n,
+            samples_per_sec_ci_low=low,
+            samples_per_sec_ci_high=high,
+            stopped=self.stopped,
             epoch_ends_measured=self.epoch_ends,
             samples_per_sec_steady=rate if self.steady_counted(restarts_apart) else None,
             epoch_restart_in_windows_s=self.restart_in_windows_s(restarts_apart),
             # this rank's windows have the group's steps, not equal seconds: their mean rate
-            own_samples_per_sec=(statistics.fmean(self.own_window_samples_per_sec)
-                                 if self.own_window_samples_per_sec else None),
+            own_samples_per_sec=(
+                statistics.fmean(self.own_window_samples_per_sec) if self.own_window_samples_per_sec else None
+            ),
         )
 
     @property
@@ -131,11 +137,17 @@ class Timings:
         typical_compute = quantile([s - w for s, w in zip(self.step_s, self.wait_s)], 0.5)
         busy = min(1.0, sum(self.device_step_s) / sum(self.window_s)) if self.device_step_s else None
         return Timing(
-            step_time_p50_ms=1e3 * quantile(self.step_s, 0.5), step_time_p95_ms=1e3 * quantile(self.step_s, 0.95),
-            data_wait_fraction=wait_fraction, bottleneck=bottleneck(wait_fraction, busy),
-            steps_measured=len(self.step_s), samples_measured=self.samples, warmup_s=self.warmup_s,
-            warmup_steps=self.warmup_steps, warmup_steady=self.warmup_steady,
-            warmup_samples_per_sec=self.warmup_samples_per_sec, first_step_s=self.first_step_s,
+            step_time_p50_ms=1e3 * quantile(self.step_s, 0.5),
+            step_time_p95_ms=1e3 * quantile(self.step_s, 0.95),
+            data_wait_fraction=wait_fraction,
+            bottleneck=bottleneck(wait_fraction, busy),
+            steps_measured=len(self.step_s),
+            samples_measured=self.samples,
+            warmup_s=self.warmup_s,
+            warmup_steps=self.warmup_steps,
+            warmup_steady=self.warmup_steady,
+            warmup_samples_per_sec=self.warmup_samples_per_sec,
+            first_step_s=self.first_step_s,
             first_batch_wait_s=self.first_wait_s,
             compile_s=max(0.0, self.first_step_s - self.first_wait_s - typical_compute),
             device_step_time_p50_ms=1e3 * quantile(self.device_step_s, 0.5) if self.device_step_s else None,
@@ -184,8 +196,13 @@ class Rule:
     restarts_apart: bool = False
 
     @classmethod
-    def of(cls, measure: Mapping[str, Any], workers: int = 0, persistent_workers: bool = True,
-           trial: Mapping[str, Any] | None = None) -> Rule:
+    def of(
+        cls,
+        measure: Mapping[str, Any],
+        workers: int = 0,
+        persistent_workers: bool = True,
+        trial: Mapping[str, Any] | None = None,
+    ) -> Rule:
         """measure.* (and the sweep's `trial` node: the best so far to race against) as a Rule.
         Warm-up lasts at least two batches per loader worker, so that every worker has started
         (forkserver and spawn workers start one after another, seconds each) before a steady
@@ -193,11 +210,17 @@ class Rule:
         trial = trial or {}
         race = trial.get("race")
         return cls(
-            warmup_s=measure["warmup_s"], warmup_steps=max(measure["warmup_steps"], 2 * workers),
-            max_windows=measure["windows"], window_s=measure["window_s"], warmup_max_s=measure["warmup_max_s"],
-            steady_tol=measure["steady_tol"], min_windows=measure["min_windows"] or measure["windows"],
-            rel_precision=measure["rel_precision"], prune_below=trial.get("prune_below"),
-            race=(float(race[0]), float(race[1])) if race else None, behind=trial.get("behind"),
+            warmup_s=measure["warmup_s"],
+            warmup_steps=max(measure["warmup_steps"], 2 * workers),
+            max_windows=measure["windows"],
+            window_s=measure["window_s"],
+            warmup_max_s=measure["warmup_max_s"],
+            steady_tol=measure["steady_tol"],
+            min_windows=measure["min_windows"] or measure["windows"],
+            rel_precision=measure["rel_precision"],
+            prune_below=trial.get("prune_below"),
+            race=(float(race[0]), float(race[1])) if race else None,
+            behind=trial.get("behind"),
             cycle=max(1, workers),
             restarts_apart=workers > 0 and not persistent_workers,
         )
@@ -208,8 +231,12 @@ def _far_below(warmup_rate: float | None, rule: Rule) -> bool:
     (`first_window_floor` of `prune_below`): then a quarter window is enough to confirm it, as
     the first window, before the run stops pruned (the span itself is no window: the figure
     and the decision stay the windows')."""
-    return (warmup_rate is not None and rule.prune_below is not None and rule.first_window_floor is not None
-            and warmup_rate < rule.first_window_floor * rule.prune_below)
+    return (
+        warmup_rate is not None
+        and rule.prune_below is not None
+        and rule.first_window_floor is not None
+        and warmup_rate < rule.first_window_floor * rule.prune_below
+    )
 
 
 def _verdict(t: Timings, rule: Rule) -> str | None:
@@ -217,8 +244,11 @@ def _verdict(t: Timings, rule: Rule) -> str | None:
     counted = t.counted_totals(rule.restarts_apart)
     n = len(counted[0])
     rate, interval = rate_interval(*counted)
-    if rule.prune_below is not None and n >= 1 and rate < rule.prune_below * (
-            1.0 if n >= 2 else rule.first_window_floor or 0.0):
+    if (
+        rule.prune_below is not None
+        and n >= 1
+        and rate < rule.prune_below * (1.0 if n >= 2 else rule.first_window_floor or 0.0)
+    ):
         return "pruned"
     if n < min(rule.min_windows, rule.max_windows) or interval is None:
         return None
@@ -260,7 +290,9 @@ def measure(
     window_steps = group.agree(max(1, math.ceil(rule.window_s * t.warmup_step_rate))) if group is not None else 0
     if group is not None:
         window_steps = rule.cycle * math.ceil(window_steps / rule.cycle)
-    first_window_s = rule.window_s / 4 if group is None and _far_below(t.warmup_samples_per_sec, rule) else rule.window_s
+    first_window_s = (
+        rule.window_s / 4 if group is None and _far_below(t.warmup_samples_per_sec, rule) else rule.window_s
+    )
     for monitor in monitors:
         monitor.start()
     for index in range(rule.max_windows):
@@ -275,8 +307,11 @@ def measure(
             t.step_s.append(t2 - t0)
             samples += samples_of(batch)
             steps += 1
-            if steps % rule.cycle == 0 and ((steps >= window_steps) if group is not None
-                                            else (t2 - window_start >= (rule.window_s if index else first_window_s))):
+            if steps % rule.cycle == 0 and (
+                (steps >= window_steps)
+                if group is not None
+                else (t2 - window_start >= (rule.window_s if index else first_window_s))
+            ):
                 break
         sync()  # the window ends when the device has done its work
         elapsed = clock() - window_start
@@ -315,6 +350,10 @@ def with_epoch_restarts(figures: Throughput, epoch_samples: int, restart_s: floa
     over_epochs = epoch_samples / (epoch_samples / steady + restart_s)
     scale = over_epochs / steady
     interval = figures.interval
-    return replace(figures, samples_per_sec=over_epochs, epoch_restart_s=restart_s,
-                   samples_per_sec_ci_low=interval[0] * scale if interval else None,
-                   samples_per_sec_ci_high=interval[1] * scale if interval else None)
+    return replace(
+        figures,
+        samples_per_sec=over_epochs,
+        epoch_restart_s=restart_s,
+        samples_per_sec_ci_low=interval[0] * scale if interval else None,
+        samples_per_sec_ci_high=interval[1] * scale if interval else None,
+    )

@@ -14,6 +14,7 @@ from typing import Any
 from .. import procs
 from ..measurement import Utilization
 
+
 def cpu_seconds(pid: int) -> tuple[float, float]:
     """(CPU seconds of pid itself, of its descendants: the live ones plus those it has reaped).
     A worker that exits inside the measurement moves from the live sum into pid's own
@@ -28,8 +29,13 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
 class CpuMonitor:
     """cpu_util_main_pct and cpu_util_workers_pct over the windows."""
 
-    def __init__(self, pid: int | None = None, *, read: Callable[[int], tuple[float, float]] = cpu_seconds,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self,
+        pid: int | None = None,
+        *,
+        read: Callable[[int], tuple[float, float]] = cpu_seconds,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self._pid = pid or os.getpid()
         self._read, self._clock = read, clock
         self._start: tuple[float, float, float] = (0.0, 0.0, 0.0)
@@ -44,8 +50,10 @@ class CpuMonitor:
         elapsed = self._clock() - began
         if elapsed <= 0:
             return Utilization()
-        return Utilization(cpu_util_main_pct=100 * (main - main0) / elapsed,
-                           cpu_util_workers_pct=100 * max(0.0, workers - workers0) / elapsed)
+        return Utilization(
+            cpu_util_main_pct=100 * (main - main0) / elapsed,
+            cpu_util_workers_pct=100 * max(0.0, workers - workers0) / elapsed,
+        )
 
 
 def _nvml() -> Any | None:
@@ -93,9 +101,12 @@ class NvmlMonitor:
             cap = self._nvml.nvmlDeviceGetEnforcedPowerLimit(self._handle) / 1e3
         except Exception:  # noqa: BLE001 - some boards do not report a cap
             cap = None
-        return Utilization(gpu_util_pct=sum(s[0] for s in self._samples) / n,
-                           gpu_mem_util_pct=sum(s[1] for s in self._samples) / n,
-                           gpu_power_w=sum(s[2] for s in self._samples) / n, gpu_power_cap_w=cap)
+        return Utilization(
+            gpu_util_pct=sum(s[0] for s in self._samples) / n,
+            gpu_mem_util_pct=sum(s[1] for s in self._samples) / n,
+            gpu_power_w=sum(s[2] for s in self._samples) / n,
+            gpu_power_cap_w=cap,
+        )
 
 
 def nvml_monitor(uuid: str | None, nvml: Any | None = None) -> NvmlMonitor | None:

@@ -48,8 +48,9 @@ class WarmUp:
     samples_per_sec: float | None  # over the steady span (the blocks the steady test compared)
 
 
-def step_once(next_batch: Callable[[], Any], step: Callable[[Any], None], clock: Callable[[], float],
-              step_timer: StepTimer | None) -> tuple[Any, float, float, float]:
+def step_once(
+    next_batch: Callable[[], Any], step: Callable[[Any], None], clock: Callable[[], float], step_timer: StepTimer | None
+) -> tuple[Any, float, float, float]:
     """One step, timed: (its batch, before the fetch, after the fetch, after the step)."""
     t0 = clock()
     batch = next_batch()
@@ -72,11 +73,12 @@ def steady_span(blocks: Sequence[tuple[int, float]], tol: float) -> int:
     does. One block against one is the strictest test of a trend, and enough for a quiet loop; a
     loop whose workers deliver in bursts swings 15-20% from block to block while its rate stays
     put, and only longer spans average that out."""
+
     def rate(span: Sequence[tuple[int, float]]) -> float:
         return sum(n for n, _ in span) / max(1e-12, sum(s for _, s in span))
 
     for k in range(1, len(blocks) // 2 + 1):
-        newer, older = rate(blocks[-k:]), rate(blocks[-2 * k:-k])
+        newer, older = rate(blocks[-k:]), rate(blocks[-2 * k : -k])
         if abs(newer - older) <= tol * newer:
             return k
     return 0
@@ -87,10 +89,17 @@ def steady(blocks: Sequence[tuple[int, float]], tol: float) -> bool:
     return steady_span(blocks, tol) > 0
 
 
-def warm_up(rule: WarmUpRule, next_batch: Callable[[], Any], step: Callable[[Any], None],
-            sync: Callable[[], None], sync_every_step: bool, clock: Callable[[], float],
-            group: Group | None = None, epochs_started: Callable[[], int] = lambda: 0,
-            samples_of: Callable[[Any], int] = lambda batch: 1) -> WarmUp:
+def warm_up(
+    rule: WarmUpRule,
+    next_batch: Callable[[], Any],
+    step: Callable[[Any], None],
+    sync: Callable[[], None],
+    sync_every_step: bool,
+    clock: Callable[[], float],
+    group: Group | None = None,
+    epochs_started: Callable[[], int] = lambda: 0,
+    samples_of: Callable[[Any], int] = lambda batch: 1,
+) -> WarmUp:
     """Until the minimums are met and the step rate is steady (or the maximum is reached). The
     minimum and maximum time count from the end of the first step, which holds compilation, a
     loader's start or a script's start-up, however long that takes. Blocks of half a window are
@@ -136,8 +145,8 @@ def warm_up(rule: WarmUpRule, next_batch: Callable[[], Any], step: Callable[[Any
             if agree(int(span > 0)):  # every rank asks
                 is_steady = True
                 if span:
-                    seconds = sum(s for _, s in blocks[-2 * span:])
-                    steady_rate = sum(block_sample_counts[-2 * span:]) / max(1e-12, seconds)
+                    seconds = sum(s for _, s in blocks[-2 * span :])
+                    steady_rate = sum(block_sample_counts[-2 * span :]) / max(1e-12, seconds)
                 break
             block_start, block_steps, block_samples, block_epochs = now, 0, 0, epochs_started()
     sync()

@@ -46,11 +46,13 @@ def load_factory(spec: str) -> Callable[[dict[str, Any]], Any]:
         ) from exc
     except AttributeError as exc:
         if module_name in sys.modules:  # imported: the name is what is missing
-            raise InvalidConfig(f"task.factory={spec!r}: module {module_name!r} has no attribute "
-                                f"{spec.partition(':')[2]!r}.") from exc
-        raise InvalidConfig(f"task.factory={spec!r}: importing module {module_name!r} failed "
-                            f"(AttributeError: {exc}); fix the module.") from exc
-    except Exception as exc:  # noqa: BLE001 - the user's module raised while it was imported
+            raise InvalidConfig(
+                f"task.factory={spec!r}: module {module_name!r} has no attribute {spec.partition(':')[2]!r}."
+            ) from exc
+        raise InvalidConfig(
+            f"task.factory={spec!r}: importing module {module_name!r} failed (AttributeError: {exc}); fix the module."
+        ) from exc
+    except Exception as exc:  # the user's module raised while it was imported
         first = f"{type(exc).__name__}: {exc}".splitlines()[0]
         raise InvalidConfig(
             f"task.factory={spec!r}: importing module {module_name!r} failed ({first}); fix the module."

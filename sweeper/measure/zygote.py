@@ -97,8 +97,12 @@ def _become_trial(request: dict[str, Any], event_fd: int, intermediate: int, cha
     serve(request["spec"], Events())
 
 
-def _fork_trial(request: dict[str, Any], event_fd: int, channel: socket.socket,
-                become: Callable[[dict[str, Any], int, int, socket.socket], None] | None = None) -> int:
+def _fork_trial(
+    request: dict[str, Any],
+    event_fd: int,
+    channel: socket.socket,
+    become: Callable[[dict[str, Any], int, int, socket.socket], None] | None = None,
+) -> int:
     """Fork the trial through an intermediate that exits at once; return the trial's pid. The
     trial runs `become` (the trial's life: _become_trial) with the intermediate's pid."""
     become = become or _become_trial

@@ -22,8 +22,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sweeper.report", description=__doc__.splitlines()[0])
     parser.add_argument("sweep_dir", nargs="?", type=Path, help="a sweep's directory (holds sweep.json)")
     parser.add_argument("--storage", help="Optuna storage URL (needed when the sweep dir's URL had a password)")
-    parser.add_argument("--study", help="study name: as stored (name@hardware class), or as you named it when the "
-                                         "storage holds it for one hardware class")
+    parser.add_argument(
+        "--study",
+        help="study name: as stored (name@hardware class), or as you named it when the "
+        "storage holds it for one hardware class",
+    )
     parser.add_argument("--out", type=Path, help="where to write (default: <sweep dir>/report.html or ./report.html)")
     args = parser.parse_args(argv)
 
@@ -31,23 +34,32 @@ def main(argv: list[str] | None = None) -> int:
     if args.sweep_dir is not None:
         info_path = args.sweep_dir / SWEEP_FILE
         if not info_path.is_file():
-            print(f"error: {str(args.sweep_dir)!r} holds no {SWEEP_FILE}: give a sweep's directory "
-                  "or --storage URL --study NAME.", file=sys.stderr)
+            print(
+                f"error: {str(args.sweep_dir)!r} holds no {SWEEP_FILE}: give a sweep's directory "
+                "or --storage URL --study NAME.",
+                file=sys.stderr,
+            )
             return 2
         info = json.loads(info_path.read_text())
         study = study or info["study"]
         fixed = info["fixed_overrides"]
         if storage is None:
             if info.get("storage_has_password"):
-                print("error: this sweep's storage URL has a password, which sweeper never writes down: "
-                      "pass it with --storage URL.", file=sys.stderr)
+                print(
+                    "error: this sweep's storage URL has a password, which sweeper never writes down: "
+                    "pass it with --storage URL.",
+                    file=sys.stderr,
+                )
                 return 2
             storage = info["storage"]
     storage = storage or default_storage()
     if not study:
         parser.print_usage(sys.stderr)
-        print("error: give a sweep directory, or --study NAME (and --storage URL unless it is the default "
-              "sqlite:///outputs/sweeper.db).", file=sys.stderr)
+        print(
+            "error: give a sweep directory, or --study NAME (and --storage URL unless it is the default "
+            "sqlite:///outputs/sweeper.db).",
+            file=sys.stderr,
+        )
         return 2
     out = args.out or ((args.sweep_dir / "report.html") if args.sweep_dir else Path("report.html"))
     try:

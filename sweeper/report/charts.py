@@ -20,10 +20,23 @@ from .data import Failure, Point  # noqa: E402
 from .why import StepBreakdown  # noqa: E402
 
 # the charts' style, applied while each is drawn (matplotlib's global settings stay as they were)
-STYLE = {"svg.fonttype": "path", "svg.hashsalt": "sweeper", "font.size": 9,
-         "axes.spines.top": False, "axes.spines.right": False}
-STATUS_COLORS = {"oom": "#d62728", "oom-predicted": "#ff9896", "timeout": "#9467bd", "crash": "#8c564b", "error": "#e377c2",
-                 "invalid": "#7f7f7f", "pruned": "#bcbd22", "interrupted": "#17becf"}
+STYLE = {
+    "svg.fonttype": "path",
+    "svg.hashsalt": "sweeper",
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+STATUS_COLORS = {
+    "oom": "#d62728",
+    "oom-predicted": "#ff9896",
+    "timeout": "#9467bd",
+    "crash": "#8c564b",
+    "error": "#e377c2",
+    "invalid": "#7f7f7f",
+    "pruned": "#bcbd22",
+    "interrupted": "#17becf",
+}
 
 
 def to_svg(fig: Figure) -> str:
@@ -47,24 +60,48 @@ def chart(draw: Callable[..., Figure]) -> Callable[..., str]:
 def _mark_special(ax, points: Sequence[Point], x_of) -> None:
     for p in points:
         if p.baseline:
-            ax.scatter([x_of(p)], [p.samples_per_sec], s=110, marker="s", facecolors="none", edgecolors="black",
-                       linewidths=1.5, label="your configuration (baseline)", zorder=4)
+            ax.scatter(
+                [x_of(p)],
+                [p.samples_per_sec],
+                s=110,
+                marker="s",
+                facecolors="none",
+                edgecolors="black",
+                linewidths=1.5,
+                label="your configuration (baseline)",
+                zorder=4,
+            )
         if p.winner:
-            ax.scatter([x_of(p)], [p.samples_per_sec], s=240, marker="*", color="#ff7f0e",
-                       edgecolors="black", label="winner", zorder=5)
+            ax.scatter(
+                [x_of(p)],
+                [p.samples_per_sec],
+                s=240,
+                marker="*",
+                color="#ff7f0e",
+                edgecolors="black",
+                label="winner",
+                zorder=5,
+            )
 
 
 def _failures(ax, failures: Sequence[Failure], x: float) -> None:
     for status in sorted({f.status for f in failures}):
         group = [f for f in failures if f.status == status]
-        ax.scatter([x] * len(group), [0] * len(group), marker="x", color=STATUS_COLORS.get(status, "red"),
-                   label=f"{status} ({len(group)}): " + ", ".join(f"#{f.number}" for f in group[:6])
-                   + ("..." if len(group) > 6 else ""), zorder=3, clip_on=False)
+        ax.scatter(
+            [x] * len(group),
+            [0] * len(group),
+            marker="x",
+            color=STATUS_COLORS.get(status, "red"),
+            label=f"{status} ({len(group)}): "
+            + ", ".join(f"#{f.number}" for f in group[:6])
+            + ("..." if len(group) > 6 else ""),
+            zorder=3,
+            clip_on=False,
+        )
 
 
 @chart
-def scatter_chart(points: Sequence[Point], failures: Sequence[Failure], *, x: str, xlabel: str,
-                  pareto: bool) -> Figure:
+def scatter_chart(points: Sequence[Point], failures: Sequence[Failure], *, x: str, xlabel: str, pareto: bool) -> Figure:
     """samples/sec against a cost (peak memory or p95 latency); runs stopped early hollow, at the
     figure they had; failures on the zero line."""
     x_of = (lambda p: p.peak_memory_mb) if x == "memory" else (lambda p: p.p95_ms)
@@ -72,22 +109,49 @@ def scatter_chart(points: Sequence[Point], failures: Sequence[Failure], *, x: st
     ax = fig.subplots()
     ordinary = [p for p in points if not (pareto and p.pareto) and not p.stopped]
     # each kind of point has a shape of its own as well as a colour (print, colour-blind readers)
-    ax.scatter([x_of(p) for p in ordinary], [p.samples_per_sec for p in ordinary], marker="o", color="#6baed6",
-               edgecolors="#08519c", label="complete trial", zorder=2)
+    ax.scatter(
+        [x_of(p) for p in ordinary],
+        [p.samples_per_sec for p in ordinary],
+        marker="o",
+        color="#6baed6",
+        edgecolors="#08519c",
+        label="complete trial",
+        zorder=2,
+    )
     stopped = [p for p in points if p.stopped]
     if stopped:
-        ax.scatter([x_of(p) for p in stopped], [p.samples_per_sec for p in stopped], marker="v", facecolors="none",
-                   edgecolors="#636363", linewidths=1.2,
-                   label=f"stopped early, behind the best ({len(stopped)})", zorder=2)
+        ax.scatter(
+            [x_of(p) for p in stopped],
+            [p.samples_per_sec for p in stopped],
+            marker="v",
+            facecolors="none",
+            edgecolors="#636363",
+            linewidths=1.2,
+            label=f"stopped early, behind the best ({len(stopped)})",
+            zorder=2,
+        )
     if pareto:
         front = sorted((p for p in points if p.pareto), key=x_of)
-        ax.plot([x_of(p) for p in front], [p.samples_per_sec for p in front], "-D", color="#238b45", markersize=5,
-                label="Pareto-optimal", zorder=3)
+        ax.plot(
+            [x_of(p) for p in front],
+            [p.samples_per_sec for p in front],
+            "-D",
+            color="#238b45",
+            markersize=5,
+            label="Pareto-optimal",
+            zorder=3,
+        )
     # labels for the points a reader looks for; the others are in the trials table
     for p in points:
         if p.baseline or p.winner or (pareto and p.pareto):
-            ax.annotate(f"#{p.number}", (x_of(p), p.samples_per_sec), fontsize=7, xytext=(4, 4),
-                        textcoords="offset points", color="#333333")
+            ax.annotate(
+                f"#{p.number}",
+                (x_of(p), p.samples_per_sec),
+                fontsize=7,
+                xytext=(4, 4),
+                textcoords="offset points",
+                color="#333333",
+            )
     _mark_special(ax, points, x_of)
     if failures:
         _failures(ax, failures, min((x_of(p) for p in points), default=0.0))
@@ -114,7 +178,9 @@ def breakdown_chart(rows: Sequence[StepBreakdown]) -> Figure:
         ax.text(r.step_ms, i, f" {r.step_ms:.1f} ms, {r.wait_fraction:.0%} waiting", va="center", fontsize=8)
     ax.set_xlabel("time per step (ms)")
     ax.set_xlim(0, max((r.step_ms for r in rows), default=1) * 1.45)
-    ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False)  # clear of the bars' labels
+    ax.legend(
+        fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False
+    )  # clear of the bars' labels
     return fig
 
 
@@ -144,7 +210,7 @@ def effects_chart(effects: dict[str, list[tuple[str, float]]]) -> Figure:
         ax.set_title(key, fontsize=8)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(keys):]:
+    for ax in list(axes.flat)[len(keys) :]:
         ax.axis("off")
     axes[0][0].set_ylabel("samples/sec")
     fig.tight_layout()
@@ -208,10 +274,22 @@ def ranks_chart(rows: Sequence[tuple[int, int, float, float]]) -> Figure:
     fig = Figure(figsize=(7.5, 3.4))
     ax = fig.subplots()
     counts = sorted({n for _, n, _, _ in rows})
-    ax.scatter([n for _, n, _, _ in rows], [total for _, _, total, _ in rows], color="#3182bd", alpha=0.7,
-               label="total over the ranks (a trial)", zorder=3)
-    ax.scatter([n for _, n, _, _ in rows], [each for _, _, _, each in rows], facecolors="none",
-               edgecolors="#ff7f0e", label="one rank's own (mean of its ranks)", zorder=3)
+    ax.scatter(
+        [n for _, n, _, _ in rows],
+        [total for _, _, total, _ in rows],
+        color="#3182bd",
+        alpha=0.7,
+        label="total over the ranks (a trial)",
+        zorder=3,
+    )
+    ax.scatter(
+        [n for _, n, _, _ in rows],
+        [each for _, _, _, each in rows],
+        facecolors="none",
+        edgecolors="#ff7f0e",
+        label="one rank's own (mean of its ranks)",
+        zorder=3,
+    )
     best = [max(total for _, n, total, _ in rows if n == count) for count in counts]
     ax.plot(counts, best, "-", color="#2ca02c", label="best total at each count", zorder=2)
     ax.set_xticks(counts, [str(c) for c in counts])

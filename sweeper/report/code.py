@@ -11,8 +11,15 @@ from typing import Any
 from ..command import OUTSIDE
 
 _DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}
-_LOADER_ARGS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "in_order",
-                "multiprocessing_context")
+_LOADER_ARGS = (
+    "batch_size",
+    "num_workers",
+    "pin_memory",
+    "prefetch_factor",
+    "persistent_workers",
+    "in_order",
+    "multiprocessing_context",
+)
 _LIBRARIES = {"jemalloc": "libjemalloc.so.2", "tcmalloc": "libtcmalloc_minimal.so.4"}
 
 
@@ -21,15 +28,24 @@ def _threads(knobs: Mapping[str, Any], script: bool = False) -> list[str]:
     if "backend.threads" in knobs:
         n = knobs["backend.threads"]
         if script:
-            lines.append("# OMP_NUM_THREADS: PyTorch's default" if n is None else
-                         f"export OMP_NUM_THREADS={n} MKL_NUM_THREADS={n}  # before the script starts")
+            lines.append(
+                "# OMP_NUM_THREADS: PyTorch's default"
+                if n is None
+                else f"export OMP_NUM_THREADS={n} MKL_NUM_THREADS={n}  # before the script starts"
+            )
         else:
-            lines.append("# torch.set_num_threads: PyTorch's default" if n is None else
-                         f"torch.set_num_threads({n})  # or export OMP_NUM_THREADS={n} before start-up")
+            lines.append(
+                "# torch.set_num_threads: PyTorch's default"
+                if n is None
+                else f"torch.set_num_threads({n})  # or export OMP_NUM_THREADS={n} before start-up"
+            )
     if "backend.interop_threads" in knobs:
         n = knobs["backend.interop_threads"]
-        lines.append("# torch.set_num_interop_threads: PyTorch's default" if n is None else
-                     f"torch.set_num_interop_threads({n})  # once, before any parallel work")
+        lines.append(
+            "# torch.set_num_interop_threads: PyTorch's default"
+            if n is None
+            else f"torch.set_num_interop_threads({n})  # once, before any parallel work"
+        )
     return lines
 
 
@@ -38,18 +54,26 @@ def _topology(knobs: Mapping[str, Any]) -> list[str]:
     affinity = knobs.get("backend.affinity")
     if affinity in ("compact", "spread"):
         where = "the first cores" if affinity == "compact" else "cores spaced evenly over the machine"
-        lines.append(f"os.sched_setaffinity(0, compute_cores)  # {affinity}: one per compute thread on {where}, "
-                     "before torch starts its threads; workers on the rest in worker_init_fn")
+        lines.append(
+            f"os.sched_setaffinity(0, compute_cores)  # {affinity}: one per compute thread on {where}, "
+            "before torch starts its threads; workers on the rest in worker_init_fn"
+        )
     elif "backend.affinity" in knobs:
         lines.append("# CPU affinity: none (the OS places threads and workers)")
     if "backend.allocator" in knobs:
         allocator = knobs["backend.allocator"]
-        lines.append(f"# start with LD_PRELOAD={_LIBRARIES[allocator]} python train.py" if allocator in _LIBRARIES
-                     else "# allocator: glibc's (no LD_PRELOAD)")
+        lines.append(
+            f"# start with LD_PRELOAD={_LIBRARIES[allocator]} python train.py"
+            if allocator in _LIBRARIES
+            else "# allocator: glibc's (no LD_PRELOAD)"
+        )
     if "backend.omp_bind" in knobs:
         bind = knobs["backend.omp_bind"]
-        lines.append(f"# start with OMP_PROC_BIND={bind} OMP_PLACES=cores python train.py" if bind in ("close", "spread")
-                     else "# OpenMP binding: the runtime's default")
+        lines.append(
+            f"# start with OMP_PROC_BIND={bind} OMP_PLACES=cores python train.py"
+            if bind in ("close", "spread")
+            else "# OpenMP binding: the runtime's default"
+        )
     if knobs.get("backend.kmp_blocktime") is not None:
         lines.append(f"# start with KMP_BLOCKTIME={knobs['backend.kmp_blocktime']} python train.py (Intel OpenMP)")
     return lines
@@ -61,11 +85,17 @@ def _ranks(knobs: Mapping[str, Any]) -> list[str]:
     nproc = int(knobs.get("dist.nproc_per_node") or 1)
     if nproc <= 1:
         return ["# one process: python train.py (no DistributedDataParallel)"]
-    numa = (["# each rank under numactl --cpunodebind=N --membind=N, ranks in blocks, one block per NUMA node"]
-            if knobs.get("backend.numa") == "node" else [])
-    return [f"# torchrun --standalone --nproc_per_node={nproc} train.py", *numa,
-            "dist.init_process_group('gloo')  # 'nccl' on GPUs; then DistributedDataParallel(model) and a "
-            "DistributedSampler (each rank its share of every epoch)"]
+    numa = (
+        ["# each rank under numactl --cpunodebind=N --membind=N, ranks in blocks, one block per NUMA node"]
+        if knobs.get("backend.numa") == "node"
+        else []
+    )
+    return [
+        f"# torchrun --standalone --nproc_per_node={nproc} train.py",
+        *numa,
+        "dist.init_process_group('gloo')  # 'nccl' on GPUs; then DistributedDataParallel(model) and a "
+        "DistributedSampler (each rank its share of every epoch)",
+    ]
 
 
 def _flags(knobs: Mapping[str, Any]) -> list[str]:
@@ -92,15 +122,21 @@ def _model(knobs: Mapping[str, Any]) -> list[str]:
     lines = []
     if "backend.channels_last" in knobs:
         if knobs["backend.channels_last"]:
-            lines += ["model = model.to(memory_format=torch.channels_last)",
-                      "inputs = inputs.contiguous(memory_format=torch.channels_last)"]
+            lines += [
+                "model = model.to(memory_format=torch.channels_last)",
+                "inputs = inputs.contiguous(memory_format=torch.channels_last)",
+            ]
         else:
             lines.append("# channels_last: off (PyTorch's contiguous NCHW)")
     if "backend.compile" in knobs:
         mode = str(knobs["backend.compile"])
-        lines.append("# torch.compile: off" if mode in ("off", "False", "None") else
-                     "model = torch.compile(model)" if mode in ("default", "True") else
-                     f"model = torch.compile(model, mode={mode!r})")
+        lines.append(
+            "# torch.compile: off"
+            if mode in ("off", "False", "None")
+            else "model = torch.compile(model)"
+            if mode in ("default", "True")
+            else f"model = torch.compile(model, mode={mode!r})"
+        )
     return lines
 
 
@@ -112,24 +148,51 @@ def _precision(knobs: Mapping[str, Any], device: str) -> list[str]:
         return ["# fp32: no autocast"]
     lines = [f"with torch.autocast(device_type={device!r}, dtype={_DTYPES[precision]}):  # forward and loss"]
     if precision == "fp16":
-        lines.append(f"scaler = torch.amp.GradScaler({device!r})  # scaler.scale(loss).backward(); "
-                     "scaler.step(optimizer); scaler.update()")
+        lines.append(
+            f"scaler = torch.amp.GradScaler({device!r})  # scaler.scale(loss).backward(); "
+            "scaler.step(optimizer); scaler.update()"
+        )
     return lines
 
 
 def script_lines(knobs: Mapping[str, Any], device: str) -> list[str]:
     """The lines of a training script that set these knobs, in the order a script sets them."""
-    known = {*(f"loader.{a}" for a in _LOADER_ARGS), "backend.threads", "backend.interop_threads",
-             "backend.cudnn_benchmark", "backend.tf32", "backend.channels_last", "backend.compile",
-             "backend.precision", "backend.affinity", "backend.allocator", "backend.omp_bind",
-             "backend.kmp_blocktime", "dist.nproc_per_node", "backend.numa"}
+    known = {
+        *(f"loader.{a}" for a in _LOADER_ARGS),
+        "backend.threads",
+        "backend.interop_threads",
+        "backend.cudnn_benchmark",
+        "backend.tf32",
+        "backend.channels_last",
+        "backend.compile",
+        "backend.precision",
+        "backend.affinity",
+        "backend.allocator",
+        "backend.omp_bind",
+        "backend.kmp_blocktime",
+        "dist.nproc_per_node",
+        "backend.numa",
+    }
     others = [f"# {key} = {value!r}" for key, value in sorted(knobs.items()) if key not in known]
-    return [*_ranks(knobs), *_topology(knobs), *_threads(knobs), *_flags(knobs), *_loader(knobs, device), *_model(knobs),
-            *_precision(knobs, device), *others]
+    return [
+        *_ranks(knobs),
+        *_topology(knobs),
+        *_threads(knobs),
+        *_flags(knobs),
+        *_loader(knobs, device),
+        *_model(knobs),
+        *_precision(knobs, device),
+        *others,
+    ]
 
 
-def script_diff(before: Sequence[str], after: Sequence[str], baseline: Mapping[str, Any], winner: Mapping[str, Any],
-                cpus: tuple[str | None, str | None] = (None, None)) -> tuple[str, ...]:
+def script_diff(
+    before: Sequence[str],
+    after: Sequence[str],
+    baseline: Mapping[str, Any],
+    winner: Mapping[str, Any],
+    cpus: tuple[str | None, str | None] = (None, None),
+) -> tuple[str, ...]:
     """A script's winner: its command line against the baseline's, then what sweeper applied from
     outside that differs, as the lines that set it (the environment to export, taskset, the
     launcher). `cpus`: the cores the baseline's and the winner's script ran on."""
@@ -145,30 +208,48 @@ def _script_lines(knobs: Mapping[str, Any], words: Sequence[str], cpus: str | No
     command, lines = shlex.join(words), []
     if "backend.threads" in knobs:
         n = knobs["backend.threads"]
-        lines.append("# OMP_NUM_THREADS unset: PyTorch's default" if n is None else
-                     f"export OMP_NUM_THREADS={n} MKL_NUM_THREADS={n}")
+        lines.append(
+            "# OMP_NUM_THREADS unset: PyTorch's default"
+            if n is None
+            else f"export OMP_NUM_THREADS={n} MKL_NUM_THREADS={n}"
+        )
     if "backend.allocator" in knobs:
         allocator = knobs["backend.allocator"]
-        lines.append(f"export LD_PRELOAD={_LIBRARIES[allocator]}" if allocator in _LIBRARIES
-                     else "# LD_PRELOAD unset: glibc's allocator")
+        lines.append(
+            f"export LD_PRELOAD={_LIBRARIES[allocator]}"
+            if allocator in _LIBRARIES
+            else "# LD_PRELOAD unset: glibc's allocator"
+        )
     if "backend.omp_bind" in knobs:
         bind = knobs["backend.omp_bind"]
-        lines.append(f"export OMP_PROC_BIND={bind} OMP_PLACES=cores" if bind in ("close", "spread")
-                     else "# OMP_PROC_BIND unset: the OpenMP runtime's default")
+        lines.append(
+            f"export OMP_PROC_BIND={bind} OMP_PLACES=cores"
+            if bind in ("close", "spread")
+            else "# OMP_PROC_BIND unset: the OpenMP runtime's default"
+        )
     if knobs.get("backend.kmp_blocktime") is not None:
         lines.append(f"export KMP_BLOCKTIME={knobs['backend.kmp_blocktime']}  # Intel OpenMP")
     if "backend.device" in knobs:
-        lines.append("export CUDA_VISIBLE_DEVICES=  # no GPU" if knobs["backend.device"] == "cpu"
-                     else "# CUDA_VISIBLE_DEVICES as the machine has it")
+        lines.append(
+            "export CUDA_VISIBLE_DEVICES=  # no GPU"
+            if knobs["backend.device"] == "cpu"
+            else "# CUDA_VISIBLE_DEVICES as the machine has it"
+        )
     if "backend.affinity" in knobs:
         affinity = knobs["backend.affinity"]
-        lines.append(f"taskset -c {cpus or '<cores>'} {command}  # {affinity}: the compute threads' cores; "
-                     "sweeper.track puts the DataLoader workers on the rest" if affinity in ("compact", "spread")
-                     else "# no taskset: the OS places threads and workers")
+        lines.append(
+            f"taskset -c {cpus or '<cores>'} {command}  # {affinity}: the compute threads' cores; "
+            "sweeper.track puts the DataLoader workers on the rest"
+            if affinity in ("compact", "spread")
+            else "# no taskset: the OS places threads and workers"
+        )
     if "dist.nproc_per_node" in knobs or "backend.numa" in knobs:
         nproc = int(knobs.get("dist.nproc_per_node") or 1)
-        lines.append(f"torchrun --standalone --nproc_per_node={nproc} --no-python {command}" if nproc > 1
-                     else "# one process: no torchrun")
+        lines.append(
+            f"torchrun --standalone --nproc_per_node={nproc} --no-python {command}"
+            if nproc > 1
+            else "# one process: no torchrun"
+        )
     return lines
 
 
@@ -177,5 +258,8 @@ def code_diff(baseline: Mapping[str, Any], winner: Mapping[str, Any], device: st
     changed = sorted(k for k in {*baseline, *winner} if baseline.get(k) != winner.get(k))
     before = script_lines({k: baseline.get(k) for k in changed}, device)
     after = script_lines({k: winner.get(k) for k in changed}, device)
-    return tuple(line for line in difflib.unified_diff(before, after, lineterm="", n=0)
-                 if line[:1] in "+-" and not line.startswith(("---", "+++")))
+    return tuple(
+        line
+        for line in difflib.unified_diff(before, after, lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("---", "+++"))
+    )

@@ -17,8 +17,18 @@ from ..result import WALL_S, Status
 from ..store.confirmation import Confirmation
 from ..store.record import TrialRecord
 from ..store.table import knob_columns, trials_frame
-from ..store.trials import (baseline_kept, baseline_of, changed_knobs, config_of, count, measured_results, pareto_trials,
-                             primary_value, ranked, speed_memory_front)
+from ..store.trials import (
+    baseline_kept,
+    baseline_of,
+    changed_knobs,
+    config_of,
+    count,
+    measured_results,
+    pareto_trials,
+    primary_value,
+    ranked,
+    speed_memory_front,
+)
 from .code import code_diff, script_diff
 from .notes import advice, search_notes
 from .why import StepBreakdown, breakdown
@@ -103,8 +113,11 @@ class ReportData:
 
 
 # what PyTorch does when a knob is left at null, for the knob-effect charts
-_DEFAULTS = {"loader.prefetch_factor": lambda fp: 2, "backend.threads": lambda fp: fp.threads,
-             "backend.interop_threads": lambda fp: fp.interop_threads}
+_DEFAULTS = {
+    "loader.prefetch_factor": lambda fp: 2,
+    "backend.threads": lambda fp: fp.threads,
+    "backend.interop_threads": lambda fp: fp.interop_threads,
+}
 # short trial states for the table
 STATE_LABELS = {"COMPLETE": "done", "FAIL": "failed", "PRUNED": "pruned", "RUNNING": "running", "WAITING": "waiting"}
 # the figures the report's table shows (the CSV has them all)
@@ -172,13 +185,24 @@ def _points(measured: Sequence[FrozenTrial], front: set[int], winner: int | None
     points = []
     for t in measured:
         m = _measurement(t)
-        points.append(Point(t.number, m.throughput.samples_per_sec, m.memory.peak_memory_mb,
-                            m.timing.step_time_p95_ms, t.number in front, TrialRecord.of(t).baseline,
-                            t.number == winner, stopped=_stopped_early(t)))
+        points.append(
+            Point(
+                t.number,
+                m.throughput.samples_per_sec,
+                m.memory.peak_memory_mb,
+                m.timing.step_time_p95_ms,
+                t.number in front,
+                TrialRecord.of(t).baseline,
+                t.number == winner,
+                stopped=_stopped_early(t),
+            )
+        )
     return tuple(points)
 
 
-def _breakdowns(baseline: FrozenTrial | None, best: Sequence[FrozenTrial], winner: int | None) -> tuple[StepBreakdown, ...]:
+def _breakdowns(
+    baseline: FrozenTrial | None, best: Sequence[FrozenTrial], winner: int | None
+) -> tuple[StepBreakdown, ...]:
     """The baseline and the top three, each with where its step time goes."""
     labelled: list[tuple[str, FrozenTrial]] = []
     if baseline is not None and baseline.state == TrialState.COMPLETE:
@@ -194,7 +218,9 @@ def _effects(done: Sequence[FrozenTrial]) -> dict[str, list[tuple[str, float]]]:
     for t in done:
         record = TrialRecord.of(t)
         for key, value in config_of(t).items():
-            effects.setdefault(key, []).append((knob_label(key, value, record.fingerprint), record.samples_per_sec or 0.0))
+            effects.setdefault(key, []).append(
+                (knob_label(key, value, record.fingerprint), record.samples_per_sec or 0.0)
+            )
     return {k: v for k, v in effects.items() if len({x for x, _ in v}) > 1}
 
 
@@ -215,8 +241,13 @@ def _code(baseline: FrozenTrial | None, winner: FrozenTrial | None, device: str)
         return ()
     was, now = _measurement(baseline), _measurement(winner)
     if was is not None and now is not None and was.run.command and now.run.command:
-        return script_diff(was.run.command, now.run.command, config_of(baseline), config_of(winner),
-                           (was.run.cpus_allowed_main, now.run.cpus_allowed_main))
+        return script_diff(
+            was.run.command,
+            now.run.command,
+            config_of(baseline),
+            config_of(winner),
+            (was.run.cpus_allowed_main, now.run.cpus_allowed_main),
+        )
     return code_diff(config_of(baseline), config_of(winner), device)
 
 
@@ -229,8 +260,14 @@ def _table(listed: Sequence[FrozenTrial]) -> tuple[tuple[str, ...], tuple[tuple[
     frame = trials_frame(listed)
     knobs = knob_columns(frame)
     rows = tuple(
-        (int(r["number"]), STATE_LABELS.get(r["state"], str(r["state"]).lower()), _cell(r["status"]),
-         _cell(r["reason"]) or "", *(_text(_cell(r[k])) for k in knobs), *(_cell(r.get(f)) for f in TABLE_FIGURES))
+        (
+            int(r["number"]),
+            STATE_LABELS.get(r["state"], str(r["state"]).lower()),
+            _cell(r["status"]),
+            _cell(r["reason"]) or "",
+            *(_text(_cell(r[k])) for k in knobs),
+            *(_cell(r.get(f)) for f in TABLE_FIGURES),
+        )
         for r in frame.to_dict("records")
     )
     return ("trial", "state", "status", "reason", *knobs, *TABLE_FIGURES), rows
@@ -249,12 +286,17 @@ class Verdict:
     rounds: int | None = None
 
     @classmethod
-    def of(cls, confirmation: Confirmation | None, winner: FrozenTrial | None,
-           baseline: FrozenTrial | None) -> Verdict:
+    def of(cls, confirmation: Confirmation | None, winner: FrozenTrial | None, baseline: FrozenTrial | None) -> Verdict:
         if confirmation is not None:
-            return cls(confirmation.winner_samples_per_sec, confirmation.baseline_samples_per_sec,
-                       confirmation.speedup, confirmation.speedup_low, confirmation.speedup_high,
-                       confirmation.win_share, confirmation.rounds_run)
+            return cls(
+                confirmation.winner_samples_per_sec,
+                confirmation.baseline_samples_per_sec,
+                confirmation.speedup,
+                confirmation.speedup_low,
+                confirmation.speedup_high,
+                confirmation.win_share,
+                confirmation.rounds_run,
+            )
         won = primary_value(winner) if winner else None
         base = primary_value(baseline) if baseline else None
         return cls(won, base, won / base if won and base else None)
@@ -281,9 +323,11 @@ def build_report_data(
     winner_number = confirmation.winner if confirmation else (best[0].number if best else None)
     winner = {t.number: t for t in trials}.get(winner_number) if winner_number is not None else None
     stopped = [t for t in shown if _stopped_early(t)]
-    failures = tuple(Failure(t.number, str(TrialRecord.of(t).status or t.state.name.lower()),
-                             str(TrialRecord.of(t).reason or "")) for t in shown
-                     if t.state != TrialState.COMPLETE and not _stopped_early(t))
+    failures = tuple(
+        Failure(t.number, str(TrialRecord.of(t).status or t.state.name.lower()), str(TrialRecord.of(t).reason or ""))
+        for t in shown
+        if t.state != TrialState.COMPLETE and not _stopped_early(t)
+    )
     starts = [t.datetime_start for t in shown if t.datetime_start]
     ends = [t.datetime_complete for t in shown if t.datetime_complete]
     first = min(starts) if starts else None
@@ -298,27 +342,50 @@ def build_report_data(
     winner_measured = _measurement(winner) if winner else None
     return ReportData(
         title=f"sweeper: {workload} on {machine.split(':')[0]}, {date.split(' to ')[0] or 'no trial yet'}",
-        study=study_name, workload=workload, machine=machine, date=date,
-        trials_measured=counts.measured, trials_failed=counts.failed, trials_reused=counts.reused,
+        study=study_name,
+        workload=workload,
+        machine=machine,
+        date=date,
+        trials_measured=counts.measured,
+        trials_failed=counts.failed,
+        trials_reused=counts.reused,
         trials_stopped=counts.stopped_early,
         budget_used_s=(max(ends) - first).total_seconds() if first and ends else 0.0,
         sweep_wall_s=(span["ended_at"] - span["started_at"]) if span.get("ended_at") else None,
         sweep_finished=bool(span.get("ended_at")),
-        baseline=baseline.number if baseline else None, winner=winner_number,
+        baseline=baseline.number if baseline else None,
+        winner=winner_number,
         winner_samples_per_sec=verdict.winner_samples_per_sec,
         baseline_samples_per_sec=verdict.baseline_samples_per_sec,
-        speedup=verdict.speedup, speedup_low=verdict.speedup_low, speedup_high=verdict.speedup_high,
-        confirmed=confirmation is not None, win_share=verdict.win_share, confirm_rounds=verdict.rounds,
+        speedup=verdict.speedup,
+        speedup_low=verdict.speedup_low,
+        speedup_high=verdict.speedup_high,
+        confirmed=confirmation is not None,
+        win_share=verdict.win_share,
+        confirm_rounds=verdict.rounds,
         winner_memory_mb=winner_measured.memory.peak_memory_mb if winner_measured is not None else None,
         command=winner_command(fixed, changed_knobs(baseline, winner)) if winner else None,
-        yaml=winner_yaml(fixed, config_of(winner), f"winner of study {study_name}: trial {winner_number}") if winner else None,
+        yaml=winner_yaml(fixed, config_of(winner), f"winner of study {study_name}: trial {winner_number}")
+        if winner
+        else None,
         code_diff=_code(baseline, winner, device),
         points=_points([*done, *stopped], {t.number for t in _front(trials, objectives, directions)}, winner_number),
-        front_on=COST_KIND.get(objectives[1]) if len(objectives) > 1 else "memory" if _speed_alone(objectives) else None,
-        failures=failures, breakdowns=_breakdowns(baseline, best, winner_number), effects=_effects(done),
-        importances=dict(importances or {}), history=_history(done, first), columns=columns, rows=rows,
-        advice=advice(trials, baseline, winner, confirmation), search_notes=search_notes(trials, done),
-        baseline_kept=baseline_kept(own, confirmation), ranks=tuple(ranks_of(done)),
+        front_on=COST_KIND.get(objectives[1])
+        if len(objectives) > 1
+        else "memory"
+        if _speed_alone(objectives)
+        else None,
+        failures=failures,
+        breakdowns=_breakdowns(baseline, best, winner_number),
+        effects=_effects(done),
+        importances=dict(importances or {}),
+        history=_history(done, first),
+        columns=columns,
+        rows=rows,
+        advice=advice(trials, baseline, winner, confirmation),
+        search_notes=search_notes(trials, done),
+        baseline_kept=baseline_kept(own, confirmation),
+        ranks=tuple(ranks_of(done)),
         queue_wait_s=sum(TrialRecord.of(t).queue_wait_s or 0.0 for t in shown),
         scheduled=sum(TrialRecord.of(t).scheduler_job is not None for t in shown),
     )

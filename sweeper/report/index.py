@@ -90,8 +90,16 @@ def _figures_of(directory: Path, summary: SweepSummary, outputs: Path) -> list[F
         config = " ".join(summary.fixed_overrides)
         knobs = " ".join(f"{c}={row[c]}" for c in knob_columns(frame) if pd.notna(row[c]))
         figures_ = Measurement.from_flat({k: v for k, v in row.items() if pd.notna(v)}).throughput
-        figures.append(Figure(group, f"{config} {knobs}".strip(), when, str(directory), float(figures_.samples_per_sec),
-                              float(figures_.samples_per_sec_rel_iqr)))
+        figures.append(
+            Figure(
+                group,
+                f"{config} {knobs}".strip(),
+                when,
+                str(directory),
+                float(figures_.samples_per_sec),
+                float(figures_.samples_per_sec_rel_iqr),
+            )
+        )
     return figures
 
 
@@ -109,10 +117,18 @@ def collect(outputs: Path) -> tuple[list[SweepRow], list[Figure]]:
         if best is None and mine:
             best = max(f.samples_per_sec for f in mine)
         report = directory / "report.html"
-        rows.append(SweepRow(f"{summary.machine} | {summary.workload}", directory.relative_to(outputs).as_posix(),
-                             directory, summary.study, summary.counts.measured, best,
-                             summary.confirmation.speedup if summary.confirmation else None,
-                             report if report.is_file() else None))
+        rows.append(
+            SweepRow(
+                f"{summary.machine} | {summary.workload}",
+                directory.relative_to(outputs).as_posix(),
+                directory,
+                summary.study,
+                summary.counts.measured,
+                best,
+                summary.confirmation.speedup if summary.confirmation else None,
+                report if report.is_file() else None,
+            )
+        )
     return rows, figures
 
 
@@ -122,9 +138,13 @@ def render_index(outputs: Path, rows: Sequence[SweepRow], regressions: Sequence[
         items = "".join(
             f"<li><b>{escape(r.group)}</b>: {escape(r.config)}: {r.before.samples_per_sec:,.0f} "
             f"({escape(r.before.when)}) &rarr; {r.after.samples_per_sec:,.0f} ({escape(r.after.when)}), "
-            f"{r.change:+.0%}</li>" for r in regressions)
-        parts.append(f'<div class="note"><b>Regressions</b> (slower than before by more than the measured '
-                     f"spread, at least {MIN_SPREAD:.0%}):<ul>{items}</ul></div>")
+            f"{r.change:+.0%}</li>"
+            for r in regressions
+        )
+        parts.append(
+            f'<div class="note"><b>Regressions</b> (slower than before by more than the measured '
+            f"spread, at least {MIN_SPREAD:.0%}):<ul>{items}</ul></div>"
+        )
     else:
         parts.append("<p>No regressions: no configuration measured again got slower beyond its spread.</p>")
     for group in sorted({r.group for r in rows}):
@@ -132,19 +152,33 @@ def render_index(outputs: Path, rows: Sequence[SweepRow], regressions: Sequence[
         parts.append(f"<h2>{escape(group)}</h2>")
         dated = [r for r in mine if r.best]
         if len(dated) > 1:
-            parts.append(img(charts.over_sweeps_chart([r.when for r in dated], [r.best for r in dated]),
-                             f"best samples/sec over sweeps, {group}"))
+            parts.append(
+                img(
+                    charts.over_sweeps_chart([r.when for r in dated], [r.best for r in dated]),
+                    f"best samples/sec over sweeps, {group}",
+                )
+            )
         body = "".join(
             "<tr>"
-            f"<td>{escape(r.when)}</td><td>{escape(r.study)}</td><td class=\"num\">{r.measured}</td>"
-            f"<td class=\"num\">{'' if r.best is None else f'{r.best:,.0f}'}</td>"
-            f"<td class=\"num\">{'' if r.speedup is None else f'{r.speedup:.2f}x'}</td>"
-            + (f'<td><a href="{escape(os.path.relpath(r.report, outputs))}">report</a></td>' if r.report else "<td></td>")
-            + "</tr>" for r in mine)
-        parts.append("<table><thead><tr><th>sweep</th><th>study</th><th>trials</th><th>best samples/sec</th>"
-                     f"<th>speedup</th><th></th></tr></thead><tbody>{body}</tbody></table>")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>sweeper: all sweeps</title>"
-            f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>\n")
+            f'<td>{escape(r.when)}</td><td>{escape(r.study)}</td><td class="num">{r.measured}</td>'
+            f'<td class="num">{"" if r.best is None else f"{r.best:,.0f}"}</td>'
+            f'<td class="num">{"" if r.speedup is None else f"{r.speedup:.2f}x"}</td>'
+            + (
+                f'<td><a href="{escape(os.path.relpath(r.report, outputs))}">report</a></td>'
+                if r.report
+                else "<td></td>"
+            )
+            + "</tr>"
+            for r in mine
+        )
+        parts.append(
+            "<table><thead><tr><th>sweep</th><th>study</th><th>trials</th><th>best samples/sec</th>"
+            f"<th>speedup</th><th></th></tr></thead><tbody>{body}</tbody></table>"
+        )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>sweeper: all sweeps</title>'
+        f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>\n"
+    )
 
 
 def write_index(outputs: Path) -> Path:

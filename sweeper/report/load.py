@@ -37,7 +37,8 @@ def importances(study: optuna.Study, trials: Sequence[FrozenTrial]) -> dict[str,
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = optuna.importance.get_param_importances(
-                copy, target=lambda t: sign * t.values[0], evaluator=optuna.importance.PedAnovaImportanceEvaluator())
+                copy, target=lambda t: sign * t.values[0], evaluator=optuna.importance.PedAnovaImportanceEvaluator()
+            )
     except (RuntimeError, ValueError):  # too few distinct values to tell anything
         return {}
     return {k: float(v) for k, v in result.items()}
@@ -66,7 +67,10 @@ def load_report_data(storage: str, study_name: str, fixed: Sequence[str] | None 
     study = stored.study
     workload = next((w for t in trials if (w := TrialRecord.of(t).workload)), "unknown")
     data = build_report_data(
-        trials, study_name=study_name, workload=workload, fixed=fixed,
+        trials,
+        study_name=study_name,
+        workload=workload,
+        fixed=fixed,
         confirmation=stored.confirmation(fixed),
         objectives=stored.objectives(list(DEFAULT_OBJECTIVES if len(study.directions) == 1 else TWO_OBJECTIVES)),
         directions=[d.name.lower() for d in study.directions],

@@ -39,16 +39,22 @@ def separation_note(confirmation: Confirmation | None) -> str | None:
         return None
     done = len(ratios)
     gap = medians[first] / medians[second] - 1
-    pair = (f"The top two of the confirmation (#{first} and #{second}) differ by {gap:.1%} with a spread above "
-            f"{IQR_WARN_THRESHOLD:.0%}")
+    pair = (
+        f"The top two of the confirmation (#{first} and #{second}) differ by {gap:.1%} with a spread above "
+        f"{IQR_WARN_THRESHOLD:.0%}"
+    )
     if needed > MAX_USEFUL_ROUNDS:
-        return (f"{pair}: more than {MAX_USEFUL_ROUNDS} interleaved rounds would be needed to tell them apart "
-                "on this machine; treat them as equal.")
+        return (
+            f"{pair}: more than {MAX_USEFUL_ROUNDS} interleaved rounds would be needed to tell them apart "
+            "on this machine; treat them as equal."
+        )
     more = max(0, math.ceil(needed) - done)
     if more == 0:
         return f"{pair}, yet their {done} interleaved rounds are enough to tell them apart (95% confidence)."
-    return (f"{pair}: about {more} more interleaved round(s) would tell them apart (95% confidence; "
-            f"sweeper.confirm.rounds={done + more}).")
+    return (
+        f"{pair}: about {more} more interleaved round(s) would tell them apart (95% confidence; "
+        f"sweeper.confirm.rounds={done + more})."
+    )
 
 
 def batch_note(baseline: FrozenTrial | None, winner: FrozenTrial | None) -> str | None:
@@ -67,25 +73,35 @@ def batch_note(baseline: FrozenTrial | None, winner: FrozenTrial | None) -> str 
 
     held = now.effective_batch
     if held and held == was.effective_batch:
-        return (f"The winner runs {batch(after, ranks_after)} instead of {batch(before, ranks_before)} with "
-                f"{held // (after * ranks_after)} gradient accumulation step(s): the effective batch stays {held}, "
-                "so the optimizer sees what it saw before.")
+        return (
+            f"The winner runs {batch(after, ranks_after)} instead of {batch(before, ranks_before)} with "
+            f"{held // (after * ranks_after)} gradient accumulation step(s): the effective batch stays {held}, "
+            "so the optimizer sees what it saw before."
+        )
     ratio = (after * ranks_after) / (before * ranks_before)
-    return (f"The winner trains with {batch(after, ranks_after)} instead of {batch(before, ranks_before)}: the "
-            f"optimizer sees a different batch, so scale the learning rate with it (the linear scaling rule, "
-            f"x{ratio:g}, is the usual start) or keep the effective batch with gradient accumulation "
-            "(train.effective_batch).")
+    return (
+        f"The winner trains with {batch(after, ranks_after)} instead of {batch(before, ranks_before)}: the "
+        f"optimizer sees a different batch, so scale the learning rate with it (the linear scaling rule, "
+        f"x{ratio:g}, is the usual start) or keep the effective batch with gradient accumulation "
+        "(train.effective_batch)."
+    )
 
 
-def advice(trials: Sequence[FrozenTrial], baseline: FrozenTrial | None, winner: FrozenTrial | None,
-           confirmation: Confirmation | None) -> tuple[str, ...]:
+def advice(
+    trials: Sequence[FrozenTrial],
+    baseline: FrozenTrial | None,
+    winner: FrozenTrial | None,
+    confirmation: Confirmation | None,
+) -> tuple[str, ...]:
     """What the reader of the answer needs to know to act on it."""
     kept = baseline_kept(trials, confirmation)
     notes = [kept] if kept else []
     notes += [note] if (note := batch_note(baseline, winner)) else []
     notes += [note] if (note := separation_note(confirmation)) else []
     if confirmation is None and winner is not None and not kept:
-        notes.append("The winner was not confirmed by interleaved re-measurement: the speedup is from single search runs.")
+        notes.append(
+            "The winner was not confirmed by interleaved re-measurement: the speedup is from single search runs."
+        )
     return tuple(notes)
 
 
@@ -97,17 +113,23 @@ def search_notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial]) -> 
     if started := [f"#{n} ({r.origin})" for n, r in queued if r.probe_knob is None and r.in_place_of is None]:
         notes.append(f"Queued after the baseline, before the sampler's own picks: {'; '.join(started)}.")
     if fitted := [f"#{n} ({r.origin})" for n, r in queued if r.in_place_of is not None]:
-        notes.append("Measured in place of points skipped as oversubscribed, their nearest point within the cores: "
-                     f"{'; '.join(fitted)}.")
+        notes.append(
+            "Measured in place of points skipped as oversubscribed, their nearest point within the cores: "
+            f"{'; '.join(fitted)}."
+        )
     if tried := [f"#{n} ({r.origin})" for n, r in queued if r.probe_knob is not None]:
         notes.append(f"Knobs searched only later, tried first at the best so far: {'; '.join(tried)}.")
     foreign = [t for t in trials if TrialRecord.of(t).status == Status.OTHER_HARDWARE]
     if foreign:
         hosts = sorted({fp.hostname for t in foreign if (fp := TrialRecord.of(t).fingerprint) is not None})
-        notes.append(f"{len(foreign)} trial(s) ran on a machine of another hardware class ({', '.join(hosts)}): their "
-                     "figures are kept, and not ranked against the study's own class.")
+        notes.append(
+            f"{len(foreign)} trial(s) ran on a machine of another hardware class ({', '.join(hosts)}): their "
+            "figures are kept, and not ranked against the study's own class."
+        )
     noisy = [t.number for t in done if (m := _measured(t)) is not None and m.throughput.noisy]
     if noisy:
-        notes.append(f"{len(noisy)} trial(s) had a window spread above {IQR_WARN_THRESHOLD:.0%} of their median "
-                     "(noisy machine): " + ", ".join(f"#{n}" for n in noisy[:10]) + ("..." if len(noisy) > 10 else ""))
+        notes.append(
+            f"{len(noisy)} trial(s) had a window spread above {IQR_WARN_THRESHOLD:.0%} of their median "
+            "(noisy machine): " + ", ".join(f"#{n}" for n in noisy[:10]) + ("..." if len(noisy) > 10 else "")
+        )
     return tuple(notes)

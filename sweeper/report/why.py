@@ -34,27 +34,36 @@ class StepBreakdown:
     utilization: str  # what top and nvidia-smi would have shown during the windows; "" if not recorded
 
 
-def verdict(wait: float, *, workers: int | None = None, cores: int | None = None,
-            data_path_cost: float | None = None) -> str:
+def verdict(
+    wait: float, *, workers: int | None = None, cores: int | None = None, data_path_cost: float | None = None
+) -> str:
     """What the measured split says, and what would change it, from this trial's own evidence."""
     borderline = abs(wait - DATA_BOUND_THRESHOLD) < BORDERLINE
     edge = f" (borderline: the line is {DATA_BOUND_THRESHOLD:.0%})" if borderline else ""
     if wait > DATA_BOUND_THRESHOLD:
         said = f"data-bound: {wait:.0%} of each step waits for the next batch{edge}"
         if workers is not None and cores is not None and workers >= cores:
-            return (f"{said}; the {workers} loader workers already match the {cores} cores, so more would compete "
-                    "with compute: make each sample cheaper (a cheaper transform, decoded samples cached)")
+            return (
+                f"{said}; the {workers} loader workers already match the {cores} cores, so more would compete "
+                "with compute: make each sample cheaper (a cheaper transform, decoded samples cached)"
+            )
         if data_path_cost is not None and data_path_cost >= FAR_ABOVE:
             more = f", or more workers ({workers} of {cores} cores)" if workers is not None and cores else ""
-            return (f"{said}; a batch held in memory runs {1 / (1 - data_path_cost):.1f}x faster, so the data path "
-                    f"is the limit: a cheaper per-sample transform or cached decoded samples{more}")
+            return (
+                f"{said}; a batch held in memory runs {1 / (1 - data_path_cost):.1f}x faster, so the data path "
+                f"is the limit: a cheaper per-sample transform or cached decoded samples{more}"
+            )
         used = f" ({workers} now, {cores} cores)" if workers is not None and cores else ""
         return f"{said}; more loader workers{used} or a cheaper per-sample transform would help"
     if wait < NEAR_ZERO:
-        return (f"compute-bound: the loader keeps up ({wait:.0%} of each step waits); the step itself decides: "
-                "precision, batch size, channels_last or compile")
-    return (f"compute-bound{edge}: the loader mostly keeps up ({wait:.0%} of each step waits); precision, "
-            "channels_last, compile or a bigger batch change the step itself")
+        return (
+            f"compute-bound: the loader keeps up ({wait:.0%} of each step waits); the step itself decides: "
+            "precision, batch size, channels_last or compile"
+        )
+    return (
+        f"compute-bound{edge}: the loader mostly keeps up ({wait:.0%} of each step waits); precision, "
+        "channels_last, compile or a bigger batch change the step itself"
+    )
 
 
 def breakdown(label: str, trial: FrozenTrial) -> StepBreakdown | None:
@@ -71,11 +80,18 @@ def breakdown(label: str, trial: FrozenTrial) -> StepBreakdown | None:
     # or spawn's helpers, so they are the fallback only
     workers = config_of(trial).get("loader.num_workers", measured.memory.dataloader_processes)
     cores = record.fingerprint.cpus_available if record.fingerprint is not None else None
-    text = verdict(wait, workers=int(workers) if workers is not None else None, cores=cores,
-                   data_path_cost=figures.data_path_cost)
+    text = verdict(
+        wait, workers=int(workers) if workers is not None else None, cores=cores, data_path_cost=figures.data_path_cost
+    )
     return StepBreakdown(
-        label=label, number=trial.number, step_ms=step_ms, wait_ms=step_ms * wait,
-        compute_ms=step_ms * (1 - wait), wait_fraction=wait, verdict=text,
-        compute_bound_samples_per_sec=figures.compute_bound_samples_per_sec, samples_per_sec=figures.samples_per_sec,
+        label=label,
+        number=trial.number,
+        step_ms=step_ms,
+        wait_ms=step_ms * wait,
+        compute_ms=step_ms * (1 - wait),
+        wait_fraction=wait,
+        verdict=text,
+        compute_bound_samples_per_sec=figures.compute_bound_samples_per_sec,
+        samples_per_sec=figures.samples_per_sec,
         utilization=measured.utilization.describe(timing.device_busy_fraction),
     )

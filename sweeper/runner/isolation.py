@@ -25,11 +25,19 @@ from pathlib import Path
 from typing import Any
 
 from .. import procs, topology
-from ..protocol import (DEADLINE_ENV, EVENT_FD_ENV, MACHINE_CPUS_ENV, PARENT_PID_ENV, RUN_MARK_ENV, WORKER_MODULE,
-                        process_name, pythonpath_with_cwd)
+from ..outcome import classify_exit
+from ..protocol import (
+    DEADLINE_ENV,
+    EVENT_FD_ENV,
+    MACHINE_CPUS_ENV,
+    PARENT_PID_ENV,
+    RUN_MARK_ENV,
+    WORKER_MODULE,
+    process_name,
+    pythonpath_with_cwd,
+)
 from ..result import RunResult, Status
 from .evidence import oom_killed, oom_kills
-from ..outcome import classify_exit
 from .zygote import ForkedTrial, ZygoteUnavailable, zygote_for
 
 _LOG_TAIL_BYTES = 8192
@@ -37,7 +45,6 @@ _LOG_TAIL_BYTES = 8192
 _EXIT_GRACE_S = 10.0
 # how often the child's liveness is checked while no event comes
 _POLL_S = 0.5
-
 
 
 class InFlight:
@@ -97,8 +104,11 @@ def kill_leftovers(session: int, mark: str, name: str | None = None, rounds: int
         found = []
         for pid in procs.children(os.getpid()):
             info = procs.stat(pid)
-            if info is not None and (info.session == session or procs.environ_has(pid, mark)
-                                     or (name is not None and procs.comm(pid) == name)):
+            if info is not None and (
+                info.session == session
+                or procs.environ_has(pid, mark)
+                or (name is not None and procs.comm(pid) == name)
+            ):
                 found.append(pid)
         if not found:
             break
@@ -176,8 +186,15 @@ class Started:
         return process_name(self.mark.partition("=")[2])
 
 
-def _fork(spec: Mapping[str, Any], child_env: Mapping[str, str], log_path: Path, write_fd: int, mark: str,
-          preload: Sequence[str], started_with: Mapping[str, str]) -> tuple[Any, str | None]:
+def _fork(
+    spec: Mapping[str, Any],
+    child_env: Mapping[str, str],
+    log_path: Path,
+    write_fd: int,
+    mark: str,
+    preload: Sequence[str],
+    started_with: Mapping[str, str],
+) -> tuple[Any, str | None]:
     """A trial forked from the zygote of its start environment, or (None, why not): a zygote
     that died is replaced once."""
     why = None
@@ -186,15 +203,22 @@ def _fork(spec: Mapping[str, Any], child_env: Mapping[str, str], log_path: Path,
             zygote = zygote_for(preload, started_with)
             if zygote.hazard:
                 return None, f"spawned: forking is unsafe here ({zygote.hazard})"
-            return zygote.fork(spec, child_env, str(log_path), write_fd, process_name(mark.partition('=')[2])), None
+            return zygote.fork(spec, child_env, str(log_path), write_fd, process_name(mark.partition("=")[2])), None
         except ZygoteUnavailable as exc:
             why = str(exc)
     return None, f"spawned: the zygote failed twice ({why})"
 
 
-def start(spec: Mapping[str, Any], log_path: Path, env: Mapping[str, str] | None, command: list[str] | None,
-          isolation: str, preload: Sequence[str], timeout_s: float,
-          started_with: Mapping[str, str] | None = None) -> Started:
+def start(
+    spec: Mapping[str, Any],
+    log_path: Path,
+    env: Mapping[str, str] | None,
+    command: list[str] | None,
+    isolation: str,
+    preload: Sequence[str],
+    timeout_s: float,
+    started_with: Mapping[str, str] | None = None,
+) -> Started:
     """The child, in its own session and process group, with the event pipe's write end and the
     spec (on stdin when spawned; with the fork request when forked). The run's timeout counts
     from here: a zygote that first has to start (import torch) is sweeper's cost, not the run's."""
@@ -205,9 +229,16 @@ def start(spec: Mapping[str, Any], log_path: Path, env: Mapping[str, str] | None
     deadline = time.monotonic() + timeout_s
     mark = f"{RUN_MARK_ENV}={uuid.uuid4().hex}"
     read_fd, write_fd = os.pipe()
-    child_env = {**os.environ, **(env or {}), EVENT_FD_ENV: str(write_fd), PARENT_PID_ENV: str(os.getpid()),
-                 RUN_MARK_ENV: mark.partition("=")[2], "PYTHONPATH": pythonpath_with_cwd(),
-                 DEADLINE_ENV: f"{deadline:.3f}", MACHINE_CPUS_ENV: topology.cpulist(os.sched_getaffinity(0))}
+    child_env = {
+        **os.environ,
+        **(env or {}),
+        EVENT_FD_ENV: str(write_fd),
+        PARENT_PID_ENV: str(os.getpid()),
+        RUN_MARK_ENV: mark.partition("=")[2],
+        "PYTHONPATH": pythonpath_with_cwd(),
+        DEADLINE_ENV: f"{deadline:.3f}",
+        MACHINE_CPUS_ENV: topology.cpulist(os.sched_getaffinity(0)),
+    }
     log_path.parent.mkdir(parents=True, exist_ok=True)
     proc, note = None, None
     if isolation == "fork" and command is None:
@@ -215,9 +246,15 @@ def start(spec: Mapping[str, Any], log_path: Path, env: Mapping[str, str] | None
         proc, note = _fork(spec, child_env, log_path, write_fd, mark, preload, started_with or {})
     if proc is None:
         with log_path.open("wb") as log:
-            proc = subprocess.Popen(command or [sys.executable, "-m", WORKER_MODULE], stdin=subprocess.PIPE,
-                                    stdout=log, stderr=subprocess.STDOUT, env=child_env, pass_fds=(write_fd,),
-                                    start_new_session=True)  # its own session and group: killed as one
+            proc = subprocess.Popen(
+                command or [sys.executable, "-m", WORKER_MODULE],
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=child_env,
+                pass_fds=(write_fd,),
+                start_new_session=True,
+            )  # its own session and group: killed as one
         try:
             proc.stdin.write(json.dumps(spec).encode())
             proc.stdin.close()
@@ -268,8 +305,15 @@ def clean_up(run: Started) -> None:
     kill_leftovers(run.pgid, run.mark, run.name)
 
 
-def outcome(run: Started, reader: _EventReader, timed_out: bool, stopped: str | None, timeout_s: float,
-            log_path: Path, oom_before: int | None) -> RunResult:
+def outcome(
+    run: Started,
+    reader: _EventReader,
+    timed_out: bool,
+    stopped: str | None,
+    timeout_s: float,
+    log_path: Path,
+    oom_before: int | None,
+) -> RunResult:
     """What the run ended as: its own result, else interrupted, timeout or what its exit says;
     a crash or error while the kernel's OOM killer struck is an oom."""
     if reader.result is not None:
@@ -277,14 +321,19 @@ def outcome(run: Started, reader: _EventReader, timed_out: bool, stopped: str | 
     elif stopped is not None:
         result = RunResult(Status.INTERRUPTED, stopped)
     elif timed_out:
-        result = RunResult(Status.TIMEOUT, f"no result within measure.timeout_s={timeout_s:g} s "
-                           f"(last phase: {reader.phase}); its process group was killed")
+        result = RunResult(
+            Status.TIMEOUT,
+            f"no result within measure.timeout_s={timeout_s:g} s "
+            f"(last phase: {reader.phase}); its process group was killed",
+        )
     else:
         result = RunResult(*classify_exit(run.proc.returncode, _read_tail(log_path)))
     if result.status in (Status.CRASH, Status.ERROR) and oom_killed(oom_before, oom_kills()):
         how = "SIGKILL" if (result.reason or "").startswith("killed by SIGKILL") else result.reason
-        result = result.replace(status=Status.OOM, reason=f"killed by the kernel's OOM killer: the memory cgroup's "
-                                f"oom_kill count rose during the run ({how})")
+        result = result.replace(
+            status=Status.OOM,
+            reason=f"killed by the kernel's OOM killer: the memory cgroup's oom_kill count rose during the run ({how})",
+        )
     return result
 
 
@@ -323,5 +372,11 @@ def run_isolated(
             clean_up(run)
     result = outcome(run, reader, timed_out, in_flight.stopped, timeout_s, log_path, oom_before)
     wall_s, ended_at = time.monotonic() - began, time.time()
-    return result.replace(isolation="fork" if isinstance(run.proc, ForkedTrial) else "spawn", isolation_note=run.note,
-                          wall_s=wall_s, started_at=ended_at - wall_s, ended_at=ended_at, log=str(log_path))
+    return result.replace(
+        isolation="fork" if isinstance(run.proc, ForkedTrial) else "spawn",
+        isolation_note=run.note,
+        wall_s=wall_s,
+        started_at=ended_at - wall_s,
+        ended_at=ended_at,
+        log=str(log_path),
+    )

@@ -61,8 +61,12 @@ class MeasureLock:
             pass
         return True
 
-    def acquire(self, on_wait: Callable[[dict[str, Any]], None], poll_s: float = 0.5,
-                should_stop: Callable[[], bool] = lambda: False) -> bool:
+    def acquire(
+        self,
+        on_wait: Callable[[dict[str, Any]], None],
+        poll_s: float = 0.5,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> bool:
         """Wait for the lock, telling `on_wait` whom we wait for; False if told to stop."""
         if self.try_acquire():
             return True
@@ -85,13 +89,15 @@ class MeasureLock:
 
 
 @contextlib.contextmanager
-def held(resource: str, what: str, on_wait: Callable[[str], None],
-         should_stop: Callable[[], bool] = lambda: False) -> Iterator[bool]:
+def held(
+    resource: str, what: str, on_wait: Callable[[str], None], should_stop: Callable[[], bool] = lambda: False
+) -> Iterator[bool]:
     """Hold the machine-wide lock of `resource` while inside; True once held, False if told to
     stop while waiting. `on_wait` gets one line naming the holder."""
     lock = MeasureLock(resource, {"what": what})
-    got = lock.acquire(on_wait=lambda h: on_wait(f"waiting: this machine is measuring for {describe(h)}"),
-                       should_stop=should_stop)
+    got = lock.acquire(
+        on_wait=lambda h: on_wait(f"waiting: this machine is measuring for {describe(h)}"), should_stop=should_stop
+    )
     try:
         yield got
     finally:
@@ -102,8 +108,10 @@ def held(resource: str, what: str, on_wait: Callable[[str], None],
 def describe(holder: dict[str, Any]) -> str:
     if not holder:
         return "another measurement"
-    return (f"pid {holder.get('pid')} on {holder.get('host')} ({holder.get('what', 'a measurement')}, "
-            f"since {holder.get('since', '?')})")
+    return (
+        f"pid {holder.get('pid')} on {holder.get('host')} ({holder.get('what', 'a measurement')}, "
+        f"since {holder.get('since', '?')})"
+    )
 
 
 def visible_gpus(gpus_dir: str | None = None) -> int:

@@ -18,6 +18,7 @@ from ..procs import nvidia_gpus
 from ..protocol import PARENT_PID_ENV, PROBE_MODULE, THREAD_ENV_VARS
 from .zygote import ZygoteUnavailable, zygote_for
 
+
 def machine_key(device: str) -> str:
     """Everything the probe's answer depends on, known without torch."""
     try:
@@ -26,8 +27,12 @@ def machine_key(device: str) -> str:
         torch_version = None
     facts = {
         "answer": 2,  # what the probe answers: a new field asks again
-        **host_facts(), "device": device, "torch": torch_version, "executable": sys.executable,
-        "gpus": nvidia_gpus(), "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        **host_facts(),
+        "device": device,
+        "torch": torch_version,
+        "executable": sys.executable,
+        "gpus": nvidia_gpus(),
+        "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
         **{name: os.environ.get(name) for name in THREAD_ENV_VARS},
     }
     return hashlib.sha1(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
@@ -49,7 +54,10 @@ def check_factory(device: str, factory: str, isolation: str, timeout_s: float) -
 def _ask(device: str, factory: str | None, timeout_s: float) -> dict:
     proc = subprocess.run(
         [sys.executable, "-m", PROBE_MODULE, device, *([factory] if factory else [])],
-        capture_output=True, text=True, timeout=timeout_s, env={**os.environ, PARENT_PID_ENV: str(os.getpid())},
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env={**os.environ, PARENT_PID_ENV: str(os.getpid())},
     )
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]

@@ -62,8 +62,7 @@ def start_env(spec: Mapping[str, Any]) -> tuple[dict[str, str], str | None]:
     if preloaded:
         why = f"backend.allocator={back['allocator']} is preloaded (LD_PRELOAD) when a process starts"
     elif omp:
-        knobs = [f"backend.{k}={back[k]}" for k in ("omp_bind", "kmp_blocktime")
-                 if back[k] not in (None, "default")]
+        knobs = [f"backend.{k}={back[k]}" for k in ("omp_bind", "kmp_blocktime") if back[k] not in (None, "default")]
         why = f"{' and '.join(knobs)} are read by OpenMP when a process starts"
     return {**preloaded, **omp}, why
 
@@ -98,8 +97,11 @@ def measure_spec(
         started_with=started_with,
     )
     note = f"forked from a zygote started so: {why}" if why and result.isolation == "fork" else None
-    result = result.replace(isolation_note=note or result.isolation_note, scheduler_job=scheduler_job,
-                            config={k: spec[k] for k in ("task", "loader", "backend", "train", "dist")})
+    result = result.replace(
+        isolation_note=note or result.isolation_note,
+        scheduler_job=scheduler_job,
+        config={k: spec[k] for k in ("task", "loader", "backend", "train", "dist")},
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / RESULT_FILE).write_text(json.dumps(result.to_json(), indent=2, default=str) + "\n")
     return result

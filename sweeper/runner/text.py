@@ -8,11 +8,14 @@ from typing import Any
 from ..measurement import Memory, RunFacts, Throughput
 from ..result import RunResult, Status
 
-
 # why the windows stopped, as the summary line says it
-_STOPPED = {"precise": "precise enough", "max windows": "at the window maximum", "raced": "below the best",
-            "behind": "behind the best",
-            "pruned": "below the floor"}
+_STOPPED = {
+    "precise": "precise enough",
+    "max windows": "at the window maximum",
+    "raced": "below the best",
+    "behind": "behind the best",
+    "pruned": "below the floor",
+}
 
 
 def _num(x: float) -> str:
@@ -22,8 +25,11 @@ def _num(x: float) -> str:
 def describe_config(cfg: Mapping[str, Any]) -> str:
     t, lo, b = cfg["task"], cfg["loader"], cfg["backend"]
     if "command" in t:  # a script: its command says what it runs; sweeper adds what acts from outside
-        parts = [f"your script ({t['mode']}): {t['command']}", f"device {b['device']}",
-                 f"threads {b['threads'] if b['threads'] is not None else 'default'}"]
+        parts = [
+            f"your script ({t['mode']}): {t['command']}",
+            f"device {b['device']}",
+            f"threads {b['threads'] if b['threads'] is not None else 'default'}",
+        ]
         return ", ".join(_with_ranks(parts, cfg) + _outside(cfg))
     parts = [
         f"{t['name']} {t['mode']}",
@@ -63,24 +69,35 @@ def _outside(cfg: Mapping[str, Any]) -> list[str]:
 
 def _throughput_row(f: Throughput) -> str:
     interval = f.interval
-    return (f"{_num(f.samples_per_sec)}  ("
-            + (f"95% interval {_num(interval[0])}-{_num(interval[1])}, " if interval is not None
-               else "too few windows for an interval, ")
-            + f"IQR {100 * f.samples_per_sec_rel_iqr:.1f}% over {f.windows_measured} windows"
-            + (f", {_STOPPED[f.stopped]}" if f.stopped in _STOPPED else "") + (", noisy" if f.noisy else "") + ")")
+    return (
+        f"{_num(f.samples_per_sec)}  ("
+        + (
+            f"95% interval {_num(interval[0])}-{_num(interval[1])}, "
+            if interval is not None
+            else "too few windows for an interval, "
+        )
+        + f"IQR {100 * f.samples_per_sec_rel_iqr:.1f}% over {f.windows_measured} windows"
+        + (f", {_STOPPED[f.stopped]}" if f.stopped in _STOPPED else "")
+        + (", noisy" if f.noisy else "")
+        + ")"
+    )
 
 
 def _epoch_row(f: Throughput, run: RunFacts) -> str:
     epoch = run.epoch_samples or 0
-    text = f"{epoch:,} samples" + (f" ({run.stored_samples:,} stored, repeating)"
-                                   if run.stored_samples and run.stored_samples != epoch else "")
+    text = f"{epoch:,} samples" + (
+        f" ({run.stored_samples:,} stored, repeating)" if run.stored_samples and run.stored_samples != epoch else ""
+    )
     text += f"; {f.epoch_ends_measured} epoch ends inside the windows"
     if f.epoch_restart_s is not None:
         how = "in the windows it fell in" if f.epoch_restart_in_windows_s is not None else "measured once, apart"
         text += f"; each epoch end restarts the workers: {f.epoch_restart_s:.2f} s ({how}"
         steady = f.samples_per_sec_steady
-        text += (f"; samples/sec counts it once per epoch, {_num(steady)} between restarts)"
-                 if steady and steady != f.samples_per_sec else ")")
+        text += (
+            f"; samples/sec counts it once per epoch, {_num(steady)} between restarts)"
+            if steady and steady != f.samples_per_sec
+            else ")"
+        )
     return text
 
 
@@ -98,30 +115,59 @@ def format_result(result: RunResult) -> str:
     if status not in (Status.OK, Status.PRUNED) or measured is None:
         return f"{status}: {result.reason or ''}"
     f, t, m, u, run = measured.throughput, measured.timing, measured.memory, measured.utilization, measured.run
-    rows = [("samples/sec", _throughput_row(f)),
-            ("step time", f"p50 {t.step_time_p50_ms:.2f} ms   p95 {t.step_time_p95_ms:.2f} ms"),
-            ("waiting for data", f"{100 * t.data_wait_fraction:.0f}% of step time: {t.bottleneck}"
-             if t.bottleneck != "not reported" else "not reported (sweeper.track reports it; sweeper.step and "
-             "the printed line do not)")]
+    rows = [
+        ("samples/sec", _throughput_row(f)),
+        ("step time", f"p50 {t.step_time_p50_ms:.2f} ms   p95 {t.step_time_p95_ms:.2f} ms"),
+        (
+            "waiting for data",
+            f"{100 * t.data_wait_fraction:.0f}% of step time: {t.bottleneck}"
+            if t.bottleneck != "not reported"
+            else "not reported (sweeper.track reports it; sweeper.step and the printed line do not)",
+        ),
+    ]
     if f.rank_samples_per_sec:
-        rows.insert(1, ("ranks", f"{len(f.rank_samples_per_sec)} data-parallel ranks: "
-                        + ", ".join(_num(r) for r in f.rank_samples_per_sec if r is not None)
-                        + " samples/sec each; the total above is theirs in common windows"))
+        rows.insert(
+            1,
+            (
+                "ranks",
+                f"{len(f.rank_samples_per_sec)} data-parallel ranks: "
+                + ", ".join(_num(r) for r in f.rank_samples_per_sec if r is not None)
+                + " samples/sec each; the total above is theirs in common windows",
+            ),
+        )
     if t.device_busy_fraction is not None:
-        rows.append(("device busy", f"{100 * t.device_busy_fraction:.0f}% of the windows "
-                     f"(device step p50 {t.device_step_time_p50_ms or 0.0:.2f} ms, CUDA events)"))
+        rows.append(
+            (
+                "device busy",
+                f"{100 * t.device_busy_fraction:.0f}% of the windows "
+                f"(device step p50 {t.device_step_time_p50_ms or 0.0:.2f} ms, CUDA events)",
+            )
+        )
     if used := u.describe():
         rows.append(("utilization", used))
     if run.epoch_samples is not None:
         rows.append(("epoch", _epoch_row(f, run)))
     if f.compute_bound_samples_per_sec is not None:
-        rows.append(("compute-only", f"{_num(f.compute_bound_samples_per_sec)} samples/sec on a batch held in "
-                     f"memory: the data path costs {100 * (f.data_path_cost or 0.0):.0f}%"))
+        rows.append(
+            (
+                "compute-only",
+                f"{_num(f.compute_bound_samples_per_sec)} samples/sec on a batch held in "
+                f"memory: the data path costs {100 * (f.data_path_cost or 0.0):.0f}%",
+            )
+        )
     rows += [
         ("peak memory", _memory_row(m, run)),
-        ("warm-up", f"{t.warmup_s:.1f} s, {t.warmup_steps} steps" + (", steady" if t.warmup_steady else "")
-         + (f" (the script's start to its first step {t.first_step_s:.2f} s)" if run.command else
-            f" (first batch {t.first_batch_wait_s:.2f} s of loader start-up, compile/autotune {t.compile_s:.2f} s)")),
+        (
+            "warm-up",
+            f"{t.warmup_s:.1f} s, {t.warmup_steps} steps"
+            + (", steady" if t.warmup_steady else "")
+            + (
+                f" (the script's start to its first step {t.first_step_s:.2f} s)"
+                if run.command
+                else f" (first batch {t.first_batch_wait_s:.2f} s of loader start-up, "
+                f"compile/autotune {t.compile_s:.2f} s)"
+            ),
+        ),
     ]
     if run.command:
         rows.insert(0, ("script", " ".join(run.command)))

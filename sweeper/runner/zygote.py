@@ -78,8 +78,11 @@ class Zygote:
         self._stderr = tempfile.TemporaryFile()  # read only when it fails to start
         self._proc = subprocess.Popen(
             [sys.executable, "-m", ZYGOTE_MODULE, *([json.dumps(list(modules))] if modules is not None else [])],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
-            env=child_env, pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self._stderr,
+            env=child_env,
+            pass_fds=(theirs.fileno(),),
         )
         theirs.close()
         if modules is not None:
@@ -128,8 +131,9 @@ class Zygote:
         tail = self._stderr.read()[-300:].decode(errors="replace").strip()
         return tail.splitlines()[-1] if tail else f"exit status {self._proc.returncode}"
 
-    def fork(self, spec: Mapping[str, Any], env: Mapping[str, str], log_path: str, event_fd: int,
-             name: str) -> ForkedTrial:
+    def fork(
+        self, spec: Mapping[str, Any], env: Mapping[str, str], log_path: str, event_fd: int, name: str
+    ) -> ForkedTrial:
         """A trial measuring `spec`, forked, in its own session, re-parented to this process."""
         request = {"spec": spec, "env": dict(env), "log": log_path, "name": name}
         try:

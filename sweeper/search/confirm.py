@@ -37,8 +37,11 @@ def interleaved_order(candidates: Sequence[int], baseline: int, rounds: int) -> 
 
 def _medians(rounds: Mapping[int, Sequence[float | None]]) -> dict[int, float]:
     """Each member's median over the rounds it ran (members that never ran are left out)."""
-    return {t: statistics.median(v for v in runs if v is not None)
-            for t, runs in rounds.items() if any(v is not None for v in runs)}
+    return {
+        t: statistics.median(v for v in runs if v is not None)
+        for t, runs in rounds.items()
+        if any(v is not None for v in runs)
+    }
 
 
 def decide(rounds: Mapping[int, Sequence[float | None]], baseline: int) -> Confirmation | None:
@@ -54,7 +57,8 @@ def decide(rounds: Mapping[int, Sequence[float | None]], baseline: int) -> Confi
         if rounds[winner][r] is not None and rounds[baseline][r]
     ]
     wins = sum(
-        1 for r in range(n)
+        1
+        for r in range(n)
         if rounds[winner][r] is not None
         and all(rounds[t][r] is None or rounds[winner][r] >= rounds[t][r] for t in rounds)  # type: ignore[operator]
     )
@@ -88,8 +92,14 @@ def left_behind(beat: Sequence[FrozenTrial], run_noise: float) -> list[FrozenTri
     return [t for t in beat[1:] if (own := search_interval(t)) is not None and own[1] < floor]
 
 
-def decided(rounds: Mapping[int, Sequence[float | None]], upto: int, baseline: int, run_noise: float = 0.0,
-            searched: Mapping[int, float] | None = None, min_rounds: int = 2) -> bool:
+def decided(
+    rounds: Mapping[int, Sequence[float | None]],
+    upto: int,
+    baseline: int,
+    run_noise: float = 0.0,
+    searched: Mapping[int, float] | None = None,
+    min_rounds: int = 2,
+) -> bool:
     """After the first `upto` rounds (at least `min_rounds`): whether the leader's standing
     against the baseline is decided at 95% on their paired per-round ratios: the leader (highest
     median) ahead of the baseline, or, when the baseline leads, the baseline ahead of every other.
@@ -106,12 +116,12 @@ def decided(rounds: Mapping[int, Sequence[float | None]], upto: int, baseline: i
     rivals = [t for t in done if t != leader] if leader == baseline else [baseline]
     if upto == 1 and not all(_agrees(done[leader][0], done[t][0], searched, leader, t, run_noise) for t in rivals):
         return False
-    return all(ahead([a / b for a, b in zip(done[leader], done[t]) if a is not None and b], run_noise)
-               for t in rivals)
+    return all(ahead([a / b for a, b in zip(done[leader], done[t]) if a is not None and b], run_noise) for t in rivals)
 
 
-def _agrees(a: float | None, b: float | None, searched: Mapping[int, float] | None, lead: int, rival: int,
-            run_noise: float) -> bool:
+def _agrees(
+    a: float | None, b: float | None, searched: Mapping[int, float] | None, lead: int, rival: int, run_noise: float
+) -> bool:
     """Whether one round's ratio of `lead` to `rival` and their search figures' ratio differ by
     less than the known run-to-run noise allows (95%: four runs' moods, 2 sigma in log)."""
     if not (run_noise > 0 and a and b and searched and searched.get(lead) and searched.get(rival)):
@@ -119,8 +129,13 @@ def _agrees(a: float | None, b: float | None, searched: Mapping[int, float] | No
     return abs(math.log(a / b) - math.log(searched[lead] / searched[rival])) <= 1.96 * 2.0 * run_noise
 
 
-def in_doubt(measured: Mapping[int, Sequence[float | None]], leader: int, baseline: int,
-             searched: Mapping[int, float], waiting: Sequence[int]) -> list[int]:
+def in_doubt(
+    measured: Mapping[int, Sequence[float | None]],
+    leader: int,
+    baseline: int,
+    searched: Mapping[int, float],
+    waiting: Sequence[int],
+) -> list[int]:
     """The runners-up whose place behind the search's fastest its first round puts in doubt: its
     round figure, scaled by the baseline's to the machine's mood in the search, below theirs in
     the search (all of them when either round failed)."""
@@ -131,8 +146,9 @@ def in_doubt(measured: Mapping[int, Sequence[float | None]], leader: int, baseli
     return [n for n in waiting if searched.get(n, 0.0) > scaled]
 
 
-def plan_rounds(candidates: Sequence[int], baseline: int, rounds: int, remaining_s: float | None,
-                typical_wall_s: float) -> list[tuple[int, int]]:
+def plan_rounds(
+    candidates: Sequence[int], baseline: int, rounds: int, remaining_s: float | None, typical_wall_s: float
+) -> list[tuple[int, int]]:
     """The interleaved order, with fewer rounds when the budget can't hold them all (at least one)."""
     order = interleaved_order(candidates, baseline, rounds)
     per_round = len(order) // rounds
@@ -142,8 +158,15 @@ def plan_rounds(candidates: Sequence[int], baseline: int, rounds: int, remaining
     return order
 
 
-def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, remaining: Callable[[], float | None],
-                     typical_wall_s: float, stopped: Callable[[], bool]) -> Confirmation | None:
+def run_confirmation(
+    stored: StoredStudy,
+    plan: SweepPlan,
+    run: JobRunner,
+    *,
+    remaining: Callable[[], float | None],
+    typical_wall_s: float,
+    stopped: Callable[[], bool],
+) -> Confirmation | None:
     """Re-measure the candidates that beat the baseline and the baseline, interleaved, until the
     leader is decided or the rounds run out; store and return the decision. None when there is
     nothing to confirm (the baseline is the fastest found: the sweep says so). With
@@ -163,13 +186,22 @@ def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, re
     # with if_in_doubt, the runners-up wait for the first round of the search's fastest
     waiting = chosen[1:] if settings.runners_up == "if_in_doubt" else []
     members = [n for n in chosen if n not in waiting]
-    progress.say(f"confirming: {_trials(members)} (faster than the baseline in the search) and baseline "
-                 f"{baseline.number}, up to {rounds} interleaved rounds (fewer once the lead over the baseline "
-                 "is decided at 95%)" + (f"; {_trials(waiting)} (also faster) {_join(waiting)} if the first round does "
-                                         "not decide, or puts the search's order in doubt" if waiting else ""))
+    progress.say(
+        f"confirming: {_trials(members)} (faster than the baseline in the search) and baseline "
+        f"{baseline.number}, up to {rounds} interleaved rounds (fewer once the lead over the baseline "
+        "is decided at 95%)"
+        + (
+            f"; {_trials(waiting)} (also faster) {_join(waiting)} if the first round does "
+            "not decide, or puts the search's order in doubt"
+            if waiting
+            else ""
+        )
+    )
     if behind:
-        progress.say(f"  not confirmed: trials {behind}, faster than the baseline but behind trial #{chosen[0]} "
-                     f"beyond the run-to-run noise (hydra.sweeper.run_noise={plan.settings.run_spread:g})")
+        progress.say(
+            f"  not confirmed: trials {behind}, faster than the baseline but behind trial #{chosen[0]} "
+            f"beyond the run-to-run noise (hydra.sweeper.run_noise={plan.settings.run_spread:g})"
+        )
     measured: dict[int, list[float | None]] = {n: [None] * rounds for n in [*chosen, baseline.number]}
     searched = {n: value for n in measured if (value := primary_value(by_number[n])) is not None}
     ran: set[tuple[int, int]] = set()
@@ -185,8 +217,14 @@ def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, re
             progress.confirm_line(r, rounds, number, result)
 
     def settled(upto: int) -> bool:
-        return decided({n: measured[n] for n in [*members, baseline.number]}, upto, baseline.number,
-                       plan.settings.run_spread, searched, settings.min_rounds)
+        return decided(
+            {n: measured[n] for n in [*members, baseline.number]},
+            upto,
+            baseline.number,
+            plan.settings.run_spread,
+            searched,
+            settings.min_rounds,
+        )
 
     run_rounds = 0
     node = baseline_record.fingerprint.hostname if (baseline_record := TrialRecord.of(baseline)).fingerprint else None
@@ -208,8 +246,10 @@ def run_confirmation(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, re
                 run_rounds = r + 1
     if 0 < run_rounds < rounds and not stopped():
         one = " (its lead beyond the run-to-run noise, in line with the search's figures)" if run_rounds == 1 else ""
-        progress.say(f"confirmation: the winner's lead over the baseline was decided at 95% after {run_rounds} of "
-                     f"{rounds} rounds{one}")
+        progress.say(
+            f"confirmation: the winner's lead over the baseline was decided at 95% after {run_rounds} of "
+            f"{rounds} rounds{one}"
+        )
     decision = decide({n: measured[n][:run_rounds] for n in [*members, baseline.number]}, baseline.number)
     if decision is not None:
         stored.save_confirmation(plan.fixed, decision)

@@ -82,8 +82,14 @@ def first_other(best: FrozenTrial, knob: str, plan: SweepPlan, ctx: sp.Context) 
     return next(({**knobs, knob: value} for value in dist.choices if value != knobs.get(knob)), None)
 
 
-def held_later(stored: StoredStudy, plan: SweepPlan, setup: Sequence[FrozenTrial], ctx: sp.Context,
-               due: frozenset[str], say: Callable[[str, str], None]) -> frozenset[str]:
+def held_later(
+    stored: StoredStudy,
+    plan: SweepPlan,
+    setup: Sequence[FrozenTrial],
+    ctx: sp.Context,
+    due: frozenset[str],
+    say: Callable[[str, str], None],
+) -> frozenset[str]:
     """The later knobs whose turn has come (`due`) that the sampler does not search yet: a try
     at the best so far is queued (once), and the knob opens only when it was a gain.
     `say(key, line)` tells the user once per key."""
@@ -97,16 +103,29 @@ def held_later(stored: StoredStudy, plan: SweepPlan, setup: Sequence[FrozenTrial
         held.add(knob)
         if tries.verdict == Verdict.KEPT:
             yours = plan.baseline_knobs.get(knob)
-            say(f"{knob}:kept", f"{tries.summary()}: no gain, kept at your config's value "
-                                f"({'null' if yours is None else yours}) for the rest of the sweep")
+            say(
+                f"{knob}:kept",
+                f"{tries.summary()}: no gain, kept at your config's value "
+                f"({'null' if yours is None else yours}) for the rest of the sweep",
+            )
         elif tries.verdict == Verdict.UNTRIED and (best := next(iter(ranked(setup)), None)) is not None:
             point = first_other(best, knob, plan, ctx)
             if point is None:
-                say(f"{knob}:idle", f"{knob} means nothing at the best so far (#{best.number}): "
-                                    "kept at your config's value until a best it changes")
+                say(
+                    f"{knob}:idle",
+                    f"{knob} means nothing at the best so far (#{best.number}): "
+                    "kept at your config's value until a best it changes",
+                )
                 continue
-            stored.enqueue(point, f"later: {knob}={point[knob]} at the best so far (#{best.number})", plan.fixed,
-                           probe_knob=knob, probe_of=best.number)
-            say(f"{knob}:trying", f"trying {knob}={point[knob]} at the best so far (#{best.number}) "
-                                  "before the sampler searches it")
+            stored.enqueue(
+                point,
+                f"later: {knob}={point[knob]} at the best so far (#{best.number})",
+                plan.fixed,
+                probe_knob=knob,
+                probe_of=best.number,
+            )
+            say(
+                f"{knob}:trying",
+                f"trying {knob}={point[knob]} at the best so far (#{best.number}) before the sampler searches it",
+            )
     return frozenset(held)

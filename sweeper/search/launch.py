@@ -35,8 +35,10 @@ def as_result(value: Any, objectives: Sequence[str]) -> RunResult:
         return RunResult(Status.OK, reported=dict(value))
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return RunResult(Status.OK, reported={objectives[0]: float(value)})
-    return RunResult(Status.ERROR, f"the job returned {type(value).__name__}: expected a number or a dict "
-                     f"with {', '.join(objectives)}")
+    return RunResult(
+        Status.ERROR,
+        f"the job returned {type(value).__name__}: expected a number or a dict with {', '.join(objectives)}",
+    )
 
 
 def sweep_precision(plan: SweepPlan) -> list[str]:
@@ -46,8 +48,13 @@ def sweep_precision(plan: SweepPlan) -> list[str]:
     return [f"measure.rel_precision={looser:g}"] if looser is not None and own is not None and looser > own else []
 
 
-def measure_overrides(plan: SweepPlan, prune_below: float | None, remaining_s: float | None,
-                      race: tuple[float, float] | None = None, behind: float | None = None) -> list[str]:
+def measure_overrides(
+    plan: SweepPlan,
+    prune_below: float | None,
+    remaining_s: float | None,
+    race: tuple[float, float] | None = None,
+    behind: float | None = None,
+) -> list[str]:
     """What the sweep adds to a job's overrides: the sweep's precision, the prune threshold, the
     incumbent's interval to race against (widened, and its own low end), a timeout within the
     budget."""
@@ -95,7 +102,9 @@ def _first_line(exc: BaseException) -> str:
 
 
 _STATE = re.compile(r"\(state: ([^)\n]+)\)")  # submitit: "has not produced any output (state: CANCELLED by 0)"
-_SCHEDULER_SAID = re.compile(r"\*\*\* (JOB \S+ ON \S+ [^*\n]+?) \*\*\*")  # slurmstepd: "*** JOB 7 ON n1 CANCELLED AT ... ***"
+_SCHEDULER_SAID = re.compile(
+    r"\*\*\* (JOB \S+ ON \S+ [^*\n]+?) \*\*\*"
+)  # slurmstepd: "*** JOB 7 ON n1 CANCELLED AT ... ***"
 
 
 def lost_reason(exc: BaseException) -> str:
@@ -126,8 +135,9 @@ class JobRunner:
     # the sweep's budget left (None: no budget): a lost batch's other jobs are waited for within it
     remaining: Callable[[], float | None] = lambda: None
 
-    def __call__(self, overrides: list[str], job_idx: int, trial_number: int | None = None,
-                 subdir: str | None = None) -> RunResult:
+    def __call__(
+        self, overrides: list[str], job_idx: int, trial_number: int | None = None, subdir: str | None = None
+    ) -> RunResult:
         return self.batch([Job(overrides, job_idx, trial_number, subdir)])[0]
 
     def batch(self, jobs: Sequence[Job]) -> list[RunResult]:
@@ -138,8 +148,12 @@ class JobRunner:
                 beating.enter_context(heartbeat(self.stored, job.trial_number))
             if self.plan.own_app or self.plan.settings.lock == "off":
                 return self._launch(jobs)
-            with held(self.plan.claim.resource, f"study {self.plan.study_name}", on_wait=progress.say,
-                      should_stop=lambda: self.stop.requested) as got:
+            with held(
+                self.plan.claim.resource,
+                f"study {self.plan.study_name}",
+                on_wait=progress.say,
+                should_stop=lambda: self.stop.requested,
+            ) as got:
                 if not got:
                     return [RunResult(Status.INTERRUPTED, self.stop.reason) for _ in jobs]
                 return self._launch(jobs)
@@ -176,14 +190,18 @@ class JobRunner:
             return self._failed_job(ended.raised)
         self._keep_log(job, scheduled.launcher_log(handle))
         if ended.still_active:
-            return RunResult(Status.INTERRUPTED, f"{ended.name} was still {ended.state} when the sweep stopped: "
-                             "the next sweep of the study reads its result")
+            return RunResult(
+                Status.INTERRUPTED,
+                f"{ended.name} was still {ended.state} when the sweep stopped: "
+                "the next sweep of the study reads its result",
+            )
         left = self._left_result(job, submitted)
         if left is not None:
             return left
-        return RunResult(Status.INTERRUPTED if self.stop.requested else Status.ERROR,
-                         f"the scheduler ended {ended.name} ({ended.state or 'state unknown'}) before it had a "
-                         "result")
+        return RunResult(
+            Status.INTERRUPTED if self.stop.requested else Status.ERROR,
+            f"the scheduler ended {ended.name} ({ended.state or 'state unknown'}) before it had a result",
+        )
 
     def _out_of_time(self) -> bool:
         left = self.remaining()
@@ -235,8 +253,9 @@ class JobRunner:
         path = self.plan.sweep_dir / job.subdir / RESULT_FILE
         if path.is_file() and path.stat().st_mtime >= submitted:
             with contextlib.suppress(ValueError, OSError):
-                return self._waited(RunResult.from_json(json.loads(path.read_text())).replace(job_dir=str(path.parent)),
-                                    submitted)
+                return self._waited(
+                    RunResult.from_json(json.loads(path.read_text())).replace(job_dir=str(path.parent)), submitted
+                )
         return None
 
     def _recovered(self, job: Job, exc: BaseException, submitted: float) -> RunResult:

@@ -52,8 +52,9 @@ class LoopState:
             progress.say(line)
 
 
-def stop_reason(state: LoopState, *, measured: int, n_trials: int, patience: int | None,
-                remaining_s: float | None, reserve_s: float) -> str | None:
+def stop_reason(
+    state: LoopState, *, measured: int, n_trials: int, patience: int | None, remaining_s: float | None, reserve_s: float
+) -> str | None:
     """Why the sweep stops before the next trial, or None to go on (pure)."""
     if measured >= n_trials:
         return f"n_trials={n_trials} reached"
@@ -99,8 +100,14 @@ def _note(state: LoopState, told: Told, best: FrozenTrial | None) -> None:
         state.since_gain += 1
 
 
-def optimize(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, stopped: Callable[[], str | None],
-             remaining: Callable[[], float | None]) -> str:
+def optimize(
+    stored: StoredStudy,
+    plan: SweepPlan,
+    run: JobRunner,
+    *,
+    stopped: Callable[[], str | None],
+    remaining: Callable[[], float | None],
+) -> str:
     """Run trials until a stop rule ends the sweep; returns why it stopped. Up to n_jobs trials
     are measured at once, as one batch through the launcher (the baseline alone, first)."""
     settings = plan.settings
@@ -112,14 +119,26 @@ def optimize(stored: StoredStudy, plan: SweepPlan, run: JobRunner, *, stopped: C
         trials = stored.trials(plan.fixed)
         measured = sum(was_measured(t) for t in trials)
         remaining_s = remaining()
-        why = stop_reason(state, measured=measured, n_trials=settings.n_trials, patience=settings.patience,
-                          remaining_s=remaining_s, reserve_s=typical_wall(stored, plan) * (1 + settings.confirm_runs))
+        why = stop_reason(
+            state,
+            measured=measured,
+            n_trials=settings.n_trials,
+            patience=settings.patience,
+            remaining_s=remaining_s,
+            reserve_s=typical_wall(stored, plan) * (1 + settings.confirm_runs),
+        )
         if why is not None:
             if measured >= settings.n_trials:
                 _end_queued(stored, plan)
             return why
-        batch = _ask_batch(stored, plan, state, trials, width=min(settings.n_jobs, settings.n_trials - measured),
-                           remaining_s=remaining_s)
+        batch = _ask_batch(
+            stored,
+            plan,
+            state,
+            trials,
+            width=min(settings.n_jobs, settings.n_trials - measured),
+            remaining_s=remaining_s,
+        )
         if batch.jobs:
             results = run.batch([job for job, _ in batch.jobs])
             for (job, trial), result in zip(batch.jobs, results):
@@ -134,14 +153,26 @@ def _end_queued(stored: StoredStudy, plan: SweepPlan) -> None:
     measures them unasked."""
     for _ in stored.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
         trial, knobs = ask(stored, plan, plan.context(learned_convolutional(stored, plan)), baseline=False)
-        skip(stored, trial, Status.SURPLUS, f"n_trials={plan.settings.n_trials} was reached before this queued "
-                                            "point was measured")
-        progress.say(f"not measured: #{trial.number} {progress.short_knobs(knobs, plan.baseline_knobs)}, queued, "
-                     "as n_trials is reached")
+        skip(
+            stored,
+            trial,
+            Status.SURPLUS,
+            f"n_trials={plan.settings.n_trials} was reached before this queued point was measured",
+        )
+        progress.say(
+            f"not measured: #{trial.number} {progress.short_knobs(knobs, plan.baseline_knobs)}, queued, "
+            "as n_trials is reached"
+        )
 
 
-def _tell(stored: StoredStudy, plan: SweepPlan, state: LoopState, told: Told, best: FrozenTrial | None,
-          remaining: Callable[[], float | None]) -> None:
+def _tell(
+    stored: StoredStudy,
+    plan: SweepPlan,
+    state: LoopState,
+    told: Told,
+    best: FrozenTrial | None,
+    remaining: Callable[[], float | None],
+) -> None:
     _note(state, told, best)
     done, record = told.trial, TrialRecord.of(told.trial)
     if was_measured(done) or record.status in (Status.OOM, Status.OOM_PREDICTED):
@@ -172,12 +203,20 @@ def _queue_start_points(stored: StoredStudy, plan: SweepPlan, ctx: sp.Context) -
             progress.say(f"not queued: {what}: n_trials={plan.settings.n_trials} leaves no trial for it")
         else:
             own = all(plan.baseline_knobs.get(k) == v for k, v in point.knobs.items())
-            progress.say(f"not queued: {what} is "
-                         + ("your config's own point" if own else "a point the study holds already"))
+            progress.say(
+                f"not queued: {what} is " + ("your config's own point" if own else "a point the study holds already")
+            )
 
 
-def _ask_batch(stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: list[FrozenTrial], *, width: int,
-               remaining_s: float | None) -> Batch:
+def _ask_batch(
+    stored: StoredStudy,
+    plan: SweepPlan,
+    state: LoopState,
+    trials: list[FrozenTrial],
+    *,
+    width: int,
+    remaining_s: float | None,
+) -> Batch:
     """Ask until `width` trials need measuring (answering the others from the study as they come),
     the baseline first and alone. RUNNING trials count as the sampler's bad ones meanwhile
     (TPE's constant liar), and knobs asked twice are measured once."""
@@ -192,8 +231,9 @@ def _ask_batch(stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: l
             held_back |= held_later(stored, plan, trials, ctx, due, state.say_once)
         if opened := plan.held_back(0) - held_back - state.opened:
             state.opened |= opened
-            progress.say(f"now also searching {', '.join(sorted(opened))}" + (
-                "" if held_back else " (the whole space is open)"))
+            progress.say(
+                f"now also searching {', '.join(sorted(opened))}" + ("" if held_back else " (the whole space is open)")
+            )
         if state.start_points_due and not first:  # the baseline has run: what the workload is, is known
             state.start_points_due = False
             _queue_start_points(stored, plan, ctx)
@@ -201,8 +241,11 @@ def _ask_batch(stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: l
         state.start_points_due |= first  # after the baseline: the other classes' winners and the recipes
         ahead = [t for t in stored.trials(plan.fixed) if t.number < trial.number and was_measured(t)]
         if len(ahead) >= plan.settings.n_trials:  # another process took the last slot meanwhile
-            _note(state, skip(stored, trial, Status.SURPLUS, "n_trials was reached by another process of this study"),
-                  batch.best)
+            _note(
+                state,
+                skip(stored, trial, Status.SURPLUS, "n_trials was reached by another process of this study"),
+                batch.best,
+            )
             break
         key = json.dumps(knobs, sort_keys=True, default=str)
         if key in pending:
@@ -211,20 +254,36 @@ def _ask_batch(stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: l
         told = _answer(stored, plan, trial, knobs, trials, state.say_once)
         if told is not None:
             _tell(stored, plan, state, told, batch.best, lambda: remaining_s)
-            if not batch.jobs or state.sampler_done or state.unmeasured_in_a_row >= EXHAUSTED_AFTER \
-                    or state.skipped_in_a_row >= SKIPPED_AFTER:
+            if (
+                not batch.jobs
+                or state.sampler_done
+                or state.unmeasured_in_a_row >= EXHAUSTED_AFTER
+                or state.skipped_in_a_row >= SKIPPED_AFTER
+            ):
                 break  # back to the stop rules, as between trials
             continue
         pending[key] = trial.number
-        batch.jobs.append((_job(plan, trial, knobs, trials, batch.best, has_baseline=baseline is not None,
-                                remaining_s=remaining_s), trial))
+        batch.jobs.append(
+            (
+                _job(
+                    plan, trial, knobs, trials, batch.best, has_baseline=baseline is not None, remaining_s=remaining_s
+                ),
+                trial,
+            )
+        )
         if baseline is None:
             break  # the baseline is measured alone: every trial after it races against it
     return batch
 
 
-def _answer(stored: StoredStudy, plan: SweepPlan, trial: Trial, knobs: dict[str, Any],
-            trials: list[FrozenTrial], say: Callable[[str, str], None] = lambda key, line: None) -> Told | None:
+def _answer(
+    stored: StoredStudy,
+    plan: SweepPlan,
+    trial: Trial,
+    knobs: dict[str, Any],
+    trials: list[FrozenTrial],
+    say: Callable[[str, str], None] = lambda key, line: None,
+) -> Told | None:
     """Answer the trial from the study, without measuring: an identical configuration's result,
     a point the preset does not measure, a predicted OOM; None when it must be measured."""
     source = None if plan.settings.remeasure else history.find_measured(trials, knobs, plan.fixed)
@@ -233,24 +292,37 @@ def _answer(stored: StoredStudy, plan: SweepPlan, trial: Trial, knobs: dict[str,
     if (unsampled := plan.unsampled_reason(knobs)) is not None:
         if (fitted := plan.within_cores(knobs)) is not None:  # measured next, unless the study holds it
             changes = ", ".join(f"{k.split('.')[-1]}={fitted[k]}" for k in fitted if fitted[k] != knobs[k])
-            if stored.enqueue(fitted, f"#{trial.number}'s point with {changes}", plan.fixed,
-                              in_place_of=trial.number):
-                say(json.dumps(fitted, sort_keys=True, default=str),
-                    f"#{trial.number} skipped ({unsampled.split(';')[0]}): its point with {changes} queued instead")
+            if stored.enqueue(fitted, f"#{trial.number}'s point with {changes}", plan.fixed, in_place_of=trial.number):
+                say(
+                    json.dumps(fitted, sort_keys=True, default=str),
+                    f"#{trial.number} skipped ({unsampled.split(';')[0]}): its point with {changes} queued instead",
+                )
                 unsampled += f"; its nearest point within the cores ({changes}) is queued"
             else:
                 unsampled += f"; its nearest point within the cores ({changes}) is in the study already"
         return skip(stored, trial, Status.SKIPPED, unsampled)
     dominating = history.oom_dominating(trials, knobs, plan.fixed)
     if dominating is not None:
-        return skip(stored, trial, Status.OOM_PREDICTED,
-                    f"batch {knobs[history.BATCH]} >= {config_of(dominating).get(history.BATCH)} which ran "
-                    f"out of memory in trial {dominating.number} with the same memory settings")
+        return skip(
+            stored,
+            trial,
+            Status.OOM_PREDICTED,
+            f"batch {knobs[history.BATCH]} >= {config_of(dominating).get(history.BATCH)} which ran "
+            f"out of memory in trial {dominating.number} with the same memory settings",
+        )
     return None
 
 
-def _job(plan: SweepPlan, trial: Trial, knobs: dict[str, Any], trials: list[FrozenTrial], best: FrozenTrial | None,
-         *, has_baseline: bool, remaining_s: float | None) -> Job:
+def _job(
+    plan: SweepPlan,
+    trial: Trial,
+    knobs: dict[str, Any],
+    trials: list[FrozenTrial],
+    best: FrozenTrial | None,
+    *,
+    has_baseline: bool,
+    remaining_s: float | None,
+) -> Job:
     """The trial's job: its knobs, the race against the best so far, a timeout within the budget."""
     if (why := history.rerun_reason(trials, knobs, plan.fixed)) is not None:
         for key, value in TrialRecord.rerun(why).items():

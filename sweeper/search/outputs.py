@@ -21,9 +21,19 @@ from ..store.storage import has_password, redact
 from ..store.study import StoredStudy
 from ..store.summary import SweepSummary
 from ..store.table import trials_frame, write_table
-from ..store.trials import baseline_kept, baseline_of, changed_knobs, config_of, count, pareto_trials, primary_value, ranked
+from ..store.trials import (
+    baseline_kept,
+    baseline_of,
+    changed_knobs,
+    config_of,
+    count,
+    pareto_trials,
+    primary_value,
+    ranked,
+)
 from . import progress
 from .plan import SweepPlan
+
 
 def _clean(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
@@ -46,14 +56,14 @@ def optimization_results(
         "objectives": list(objectives),
         "winner": winner.number if winner else None,
         "solutions": [
-            {"number": t.number, "params": config_of(t), "values": [_clean(v) for v in t.values or []]}
-            for t in best
+            {"number": t.number, "params": config_of(t), "values": [_clean(v) for v in t.values or []]} for t in best
         ],
     }
 
 
-def write_outputs(stored: StoredStudy, plan: SweepPlan, decision: Confirmation | None, why: str,
-                  started_at: float) -> SweepSummary:
+def write_outputs(
+    stored: StoredStudy, plan: SweepPlan, decision: Confirmation | None, why: str, started_at: float
+) -> SweepSummary:
     """Everything a sweep leaves in its directory, from the study (the source of truth)."""
     stored.save_sweep_span(plan.fixed, started_at, time.time())
     trials = stored.trials(plan.fixed)
@@ -77,16 +87,26 @@ def write_outputs(stored: StoredStudy, plan: SweepPlan, decision: Confirmation |
     report_path = _write_report(plan)
     figure, figure_of = SweepSummary.winner_figure_of(decision, primary_value(winner) if winner else None)
     summary = SweepSummary(
-        study=plan.study_name, storage=redact(plan.storage_url), stopped=why, counts=count(trials),
-        winner=winner.number if winner else None, baseline=baseline.number if baseline else None,
-        confirmation=decision, fixed_overrides=plan.fixed, workload=plan.workload,
-        hardware_class=plan.hardware_class, machine=plan.machine.fingerprint.hostname, command=command,
+        study=plan.study_name,
+        storage=redact(plan.storage_url),
+        stopped=why,
+        counts=count(trials),
+        winner=winner.number if winner else None,
+        baseline=baseline.number if baseline else None,
+        confirmation=decision,
+        fixed_overrides=plan.fixed,
+        workload=plan.workload,
+        hardware_class=plan.hardware_class,
+        machine=plan.machine.fingerprint.hostname,
+        command=command,
         report=str(report_path) if report_path is not None else None,
-        winner_samples_per_sec=figure, winner_figure=figure_of,
+        winner_samples_per_sec=figure,
+        winner_figure=figure_of,
     )
     summary.write(out)
-    stored.save_outcome(summary.baseline, summary.winner, figure, figure_of,
-                        decision.speedup if decision is not None else None)
+    stored.save_outcome(
+        summary.baseline, summary.winner, figure, figure_of, decision.speedup if decision is not None else None
+    )
     _write_index()
     progress.final_summary(summary, winner, baseline, out, kept=baseline_kept(trials, decision))
     return summary
@@ -95,19 +115,28 @@ def write_outputs(stored: StoredStudy, plan: SweepPlan, decision: Confirmation |
 def write_sweep_info(plan: SweepPlan) -> None:
     """sweep.json: what `python -m sweeper.report <sweep dir>` needs to find the study again."""
     plan.sweep_dir.mkdir(parents=True, exist_ok=True)
-    (plan.sweep_dir / SWEEP_FILE).write_text(json.dumps({
-        "study": plan.study_name,
-        "storage": redact(plan.storage_url),
-        "storage_has_password": has_password(plan.storage_url),
-        "fixed_overrides": list(plan.fixed),
-        "workload": plan.workload,
-        "hardware_class": plan.hardware_class,
-    }, indent=2) + "\n")
+    (plan.sweep_dir / SWEEP_FILE).write_text(
+        json.dumps(
+            {
+                "study": plan.study_name,
+                "storage": redact(plan.storage_url),
+                "storage_has_password": has_password(plan.storage_url),
+                "fixed_overrides": list(plan.fixed),
+                "workload": plan.workload,
+                "hardware_class": plan.hardware_class,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 def _report_failure(what: str, exc: Exception) -> None:
-    print(f"warning: the {what} could not be written ({type(exc).__name__}: {exc}); "
-          "the trials are stored, regenerate it with python -m sweeper.report", file=sys.stderr)
+    print(
+        f"warning: the {what} could not be written ({type(exc).__name__}: {exc}); "
+        "the trials are stored, regenerate it with python -m sweeper.report",
+        file=sys.stderr,
+    )
 
 
 def _write_report(plan: SweepPlan) -> Path | None:

@@ -73,8 +73,13 @@ class SweepPlan:
         return self.machine.hardware_class
 
     def context(self, convolutional: bool | None) -> sp.Context:
-        return sp.Context(cuda=self.machine.cuda, bf16=self.machine.bf16, convolutional=convolutional,
-                          loader_in_order=self.machine.loader_in_order, openmp=self.machine.openmp)
+        return sp.Context(
+            cuda=self.machine.cuda,
+            bf16=self.machine.bf16,
+            convolutional=convolutional,
+            loader_in_order=self.machine.loader_in_order,
+            openmp=self.machine.openmp,
+        )
 
     @property
     def ranks_from_preset(self) -> bool:
@@ -90,8 +95,12 @@ class SweepPlan:
         """Why this trial is not measured (see space.unsampled_reason), or None."""
         if not self.own_app:
             return None
-        return sp.unsampled_reason(self._with_base(knobs), self.machine.cores, self.base_value("train.effective_batch"),
-                                   ranks_from_preset=self.ranks_from_preset)
+        return sp.unsampled_reason(
+            self._with_base(knobs),
+            self.machine.cores,
+            self.base_value("train.effective_batch"),
+            ranks_from_preset=self.ranks_from_preset,
+        )
 
     def within_cores(self, knobs: Mapping[str, Any]) -> dict[str, Any] | None:
         """The searched knobs of the nearest point the preset measures, when `knobs` oversubscribe
@@ -130,7 +139,7 @@ def split_arguments(arguments: Sequence[str]) -> tuple[list[str], dict[str, str]
     fixed, swept = [], {}
     try:
         overrides = OverridesParser.create().parse_overrides(list(arguments))
-    except Exception as exc:  # noqa: BLE001 - Hydra's grammar error: keep its first line
+    except Exception as exc:  # Hydra's grammar error: keep its first line
         raise ConfigError(f"cannot parse the overrides: {str(exc).splitlines()[0]}") from exc
     for override in overrides:
         if override.is_sweep_override():
@@ -156,8 +165,11 @@ def preset(base: DictConfig, compose: Compose, fixed: list[str], device_kind: st
     if base.search.get("preset") == "auto":
         base = compose([*fixed, f"search={'gpu' if device_kind == 'cuda' else 'cpu'}"])
     params = {k: str(v) for k, v in (OmegaConf.to_container(base.search.params, resolve=True) or {}).items()}
-    return Preset(params, tuple(str(k) for k in base.search.get("main") or []),
-                  tuple(str(k) for k in base.search.get("later") or []))
+    return Preset(
+        params,
+        tuple(str(k) for k in base.search.get("main") or []),
+        tuple(str(k) for k in base.search.get("later") or []),
+    )
 
 
 def check_space(base: DictConfig, space: Mapping[str, BaseDistribution], own_app: bool) -> None:
@@ -180,7 +192,7 @@ def check_space(base: DictConfig, space: Mapping[str, BaseDistribution], own_app
             typed = copy.deepcopy(base[group])
             try:  # its type and choice, as Hydra will check it when the trial is composed
                 OmegaConf.update(typed, leaf, value, merge=False)
-            except Exception as exc:  # noqa: BLE001 - OmegaConf's ValidationError and kin
+            except Exception as exc:  # OmegaConf's ValidationError and kin
                 raise ConfigError(f"search param {key}: {error_line(exc, base) or exc}") from exc
             trial_spec = json.loads(json.dumps(spec))
             trial_spec[group] = OmegaConf.to_container(typed, resolve=True, enum_to_str=True)
@@ -206,15 +218,24 @@ BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 def check_launcher(settings: SweepSettings, launcher: str) -> None:
     """n_jobs > 1 needs a launcher that runs jobs elsewhere: the basic one runs them here, one by one."""
     if settings.n_jobs > 1 and launcher == BASIC_LAUNCHER:
-        raise ConfigError(f"hydra.sweeper.n_jobs={settings.n_jobs} launches that many trials at once, and "
-                          "hydra/launcher=basic runs them here, one after another, on one machine that measures "
-                          "one at a time: use a launcher with machines of its own (hydra/launcher=submitit_slurm, "
-                          "pip install 'torch-sweeper[slurm]') or hydra.sweeper.n_jobs=1.")
+        raise ConfigError(
+            f"hydra.sweeper.n_jobs={settings.n_jobs} launches that many trials at once, and "
+            "hydra/launcher=basic runs them here, one after another, on one machine that measures "
+            "one at a time: use a launcher with machines of its own (hydra/launcher=submitit_slurm, "
+            "pip install 'torch-sweeper[slurm]') or hydra.sweeper.n_jobs=1."
+        )
 
 
-def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Compose, app_name: str,
-              sweep_dir: Path, probe_machine: Callable[[str, str | None, str], Machine] = probe,
-              launcher: str = BASIC_LAUNCHER) -> SweepPlan:
+def make_plan(
+    settings: SweepSettings,
+    arguments: Sequence[str],
+    *,
+    compose: Compose,
+    app_name: str,
+    sweep_dir: Path,
+    probe_machine: Callable[[str, str | None, str], Machine] = probe,
+    launcher: str = BASIC_LAUNCHER,
+) -> SweepPlan:
     """Everything a sweep needs before trial 1; ConfigError names the first thing that is wrong."""
     check_launcher(settings, launcher)
     fixed, swept = split_arguments(arguments)
@@ -226,13 +247,16 @@ def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Com
     if own_app:
         spec = worker_spec(base)
         check_config(spec)
-        machine = probe_machine(str(base.backend.device), None if script else str(base.task.factory),
-                                str(base.measure.isolation))
+        machine = probe_machine(
+            str(base.backend.device), None if script else str(base.task.factory), str(base.measure.isolation)
+        )
     else:
         machine = Machine.this_host()
     if machine.cuda and own_app and base.measure.memory_limit_gb is not None:
-        raise ConfigError(f"measure.memory_limit_gb={base.measure.memory_limit_gb} limits the address space, which "
-                          "the CUDA libraries need far more of than they use: set measure.memory_limit_gb=null on a GPU.")
+        raise ConfigError(
+            f"measure.memory_limit_gb={base.measure.memory_limit_gb} limits the address space, which "
+            "the CUDA libraries need far more of than they use: set measure.memory_limit_gb=null on a GPU."
+        )
     chosen = preset(base, compose, fixed, machine.device)
     params = {**chosen.params, **(settings.params or {}), **swept}
     space = sp.build_space(params)
@@ -244,25 +268,52 @@ def make_plan(settings: SweepSettings, arguments: Sequence[str], *, compose: Com
     if own_app:
         space = sp.hold_effective_batch(space, OmegaConf.select(base, "train.effective_batch", default=None))
     check_space(base, space, own_app)
-    workload = (f"{command.script_name(spec['task']['argv'])} {base.task.mode} (script)" if script
-                else workload_label(base) if own_app else app_name)
-    space = sp.restrict_to_machine(space, sp.Context(cuda=machine.cuda, bf16=machine.bf16, convolutional=None,
-                                                       loader_in_order=machine.loader_in_order, openmp=machine.openmp))
+    workload = (
+        f"{command.script_name(spec['task']['argv'])} {base.task.mode} (script)"
+        if script
+        else workload_label(base)
+        if own_app
+        else app_name
+    )
+    space = sp.restrict_to_machine(
+        space,
+        sp.Context(
+            cuda=machine.cuda,
+            bf16=machine.bf16,
+            convolutional=None,
+            loader_in_order=machine.loader_in_order,
+            openmp=machine.openmp,
+        ),
+    )
     # the baseline is a point of the space
     baseline_knobs = {k: plain(OmegaConf.select(base, k)) for k in space}
     space = {k: sp.include_value(d, baseline_knobs[k]) for k, d in space.items()}
     # numbers from different hardware never mix: one study per hardware class
     study_name = (
-        f"{settings.study_name}@{machine.hardware_class}" if settings.study_name
+        f"{settings.study_name}@{machine.hardware_class}"
+        if settings.study_name
         else f"{workload.split(' (')[0].replace(' ', '-')}-{machine.device}-{machine.hardware_class}"
     )
     device = str(base.backend.device) if own_app else "cpu"
     return SweepPlan(
-        settings=settings, fixed=tuple(fixed), base=base, own_app=own_app, machine=machine, workload=workload,
-        directions=tuple(directions), deadline_s=deadline_s, space=space,
-        order=tuple(sp.suggestion_order(list(space))), baseline_knobs=baseline_knobs, study_name=study_name,
-        storage_url=settings.storage or default_storage(), claim=claim_for(device), sweep_dir=sweep_dir,
-        asked=asked, notes=tuple(notes), runs_here=launcher == BASIC_LAUNCHER,
+        settings=settings,
+        fixed=tuple(fixed),
+        base=base,
+        own_app=own_app,
+        machine=machine,
+        workload=workload,
+        directions=tuple(directions),
+        deadline_s=deadline_s,
+        space=space,
+        order=tuple(sp.suggestion_order(list(space))),
+        baseline_knobs=baseline_knobs,
+        study_name=study_name,
+        storage_url=settings.storage or default_storage(),
+        claim=claim_for(device),
+        sweep_dir=sweep_dir,
+        asked=asked,
+        notes=tuple(notes),
+        runs_here=launcher == BASIC_LAUNCHER,
         main=frozenset(k for k in {*chosen.main, *asked} if k in space),
         later=frozenset(k for k in chosen.later if k in space and k not in asked),
     )

@@ -36,8 +36,16 @@ def start_bar(total: int) -> None:
         return
     from tqdm import tqdm
 
-    _BAR[:] = [tqdm(total=total, unit="trial", file=sys.stdout, dynamic_ncols=True, leave=False,
-                    bar_format="{n_fmt}/{total_fmt} trials |{bar:24}| {desc}")]
+    _BAR[:] = [
+        tqdm(
+            total=total,
+            unit="trial",
+            file=sys.stdout,
+            dynamic_ncols=True,
+            leave=False,
+            bar_format="{n_fmt}/{total_fmt} trials |{bar:24}| {desc}",
+        )
+    ]
 
 
 def close_bar() -> None:
@@ -89,8 +97,14 @@ def short_knobs(knobs: Mapping[str, Any], against: Mapping[str, Any] | None = No
     return " ".join(parts)
 
 
-def trial_line(trial: FrozenTrial, n: int, total: int, ranked: Sequence[FrozenTrial],
-               remaining_s: float | None, baseline: Mapping[str, Any] | None = None) -> None:
+def trial_line(
+    trial: FrozenTrial,
+    n: int,
+    total: int,
+    ranked: Sequence[FrozenTrial],
+    remaining_s: float | None,
+    baseline: Mapping[str, Any] | None = None,
+) -> None:
     """One line per trial: the knobs that differ from the baseline's (all of them for the
     baseline itself), its figure, the best so far, the time left."""
     record = TrialRecord.of(trial)
@@ -135,20 +149,36 @@ def script_lines(baseline: FrozenTrial | None, winner: FrozenTrial) -> list[str]
     return [*outside, command]
 
 
-def final_summary(summary: SweepSummary, winner: FrozenTrial | None, baseline: FrozenTrial | None,
-                  out_dir: Path, kept: str | None = None) -> None:
+def final_summary(
+    summary: SweepSummary,
+    winner: FrozenTrial | None,
+    baseline: FrozenTrial | None,
+    out_dir: Path,
+    kept: str | None = None,
+) -> None:
     """The sweep's last lines: the counts, the winner and its confirmed speedup (or, when nothing
     beat the baseline, `kept`: one sentence saying so), how to reproduce it, where it all is."""
     n = summary.counts
     ran = [f"{n.measured - n.failed - n.stopped_early} complete"]
-    ran += [f"{k} {what}" for k, what in ((n.stopped_early, "stopped early behind the best"), (n.failed, "failed")) if k]
-    unrun = [f"{k} {what}" for k, what in ((n.reused, "answered from earlier results"),
-                                           (n.skipped, "skipped as oversubscribed"),
-                                           (n.predicted_oom, "skipped as sure to run out of memory"),
-                                           (n.surplus, "left to another process"),
-                                           (n.interrupted, "interrupted")) if k]
-    say(f"sweep done: {n.measured} trials measured ({', '.join(ran)})" + (f"; {', '.join(unrun)}" if unrun else "")
-        + f"; {summary.stopped}")
+    ran += [
+        f"{k} {what}" for k, what in ((n.stopped_early, "stopped early behind the best"), (n.failed, "failed")) if k
+    ]
+    unrun = [
+        f"{k} {what}"
+        for k, what in (
+            (n.reused, "answered from earlier results"),
+            (n.skipped, "skipped as oversubscribed"),
+            (n.predicted_oom, "skipped as sure to run out of memory"),
+            (n.surplus, "left to another process"),
+            (n.interrupted, "interrupted"),
+        )
+        if k
+    ]
+    say(
+        f"sweep done: {n.measured} trials measured ({', '.join(ran)})"
+        + (f"; {', '.join(unrun)}" if unrun else "")
+        + f"; {summary.stopped}"
+    )
     decision = summary.confirmation
     if winner is None:
         say("no configuration completed: see trials.csv for the reasons")
@@ -157,28 +187,45 @@ def final_summary(summary: SweepSummary, winner: FrozenTrial | None, baseline: F
         speed = record.samples_per_sec or 0
         memory = record.measurement.memory.peak_memory_mb if record.measurement is not None else 0.0
         against = config_of(baseline) if baseline is not None else None
-        figure = (f"{decision.median[decision.winner]:,.0f} samples/s (confirmed median)"
-                  if decision is not None and decision.winner in decision.median else f"{speed:,.0f} samples/s (search run)")
-        say(f"winner: trial #{winner.number} {short_knobs(config_of(winner), against)}: {figure}, "
-            f"peak {memory:,.0f} MB")
+        figure = (
+            f"{decision.median[decision.winner]:,.0f} samples/s (confirmed median)"
+            if decision is not None and decision.winner in decision.median
+            else f"{speed:,.0f} samples/s (search run)"
+        )
+        say(
+            f"winner: trial #{winner.number} {short_knobs(config_of(winner), against)}: {figure}, peak {memory:,.0f} MB"
+        )
         if kept is not None:
             say(kept)
         elif decision is not None:
-            spread = (f" (IQR {decision.speedup_low:.2f}-{decision.speedup_high:.2f}x), won "
-                      f"{100 * decision.win_share:.0f}% of rounds" if decision.rounds_run > 1 else "")
-            say(f"confirmed over {decision.over_rounds}: "
+            spread = (
+                f" (IQR {decision.speedup_low:.2f}-{decision.speedup_high:.2f}x), won "
+                f"{100 * decision.win_share:.0f}% of rounds"
+                if decision.rounds_run > 1
+                else ""
+            )
+            say(
+                f"confirmed over {decision.over_rounds}: "
                 f"{decision.median[decision.winner]:,.0f} vs baseline {decision.median[decision.baseline]:,.0f} "
-                f"samples/s = {decision.speedup:.2f}x{spread}")
+                f"samples/s = {decision.speedup:.2f}x{spread}"
+            )
         elif baseline is not None and TrialRecord.of(baseline).samples_per_sec:
-            say(f"speedup over baseline (search runs, unconfirmed): "
-                f"{speed / TrialRecord.of(baseline).samples_per_sec:.2f}x")
+            say(
+                f"speedup over baseline (search runs, unconfirmed): "
+                f"{speed / TrialRecord.of(baseline).samples_per_sec:.2f}x"
+            )
         say(f"reproduce: {summary.command}")
         if lines := script_lines(baseline, winner):
             say("your script with the winning values, to run tomorrow:")
             for line in lines:
                 say(f"  {line}")
-    written = [name for name in ("report.html", "trials.csv", "trials.parquet", "winner.yaml", "optimization_results.yaml")
-               if (out_dir / name).exists()]
+    written = [
+        name
+        for name in ("report.html", "trials.csv", "trials.parquet", "winner.yaml", "optimization_results.yaml")
+        if (out_dir / name).exists()
+    ]
     say(f"outputs: {out_dir} ({', '.join(written)})" + ("" if parquet_available() else f"; {PARQUET_MISSING}"))
-    say(f"study: stored as {summary.study!r} in {summary.storage} (one per hardware class); "
-        f"browse it with: {dashboard_command(summary.storage)}")
+    say(
+        f"study: stored as {summary.study!r} in {summary.storage} (one per hardware class); "
+        f"browse it with: {dashboard_command(summary.storage)}"
+    )

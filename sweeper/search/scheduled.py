@@ -16,8 +16,23 @@ from dataclasses import dataclass
 from typing import Any
 
 # SLURM's states of a job that may still run (a requeued job goes back to PENDING)
-ACTIVE = frozenset({"PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "COMPLETING", "CONFIGURING",
-                    "SUSPENDED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "READY"})
+ACTIVE = frozenset(
+    {
+        "PENDING",
+        "RUNNING",
+        "REQUEUED",
+        "REQUEUE_HOLD",
+        "REQUEUE_FED",
+        "COMPLETING",
+        "CONFIGURING",
+        "SUSPENDED",
+        "RESIZING",
+        "SIGNALING",
+        "STAGE_OUT",
+        "STOPPED",
+        "READY",
+    }
+)
 # ... of those, a job that waits to run (again, once requeued)
 WAITING = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
 POLL_S = 2.0
@@ -52,8 +67,10 @@ def job_state(name: str) -> str | None:
 
 
 def _slurm_state(job_id: str) -> str | None:
-    for command in (["sacct", "-n", "-X", "-P", "-o", "State", "-j", job_id],  # the accounting's word
-                    ["squeue", "-h", "-o", "%T", "-j", job_id]):  # a job accounting has not heard of yet
+    for command in (
+        ["sacct", "-n", "-X", "-P", "-o", "State", "-j", job_id],  # the accounting's word
+        ["squeue", "-h", "-o", "%T", "-j", job_id],
+    ):  # a job accounting has not heard of yet
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             words = subprocess.run(command, capture_output=True, text=True, timeout=30).stdout.split()
             if words:

@@ -45,9 +45,7 @@ class SweepSettings:
     # any Optuna sampler as a _target_ node (TPESampler, NSGAIISampler, GPSampler, RandomSampler,
     # GridSampler: its search_space comes from params); TPE starts after 5 random trials unless
     # sampler.n_startup_trials says otherwise
-    sampler: Dict[str, Any] = field(
-        default_factory=lambda: {"_target_": "optuna.samplers.TPESampler", "seed": None}
-    )
+    sampler: Dict[str, Any] = field(default_factory=lambda: {"_target_": "optuna.samplers.TPESampler", "seed": None})
     # minimize/maximize per objective; null = each objective's natural direction
     direction: Any = None
     # any Optuna storage URL or journal:<path>; null = sqlite:///outputs/sweeper.db under the working directory
@@ -130,24 +128,36 @@ class SweepSettings:
         if self.n_jobs < 1:
             raise ConfigError(f"hydra.sweeper.n_jobs={self.n_jobs} is invalid: expected an integer >= 1.")
         if self.run_noise is not None and not 0 <= self.run_noise < 1:
-            raise ConfigError(f"hydra.sweeper.run_noise={self.run_noise} is invalid: expected a relative spread in "
-                              "[0, 1) (0.08 = 8% between runs of one configuration), or null.")
+            raise ConfigError(
+                f"hydra.sweeper.run_noise={self.run_noise} is invalid: expected a relative spread in "
+                "[0, 1) (0.08 = 8% between runs of one configuration), or null."
+            )
         if self.staged is not None and not 0 <= self.staged < 1:
-            raise ConfigError(f"hydra.sweeper.staged={self.staged} is invalid: expected a share of n_trials in "
-                              "[0, 1) (the trials that search the main knobs alone), or null.")
+            raise ConfigError(
+                f"hydra.sweeper.staged={self.staged} is invalid: expected a share of n_trials in "
+                "[0, 1) (the trials that search the main knobs alone), or null."
+            )
         if self.sweep_precision is not None and not 0 < self.sweep_precision < 1:
-            raise ConfigError(f"hydra.sweeper.sweep_precision={self.sweep_precision} is invalid: expected a share "
-                              "in (0, 1) (0.10 = a sweep's runs measure until their 95% interval is within 10% of "
-                              "their figure), or null.")
+            raise ConfigError(
+                f"hydra.sweeper.sweep_precision={self.sweep_precision} is invalid: expected a share "
+                "in (0, 1) (0.10 = a sweep's runs measure until their 95% interval is within 10% of "
+                "their figure), or null."
+            )
         if self.later is not None and not 0 <= self.later <= 1:
-            raise ConfigError(f"hydra.sweeper.later={self.later} is invalid: expected a share of n_trials in [0, 1] "
-                              "(the trials before the preset's later knobs open), or null.")
+            raise ConfigError(
+                f"hydra.sweeper.later={self.later} is invalid: expected a share of n_trials in [0, 1] "
+                "(the trials before the preset's later knobs open), or null."
+            )
         if not 1 <= self.confirm.min_rounds:
-            raise ConfigError(f"hydra.sweeper.confirm.min_rounds={self.confirm.min_rounds} is invalid: expected an "
-                              "integer >= 1 (the rounds before the lead over the baseline may be decided).")
+            raise ConfigError(
+                f"hydra.sweeper.confirm.min_rounds={self.confirm.min_rounds} is invalid: expected an "
+                "integer >= 1 (the rounds before the lead over the baseline may be decided)."
+            )
         if self.confirm.runners_up not in RUNNERS_UP:
-            raise ConfigError(f"hydra.sweeper.confirm.runners_up={self.confirm.runners_up!r} is invalid: expected one "
-                              f"of {', '.join(RUNNERS_UP)}.")
+            raise ConfigError(
+                f"hydra.sweeper.confirm.runners_up={self.confirm.runners_up!r} is invalid: expected one "
+                f"of {', '.join(RUNNERS_UP)}."
+            )
         if self.lock not in LOCK_MODES:
             raise ConfigError(f"hydra.sweeper.lock={self.lock!r} is invalid: expected one of {', '.join(LOCK_MODES)}.")
 

@@ -73,8 +73,10 @@ def _wait_for_jobs(stored: StoredStudy, numbers: Sequence[int], give_up: Callabl
     `give_up` says so (left for the next sweep)."""
     pending = _still_held([stored.trial(n) for n in numbers])
     for number, job in pending.items():
-        progress.say(f"trial #{number}: its job {job} is still {scheduled.job_state(job) or 'queued'}, from a sweep "
-                     "that stopped; its result is read when it ends")
+        progress.say(
+            f"trial #{number}: its job {job} is still {scheduled.job_state(job) or 'queued'}, from a sweep "
+            "that stopped; its result is read when it ends"
+        )
     while pending and not give_up():
         time.sleep(scheduled.POLL_S)
         pending = _still_held([stored.trial(n) for n in pending])
@@ -83,10 +85,20 @@ def _wait_for_jobs(stored: StoredStudy, numbers: Sequence[int], give_up: Callabl
 
 def settle(stored: StoredStudy, plan: SweepPlan, give_up: Callable[[], bool]) -> None:
     """Settle what earlier sweeps left (see the module's docstring), before the first ask."""
-    found = orphans(stored.trials(), host=socket.gethostname(), now=time.time(), alive=process_alive,
-                    told=lambda job: scheduled.job_state(job) is not None)
-    failed = [t for t in stored.trials(plan.fixed) if t.state == TrialState.FAIL
-              and TrialRecord.of(t).status in _LOST and TrialRecord.of(t).scheduler_job is not None]
+    found = orphans(
+        stored.trials(),
+        host=socket.gethostname(),
+        now=time.time(),
+        alive=process_alive,
+        told=lambda job: scheduled.job_state(job) is not None,
+    )
+    failed = [
+        t
+        for t in stored.trials(plan.fixed)
+        if t.state == TrialState.FAIL
+        and TrialRecord.of(t).status in _LOST
+        and TrialRecord.of(t).scheduler_job is not None
+    ]
     still = _wait_for_jobs(stored, [*(t.number for t, _ in found), *(t.number for t in failed)], give_up)
     for trial, why in found:
         if trial.number in still:
@@ -102,8 +114,16 @@ def settle(stored: StoredStudy, plan: SweepPlan, give_up: Callable[[], bool]) ->
         if trial.number in still:
             continue
         stand_in = stored.stand_in(trial)
-        told = tell_result(stored, stand_in, result.replace(
-            reason=f"recovered from #{trial.number}: its job wrote this result after the sweep had failed it"
-            if result.ok else result.reason), plan)
-        progress.say(f"trial #{told.trial.number}: the result trial #{trial.number}'s job wrote after it was "
-                     "failed, recovered")
+        told = tell_result(
+            stored,
+            stand_in,
+            result.replace(
+                reason=f"recovered from #{trial.number}: its job wrote this result after the sweep had failed it"
+                if result.ok
+                else result.reason
+            ),
+            plan,
+        )
+        progress.say(
+            f"trial #{told.trial.number}: the result trial #{trial.number}'s job wrote after it was failed, recovered"
+        )

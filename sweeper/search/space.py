@@ -41,8 +41,12 @@ NEUTRAL: dict[str, Any] = {
     "backend.numa": "none",
 }
 # DataLoader knobs that only exist with worker processes.
-NEEDS_WORKERS = ("loader.prefetch_factor", "loader.persistent_workers", "loader.in_order",
-                 "loader.multiprocessing_context")
+NEEDS_WORKERS = (
+    "loader.prefetch_factor",
+    "loader.persistent_workers",
+    "loader.in_order",
+    "loader.multiprocessing_context",
+)
 # Knobs that change speed but not how much memory a batch needs (for "OOM at batch b").
 MEMORY_NEUTRAL = {
     "loader.batch_size",
@@ -167,26 +171,34 @@ def hold_effective_batch(space: dict[str, BaseDistribution], effective: int | No
         values = [v for v in (2**i for i in range(31)) if contains(dist, v)]  # a log range: its powers of two
     kept = [v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0 and effective % v == 0]
     if not kept:
-        raise ConfigError(f"train.effective_batch={effective}: no loader.batch_size of the search space divides it "
-                          f"({', '.join(map(str, values[:10]))}): search batch sizes that divide it.")
+        raise ConfigError(
+            f"train.effective_batch={effective}: no loader.batch_size of the search space divides it "
+            f"({', '.join(map(str, values[:10]))}): search batch sizes that divide it."
+        )
     return {**space, "loader.batch_size": CategoricalDistribution(kept)}
 
 
-def unsampled_reason(knobs: Mapping[str, Any], cores: int, effective_batch: int | None,
-                     ranks_from_preset: bool) -> str | None:
+def unsampled_reason(
+    knobs: Mapping[str, Any], cores: int, effective_batch: int | None, ranks_from_preset: bool
+) -> str | None:
     """Why a trial's configuration is not measured, or None: ranks that divide no effective
     batch, or (when the preset chose the ranks, not the user) ranks oversubscribing the cores."""
     nproc = int(knobs.get("dist.nproc_per_node") or 1)
     batch = knobs.get("loader.batch_size")
     if effective_batch and isinstance(batch, int) and effective_batch % (batch * nproc):
-        return (f"loader.batch_size={batch} x dist.nproc_per_node={nproc} does not divide "
-                f"train.effective_batch={effective_batch}")
+        return (
+            f"loader.batch_size={batch} x dist.nproc_per_node={nproc} does not divide "
+            f"train.effective_batch={effective_batch}"
+        )
     threads, workers = knobs.get("backend.threads"), int(knobs.get("loader.num_workers") or 0)
     if ranks_from_preset and topology.oversubscribes(nproc, threads, workers, cores):
         per_rank = threads or 1
-        return (f"{nproc} ranks x ({per_rank} thread{'s' * (per_rank != 1)}, {workers} loader "
-                f"worker{'s' * (workers != 1)}) oversubscribe "
-                f"the {cores} cores; the preset does not sample it (sweep dist.nproc_per_node yourself to measure such points)")
+        return (
+            f"{nproc} ranks x ({per_rank} thread{'s' * (per_rank != 1)}, {workers} loader "
+            f"worker{'s' * (workers != 1)}) oversubscribe "
+            f"the {cores} cores; the preset does not sample it "
+            "(sweep dist.nproc_per_node yourself to measure such points)"
+        )
     return None
 
 

@@ -50,8 +50,9 @@ def _nearest(dist: BaseDistribution, want: int) -> Any:
     return below[-1] if below else (numbers[0] if numbers else None)
 
 
-def recipes(space: Mapping[str, BaseDistribution], baseline: Mapping[str, Any], *, cores: int, cuda: bool,
-            bf16: bool) -> list[StartPoint]:
+def recipes(
+    space: Mapping[str, BaseDistribution], baseline: Mapping[str, Any], *, cores: int, cuda: bool, bf16: bool
+) -> list[StartPoint]:
     """The practitioners' recipe on top of the baseline, once from each side of the cores'
     split: the loader's side (workers at the core count, compute threads on the cores they
     leave, at least one) and, on a CPU, the compute's side (compute threads at the core count,
@@ -61,16 +62,30 @@ def recipes(space: Mapping[str, BaseDistribution], baseline: Mapping[str, Any], 
     are measured first. Workers and threads both at the core count oversubscribe: on 2 cores
     that point read 0.61 of the best, and anchored TPE's model there."""
     yours = {k: v for k, v in baseline.items() if k in space and sp.contains(space[k], v)}
-    common = {"loader.batch_size": _largest(space["loader.batch_size"]) if "loader.batch_size" in space else None,
-              "backend.precision": "bf16" if bf16 else None, "backend.channels_last": True,
-              "loader.pin_memory": True if cuda else None, "loader.persistent_workers": True}
+    common = {
+        "loader.batch_size": _largest(space["loader.batch_size"]) if "loader.batch_size" in space else None,
+        "backend.precision": "bf16" if bf16 else None,
+        "backend.channels_last": True,
+        "loader.pin_memory": True if cuda else None,
+        "loader.persistent_workers": True,
+    }
     workers = _nearest_in(space, "loader.num_workers", cores)
-    sides = [("the loader's side: workers at the core count, compute threads on the cores left",
-              {"loader.num_workers": workers, "backend.threads": _nearest_in(space, "backend.threads",
-                                                                             max(1, cores - (workers or 0)))})]
+    sides = [
+        (
+            "the loader's side: workers at the core count, compute threads on the cores left",
+            {
+                "loader.num_workers": workers,
+                "backend.threads": _nearest_in(space, "backend.threads", max(1, cores - (workers or 0))),
+            },
+        )
+    ]
     if not cuda:
-        sides.append(("the compute's side: compute threads at the core count, the loader in the main process",
-                      {"loader.num_workers": 0, "backend.threads": _nearest_in(space, "backend.threads", cores)}))
+        sides.append(
+            (
+                "the compute's side: compute threads at the core count, the loader in the main process",
+                {"loader.num_workers": 0, "backend.threads": _nearest_in(space, "backend.threads", cores)},
+            )
+        )
     points: list[StartPoint] = []
     for what, split in sides:
         recipe = dict(yours)
@@ -78,9 +93,14 @@ def recipes(space: Mapping[str, BaseDistribution], baseline: Mapping[str, Any], 
             if key in space and value is not None and sp.contains(space[key], value):
                 recipe[key] = value
         if recipe != yours and all(p.knobs != recipe for p in points):
-            points.append(StartPoint(recipe, f"recipe: the largest batch, {what}"
-                                     + (", bf16" if recipe.get("backend.precision") == "bf16" else "")
-                                     + (", pinned memory" if recipe.get("loader.pin_memory") else "")))
+            points.append(
+                StartPoint(
+                    recipe,
+                    f"recipe: the largest batch, {what}"
+                    + (", bf16" if recipe.get("backend.precision") == "bf16" else "")
+                    + (", pinned memory" if recipe.get("loader.pin_memory") else ""),
+                )
+            )
     return points
 
 
@@ -88,8 +108,9 @@ def _nearest_in(space: Mapping[str, BaseDistribution], key: str, want: int) -> A
     return _nearest(space[key], want) if key in space else None
 
 
-def warm_starts(storage: Any, study_name: str, fixed: Sequence[str],
-                space: Mapping[str, BaseDistribution]) -> list[StartPoint]:
+def warm_starts(
+    storage: Any, study_name: str, fixed: Sequence[str], space: Mapping[str, BaseDistribution]
+) -> list[StartPoint]:
     """The winners of the same study on other hardware classes (`name@<class>`), as points of
     this space: their knobs that this space holds, with values it can take."""
     base = study_name.split("@")[0]
@@ -106,8 +127,9 @@ def warm_starts(storage: Any, study_name: str, fixed: Sequence[str],
         knobs = {k: v for k, v in config_of(winner).items() if k in space and sp.contains(space[k], v)}
         if knobs:
             hardware = TrialRecord.of(winner).hardware_class or name.split("@", 1)[1]
-            points.append(StartPoint(knobs, f"warm start: the winner on {hardware} (study {name}, "
-                                            f"trial #{winner.number})"))
+            points.append(
+                StartPoint(knobs, f"warm start: the winner on {hardware} (study {name}, trial #{winner.number})")
+            )
     return points
 
 
@@ -124,8 +146,9 @@ def live(point: StartPoint, plan: SweepPlan, ctx: sp.Context) -> StartPoint:
     convolutions) at the value the run has, so that what is queued, and shown as the trial's
     params, is what ran."""
     context = {**{k: plan.base_value(k) for k in ("loader.num_workers", "dist.nproc_per_node")}, **point.knobs}
-    knobs = {k: v if k not in sp.NEUTRAL or sp.is_active(k, context, ctx) else sp.NEUTRAL[k]
-             for k, v in point.knobs.items()}
+    knobs = {
+        k: v if k not in sp.NEUTRAL or sp.is_active(k, context, ctx) else sp.NEUTRAL[k] for k, v in point.knobs.items()
+    }
     return replace(point, knobs=knobs)
 
 
@@ -138,8 +161,9 @@ def queue_start(stored: StoredStudy, plan: SweepPlan, room: int, ctx: sp.Context
     if plan.settings.warm_start:
         points += warm_starts(stored.storage, stored.name, plan.fixed, plan.space)
     if plan.settings.recipes and not plan.settings.grid:
-        points += recipes(plan.space, plan.baseline_knobs, cores=plan.machine.cores, cuda=plan.machine.cuda,
-                          bf16=plan.machine.bf16)
+        points += recipes(
+            plan.space, plan.baseline_knobs, cores=plan.machine.cores, cuda=plan.machine.cuda, bf16=plan.machine.bf16
+        )
     outcomes = []
     for point in (live(p, plan, ctx) for p in points):
         if stored.holds(point.knobs, plan.fixed):

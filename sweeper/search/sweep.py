@@ -8,7 +8,6 @@ into exit codes.
 from __future__ import annotations
 
 import importlib.util
-
 import logging
 import os
 import time
@@ -66,11 +65,13 @@ def make_sampler(plan: SweepPlan) -> Any:
             config.setdefault("constant_liar", True)
     try:
         return instantiate(config, _convert_="all")
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         why = str(exc).split(", set env var HYDRA_FULL_ERROR")[0]  # Hydra's hint about its own traces
-        raise ConfigError(f"hydra.sweeper.sampler: cannot instantiate {config.get('_target_')!r}: {why} (any Optuna "
-                          "sampler: optuna.samplers.TPESampler, GPSampler, NSGAIISampler, RandomSampler, "
-                          "GridSampler).") from exc
+        raise ConfigError(
+            f"hydra.sweeper.sampler: cannot instantiate {config.get('_target_')!r}: {why} (any Optuna "
+            "sampler: optuna.samplers.TPESampler, GPSampler, NSGAIISampler, RandomSampler, "
+            "GridSampler)."
+        ) from exc
 
 
 def open_study(plan: SweepPlan) -> StoredStudy:
@@ -79,7 +80,7 @@ def open_study(plan: SweepPlan) -> StoredStudy:
         stored = StoredStudy.open(plan.storage_url, plan.study_name, directions=plan.directions, sampler=sampler)
     except ConfigError:
         raise
-    except Exception as exc:  # noqa: BLE001 - SQLAlchemy's and the journal's many errors: one line
+    except Exception as exc:  # SQLAlchemy's and the journal's many errors: one line
         first = " ".join(str(exc).split())[:300]
         raise ConfigError(
             f"hydra.sweeper.storage={redact(plan.storage_url)!r}: cannot open study {plan.study_name!r} "
@@ -92,8 +93,9 @@ def open_study(plan: SweepPlan) -> StoredStudy:
             f"study {plan.study_name!r} optimises {existing}, not {list(plan.directions)}: "
             "use another hydra.sweeper.study_name or the same objectives."
         )
-    stored.describe(plan.objectives, plan.hardware_class, workload=plan.workload,
-                    machine=plan.machine.fingerprint.describe())
+    stored.describe(
+        plan.objectives, plan.hardware_class, workload=plan.workload, machine=plan.machine.fingerprint.describe()
+    )
     return stored
 
 
@@ -103,14 +105,22 @@ def check_lock_at_start(plan: SweepPlan) -> None:
         return
     lock = MeasureLock(plan.claim.resource, {"what": f"study {plan.study_name}"})
     if not lock.try_acquire():
-        raise MachineBusy(f"this machine is measuring for {describe(lock.holder())}; "
-                          f"hydra.sweeper.lock=fail: exiting with {EXIT_LOCKED}.")
+        raise MachineBusy(
+            f"this machine is measuring for {describe(lock.holder())}; "
+            f"hydra.sweeper.lock=fail: exiting with {EXIT_LOCKED}."
+        )
     lock.release()
 
 
 class Sweep:
-    def __init__(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig,
-                 settings: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        *,
+        hydra_context: HydraContext,
+        task_function: TaskFunction,
+        config: DictConfig,
+        settings: Mapping[str, Any],
+    ) -> None:
         self.config = config
         self.hydra_context = hydra_context
         self.raw_settings = settings
@@ -123,21 +133,28 @@ class Sweep:
     def compose(self, overrides: Sequence[str]) -> DictConfig:
         try:
             return self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
-        except Exception as exc:  # noqa: BLE001 - Hydra's own message names the bad key
+        except Exception as exc:  # Hydra's own message names the bad key
             raise ConfigError(error_line(exc) or " ".join(str(exc).split())) from exc
 
     def sweep(self, arguments: Sequence[str]) -> dict[str, Any]:
         started, started_at = time.monotonic(), time.time()
         settings = SweepSettings.from_config(self.raw_settings)
-        plan = make_plan(settings, arguments, compose=self.compose, app_name=str(self.config.hydra.job.name),
-                         sweep_dir=Path(str(self.config.hydra.sweep.dir)),
-                         launcher=str(self.config.hydra.launcher.get("_target_", "")))
+        plan = make_plan(
+            settings,
+            arguments,
+            compose=self.compose,
+            app_name=str(self.config.hydra.job.name),
+            sweep_dir=Path(str(self.config.hydra.sweep.dir)),
+            launcher=str(self.config.hydra.launcher.get("_target_", "")),
+        )
         stored = open_study(plan)  # a storage or sampler it cannot open: one line, no sweep directory yet
         try:
             write_sweep_info(plan)
         except OSError as exc:
-            raise ConfigError(f"hydra.sweep.dir={str(plan.sweep_dir)!r} cannot be written ({exc.strerror}): "
-                              "choose a directory you can write, e.g. hydra.sweep.dir=/tmp/sweeps/x.") from exc
+            raise ConfigError(
+                f"hydra.sweep.dir={str(plan.sweep_dir)!r} cannot be written ({exc.strerror}): "
+                "choose a directory you can write, e.g. hydra.sweep.dir=/tmp/sweeps/x."
+            ) from exc
         stored.save_sweep_span(plan.fixed, started_at, None)
         progress.open_log(plan.sweep_dir / "sweep.log")
         if plan.claim.pin is not None:  # the launcher's jobs, and their children, run there
@@ -149,14 +166,18 @@ class Sweep:
             f"{', '.join(f'{o} ({d})' for o, d in zip(plan.objectives, plan.directions))}"
         )
         if plan.settings.staged and (held := plan.held_back(0) - plan.later):
-            progress.say(f"staged: the first {plan.settings.staged:.0%} of n_trials search "
-                         f"{', '.join(sorted(plan.main))}; the other {len(held)} knobs stay at your config's values "
-                         "until then (hydra.sweeper.staged=null: all at once)")
+            progress.say(
+                f"staged: the first {plan.settings.staged:.0%} of n_trials search "
+                f"{', '.join(sorted(plan.main))}; the other {len(held)} knobs stay at your config's values "
+                "until then (hydra.sweeper.staged=null: all at once)"
+            )
         if plan.later and plan.settings.later:
-            progress.say(f"{', '.join(sorted(plan.later))}: at your config's values for the first "
-                         f"{plan.settings.later:.0%} of n_trials (seconds of start-up a trial, the same steady rate), "
-                         "then tried at the best so far and searched only if that is a gain "
-                         "(hydra.sweeper.later=null: searched from the start)")
+            progress.say(
+                f"{', '.join(sorted(plan.later))}: at your config's values for the first "
+                f"{plan.settings.later:.0%} of n_trials (seconds of start-up a trial, the same steady rate), "
+                "then tried at the best so far and searched only if that is a gain "
+                "(hydra.sweeper.later=null: searched from the start)"
+            )
         for note in plan.notes:
             progress.say(note)
         check_lock_at_start(plan)
@@ -168,14 +189,28 @@ class Sweep:
             run = JobRunner(self.launcher, plan, stored, stop, remaining)
             progress.start_bar(plan.settings.n_trials)
             try:
-                why = optimize(stored, plan, run, remaining=remaining,
-                               stopped=lambda: f"stopped by {signal_name(stop.signum)}" if stop.requested else None)
+                why = optimize(
+                    stored,
+                    plan,
+                    run,
+                    remaining=remaining,
+                    stopped=lambda: f"stopped by {signal_name(stop.signum)}" if stop.requested else None,
+                )
             finally:
                 progress.close_bar()
             progress.say(f"stopped: {why}")
-            decision = None if stop.requested else run_confirmation(
-                stored, plan, run, remaining=remaining, typical_wall_s=typical_wall(stored, plan),
-                stopped=lambda: stop.requested)
+            decision = (
+                None
+                if stop.requested
+                else run_confirmation(
+                    stored,
+                    plan,
+                    run,
+                    remaining=remaining,
+                    typical_wall_s=typical_wall(stored, plan),
+                    stopped=lambda: stop.requested,
+                )
+            )
             summary = write_outputs(stored, plan, decision, why, started_at)
         scrub_files(plan.sweep_dir, plan.storage_url)
         if stop.signum is not None:

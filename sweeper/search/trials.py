@@ -14,8 +14,8 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 
 from ..measurement import MEMORY
 from ..result import RunResult, Status
-from ..store.record import TrialRecord
 from ..store.heartbeat import process_started
+from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import baseline_of
 from . import space as sp
@@ -49,15 +49,16 @@ def choose_knobs(plan: SweepPlan, ctx: sp.Context, pick: Any) -> dict[str, Any]:
             chosen[key] = pick(key, plan.space[key])
         else:
             chosen[key] = sp.NEUTRAL[key]
-    for key, neutral in (sp.NEUTRAL.items() if plan.own_app else ()):
+    for key, neutral in sp.NEUTRAL.items() if plan.own_app else ():
         if key not in chosen and not sp.is_active(key, {**context, **chosen}, ctx):
             if plan.base_value(key) != neutral:
                 chosen[key] = neutral
     return chosen
 
 
-def ask(stored: StoredStudy, plan: SweepPlan, ctx: sp.Context, *, baseline: bool,
-        held_back: frozenset[str] = frozenset()) -> tuple[Trial, dict[str, Any]]:
+def ask(
+    stored: StoredStudy, plan: SweepPlan, ctx: sp.Context, *, baseline: bool, held_back: frozenset[str] = frozenset()
+) -> tuple[Trial, dict[str, Any]]:
     """The next trial (the baseline when it has not run), recorded with who runs it. Knobs
     `held_back` (a staged search's first stage) take the baseline's values, unsuggested: the
     sampler models them only from the trials that searched them. A queued point (a warm start,
@@ -74,17 +75,24 @@ def ask(stored: StoredStudy, plan: SweepPlan, ctx: sp.Context, *, baseline: bool
         outside = {k: plan.baseline_knobs[k] for k in held_back}
     knobs = choose_knobs(plan, ctx, lambda key, dist: outside[key] if key in outside else suggest(trial, key, dist))
     attrs = TrialRecord.started(
-        baseline=baseline, knobs=knobs, fixed=list(plan.fixed), workload=plan.workload,
-        sweep_dir=str(plan.sweep_dir), host=socket.gethostname(), pid=os.getpid(),
-        pid_started=process_started(os.getpid()), hardware_class=plan.hardware_class,
+        baseline=baseline,
+        knobs=knobs,
+        fixed=list(plan.fixed),
+        workload=plan.workload,
+        sweep_dir=str(plan.sweep_dir),
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        pid_started=process_started(os.getpid()),
+        hardware_class=plan.hardware_class,
     )
     for key, value in attrs.items():
         trial.set_user_attr(key, value)
     return trial, knobs
 
 
-def _tell(stored: StoredStudy, trial: Trial, values: Sequence[float] | None = None,
-          state: TrialState | None = None) -> Told:
+def _tell(
+    stored: StoredStudy, trial: Trial, values: Sequence[float] | None = None, state: TrialState | None = None
+) -> Told:
     """study.tell, except that a sampler saying it is done (GridSampler calls study.stop(),
     which Optuna only allows inside optimize()) ends the sweep instead of crashing it; the
     trial itself is stored either way (Optuna saves it in a finally)."""
@@ -116,8 +124,10 @@ def tell_result(stored: StoredStudy, trial: Trial, result: RunResult, plan: Swee
     measured_on = result.fingerprint.hardware_class if result.fingerprint is not None else None
     if result.ok and expected and measured_on and measured_on != expected and not TrialRecord.of(trial).baseline:
         host = result.fingerprint.hostname if result.fingerprint is not None else "?"
-        result = result.replace(status=Status.OTHER_HARDWARE, reason=f"measured on {host}, hardware class "
-                                f"{measured_on}, not the study's {expected}: kept, not ranked")
+        result = result.replace(
+            status=Status.OTHER_HARDWARE,
+            reason=f"measured on {host}, hardware class {measured_on}, not the study's {expected}: kept, not ranked",
+        )
     _set(trial, TrialRecord.finished(result))
     if result.status == Status.OK:
         values = [result.value(o) for o in plan.objectives]

@@ -48,11 +48,16 @@ class Confirmation:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Confirmation:
-        return cls(winner=int(d["winner"]), baseline=int(d["baseline"]),
-                   rounds={int(k): list(v) for k, v in (d.get("rounds") or {}).items()},
-                   median={int(k): float(v) for k, v in (d.get("median") or {}).items()},
-                   speedup=float(d["speedup"]), speedup_low=_maybe(d.get("speedup_low")),
-                   speedup_high=_maybe(d.get("speedup_high")), win_share=float(d.get("win_share") or 0.0))
+        return cls(
+            winner=int(d["winner"]),
+            baseline=int(d["baseline"]),
+            rounds={int(k): list(v) for k, v in (d.get("rounds") or {}).items()},
+            median={int(k): float(v) for k, v in (d.get("median") or {}).items()},
+            speedup=float(d["speedup"]),
+            speedup_low=_maybe(d.get("speedup_low")),
+            speedup_high=_maybe(d.get("speedup_high")),
+            win_share=float(d.get("win_share") or 0.0),
+        )
 
 
 def _maybe(value: Any) -> float | None:

@@ -50,8 +50,15 @@ def heartbeat(stored: StoredStudy, number: int | None, interval_s: float = HEART
         thread.join()
 
 
-def orphans(trials: Sequence[FrozenTrial], *, host: str, now: float, alive: Callable[[int, float | None], bool],
-            told: Callable[[str], bool] = lambda job: True, grace_s: float = GRACE_S) -> list[tuple[FrozenTrial, str]]:
+def orphans(
+    trials: Sequence[FrozenTrial],
+    *,
+    host: str,
+    now: float,
+    alive: Callable[[int, float | None], bool],
+    told: Callable[[str], bool] = lambda job: True,
+    grace_s: float = GRACE_S,
+) -> list[tuple[FrozenTrial, str]]:
     """RUNNING trials with no live sweep behind them, each with why (pure). On the sweep's own
     host a dead process is enough, unless the trial's scheduler job is one whose state nobody
     here can tell (`told` says False): then, as on other hosts, only GRACE_S without a beat."""
@@ -60,8 +67,11 @@ def orphans(trials: Sequence[FrozenTrial], *, host: str, now: float, alive: Call
         if t.state != TrialState.RUNNING:
             continue
         record = TrialRecord.of(t)
-        if (record.host == host and record.sweeper_pid is not None
-                and (record.scheduler_job is None or told(record.scheduler_job))):
+        if (
+            record.host == host
+            and record.sweeper_pid is not None
+            and (record.scheduler_job is None or told(record.scheduler_job))
+        ):
             if not alive(record.sweeper_pid, record.sweeper_started):
                 found.append((t, DIED))
             continue

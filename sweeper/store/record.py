@@ -87,15 +87,29 @@ class TrialRecord:
         knobs = attrs.get(_KNOBS)
         pid = attrs.get(_PID)
         return cls(
-            status=_status(attrs), reason=attrs.get(_REASON), figures=dict(attrs.get(_FIGURES) or {}),
-            knobs=dict(knobs) if knobs is not None else None, baseline=bool(attrs.get(_BASELINE, False)),
-            fixed_overrides=tuple(attrs.get(_FIXED) or ()), fingerprint_json=attrs.get(_FINGERPRINT),
-            hardware_class=attrs.get(_HARDWARE), job_dir=attrs.get(_JOB_DIR), reused_from=attrs.get(_REUSED_FROM),
-            workload=attrs.get(_WORKLOAD), sweep_dir=attrs.get(_SWEEP_DIR), host=attrs.get(_HOST),
-            sweeper_pid=int(pid) if pid is not None else None, sweeper_started=attrs.get(_PID_STARTED),
-            heartbeat_at=attrs.get(_HEARTBEAT), rerun_reason=attrs.get(_RERUN),
-            scheduler_job=attrs.get(_SCHEDULER_JOB), queue_wait_s=attrs.get(_QUEUE_WAIT), origin=attrs.get(_ORIGIN),
-            probe_knob=attrs.get(_PROBE_KNOB), probe_of=attrs.get(_PROBE_OF), in_place_of=attrs.get(_IN_PLACE_OF),
+            status=_status(attrs),
+            reason=attrs.get(_REASON),
+            figures=dict(attrs.get(_FIGURES) or {}),
+            knobs=dict(knobs) if knobs is not None else None,
+            baseline=bool(attrs.get(_BASELINE, False)),
+            fixed_overrides=tuple(attrs.get(_FIXED) or ()),
+            fingerprint_json=attrs.get(_FINGERPRINT),
+            hardware_class=attrs.get(_HARDWARE),
+            job_dir=attrs.get(_JOB_DIR),
+            reused_from=attrs.get(_REUSED_FROM),
+            workload=attrs.get(_WORKLOAD),
+            sweep_dir=attrs.get(_SWEEP_DIR),
+            host=attrs.get(_HOST),
+            sweeper_pid=int(pid) if pid is not None else None,
+            sweeper_started=attrs.get(_PID_STARTED),
+            heartbeat_at=attrs.get(_HEARTBEAT),
+            rerun_reason=attrs.get(_RERUN),
+            scheduler_job=attrs.get(_SCHEDULER_JOB),
+            queue_wait_s=attrs.get(_QUEUE_WAIT),
+            origin=attrs.get(_ORIGIN),
+            probe_knob=attrs.get(_PROBE_KNOB),
+            probe_of=attrs.get(_PROBE_OF),
+            in_place_of=attrs.get(_IN_PLACE_OF),
             queued_for=tuple(attrs[_QUEUED_FOR]) if attrs.get(_QUEUED_FOR) is not None else None,
             recovered_from=attrs.get(_RECOVERED_FROM),
         )
@@ -137,11 +151,30 @@ class TrialRecord:
 
     # -- what to store --
     @staticmethod
-    def started(*, baseline: bool, knobs: Mapping[str, Any], fixed: list[str], workload: str, sweep_dir: str,
-                host: str, pid: int, pid_started: float | None, hardware_class: str) -> dict[str, Any]:
+    def started(
+        *,
+        baseline: bool,
+        knobs: Mapping[str, Any],
+        fixed: list[str],
+        workload: str,
+        sweep_dir: str,
+        host: str,
+        pid: int,
+        pid_started: float | None,
+        hardware_class: str,
+    ) -> dict[str, Any]:
         """When a trial is asked for: what it is and which sweep process runs it."""
-        return {_BASELINE: baseline, _KNOBS: dict(knobs), _FIXED: list(fixed), _WORKLOAD: workload,
-                _SWEEP_DIR: sweep_dir, _HOST: host, _PID: pid, _PID_STARTED: pid_started, _HARDWARE: hardware_class}
+        return {
+            _BASELINE: baseline,
+            _KNOBS: dict(knobs),
+            _FIXED: list(fixed),
+            _WORKLOAD: workload,
+            _SWEEP_DIR: sweep_dir,
+            _HOST: host,
+            _PID: pid,
+            _PID_STARTED: pid_started,
+            _HARDWARE: hardware_class,
+        }
 
     @staticmethod
     def recovered(number: int) -> dict[str, Any]:
@@ -154,13 +187,22 @@ class TrialRecord:
         return {_SCHEDULER_JOB: scheduler_job}
 
     @staticmethod
-    def queued(origin: str | None, fixed: Sequence[str], probe_knob: str | None = None,
-               probe_of: int | None = None, in_place_of: int | None = None) -> dict[str, Any]:
+    def queued(
+        origin: str | None,
+        fixed: Sequence[str],
+        probe_knob: str | None = None,
+        probe_of: int | None = None,
+        in_place_of: int | None = None,
+    ) -> dict[str, Any]:
         """A point queued for its setup's next ask (enqueue_trial's user_attrs): for which setup
         and why (none: the baseline; for a later knob tried at the best so far, which knob at
         which trial; for a point measured in place of a skipped one, which trial)."""
-        return {_QUEUED_FOR: list(fixed), **({_ORIGIN: origin} if origin is not None else {}), **({_PROBE_KNOB: probe_knob, _PROBE_OF: probe_of} if probe_knob else {}),
-                **({_IN_PLACE_OF: in_place_of} if in_place_of is not None else {})}
+        return {
+            _QUEUED_FOR: list(fixed),
+            **({_ORIGIN: origin} if origin is not None else {}),
+            **({_PROBE_KNOB: probe_knob, _PROBE_OF: probe_of} if probe_knob else {}),
+            **({_IN_PLACE_OF: in_place_of} if in_place_of is not None else {}),
+        }
 
     @staticmethod
     def finished(result: RunResult) -> dict[str, Any]:
@@ -169,8 +211,11 @@ class TrialRecord:
         if result.fingerprint is not None:
             attrs[_FINGERPRINT] = json.dumps(result.fingerprint.to_dict())
             attrs[_HARDWARE] = result.fingerprint.hardware_class
-        for key, value in ((_JOB_DIR, result.job_dir), (_SCHEDULER_JOB, result.scheduler_job),
-                           (_QUEUE_WAIT, result.queue_wait_s)):
+        for key, value in (
+            (_JOB_DIR, result.job_dir),
+            (_SCHEDULER_JOB, result.scheduler_job),
+            (_QUEUE_WAIT, result.queue_wait_s),
+        ):
             if value is not None:
                 attrs[key] = value
         return attrs

@@ -20,7 +20,7 @@ def open_storage(url: str) -> Any:
         from optuna.storages import JournalStorage
         from optuna.storages.journal import JournalFileBackend
 
-        path = Path(url[len(JOURNAL_PREFIX):].removeprefix("//")).expanduser()
+        path = Path(url[len(JOURNAL_PREFIX) :].removeprefix("//")).expanduser()
         path.parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(JournalFileBackend(str(path)))
     from optuna.storages import RDBStorage
@@ -32,8 +32,10 @@ def open_storage(url: str) -> Any:
         except OSError as exc:
             from ..errors import ConfigError
 
-            raise ConfigError(f"cannot create {str(folder)!r} for the study storage ({exc.strerror}): "
-                              "run from a directory you can write, or set hydra.sweeper.storage.") from exc
+            raise ConfigError(
+                f"cannot create {str(folder)!r} for the study storage ({exc.strerror}): "
+                "run from a directory you can write, or set hydra.sweeper.storage."
+            ) from exc
     return RDBStorage(url)
 
 
@@ -42,7 +44,7 @@ def dashboard_command(url: str) -> str:
     import shlex
 
     if url.startswith(JOURNAL_PREFIX):
-        return f"optuna-dashboard {shlex.quote(url[len(JOURNAL_PREFIX):].removeprefix('//'))}"
+        return f"optuna-dashboard {shlex.quote(url[len(JOURNAL_PREFIX) :].removeprefix('//'))}"
     return f"optuna-dashboard {shlex.quote(redact(url))}"
 
 

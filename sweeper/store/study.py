@@ -19,7 +19,6 @@ from .record import TrialRecord
 from .storage import open_storage
 from .trials import current, of_setup
 
-
 # study attributes: spelled here only (trial attributes: sweeper.store.record.TrialRecord)
 _OBJECTIVES, _HARDWARE_CLASS = "objectives", "hardware_class"
 _WORKLOAD, _MACHINE, _BASELINE, _WINNER = "workload", "machine", "baseline_trial", "winner_trial"
@@ -33,13 +32,19 @@ class StoredStudy:
     storage: Any  # the optuna storage object the study was opened on
 
     @classmethod
-    def open(cls, url: str, name: str, *, directions: Sequence[str] | None = None, sampler: Any = None,
-             create: bool = True) -> StoredStudy:
+    def open(
+        cls, url: str, name: str, *, directions: Sequence[str] | None = None, sampler: Any = None, create: bool = True
+    ) -> StoredStudy:
         storage = open_storage(url)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         if create:
-            study = optuna.create_study(storage=storage, sampler=sampler, study_name=name,
-                                        directions=list(directions or ["maximize"]), load_if_exists=True)
+            study = optuna.create_study(
+                storage=storage,
+                sampler=sampler,
+                study_name=name,
+                directions=list(directions or ["maximize"]),
+                load_if_exists=True,
+            )
         else:
             study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
         return cls(study, storage)
@@ -65,8 +70,11 @@ class StoredStudy:
         """A new running trial with a failed trial's params and attributes, to be told the
         result its job wrote late (a finished trial cannot be told again)."""
         template = optuna.trial.create_trial(
-            state=TrialState.RUNNING, params=failed.params, distributions=failed.distributions,
-            user_attrs={**failed.user_attrs, **TrialRecord.recovered(failed.number)})
+            state=TrialState.RUNNING,
+            params=failed.params,
+            distributions=failed.distributions,
+            user_attrs={**failed.user_attrs, **TrialRecord.recovered(failed.number)},
+        )
         return optuna.Trial(self.study, self.study._storage.create_new_trial(self.study_id, template_trial=template))
 
     def trial(self, number: int) -> FrozenTrial:
@@ -101,8 +109,9 @@ class StoredStudy:
     def sweep_span(self, fixed: Sequence[str]) -> dict[str, Any] | None:
         return self.study.user_attrs.get(self._span_key(fixed))
 
-    def describe(self, objectives: Sequence[str], hardware_class: str, *, workload: str = "",
-                 machine: str = "") -> None:
+    def describe(
+        self, objectives: Sequence[str], hardware_class: str, *, workload: str = "", machine: str = ""
+    ) -> None:
         """What the study is, where Optuna's tools show it: the objectives' names (optuna-dashboard's
         axes) and, as study attributes, the workload, the hardware class and the machine."""
         with warnings.catch_warnings():  # experimental since Optuna 3.2, and what the dashboard reads
@@ -115,8 +124,14 @@ class StoredStudy:
         if machine:
             self.study.set_user_attr(_MACHINE, machine)
 
-    def save_outcome(self, baseline: int | None, winner: int | None, samples_per_sec: float | None = None,
-                     figure: str | None = None, speedup: float | None = None) -> None:
+    def save_outcome(
+        self,
+        baseline: int | None,
+        winner: int | None,
+        samples_per_sec: float | None = None,
+        figure: str | None = None,
+        speedup: float | None = None,
+    ) -> None:
         """The last sweep's baseline and winner trials, and the winner's one figure (the
         confirmed median, or its search run, said which), as study attributes: what
         optuna-dashboard shows beside the trials."""
@@ -126,24 +141,36 @@ class StoredStudy:
         self.study.set_user_attr(_WINNER_FIGURE_OF, figure)
         self.study.set_user_attr(_SPEEDUP, round(speedup, 2) if speedup is not None else None)
 
-    def enqueue(self, knobs: Mapping[str, Any], origin: str | None, fixed: Sequence[str], *,
-                probe_knob: str | None = None, probe_of: int | None = None, in_place_of: int | None = None) -> bool:
+    def enqueue(
+        self,
+        knobs: Mapping[str, Any],
+        origin: str | None,
+        fixed: Sequence[str],
+        *,
+        probe_knob: str | None = None,
+        probe_of: int | None = None,
+        in_place_of: int | None = None,
+    ) -> bool:
         """Queue a point for this setup's next ask, with why: once (not if the setup's trials hold
         it, the baseline's own point included), except the baseline (no origin) and a later knob's
         try, which must be trials of their own (answered from an identical run when there is one).
         False: the setup held it, so nothing was queued."""
         if origin is not None and probe_knob is None and self.holds(knobs, fixed):
             return False
-        self.study.enqueue_trial(dict(knobs), user_attrs=TrialRecord.queued(origin, fixed, probe_knob, probe_of,
-                                                                            in_place_of))
+        self.study.enqueue_trial(
+            dict(knobs), user_attrs=TrialRecord.queued(origin, fixed, probe_knob, probe_of, in_place_of)
+        )
         return True
 
     def holds(self, knobs: Mapping[str, Any], fixed: Sequence[str]) -> bool:
         """Whether a trial of this setup has exactly these knobs (asked, queued or measured): what
         enqueue skips."""
         wanted, fixed = dict(knobs), tuple(fixed)
-        return any(t.system_attrs.get("fixed_params", t.params) == wanted for t in self.trials()
-                   if fixed in ((r := TrialRecord.of(t)).fixed_overrides, r.queued_for))
+        return any(
+            t.system_attrs.get("fixed_params", t.params) == wanted
+            for t in self.trials()
+            if fixed in ((r := TrialRecord.of(t)).fixed_overrides, r.queued_for)
+        )
 
     def ask(self, fixed: Sequence[str]) -> optuna.Trial:
         """Optuna's Study.ask, except that a queued point goes only to the setup that queued it.

@@ -36,7 +36,9 @@ class SweepSummary:
     winner_figure: str | None = None  # "confirmed median" | "search run"
 
     @staticmethod
-    def winner_figure_of(confirmation: Confirmation | None, search_run: float | None) -> tuple[float | None, str | None]:
+    def winner_figure_of(
+        confirmation: Confirmation | None, search_run: float | None
+    ) -> tuple[float | None, str | None]:
         if confirmation is not None and confirmation.winner_samples_per_sec is not None:
             return confirmation.winner_samples_per_sec, "confirmed median"
         return (search_run, "search run") if search_run is not None else (None, None)
@@ -57,9 +59,14 @@ class SweepSummary:
         """From summary.json (one of an earlier sweep may lack counts added since: 0)."""
         values = {f.name: d.get(f.name) for f in dataclasses.fields(cls)}
         conf = values["confirmation"]
-        return cls(**{**values, "counts": Counts(**{f.name: int(d.get(f.name) or 0) for f in dataclasses.fields(Counts)}),
-                      "confirmation": Confirmation.from_json(conf) if conf else None,
-                      "fixed_overrides": tuple(values["fixed_overrides"] or ())})
+        return cls(
+            **{
+                **values,
+                "counts": Counts(**{f.name: int(d.get(f.name) or 0) for f in dataclasses.fields(Counts)}),
+                "confirmation": Confirmation.from_json(conf) if conf else None,
+                "fixed_overrides": tuple(values["fixed_overrides"] or ()),
+            }
+        )
 
     def write(self, directory: Path) -> None:
         (directory / SUMMARY_FILE).write_text(json.dumps(self.to_json(), indent=2, default=str) + "\n")

@@ -45,8 +45,11 @@ def trial_row(trial: FrozenTrial) -> dict[str, Any]:
 def trials_frame(trials: Sequence[FrozenTrial]) -> pd.DataFrame:
     """Every trial, ordered by number, values as stored (Python objects: a knob set to null is
     None, a column a trial lacks is NaN); write_table gives the columns their types."""
-    return pd.DataFrame([trial_row(t) for t in sorted(trials, key=lambda t: t.number)],
-                        columns=None if trials else list(LEADING), dtype=object)
+    return pd.DataFrame(
+        [trial_row(t) for t in sorted(trials, key=lambda t: t.number)],
+        columns=None if trials else list(LEADING),
+        dtype=object,
+    )
 
 
 def knob_columns(frame: pd.DataFrame) -> list[str]:

@@ -90,16 +90,20 @@ def baseline_kept(trials: Sequence[FrozenTrial], confirmation: Confirmation | No
         if not others or not base:
             return None
         runner_up = max(others, key=lambda n: others[n])
-        return (f"{yours} stayed the fastest when re-measured side by side: the best candidate, trial #{runner_up}, "
-                f"ran at {others[runner_up] / base:.2f}x of it over {confirmation.over_rounds}.")
+        return (
+            f"{yours} stayed the fastest when re-measured side by side: the best candidate, trial #{runner_up}, "
+            f"ran at {others[runner_up] / base:.2f}x of it over {confirmation.over_rounds}."
+        )
     if not best or best[0].number != baseline.number:
         return None
     others = [t for t in best if t.number != baseline.number]
     if not others:
         return None
     base, second = primary_value(baseline) or 0.0, primary_value(others[0]) or 0.0
-    return (f"{yours} is already the fastest found: the best other, trial #{others[0].number}, trailed it by "
-            f"{1 - second / base:.0%} in the search ({second:,.0f} against {base:,.0f} samples/s); nothing to confirm.")
+    return (
+        f"{yours} is already the fastest found: the best other, trial #{others[0].number}, trailed it by "
+        f"{1 - second / base:.0%} in the search ({second:,.0f} against {base:,.0f} samples/s); nothing to confirm."
+    )
 
 
 def pareto_trials(trials: Sequence[FrozenTrial], directions: Sequence[str]) -> list[FrozenTrial]:
@@ -127,9 +131,17 @@ def speed_memory_front(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
     for t in measured_results(trials):
         measured = TrialRecord.of(t).measurement
         if t.state == TrialState.COMPLETE and measured is not None and measured.memory.peak_memory_mb is not None:
-            pairs.append((t, optuna.trial.create_trial(
-                values=[measured.throughput.samples_per_sec, measured.memory.peak_memory_mb], params=t.params,
-                distributions=t.distributions, system_attrs=t.system_attrs)))
+            pairs.append(
+                (
+                    t,
+                    optuna.trial.create_trial(
+                        values=[measured.throughput.samples_per_sec, measured.memory.peak_memory_mb],
+                        params=t.params,
+                        distributions=t.distributions,
+                        system_attrs=t.system_attrs,
+                    ),
+                )
+            )
     front = {id(c) for c in pareto_trials([c for _, c in pairs], ["maximize", "minimize"])}
     return [t for t, c in pairs if id(c) in front]
 

@@ -24,9 +24,7 @@ def image_transform(image_size: int, train: bool) -> transforms.Compose:
         head = [transforms.RandomResizedCrop(image_size), transforms.RandomHorizontalFlip()]
     else:
         head = [transforms.Resize(int(image_size * 256 / 224)), transforms.CenterCrop(image_size)]
-    return transforms.Compose(
-        [*head, transforms.ToTensor(), transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
-    )
+    return transforms.Compose([*head, transforms.ToTensor(), transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
 
 
 def is_convolutional(model_name: str) -> bool:
@@ -55,8 +53,9 @@ class IndexedImageFolder(datasets.ImageFolder):
 
     def make_dataset(self, directory: str, class_to_idx: dict[str, int], *args: Any, **kwargs: Any) -> list:
         stamps = [(name, os.stat(os.path.join(directory, name)).st_mtime_ns) for name in sorted(class_to_idx)]
-        key = hashlib.sha1(json.dumps([os.path.abspath(directory), stamps, repr(args), repr(sorted(kwargs))])
-                           .encode()).hexdigest()[:16]
+        key = hashlib.sha1(
+            json.dumps([os.path.abspath(directory), stamps, repr(args), repr(sorted(kwargs))]).encode()
+        ).hexdigest()[:16]
         path = cache_dir() / "indexes" / f"imagefolder-{key}.json"
         if path.exists():
             try:
@@ -81,9 +80,7 @@ def build(task: dict[str, Any]) -> Workload:
     else:
         # source images a little larger than the crop, as photos are
         source = (3, int(size * 1.15), int(size * 1.15))
-        data = datasets.FakeData(
-            int(task["num_samples"]), image_size=source, num_classes=classes, transform=transform
-        )
+        data = datasets.FakeData(int(task["num_samples"]), image_size=source, num_classes=classes, transform=transform)
     return Workload(
         model=make_model(task["model"], classes, size),
         dataset=data,

@@ -3,9 +3,8 @@ batch 64, shuffled), with torchvision's own MNIST class in the loader."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -17,9 +16,7 @@ from sweeper.paths import cache_dir, write_atomically
 from sweeper.workload import Workload
 
 # torchvision's MNIST normalisation constants
-MNIST_TRANSFORM = transforms.Compose(
-    [transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))]
-)
+MNIST_TRANSFORM = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))])
 
 
 def generated_mnist(num_samples: int, transform: Any, train: bool = True, seed: int = 0) -> datasets.MNIST:
@@ -83,5 +80,6 @@ def optimizer(task: dict[str, Any]) -> Callable[[Any], torch.optim.Optimizer]:
 
 
 def build(task: dict[str, Any]) -> Workload:
-    return Workload(model=mlp(), dataset=dataset(task), loss_fn=nn.functional.cross_entropy,
-                    optimizer_fn=optimizer(task))
+    return Workload(
+        model=mlp(), dataset=dataset(task), loss_fn=nn.functional.cross_entropy, optimizer_fn=optimizer(task)
+    )
