@@ -40,7 +40,9 @@ def is_script(task: Mapping[str, Any]) -> bool:
 
 def template(task: DictConfig) -> str:
     """task.command as written, its interpolations not resolved."""
-    return str(OmegaConf.to_container(task, resolve=False)["command"])
+    container = OmegaConf.to_container(task, resolve=False)
+    assert isinstance(container, dict)
+    return str(container["command"])
 
 
 def named_knobs(command: str, reads: Sequence[str] = ()) -> set[str]:
@@ -103,9 +105,10 @@ def argv(cfg: DictConfig) -> list[str]:
             "task.command='python train.py --batch-size ${loader.batch_size}'."
         )
     root = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False, enum_to_str=True))
-    root["_sweeper_argv"] = words
-    resolved = OmegaConf.to_container(root["_sweeper_argv"], resolve=True)
-    return [_word(value) for value in resolved]  # type: ignore[union-attr]
+    root._sweeper_argv = words
+    resolved = OmegaConf.to_container(root._sweeper_argv, resolve=True)
+    assert isinstance(resolved, list)
+    return [_word(value) for value in resolved]
 
 
 def _word(value: Any) -> str:

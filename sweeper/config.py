@@ -305,7 +305,7 @@ def error_line(exc: BaseException, config: Optional[DictConfig] = None, override
     """The one line for a value or key the config's schema refuses (Hydra's composition error,
     or OmegaConf's, anywhere in the cause chain); None if it is not such an error. `overrides`,
     the command line's, name the whole key a user wrote when OmegaConf names only the start of it."""
-    seen = exc
+    seen: Optional[BaseException] = exc
     while seen is not None and not isinstance(seen, OmegaConfBaseException):
         seen = seen.__cause__ or seen.__context__
     if seen is None or not getattr(seen, "full_key", None):

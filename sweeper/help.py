@@ -40,7 +40,7 @@ def _leaves(schema: Any, prefix: str = "") -> list[str]:
     for f in fields(schema):
         if f.name.startswith("_"):
             continue
-        default = f.default_factory() if callable(f.default_factory) else f.default  # type: ignore[misc]
+        default = f.default_factory() if callable(f.default_factory) else f.default
         if is_dataclass(default):
             names += _leaves(type(default), f"{prefix}{f.name}.")
         else:

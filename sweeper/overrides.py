@@ -43,7 +43,7 @@ def split_fixed(fixed: Sequence[str]) -> tuple[dict[str, str], dict[str, Any]]:
         if key.startswith("hydra") or key in SWEEP_ONLY or key == "search":
             continue
         if key in GROUPS:
-            groups[key] = override.value()
+            groups[key] = str(override.value())
         else:
             values[key] = override.value()
     return groups, values

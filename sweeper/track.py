@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from .protocol import LOADER_CPUS_ENV, STEPS_ENV, step_line
 
@@ -84,14 +84,14 @@ def _pin_workers(loader: Any) -> None:
 
     def pin_then_init(worker_id: int) -> None:
         os.sched_setaffinity(0, cores)
-        if own is not None:
+        if callable(own):
             own(worker_id)
 
     pin_then_init.sweeper_pins = True  # type: ignore[attr-defined]
     loader.worker_init_fn = pin_then_init
 
 
-class _Tracked:
+class _Tracked(Generic[T]):
     """The iterable, measured: each time the loop asks for the next batch, the step before it
     has ended."""
 

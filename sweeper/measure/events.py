@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 from ..protocol import EVENT_FD_ENV
 
@@ -16,6 +16,7 @@ class Events:
 
     def __init__(self, path: str | None = None) -> None:
         fd = os.environ.get(EVENT_FD_ENV)
+        self._out: TextIO
         if path is not None:
             self._out = open(path, "w", buffering=1)
             if path != os.devnull:  # the fd loader workers let go of (loader.start_worker)

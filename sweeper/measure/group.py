@@ -36,7 +36,7 @@ class TorchGroup:
         import torch.distributed as dist
 
         self._torch, self._dist, self._world = torch, dist, world
-        self._group = dist.new_group(backend="gloo")
+        self._group: Any = dist.new_group(backend="gloo")
 
     def agree(self, value: int) -> int:
         t = self._torch.tensor([value], dtype=self._torch.int64)

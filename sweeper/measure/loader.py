@@ -6,7 +6,7 @@ import functools
 import inspect
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -87,7 +87,7 @@ def make_loader(
                     "set loader.in_order=true or upgrade torch."
                 )
             extra["in_order"] = False
-    sampler = None
+    sampler: Any = None
     if shard is not None:
         from torch.utils.data.distributed import DistributedSampler
 
@@ -182,7 +182,7 @@ class BatchStream:
     def __init__(self, loader: DataLoader, clock: Callable[[], float] = time.perf_counter) -> None:
         self._loader = loader
         self._clock = clock
-        self._it = iter(loader)
+        self._it: Iterator[Any] = iter(loader)
         self.epochs_started = 1
 
     def __call__(self) -> Any:
@@ -194,7 +194,7 @@ class BatchStream:
 
     def _new_epoch(self) -> None:
         sampler = getattr(self._loader, "sampler", None)
-        if hasattr(sampler, "set_epoch"):  # a DistributedSampler shuffles anew each epoch
+        if sampler is not None and hasattr(sampler, "set_epoch"):  # a DistributedSampler shuffles anew each epoch
             sampler.set_epoch(self.epochs_started)
         self._it = iter(self._loader)
         self.epochs_started += 1

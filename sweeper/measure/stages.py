@@ -172,7 +172,7 @@ def build(spec: Mapping[str, Any], ready: Prepared) -> Built:
     def samples_of(batch: Any) -> int:
         return loader.batch_size_of(batch) if accum == 1 else sum(map(loader.batch_size_of, batch))
 
-    return Built(workload, step, next_batch, samples_of, stream, len(data.dataset), accum, nproc)
+    return Built(workload, step, next_batch, samples_of, stream, len(data.dataset), accum, nproc)  # type: ignore[arg-type]  # a map-style dataset
 
 
 def time_windows(spec: Mapping[str, Any], ready: Prepared, built: Built, events: Events) -> Timed:

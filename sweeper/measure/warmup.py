@@ -25,14 +25,20 @@ class Group(Protocol):
 
 
 class WarmUpRule(Protocol):
-    """The warm-up's part of timing.Rule."""
+    """The warm-up's part of timing.Rule (read-only: the rule is frozen)."""
 
-    warmup_s: float
-    warmup_steps: int
-    warmup_max_s: float | None
-    window_s: float
-    steady_tol: float
-    restarts_apart: bool
+    @property
+    def warmup_s(self) -> float: ...
+    @property
+    def warmup_steps(self) -> int: ...
+    @property
+    def warmup_max_s(self) -> float | None: ...
+    @property
+    def window_s(self) -> float: ...
+    @property
+    def steady_tol(self) -> float: ...
+    @property
+    def restarts_apart(self) -> bool: ...
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ def chart(draw: Callable[..., Figure]) -> Callable[..., str]:
 
     @functools.wraps(draw)
     def svg(*args: Any, **kwargs: Any) -> str:
-        with matplotlib.rc_context(STYLE):
+        with matplotlib.rc_context(STYLE):  # type: ignore[arg-type]  # rcParams' names, as matplotlib spells them
             return to_svg(draw(*args, **kwargs))
 
     return svg

@@ -30,7 +30,7 @@ def importances(study: optuna.Study, trials: Sequence[FrozenTrial]) -> dict[str,
     done = [t for t in trials if t.state == TrialState.COMPLETE and t.values]
     if len(done) < 3:
         return {}
-    copy = optuna.create_study(directions=[d.name.lower() for d in study.directions])
+    copy = optuna.create_study(directions=list(study.directions))
     copy.add_trials(done)
     sign = -1.0 if study.directions[0] == optuna.study.StudyDirection.MAXIMIZE else 1.0
     try:

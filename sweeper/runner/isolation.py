@@ -237,7 +237,7 @@ def start(
         RUN_MARK_ENV: mark.partition("=")[2],
         "PYTHONPATH": pythonpath_with_cwd(),
         DEADLINE_ENV: f"{deadline:.3f}",
-        MACHINE_CPUS_ENV: topology.cpulist(os.sched_getaffinity(0)),
+        MACHINE_CPUS_ENV: topology.cpulist(sorted(os.sched_getaffinity(0))),
     }
     log_path.parent.mkdir(parents=True, exist_ok=True)
     proc, note = None, None
@@ -255,6 +255,7 @@ def start(
                 pass_fds=(write_fd,),
                 start_new_session=True,
             )  # its own session and group: killed as one
+        assert proc.stdin is not None  # stdin=PIPE
         try:
             proc.stdin.write(json.dumps(spec).encode())
             proc.stdin.close()

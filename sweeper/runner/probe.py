@@ -78,7 +78,7 @@ def probe(device: str, factory: str | None = None, isolation: str = "spawn", tim
             machine = None  # unreadable: ask again
     if machine is None:
         answer = _ask(device, factory, timeout_s)
-        write_atomically(path, lambda tmp: tmp.write_text(json.dumps(answer)))
+        write_atomically(path, lambda tmp: None if tmp.write_text(json.dumps(answer)) else None)
         machine = Machine.from_dict(answer)
         checked = True
     else:

@@ -56,11 +56,13 @@ def decide(rounds: Mapping[int, Sequence[float | None]], baseline: int) -> Confi
         for r in range(n)
         if rounds[winner][r] is not None and rounds[baseline][r]
     ]
-    wins = sum(
-        1
-        for r in range(n)
-        if rounds[winner][r] is not None
-        and all(rounds[t][r] is None or rounds[winner][r] >= rounds[t][r] for t in rounds)  # type: ignore[operator]
+    wins = len(
+        [
+            r
+            for r in range(n)
+            if (mine := rounds[winner][r]) is not None
+            and all((other := rounds[t][r]) is None or mine >= other for t in rounds)
+        ]
     )
     return Confirmation(
         winner=winner,

@@ -330,7 +330,8 @@ def _job(
     prune_below, race, behind = None, None, None
     ratio = plan.settings.prune_ratio
     if has_baseline and best is not None and plan.objectives[0] == PRIMARY:
-        prune_below = ratio * primary_value(best) if ratio else None
+        best_value = primary_value(best)
+        prune_below = ratio * best_value if ratio and best_value is not None else None
         interval = search_interval(best) if plan.settings.race else None
         if interval is not None:
             race, behind = with_run_noise(interval, plan.settings.run_spread), interval[0]

@@ -143,9 +143,9 @@ def split_arguments(arguments: Sequence[str]) -> tuple[list[str], dict[str, str]
         raise ConfigError(f"cannot parse the overrides: {str(exc).splitlines()[0]}") from exc
     for override in overrides:
         if override.is_sweep_override():
-            swept[override.get_key_element()] = override.input_line.split("=", 1)[1]
+            swept[override.get_key_element()] = str(override.input_line).split("=", 1)[1]
         else:
-            fixed.append(override.input_line)
+            fixed.append(str(override.input_line))
     return fixed, swept
 
 
@@ -164,7 +164,9 @@ def preset(base: DictConfig, compose: Compose, fixed: list[str], device_kind: st
         return Preset({})
     if base.search.get("preset") == "auto":
         base = compose([*fixed, f"search={'gpu' if device_kind == 'cuda' else 'cpu'}"])
-    params = {k: str(v) for k, v in (OmegaConf.to_container(base.search.params, resolve=True) or {}).items()}
+    container = OmegaConf.to_container(base.search.params, resolve=True) or {}
+    assert isinstance(container, dict)
+    params = {str(k): str(v) for k, v in container.items()}
     return Preset(
         params,
         tuple(str(k) for k in base.search.get("main") or []),

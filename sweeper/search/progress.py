@@ -209,11 +209,8 @@ def final_summary(
                 f"{decision.median[decision.winner]:,.0f} vs baseline {decision.median[decision.baseline]:,.0f} "
                 f"samples/s = {decision.speedup:.2f}x{spread}"
             )
-        elif baseline is not None and TrialRecord.of(baseline).samples_per_sec:
-            say(
-                f"speedup over baseline (search runs, unconfirmed): "
-                f"{speed / TrialRecord.of(baseline).samples_per_sec:.2f}x"
-            )
+        elif baseline is not None and (base := TrialRecord.of(baseline).samples_per_sec):
+            say(f"speedup over baseline (search runs, unconfirmed): {speed / base:.2f}x")
         say(f"reproduce: {summary.command}")
         if lines := script_lines(baseline, winner):
             say("your script with the winning values, to run tomorrow:")

@@ -101,7 +101,7 @@ def submitted(on_submit: Callable[[list[Any]], None]) -> Iterator[list[Any]]:
         on_submit(list(jobs))
         return jobs
 
-    Executor.map_array = capture  # type: ignore[method-assign]
+    Executor.map_array = capture  # type: ignore[method-assign,assignment]
     try:
         yield handles
     finally:

@@ -119,6 +119,7 @@ class SweepSettings:
         """Typed settings from the plugin's keyword arguments (Hydra has checked the types)."""
         merged = OmegaConf.merge(OmegaConf.structured(cls), dict(values))
         settings = OmegaConf.to_object(merged)
+        assert isinstance(settings, cls)
         settings.check()
         return settings
 

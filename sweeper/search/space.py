@@ -100,10 +100,10 @@ def to_distribution(key: str, text: str) -> BaseDistribution | None:
             raise ConfigError(f"search param {key}={text!r}: choice() needs at least one value.")
         if any(c is not None and not isinstance(c, (bool, int, float, str)) for c in choices):
             raise ConfigError(f"search param {key}={text!r}: choices must be numbers, words, true/false or null.")
-        return CategoricalDistribution(choices)
+        return CategoricalDistribution(choices)  # type: ignore[arg-type]  # checked just above
     if isinstance(value, RangeSweep):
         start, stop, step = value.start, value.stop, value.step
-        if not all(isinstance(x, int) for x in (start, stop, step)):
+        if not (isinstance(start, int) and isinstance(stop, int) and isinstance(step, int)):
             raise ConfigError(f"search param {key}={text!r}: range() needs integer start, stop and step.")
         if step <= 0 or stop <= start:
             raise ConfigError(f"search param {key}={text!r}: range(start,stop,step) needs start < stop and step > 0.")
@@ -115,14 +115,15 @@ def to_distribution(key: str, text: str) -> BaseDistribution | None:
             )
         return IntDistribution(start, high, step=step, log=log)
     if isinstance(value, IntervalSweep):
-        low, high = value.start, value.end
-        if low >= high:
+        assert value.start is not None and value.end is not None  # Hydra's interval(low, high) has both
+        low, top = float(value.start), float(value.end)
+        if low >= top:
             raise ConfigError(f"search param {key}={text!r}: interval(low,high) needs low < high.")
         if log and low <= 0:
             raise ConfigError(f"search param {key}={text!r}: a log interval needs low > 0.")
-        if isinstance(low, int) and isinstance(high, int) or _INT_INTERVAL.match(str(text)):
-            return IntDistribution(int(low), int(high), log=log)
-        return FloatDistribution(float(low), float(high), log=log)
+        if isinstance(value.start, int) and isinstance(value.end, int) or _INT_INTERVAL.match(str(text)):
+            return IntDistribution(int(low), int(top), log=log)
+        return FloatDistribution(low, top, log=log)
     raise ConfigError(f"search param {key}={text!r}: {type(value).__name__} is not supported.")
 
 
@@ -232,7 +233,7 @@ def include_value(dist: BaseDistribution, value: Any) -> BaseDistribution:
         return dist if value in dist.choices else CategoricalDistribution([*dist.choices, value])
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         return dist
-    if dist.log and value <= 0:  # a log scale can't reach it: the baseline stays outside
+    if getattr(dist, "log", False) and value <= 0:  # a log scale can't reach it: the baseline stays outside
         return dist
     if isinstance(dist, IntDistribution):
         if not isinstance(value, int) or (value - dist.low) % dist.step:

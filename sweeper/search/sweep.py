@@ -27,6 +27,7 @@ from ..runner.lock import MeasureLock, describe
 from ..runner.signals import stop_on_signals
 from ..store.storage import redact, scrub_files
 from ..store.study import StoredStudy
+from ..store.summary import SweepSummary
 from . import progress
 from .confirm import run_confirmation
 from .launch import JobRunner
@@ -136,7 +137,7 @@ class Sweep:
         except Exception as exc:  # Hydra's own message names the bad key
             raise ConfigError(error_line(exc) or " ".join(str(exc).split())) from exc
 
-    def sweep(self, arguments: Sequence[str]) -> dict[str, Any]:
+    def sweep(self, arguments: Sequence[str]) -> SweepSummary:
         started, started_at = time.monotonic(), time.time()
         settings = SweepSettings.from_config(self.raw_settings)
         plan = make_plan(

@@ -42,7 +42,7 @@ class StoredStudy:
                 storage=storage,
                 sampler=sampler,
                 study_name=name,
-                directions=list(directions or ["maximize"]),
+                directions=[optuna.study.StudyDirection[d.upper()] for d in directions or ["maximize"]],
                 load_if_exists=True,
             )
         else:

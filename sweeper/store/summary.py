@@ -57,7 +57,7 @@ class SweepSummary:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> SweepSummary:
         """From summary.json (one of an earlier sweep may lack counts added since: 0)."""
-        values = {f.name: d.get(f.name) for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {f.name: d.get(f.name) for f in dataclasses.fields(cls)}
         conf = values["confirmation"]
         return cls(
             **{

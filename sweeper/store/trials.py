@@ -96,12 +96,12 @@ def baseline_kept(trials: Sequence[FrozenTrial], confirmation: Confirmation | No
         )
     if not best or best[0].number != baseline.number:
         return None
-    others = [t for t in best if t.number != baseline.number]
-    if not others:
+    rest = [t for t in best if t.number != baseline.number]
+    if not rest:
         return None
-    base, second = primary_value(baseline) or 0.0, primary_value(others[0]) or 0.0
+    base, second = primary_value(baseline) or 0.0, primary_value(rest[0]) or 0.0
     return (
-        f"{yours} is already the fastest found: the best other, trial #{others[0].number}, trailed it by "
+        f"{yours} is already the fastest found: the best other, trial #{rest[0].number}, trailed it by "
         f"{1 - second / base:.0%} in the search ({second:,.0f} against {base:,.0f} samples/s); nothing to confirm."
     )
 
@@ -116,7 +116,7 @@ def pareto_trials(trials: Sequence[FrozenTrial], directions: Sequence[str]) -> l
     if not done:
         return []
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    copy = optuna.create_study(directions=list(directions))
+    copy = optuna.create_study(directions=[optuna.study.StudyDirection[d.upper()] for d in directions])
     copy.add_trials(done)  # numbered 0.. in this order
     return [done[t.number] for t in copy.best_trials]
 

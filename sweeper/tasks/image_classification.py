@@ -63,7 +63,7 @@ class IndexedImageFolder(datasets.ImageFolder):
             except (OSError, ValueError):
                 pass
         samples = super().make_dataset(directory, class_to_idx, *args, **kwargs)
-        write_atomically(path, lambda tmp: tmp.write_text(json.dumps(samples)))
+        write_atomically(path, lambda tmp: None if tmp.write_text(json.dumps(samples)) else None)
         return samples
 
 
