@@ -227,11 +227,7 @@ class Measurement:
 
     @classmethod
     def from_flat(cls, values: Mapping[str, Any]) -> Measurement:
-        """From flat figures: a trial's, or a result.json of format 1 (flat, unversioned).
-        Format 1 kept a rank's own rate and the group's list under one name."""
-        values = dict(values)
-        if isinstance(values.get("rank_samples_per_sec"), (int, float)):
-            values["own_samples_per_sec"] = values.pop("rank_samples_per_sec")
+        """From flat figures, as a trial stores them (`flat`'s inverse)."""
         return cls(**{name: _typed(section, values) for name, section in _SECTIONS})
 
     def to_json(self) -> dict[str, Any]:
@@ -279,9 +275,6 @@ KEY_FIGURES = (
 COST_KIND = {"peak_memory_mb": "memory", "peak_rss_mb": "memory", "step_time_p95_ms": "latency"}
 PRIMARY = "samples_per_sec"
 MEMORY = "peak_memory_mb"
-# samples/sec alone: on the replay bench (benchmarks/replay.py) a search for both speed and memory
-# reached 95% of the best in far fewer seeds (Optuna's multi-objective TPE spreads its trials along the
-# front); the memory is measured all the same and the report draws speed against it
+# samples/sec alone: the sampler searches one figure; the memory is measured all the same and
+# the report draws speed against it
 DEFAULT_OBJECTIVES = (PRIMARY,)
-# what studies made before that default optimised (a study that doesn't name its objectives)
-TWO_OBJECTIVES = (PRIMARY, MEMORY)

@@ -77,8 +77,6 @@ _RUN_KEYS = (
     "scheduler_job",
 )
 _FORMAT, _MACHINE = "format", "machine"
-# format 1 (flat) kept the fingerprint under this key
-_V1_FINGERPRINT = "fingerprint"
 
 
 @dataclass(frozen=True)
@@ -143,15 +141,11 @@ class RunResult:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> RunResult:
-        """From the child's result event or a result.json, of format 2 or the flat format 1."""
-        v1 = d.get(_FORMAT) is None
-        measured = Status(d.get("status", Status.ERROR)) in (Status.OK, Status.PRUNED)
-        if v1:
-            measurement = Measurement.from_flat(d) if measured and PRIMARY in d else None
-            fingerprint = d.get(_V1_FINGERPRINT)
-        else:
-            measurement = Measurement.from_json(d) if "throughput" in d else None
-            fingerprint = d.get(_MACHINE)
+        """From the child's result event or a result.json (of this format: ValueError for another)."""
+        if d.get(_FORMAT) != RESULT_FORMAT:
+            raise ValueError(f"a result of format {d.get(_FORMAT)!r}: this sweeper reads format {RESULT_FORMAT}")
+        measurement = Measurement.from_json(d) if "throughput" in d else None
+        fingerprint = d.get(_MACHINE)
         return cls(
             status=Status(d.get("status", Status.ERROR)),
             reason=d.get("reason"),

@@ -17,7 +17,6 @@ import pytest
 from optuna.trial import TrialState, create_trial
 
 from conftest import ROOT, TINY, run_multirun
-from sweeper.result import Status
 from sweeper.runner import evidence, isolation
 from sweeper.runner.isolation import run_isolated
 
@@ -165,10 +164,6 @@ def test_a_skipped_oom_is_not_reused_as_a_measured_one():
     predicted = _trial(0, "oom-predicted", reason="batch 128 >= 64 which ran out of memory in trial 3")
     assert history.find_measured([predicted], {"loader.batch_size": 64}, []) is None
     assert not TrialRecord.of(predicted).measured
-    # a study written before skipped-ness was a status said so in the reason only
-    legacy = _trial(0, "oom", reason="skipped: batch 128 >= 64 which ran out of memory")
-    assert TrialRecord.of(legacy).status is Status.OOM_PREDICTED
-    assert history.find_measured([legacy], {"loader.batch_size": 64}, []) is None
 
 
 @pytest.mark.slow

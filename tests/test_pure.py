@@ -176,36 +176,13 @@ def test_run_result_round_trips_through_result_json():
     assert f"{Status.OOM}" == "oom" and Status("pruned") == "pruned"
 
 
-def test_a_result_json_of_the_first_format_still_loads():
-    """result.json was flat, unversioned, before format 2: it loads into the same typed result."""
-    from sweeper.result import RunResult, Status
+def test_a_result_json_of_another_format_is_refused_in_one_line():
+    """result.json is versioned: one of another format is refused (ValueError, which the
+    readers of results left on disk catch), never half read."""
+    from sweeper.result import RunResult
 
-    flat = {
-        "status": "ok",
-        "samples_per_sec": 10.0,
-        "window_samples_per_sec": [9.0, 11.0],
-        "wall_s": 3.0,
-        "step_time_p95_ms": 12.5,
-        "peak_memory_mb": 700.0,
-        "cpu_util_main_pct": 95.0,
-        "rank_samples_per_sec": 5.0,
-        "affinity": "none",
-        "noisy": False,
-        "fingerprint": {"cpu": "X", "hardware_class": "abc"},
-        "isolation": "fork",
-        "log": "w.log",
-        "started_at": 1.0,
-        "ended_at": 4.0,
-    }
-    run = RunResult.from_json(flat)
-    assert run.status is Status.OK and run.samples_per_sec == 10.0 and run.isolation == "fork"
-    assert run.fingerprint.cpu == "X" and run.fingerprint.hardware_class == "abc"
-    measured = run.measurement
-    assert measured.throughput.window_samples_per_sec == (9.0, 11.0) and measured.timing.step_time_p95_ms == 12.5
-    assert measured.memory.peak_memory_mb == 700.0 and measured.utilization.cpu_util_main_pct == 95.0
-    assert measured.throughput.own_samples_per_sec == 5.0  # a rank's own rate, as format 1 spelled it
-    failed = RunResult.from_json({"status": "oom", "reason": "CUDA out of memory", "wall_s": 1.0})
-    assert failed.status is Status.OOM and failed.measurement is None and failed.wall_s == 1.0
+    with pytest.raises(ValueError, match="a result of format None: this sweeper reads format 2"):
+        RunResult.from_json({"status": "ok", "samples_per_sec": 10.0})
 
 
 def test_figure_names_are_unique_and_flat_figures_round_trip():

@@ -183,7 +183,7 @@ def time_windows(spec: Mapping[str, Any], ready: Prepared, built: Built, events:
     # Python's garbage collector as a script's is after its imports: nothing pending. A run holds
     # the build's objects uncollected (and, spawned, the imports' too; forked, the zygote froze
     # those), and a loader worker forked at an epoch end inherits that debt: its first collection
-    # scans and copies the heap (0.25-0.35 s of a 0.1 s restart here, docs/benchmarks.md)
+    # scans and copies the heap, slower than the restart itself
     gc.collect()
     monitors: list[timing.Monitor] = [utilization.CpuMonitor()]
     if device.type == "cuda":

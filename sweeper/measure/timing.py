@@ -281,7 +281,7 @@ def measure(
 ) -> Timings:
     """Warm up, then measure windows until `rule` says stop. `sync` runs after the first step
     (its time is compile time), at warm-up block edges and at each window's end; after every
-    step too with `sync_every_step` (the old, pessimistic way, kept for comparison). With a
+    step too with `sync_every_step` (a pessimistic bound: every step waits for the device). With a
     `group`, the window's steps are rank 0's count and rates are the group's."""
     t = Timings()
     w = warm_up(rule, next_batch, step, sync, sync_every_step, clock, group, epochs_started, samples_of)

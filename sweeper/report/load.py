@@ -10,7 +10,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from ..measurement import DEFAULT_OBJECTIVES, TWO_OBJECTIVES
+from ..measurement import PRIMARY
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import config_of, of_setup, ranked
@@ -72,7 +72,10 @@ def load_report_data(storage: str, study_name: str, fixed: Sequence[str] | None 
         workload=workload,
         fixed=fixed,
         confirmation=stored.confirmation(fixed),
-        objectives=stored.objectives(list(DEFAULT_OBJECTIVES if len(study.directions) == 1 else TWO_OBJECTIVES)),
+        # a study sweeper made names its objectives; one made elsewhere, by Optuna's metric names
+        objectives=stored.objectives(
+            study.metric_names or [PRIMARY, *(f"value {i}" for i in range(1, len(study.directions)))]
+        ),
         directions=[d.name.lower() for d in study.directions],
         importances=importances(study, trials),
         sweep_span=stored.sweep_span(fixed),

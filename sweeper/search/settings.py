@@ -17,8 +17,7 @@ RUNNERS_UP = ("if_in_doubt", "always")
 
 @dataclass
 class ConfirmConf:
-    # candidates re-measured against the baseline at the end (0 = no confirmation); 2: on the
-    # replay bench's three grids a third candidate never changed the pick (docs/benchmarks.md)
+    # candidates re-measured against the baseline at the end (0 = no confirmation)
     top_k: int = 2
     # interleaved rounds, the order rotated each round: A B base, B base A, ...
     rounds: int = 3
@@ -29,8 +28,7 @@ class ConfirmConf:
     # the candidates after the search's fastest: if_in_doubt = they join the rounds only when the
     # fastest's first round leaves its place in doubt (the lead over the baseline undecided, or
     # its figure, scaled by the baseline's to the search's conditions, below theirs in the
-    # search); on the replay bench's grids this kept the picks of confirming them always, for a
-    # run less (docs/benchmarks.md); always = every round
+    # search), which costs a run less than always; always = every round
     runners_up: str = "if_in_doubt"
 
 
@@ -68,17 +66,15 @@ class SweepSettings:
     # stop after this many trials without a gain beyond the measured noise; null = never
     patience: Optional[int] = None
     # stop a trial whose first two windows run below this share of the best samples/sec (racing
-    # needs three); null = never. 0.8: with the recipes measured first, real sweeps were shorter
-    # than at 0.7 with picks as good (docs/benchmarks.md)
+    # needs three): a floor for runs too far behind to be near misses; null = never
     prune_ratio: Optional[float] = 0.8
     # race each trial against the best so far: one whose 95% interval lies wholly below the
     # best's, widened for run_noise, stops early (pruned, both in its reason); the baseline is
     # never raced
     race: bool = True
     # the run-to-run spread of one configuration's figure on this kind of machine (relative
-    # sigma: 0.08 on a shared 2-core VM, docs/benchmarks.md); racing allows for
-    # it, so a trial measured on an unlucky run is not pruned by an incumbent measured on a lucky
-    # one. null or 0 = the windows' noise alone
+    # sigma); racing allows for it, so that a trial measured on an unlucky run is not pruned by
+    # an incumbent measured on a lucky one. null or 0 = the windows' noise alone
     run_noise: Optional[float] = 0.08
     # a sweep's runs (its trials and the confirmation's rounds) measure until their 95% interval
     # is within this share of their figure (their measure.rel_precision; single runs keep
@@ -96,9 +92,8 @@ class SweepSettings:
     # a staged search: this share of n_trials searches the preset's main knobs (search.main:
     # batch, workers, threads, precision on a CPU) and the knobs you swept, the others held at
     # your config's values; then the whole space opens (the secondary knobs, and the spawned
-    # ones that cost seconds of start-up each). null or 0 = the whole space from the start (the
-    # default: on the replay bench's grids a staged search helped where the secondary knobs'
-    # defaults were already best, and hurt where they were not)
+    # ones that cost seconds of start-up each). null or 0 = the whole space from the start, the
+    # default: staging helps only where the secondary knobs' defaults are already best
     staged: Optional[float] = None
     # the preset's `later` knobs (how loader workers start: spawn and forkserver workers take
     # seconds to start, every epoch without persistent_workers, and run as fast as forked ones
@@ -110,8 +105,8 @@ class SweepSettings:
     # after the baseline (and the warm start), the practitioners' recipes: the largest batch,
     # bf16 where the device has it, pinned memory on CUDA, with the cores split from either
     # side (workers at the core count and compute threads on the cores left; on a CPU also
-    # compute threads at the core count, no workers). On the replay bench's three grids they
-    # reached 95% of the best in 2-3 trials, against 16 or never without (docs/benchmarks.md)
+    # compute threads at the core count, no workers): points that are often near the best,
+    # measured before the sampler has learned anything
     recipes: bool = True
 
     @classmethod

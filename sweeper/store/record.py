@@ -32,18 +32,13 @@ _PROBE_KNOB, _PROBE_OF = "probe_knob", "probe_of"
 _IN_PLACE_OF = "in_place_of"
 # the attributes of a result, copied when a result is reused for an identical configuration
 _RESULT_ATTRS = (_STATUS, _REASON, _FIGURES, _FINGERPRINT, _HARDWARE)
-# studies written before skipped-ness was a status marked a predicted OOM by its reason
-_LEGACY_SKIPPED = "skipped:"
 
 
 def _status(attrs: Mapping[str, Any]) -> Status | None:
     value = attrs.get(_STATUS)
     if value is None:
         return None
-    status = Status(value)
-    if status == Status.OOM and str(attrs.get(_REASON) or "").startswith(_LEGACY_SKIPPED):
-        return Status.OOM_PREDICTED
-    return status
+    return Status(value)
 
 
 @dataclass(frozen=True)
