@@ -15,16 +15,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from . import topology
-
-
-class Choice(str, enum.Enum):
-    """A config choice: compared, printed and serialized as its value."""
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
+from .choice import Choice
 
 
 class Device(Choice):
@@ -239,7 +230,16 @@ def register() -> None:
 
 def _field_type(full_key: str, config: Optional[DictConfig]) -> Any:
     """The annotated type of `full_key` (e.g. loader.batch_size), from the composed config's
-    schema where there is one, else from the schemas by group."""
+    schema where there is one, else from the schemas by group; `hydra.sweeper.*` from the
+    sweeper's settings."""
+    if full_key.startswith("hydra.sweeper."):
+        from .search.settings import SweepSettings  # it builds on this module's types
+
+        annotation: Any = SweepSettings
+        for part in full_key.split(".")[2:]:
+            found = [f for f in fields(annotation)] if is_dataclass(annotation) else []
+            annotation = next((f.type for f in found if f.name == part), None)
+        return annotation
     group, _, leaf = full_key.partition(".")
     candidates = []
     if config is not None and group in config and isinstance(config[group], DictConfig):

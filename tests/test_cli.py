@@ -47,6 +47,11 @@ BAD_INPUTS = [
     pytest.param(["loader.batch_size=0"], "loader.batch_size=0 is invalid: expected an integer >= 1", id="range"),
     pytest.param(["loader.batch_size=abc"], "loader.batch_size='abc' is invalid: expected an integer", id="type"),
     pytest.param(["backend.precision=fp8"], "expected one of fp32, bf16, fp16", id="choice"),
+    pytest.param(
+        ["-m", "hydra.sweeper.confirm.runners_up=some"],
+        "hydra.sweeper.confirm.runners_up='some' is invalid: expected one of if_in_doubt, always.",
+        id="sweeper-choice",
+    ),
     pytest.param(["task=script"], "task=script needs the command that runs your script", id="script-no-command"),
     pytest.param(
         ["-m", "task=script"], "task=script needs the command that runs your script", id="script-no-command-sweep"

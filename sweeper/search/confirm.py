@@ -20,6 +20,7 @@ from ..store.trials import config_of, primary_value, ranked, search_interval
 from . import progress
 from .launch import JobRunner, measure_overrides
 from .plan import SweepPlan
+from .settings import RunnersUp
 
 
 def round_order(candidates: Sequence[int], baseline: int, r: int) -> list[int]:
@@ -186,7 +187,7 @@ def run_confirmation(
     by_number = {t.number: t for t in trials}
     rounds = plan_rounds(chosen, baseline.number, rounds, remaining(), typical_wall_s)[-1][0] + 1
     # with if_in_doubt, the runners-up wait for the first round of the search's fastest
-    waiting = chosen[1:] if settings.runners_up == "if_in_doubt" else []
+    waiting = chosen[1:] if settings.runners_up == RunnersUp.if_in_doubt else []
     members = [n for n in chosen if n not in waiting]
     progress.say(
         f"confirming: {_trials(members)} (faster than the baseline in the search) and baseline "

@@ -24,6 +24,7 @@ from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from . import progress, scheduled
 from .plan import SweepPlan
+from .settings import LockMode
 
 
 def as_result(value: Any, objectives: Sequence[str]) -> RunResult:
@@ -62,7 +63,7 @@ def measure_overrides(
     if not plan.own_app:  # another app's jobs measure themselves
         return extra
     extra += sweep_precision(plan)
-    if plan.settings.lock == "off":
+    if plan.settings.lock == LockMode.off:
         extra.append("measure.lock=false")
     bar = []
     if prune_below is not None:
@@ -146,7 +147,7 @@ class JobRunner:
         with contextlib.ExitStack() as beating:
             for job in jobs:
                 beating.enter_context(heartbeat(self.stored, job.trial_number))
-            if self.plan.own_app or self.plan.settings.lock == "off":
+            if self.plan.own_app or self.plan.settings.lock == LockMode.off:
                 return self._launch(jobs)
             with held(
                 self.plan.claim.resource,

@@ -7,12 +7,26 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
 from omegaconf import OmegaConf
+from omegaconf.errors import ValidationError
 
+from ..choice import Choice
 from ..errors import ConfigError
 from ..measurement import DEFAULT_OBJECTIVES
 
-LOCK_MODES = ("wait", "fail", "off")
-RUNNERS_UP = ("if_in_doubt", "always")
+
+class RunnersUp(Choice):
+    """When the candidates after the search's fastest join the confirmation's rounds."""
+
+    if_in_doubt = "if_in_doubt"
+    always = "always"
+
+
+class LockMode(Choice):
+    """What a sweep does about another measurement on its machine."""
+
+    wait = "wait"
+    fail = "fail"
+    off = "off"
 
 
 @dataclass
@@ -29,7 +43,7 @@ class ConfirmConf:
     # fastest's first round leaves its place in doubt (the lead over the baseline undecided, or
     # its figure, scaled by the baseline's to the search's conditions, below theirs in the
     # search), which costs a run less than always; always = every round
-    runners_up: str = "if_in_doubt"
+    runners_up: RunnersUp = RunnersUp.if_in_doubt
 
 
 @dataclass
@@ -86,7 +100,7 @@ class SweepSettings:
     remeasure: bool = False
     # one measurement per machine (per GPU): wait for another sweeper's trial, fail at once
     # when the machine is busy at the start (exit code 75), or off
-    lock: str = "wait"
+    lock: LockMode = LockMode.wait
     # after the baseline, measure the winners of this study on the lab's other hardware classes
     warm_start: bool = True
     # a staged search: this share of n_trials searches the preset's main knobs (search.main:
@@ -112,7 +126,12 @@ class SweepSettings:
     @classmethod
     def from_config(cls, values: Mapping[str, Any]) -> "SweepSettings":
         """Typed settings from the plugin's keyword arguments (Hydra has checked the types)."""
-        merged = OmegaConf.merge(OmegaConf.structured(cls), dict(values))
+        try:
+            merged = OmegaConf.merge(OmegaConf.structured(cls), dict(values))
+        except ValidationError as exc:  # a value its field's type refuses: one line, named in full
+            choices = str(exc).splitlines()[0].partition("expected one of [")[2].rstrip("]")
+            expected = f"expected one of {choices}" if choices else str(exc).splitlines()[0]
+            raise ConfigError(f"hydra.sweeper.{exc.full_key}={exc.value!r} is invalid: {expected}.") from exc
         settings = OmegaConf.to_object(merged)
         assert isinstance(settings, cls)
         settings.check()
@@ -149,13 +168,6 @@ class SweepSettings:
                 f"hydra.sweeper.confirm.min_rounds={self.confirm.min_rounds} is invalid: expected an "
                 "integer >= 1 (the rounds before the lead over the baseline may be decided)."
             )
-        if self.confirm.runners_up not in RUNNERS_UP:
-            raise ConfigError(
-                f"hydra.sweeper.confirm.runners_up={self.confirm.runners_up!r} is invalid: expected one "
-                f"of {', '.join(RUNNERS_UP)}."
-            )
-        if self.lock not in LOCK_MODES:
-            raise ConfigError(f"hydra.sweeper.lock={self.lock!r} is invalid: expected one of {', '.join(LOCK_MODES)}.")
 
     @property
     def grid(self) -> bool:

@@ -34,7 +34,7 @@ from .launch import JobRunner
 from .loop import optimize, typical_wall
 from .outputs import write_outputs, write_sweep_info
 from .plan import SweepPlan, make_plan
-from .settings import SweepSettings
+from .settings import LockMode, SweepSettings
 
 TPE_STARTUP_TRIALS = 5
 
@@ -102,7 +102,7 @@ def open_study(plan: SweepPlan) -> StoredStudy:
 
 def check_lock_at_start(plan: SweepPlan) -> None:
     """lock=fail: a busy machine ends the sweep at once, with its own exit code (for cron)."""
-    if plan.settings.lock != "fail":
+    if plan.settings.lock != LockMode.fail:
         return
     lock = MeasureLock(plan.claim.resource, {"what": f"study {plan.study_name}"})
     if not lock.try_acquire():
