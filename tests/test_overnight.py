@@ -310,19 +310,7 @@ def test_a_job_that_finished_after_its_sweep_was_killed_is_read_not_measured_aga
     stored = StoredStudy.open(f"sqlite:///{tmp_path / 's.db'}", "x", directions=["maximize", "minimize"])
     finished, lost = stored.study.ask(), stored.study.ask()
     for trial in (finished, lost):
-        attrs = TrialRecord.started(
-            baseline=False,
-            knobs={"loader.batch_size": 64},
-            fixed=[],
-            workload="w",
-            sweep_dir=str(tmp_path / "sweep"),
-            host="login-node",
-            pid=1,
-            pid_started=None,
-            hardware_class="h",
-        )
-        for key, value in {**attrs, **TrialRecord.heartbeat(time.time() - 600)}.items():
-            trial.set_user_attr(key, value)
+        _started_on_the_login_node(trial, tmp_path / "sweep", TrialRecord.heartbeat(time.time() - 600))
     job_dir = tmp_path / "sweep" / str(finished.number)
     job_dir.mkdir(parents=True)
     measured = Measurement(Throughput(samples_per_sec=123.0), memory=Memory(peak_memory_mb=45.0))
@@ -350,19 +338,7 @@ def test_a_trial_failed_as_lost_whose_job_wrote_a_result_later_is_recovered_once
     lost, crashed = stored.study.ask(), stored.study.ask()
     for trial in (lost, crashed):
         trial.suggest_categorical("loader.batch_size", [64, 128])
-        attrs = TrialRecord.started(
-            baseline=False,
-            knobs={"loader.batch_size": 64},
-            fixed=[],
-            workload="w",
-            sweep_dir=str(tmp_path / "sweep"),
-            host="login-node",
-            pid=1,
-            pid_started=None,
-            hardware_class="h",
-        )
-        for key, value in {**attrs, **TrialRecord.submitted(f"slurm:9_{trial.number}")}.items():
-            trial.set_user_attr(key, value)
+        _started_on_the_login_node(trial, tmp_path / "sweep", TrialRecord.submitted(f"slurm:9_{trial.number}"))
     stored.fail(lost.number, Status.ERROR, "the launcher lost the job: state NODE_FAIL")
     stored.fail(crashed.number, Status.CRASH, "killed by SIGSEGV")
     measured = Measurement(Throughput(samples_per_sec=321.0), memory=Memory(peak_memory_mb=12.0))
@@ -427,3 +403,22 @@ def test_on_its_own_host_a_dead_sweeps_trial_waits_for_the_beat_when_its_job_can
         told=lambda job: job != "slurm:7_1" and job != "slurm:7_2",
     )
     assert [(trials.index(t), why) for t, why in found] == [(0, DIED), (1, DIED), (3, SILENT)]
+
+
+def _started_on_the_login_node(trial, sweep_dir, extra) -> None:
+    """A trial as a sweep on the host `login-node` asks it, with `extra` attributes."""
+    from sweeper.store.record import TrialRecord
+
+    attrs = TrialRecord.started(
+        baseline=False,
+        knobs={"loader.batch_size": 64},
+        fixed=[],
+        workload="w",
+        sweep_dir=str(sweep_dir),
+        host="login-node",
+        pid=1,
+        pid_started=None,
+        hardware_class="h",
+    )
+    for key, value in {**attrs, **extra}.items():
+        trial.set_user_attr(key, value)
