@@ -183,6 +183,9 @@ def test_a_cancelled_job_says_so_and_a_rerun_after_kill_9_waits_for_the_running_
     orphan = _wait_for(
         lambda: [j for j in _tasks(slurm, "PENDING") if j not in (baseline, cancelled)], timeout=300, proc=first
     )[0]
+    # killed once its trial names the job (sbatch has answered and the sweep has written it down;
+    # killed in between, the trial is failed and a later sweep recovers the job's result instead)
+    _wait_for(lambda: _trial_of(tmp_path, orphan) is not None, proc=first)
     os.kill(first.pid, signal.SIGKILL)
     first.communicate()
     rerun = sweep(tmp_path, slurm, *command, name="again")  # its own jobs run at once
