@@ -26,14 +26,15 @@ from .runner.run import RESULT_FILE, checked_spec, measure_spec
 from .runner.signals import stop_on_signals
 from .runner.text import describe_config, format_result
 from .runner.zygote import start_early
+from .spec import RunSpec
 
 
 def measure_once(cfg: DictConfig, out_dir: Path) -> RunResult:
     """A single run, as a person starts it: holds the machine (the same lock a sweep on this
     device takes), stops on SIGTERM/SIGINT, prints its figures."""
     spec = checked_spec(cfg)
-    print(f"sweeper: measuring {describe_config(cfg)}", flush=True)
-    claim = claim_for(str(spec["backend"]["device"]))
+    print(f"sweeper: measuring {describe_config(spec)}", flush=True)
+    claim = claim_for(str(spec.backend.device))
     with (
         held(claim.resource, "python -m sweeper", on_wait=lambda line: print(line, file=sys.stderr, flush=True)),
         stop_on_signals("the run") as stop,
@@ -61,16 +62,16 @@ def scheduler_job() -> str | None:
     return f"slurm:{name}" if name else None
 
 
-def measure_in_job(spec: dict[str, Any], out_dir: Path) -> RunResult:
+def measure_in_job(spec: RunSpec, out_dir: Path) -> RunResult:
     """A sweep's job, where it runs (this machine, or the node a scheduler chose): it holds that
     machine's lock (or its GPU's) while it measures, so two jobs never measure on one machine at
     once, whoever submitted them."""
     from .search import progress  # the sweep's log, where the job runs in the sweep's process
 
-    claim = claim_for(str(spec["backend"]["device"]))
+    claim = claim_for(str(spec.backend.device))
     stopped = lambda: IN_FLIGHT.stopped is not None  # noqa: E731 - the sweep's SIGTERM, in this process
     job = scheduler_job()
-    if not spec["measure"]["lock"]:
+    if not spec.measure.lock:
         result = measure_spec(spec, out_dir, env=claim.env, scheduler_job=job)
     else:
         with held(claim.resource, f"a sweep's job in {out_dir}", on_wait=progress.say, should_stop=stopped) as got:

@@ -122,11 +122,12 @@ def env_name(knob: str) -> str:
     return "SWEEPER_" + knob.upper().replace(".", "_")
 
 
-def knob_env(spec: Mapping[str, Any]) -> dict[str, str]:
-    """Every knob of the run as the variable a script may read (null as the empty string)."""
+def knob_env(plain: Mapping[str, Any]) -> dict[str, str]:
+    """Every knob of the run (a spec as JSON) as the variable a script may read (null as the
+    empty string)."""
     env = {}
     for group in KNOB_GROUPS:
-        for key, value in (spec.get(group) or {}).items():
+        for key, value in plain[group].items():
             env[env_name(f"{group}.{key}")] = "" if value is None else _word(value)
     return env
 

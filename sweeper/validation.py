@@ -10,24 +10,12 @@ them as outcome ``invalid`` before measuring anything.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from . import topology
 from .errors import ConfigError
-
-COMPILE_MODES = ("off", "default", "max-autotune")
-
-
-def normalize_compile(value: Any) -> str:
-    """YAML and the command line may spell `off` as false and `default` as true (the schema
-    keeps them as the strings "False" and "True"); everything else stays as given."""
-    if value is None or str(value).lower() == "false":
-        return "off"
-    if str(value).lower() == "true":
-        return "default"
-    return str(value)
+from .spec import COMPILE_MODES, RunSpec
 
 
 def _check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> None:
@@ -50,30 +38,20 @@ def _check_existing_path(name: str, value: Any) -> None:
         raise ConfigError(f"{name}={value!r} does not exist: give an existing path or null.")
 
 
-def grad_accum_steps(train: Mapping[str, Any], batch_size: int, nproc: int = 1) -> int:
-    """Micro-batches per optimizer step: derived from train.effective_batch when it is set
-    (batch_size x grad_accum_steps x nproc_per_node = effective_batch)."""
-    if train["effective_batch"]:
-        return int(train["effective_batch"]) // (batch_size * nproc)
-    return int(train["grad_accum_steps"])
-
-
-def _check_train(cfg: Mapping[str, Any]) -> None:
-    train, nproc = cfg["train"], cfg["dist"]["nproc_per_node"]
-    batch = cfg["loader"]["batch_size"] * nproc  # samples of one micro-step over all ranks
-    accum, effective = train["grad_accum_steps"], train["effective_batch"]
+def _check_train(spec: RunSpec) -> None:
+    nproc = spec.dist.nproc_per_node
+    batch = spec.loader.batch_size * nproc  # samples of one micro-step over all ranks
+    accum, effective = spec.train.grad_accum_steps, spec.train.effective_batch
     _check_int("train.grad_accum_steps", accum, 1)
     _check_int("train.effective_batch", effective, 1, allow_none=True)
-    if (accum > 1 or effective is not None) and cfg["task"]["mode"] != "train":
+    if (accum > 1 or effective is not None) and not spec.training:
         raise ConfigError(
             f"train.grad_accum_steps={accum} / train.effective_batch={effective} need task.mode=train "
-            f"(got {cfg['task']['mode']!r}): leave them at 1 / null for inference."
+            f"(got {spec.mode!r}): leave them at 1 / null for inference."
         )
     if effective is None:
         return
-    per_step = f"loader.batch_size={cfg['loader']['batch_size']}" + (
-        f" x dist.nproc_per_node={nproc}" if nproc > 1 else ""
-    )
+    per_step = f"loader.batch_size={spec.loader.batch_size}" + (f" x dist.nproc_per_node={nproc}" if nproc > 1 else "")
     if effective % batch:
         raise ConfigError(
             f"train.effective_batch={effective} is not a multiple of {per_step}: pick a batch size that divides it."
@@ -85,8 +63,8 @@ def _check_train(cfg: Mapping[str, Any]) -> None:
         )
 
 
-def _check_dist(cfg: Mapping[str, Any]) -> None:
-    nproc, numa = cfg["dist"]["nproc_per_node"], cfg["backend"]["numa"]
+def _check_dist(spec: RunSpec) -> None:
+    nproc, numa = spec.dist.nproc_per_node, str(spec.backend.numa)
     _check_int("dist.nproc_per_node", nproc, 1)
     if numa == "none":
         return
@@ -108,87 +86,89 @@ def _check_dist(cfg: Mapping[str, Any]) -> None:
         )
 
 
-def _check_script(cfg: Mapping[str, Any]) -> None:
-    task = cfg["task"]
-    if not task.get("argv"):
+def _check_script(spec: RunSpec) -> None:
+    if not spec.argv:
         raise ConfigError(
             "task.command is empty: give the command that runs your script, e.g. "
             "task.command='python train.py --batch-size ${loader.batch_size}'."
         )
-    for knob in task["reads"]:
+    for knob in spec.task["reads"]:
         group, _, key = str(knob).partition(".")
-        if group not in ("loader", "backend", "train", "dist") or key not in cfg[group]:
+        if group not in ("loader", "backend", "train", "dist") or not hasattr(getattr(spec, group), key):
             raise ConfigError(
                 f"task.reads: {knob!r} is not a knob: expected keys such as loader.batch_size or backend.precision."
             )
-    if cfg["measure"]["compute_bound"]:
+    if spec.measure.compute_bound:
         raise ConfigError(
             "measure.compute_bound=true times sweeper's own step on a batch held in memory, which a "
             "script does not have: set measure.compute_bound=false with task=script."
         )
 
 
-def check_config(cfg: Mapping[str, Any]) -> None:
+def check_config(spec: RunSpec) -> None:
     """Raise ConfigError naming the first value out of range, or keys that contradict each other."""
-    task, loader, backend, measure = cfg["task"], cfg["loader"], cfg["backend"], cfg["measure"]
+    task, loader, backend, measure = spec.task, spec.loader, spec.backend, spec.measure
 
-    if "command" in task:  # task=script: its words were made from task.command (sweeper.command)
-        _check_script(cfg)
-    elif not isinstance(task["factory"], str) or ":" not in task["factory"]:
+    if spec.is_script:  # task=script: its words were made from task.command (sweeper.command)
+        _check_script(spec)
+    elif not isinstance(spec.factory, str) or ":" not in spec.factory:
         raise ConfigError(
-            f"task.factory={task['factory']!r} is invalid: expected 'module:function', "
-            "e.g. task.factory=my_bench:build."
+            f"task.factory={spec.factory!r} is invalid: expected 'module:function', e.g. task.factory=my_bench:build."
         )
     _check_int("task.epoch_samples", task["epoch_samples"], 1, allow_none=True)
     for key in ("root", "data_dir", "token_file"):
         _check_existing_path(f"task.{key}", task.get(key))  # the tasks that read a file have it
 
-    _check_int("loader.batch_size", loader["batch_size"], 1)
-    _check_train(cfg)
-    _check_int("loader.num_workers", loader["num_workers"], 0)
-    _check_int("loader.prefetch_factor", loader["prefetch_factor"], 1, allow_none=True)
-    if loader["num_workers"] == 0:
+    _check_int("loader.batch_size", loader.batch_size, 1)
+    _check_train(spec)
+    _check_int("loader.num_workers", loader.num_workers, 0)
+    _check_int("loader.prefetch_factor", loader.prefetch_factor, 1, allow_none=True)
+    if loader.num_workers == 0:
         for knob, idle in (
             ("prefetch_factor", None),
             ("persistent_workers", False),
             ("in_order", True),
             ("multiprocessing_context", None),
         ):
-            if loader[knob] != idle:
-                shown = str(loader[knob]).lower() if isinstance(loader[knob], bool) else repr(loader[knob])
+            value = getattr(loader, knob)
+            if value != idle:
+                shown = (
+                    str(value).lower()
+                    if isinstance(value, bool)
+                    else repr(str(value) if isinstance(value, str) else value)
+                )
                 raise ConfigError(
                     f"loader.{knob}={shown} needs loader.num_workers > 0 (got 0): set "
                     f"loader.{knob}={'null' if idle is None else str(idle).lower()} or add workers."
                 )
 
-    if normalize_compile(backend["compile"]) not in COMPILE_MODES:
+    if backend.compile not in COMPILE_MODES:
         raise ConfigError(
-            f"backend.compile={backend['compile']!r} is invalid: expected one of {', '.join(COMPILE_MODES)}."
+            f"backend.compile={backend.compile!r} is invalid: expected one of {', '.join(COMPILE_MODES)}."
         )
-    _check_int("backend.threads", backend["threads"], 1, allow_none=True)
-    allocator = backend["allocator"]
+    _check_int("backend.threads", backend.threads, 1, allow_none=True)
+    allocator = str(backend.allocator)
     if allocator != "default" and topology.allocator_library(allocator) is None:
         raise ConfigError(
             f"backend.allocator={allocator!r} is not installed on this machine: install "
             f"{topology.ALLOCATORS[allocator][1]} (Debian/Ubuntu) or use backend.allocator=default."
         )
-    _check_int("backend.interop_threads", backend["interop_threads"], 1, allow_none=True)
-    _check_int("backend.kmp_blocktime", backend["kmp_blocktime"], 0, allow_none=True)
-    _check_dist(cfg)
+    _check_int("backend.interop_threads", backend.interop_threads, 1, allow_none=True)
+    _check_int("backend.kmp_blocktime", backend.kmp_blocktime, 0, allow_none=True)
+    _check_dist(spec)
 
-    _check_positive("measure.warmup_s", measure["warmup_s"])
-    _check_int("measure.warmup_steps", measure["warmup_steps"], 1)
-    _check_int("measure.windows", measure["windows"], 1)
-    _check_int("measure.min_windows", measure["min_windows"], 1, allow_none=True)
-    _check_positive("measure.warmup_max_s", measure["warmup_max_s"], allow_none=True)
-    _check_positive("measure.steady_tol", measure["steady_tol"])
-    _check_positive("measure.rel_precision", measure["rel_precision"], allow_none=True)
-    trial = cfg.get("trial") or {}
-    race = trial.get("race")
+    _check_positive("measure.warmup_s", measure.warmup_s)
+    _check_int("measure.warmup_steps", measure.warmup_steps, 1)
+    _check_int("measure.windows", measure.windows, 1)
+    _check_int("measure.min_windows", measure.min_windows, 1, allow_none=True)
+    _check_positive("measure.warmup_max_s", measure.warmup_max_s, allow_none=True)
+    _check_positive("measure.steady_tol", measure.steady_tol)
+    _check_positive("measure.rel_precision", measure.rel_precision, allow_none=True)
+    race = spec.trial.race
     if race is not None and len(race) != 2:
         raise ConfigError(f"trial.race={race!r} is invalid: expected null or [low, high] samples/sec.")
-    _check_positive("trial.behind", trial.get("behind"), allow_none=True)
-    _check_positive("trial.prune_below", trial.get("prune_below"), allow_none=True)
-    _check_positive("measure.window_s", measure["window_s"])
-    _check_positive("measure.timeout_s", measure["timeout_s"])
-    _check_positive("measure.memory_limit_gb", measure["memory_limit_gb"], allow_none=True)
+    _check_positive("trial.behind", spec.trial.behind, allow_none=True)
+    _check_positive("trial.prune_below", spec.trial.prune_below, allow_none=True)
+    _check_positive("measure.window_s", measure.window_s)
+    _check_positive("measure.timeout_s", measure.timeout_s)
+    _check_positive("measure.memory_limit_gb", measure.memory_limit_gb, allow_none=True)

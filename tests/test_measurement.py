@@ -13,6 +13,7 @@ import types
 
 import pytest
 
+from sweeper.config import MeasureConf, TrialConf
 from sweeper.measure import timing, utilization, warmup
 from sweeper.measurement import Throughput, Utilization
 
@@ -214,7 +215,7 @@ def test_with_restarts_timed_apart_the_rules_read_the_windows_no_epoch_end_fell_
     epoch, so the windows an end fell in are left out of the figure, its interval and the
     precision rule, which their stall would otherwise keep from ever stopping."""
     rule = timing.Rule.of(
-        {**_MEASURE, "race": None, "windows": 10, "min_windows": 3, "rel_precision": 0.05, "window_s": 1.0},
+        dataclasses.replace(_MEASURE, windows=10, min_windows=3, rel_precision=0.05, window_s=1.0),
         workers=2,
         persistent_workers=False,
     )
@@ -309,7 +310,7 @@ def scripted(step_times):
     return clock, step, calls
 
 
-_MEASURE = dict(
+_MEASURE = MeasureConf(
     warmup_s=0.5,
     warmup_steps=3,
     windows=10,
@@ -318,8 +319,6 @@ _MEASURE = dict(
     steady_tol=0.05,
     min_windows=3,
     rel_precision=0.05,
-    prune_below=None,
-    behind=None,
 )
 ADAPTIVE = dict(
     warmup_s=0.2,
@@ -559,7 +558,7 @@ def test_a_run_known_to_be_behind_the_best_stops_with_its_figure():
     assert (
         timing._verdict(_three_windows(99.5), timing.Rule(**{**ADAPTIVE, "race": widened, "behind": 99.0})) == "precise"
     )
-    assert timing.Rule.of(_MEASURE, trial={"behind": 99.0}).behind == 99.0
+    assert timing.Rule.of(_MEASURE, trial=TrialConf(behind=99.0)).behind == 99.0
 
 
 def test_a_warm_up_far_below_the_floor_is_confirmed_by_a_quarter_window_then_pruned():

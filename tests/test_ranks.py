@@ -156,17 +156,20 @@ def test_the_openmp_environment_follows_the_runtime():
 
 
 def test_ranks_are_forked_on_the_cpu_and_fresh_interpreters_under_numactl():
-    assert forks_ranks({"device": "cpu", "numa": "none"})
-    assert not forks_ranks({"device": "cpu", "numa": "node"})  # numactl execs the rank
+    from sweeper.config import BackendConf
+
+    assert forks_ranks(BackendConf(device="cpu", numa="none"))
+    assert not forks_ranks(BackendConf(device="cpu", numa="node"))  # numactl execs the rank
 
 
 def test_knobs_read_at_process_start_make_the_run_spawned():
+    from test_validation import with_
+
     from sweeper.runner.run import start_env
 
-    spec = {"backend": {"allocator": "default", "omp_bind": "close", "kmp_blocktime": None}}
-    env, why = start_env(spec)
+    env, why = start_env(with_("backend.omp_bind", "close"))
     assert env["OMP_PROC_BIND"] == "close" and "backend.omp_bind=close are read by OpenMP" in why
-    assert start_env({"backend": {"allocator": "default", "omp_bind": "default", "kmp_blocktime": None}}) == ({}, None)
+    assert start_env(with_("backend.omp_bind", "default")) == ({}, None)
 
 
 def test_an_openmp_bound_run_is_on_the_machine_s_hardware_class(sweeper_run):

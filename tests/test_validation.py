@@ -2,55 +2,53 @@
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 
 import pytest
 from hydra import compose, initialize_config_dir
 
 from sweeper.errors import ConfigError
 from sweeper.paths import config_dir
-from sweeper.runner.run import worker_spec
+from sweeper.spec import RunSpec
 from sweeper.validation import check_config
 
 
-def _composed() -> dict:
+def _composed() -> RunSpec:
     """The shipped config, complete, as a run's spec holds it."""
     with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
-        return worker_spec(compose("config"))
+        return RunSpec.of(compose("config"))
 
 
 GOOD = _composed()
 
 
-def with_(path: str, value):
-    cfg = copy.deepcopy(GOOD)
-    if "." not in path:
-        cfg[path] = value
-        return cfg
-    group, key = path.split(".")
-    cfg[group][key] = value
-    return cfg
+def with_(path: str, value, spec: RunSpec = GOOD) -> RunSpec:
+    """`spec` with one value (group.key), or a group's values (group), changed."""
+    group, _, key = path.partition(".")
+    if group == "task":
+        return spec.replace(task={**spec.task, key: value})
+    changed = {key: value} if key else value
+    return spec.replace(**{group: dataclasses.replace(getattr(spec, group), **changed)})
 
 
 def test_good_config_passes():
     check_config(GOOD)
-    check_config(with_("backend.compile", "False"))  # YAML's `off`, as the schema keeps it
+    with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):  # YAML's false and true
+        assert RunSpec.of(compose("config", overrides=["backend.compile=false"])).backend.compile == "off"
+        assert RunSpec.of(compose("config", overrides=["backend.compile=true"])).backend.compile == "default"
 
 
 def test_accumulation_agrees_with_the_effective_batch_and_needs_training():
-    from sweeper.validation import grad_accum_steps
-
     check_config(with_("train", {"grad_accum_steps": 1, "effective_batch": 256}))
-    assert grad_accum_steps({"grad_accum_steps": 1, "effective_batch": 256}, 64) == 4
-    assert grad_accum_steps({"grad_accum_steps": 3, "effective_batch": None}, 64) == 3
+    assert with_("train", {"grad_accum_steps": 1, "effective_batch": 256}).grad_accum_steps == 4
+    assert with_("train", {"grad_accum_steps": 3, "effective_batch": None}).grad_accum_steps == 3
     with pytest.raises(
         ConfigError,
         match=r"train.grad_accum_steps=2 disagrees with train.effective_batch=256 / "
         r"loader.batch_size=64 = 4: set only one of them.",
     ):
         check_config(with_("train", {"grad_accum_steps": 2, "effective_batch": 256}))
-    inference = with_("task.mode", "inference")
-    inference["train"] = {"grad_accum_steps": 4, "effective_batch": None}
+    inference = with_("train", {"grad_accum_steps": 4, "effective_batch": None}, with_("task.mode", "inference"))
     with pytest.raises(ConfigError, match="need task.mode=train"):
         check_config(inference)
 
@@ -127,15 +125,12 @@ def test_bad_values(path, value, message):
 
 
 def test_ranks_numa_and_openmp_knobs_are_checked_before_any_run(monkeypatch):
-    from sweeper.validation import grad_accum_steps
-
     with pytest.raises(ConfigError, match=r"dist.nproc_per_node=0 is invalid: expected an integer >= 1."):
         check_config(with_("dist", {"nproc_per_node": 0}))
-    ranks = with_("dist", {"nproc_per_node": 2})
-    ranks["train"] = {"grad_accum_steps": 1, "effective_batch": 256}
+    ranks = with_("train", {"grad_accum_steps": 1, "effective_batch": 256}, with_("dist", {"nproc_per_node": 2}))
     check_config(ranks)
-    assert grad_accum_steps(ranks["train"], 64, 2) == 2  # 64 x 2 x 2 ranks = 256
-    ranks["loader"]["batch_size"] = 256
+    assert ranks.grad_accum_steps == 2  # 64 x 2 x 2 ranks = 256
+    ranks = with_("loader.batch_size", 256, ranks)
     with pytest.raises(
         ConfigError,
         match=r"train.effective_batch=256 is not a multiple of loader.batch_size=256 x "
@@ -144,15 +139,14 @@ def test_ranks_numa_and_openmp_knobs_are_checked_before_any_run(monkeypatch):
         check_config(ranks)
     with pytest.raises(ConfigError, match=r"backend.kmp_blocktime=-1 is invalid"):
         check_config(with_("backend.kmp_blocktime", -1))
-    numa = with_("backend.numa", "node")
-    numa["dist"] = {"nproc_per_node": 3}
+    numa = with_("dist", {"nproc_per_node": 3}, with_("backend.numa", "node"))
     monkeypatch.setattr("sweeper.topology.numa_nodes", lambda root="": {0: (0,)})
     with pytest.raises(ConfigError, match=r"backend.numa='node' binds ranks to NUMA nodes, and this machine has 1"):
         check_config(numa)
     monkeypatch.setattr("sweeper.topology.numa_nodes", lambda root="": {0: (0,), 1: (1,)})
     with pytest.raises(ConfigError, match=r"dist.nproc_per_node=3 is not a multiple of 2"):
         check_config(numa)
-    numa["dist"] = {"nproc_per_node": 2}
+    numa = with_("dist", {"nproc_per_node": 2}, numa)
     monkeypatch.setattr("shutil.which", lambda name: None)
     with pytest.raises(ConfigError, match=r"runs each rank under numactl, which is not installed: install numactl"):
         check_config(numa)

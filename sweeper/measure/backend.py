@@ -9,7 +9,6 @@ from typing import Any
 import torch
 
 from ..errors import InvalidConfig
-from ..validation import normalize_compile
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -67,8 +66,8 @@ def grad_scaler(device: torch.device, precision: str, training: bool) -> Any:
     return None
 
 
-def maybe_compile(model: torch.nn.Module, mode: Any) -> Callable[..., Any]:
-    mode = normalize_compile(mode)
+def maybe_compile(model: torch.nn.Module, mode: str) -> Callable[..., Any]:
+    """The model, compiled in `mode` (the spec has normalised it: off, default, max-autotune)."""
     if mode == "off":
         return model
     return torch.compile(model, mode=mode)

@@ -13,6 +13,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from .. import topology
+from ..config import LoaderConf
 from ..errors import InvalidConfig
 from ..protocol import EVENT_FD_ENV
 from ..track import leading_dimension
@@ -56,7 +57,7 @@ def supports_in_order() -> bool:
 
 def make_loader(
     workload: Workload,
-    loader: Mapping[str, Any],
+    loader: LoaderConf,
     device: torch.device,
     training: bool,
     epoch_samples: int | None = None,
@@ -66,21 +67,21 @@ def make_loader(
     """`shard` = (rank, ranks): each rank reads its own part of every epoch, through a
     DistributedSampler, as a data-parallel script does."""
     dataset = with_epoch_length(workload.dataset, epoch_samples)
-    batch_size = loader["batch_size"]
+    batch_size = loader.batch_size
     if len(dataset) < batch_size:  # type: ignore[arg-type]
         raise InvalidConfig(
             f"loader.batch_size={batch_size} is larger than the dataset "
             f"({len(dataset)} samples): lower it or use a larger dataset."  # type: ignore[arg-type]
         )
-    workers = loader["num_workers"]
+    workers = loader.num_workers
     extra: dict[str, Any] = {}
     if workers > 0:
-        extra["persistent_workers"] = bool(loader["persistent_workers"])
-        if loader["prefetch_factor"] is not None:
-            extra["prefetch_factor"] = loader["prefetch_factor"]
-        if loader["multiprocessing_context"] is not None:
-            extra["multiprocessing_context"] = loader["multiprocessing_context"]
-        if loader["in_order"] is False:
+        extra["persistent_workers"] = loader.persistent_workers
+        if loader.prefetch_factor is not None:
+            extra["prefetch_factor"] = loader.prefetch_factor
+        if loader.multiprocessing_context is not None:
+            extra["multiprocessing_context"] = str(loader.multiprocessing_context)
+        if loader.in_order is False:
             if not supports_in_order():
                 raise InvalidConfig(
                     f"loader.in_order=false needs torch >= 2.6 (installed: {torch.__version__}): "
@@ -104,7 +105,7 @@ def make_loader(
         sampler=sampler,
         num_workers=workers,
         # pinning only pays for host-to-GPU copies; elsewhere torch warns and ignores it
-        pin_memory=bool(loader["pin_memory"]) and device.type == "cuda",
+        pin_memory=loader.pin_memory and device.type == "cuda",
         drop_last=True,  # equal batch shapes: no recompiles, no odd last step
         collate_fn=workload.collate_fn,
         worker_init_fn=functools.partial(start_worker, parent=os.getpid(), cpus=worker_cpus, pipe=event_pipe())

@@ -15,6 +15,7 @@ it: the ranks carry the run's mark and die with the launcher, so none outlives t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -29,9 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import topology
+from ..config import BackendConf
 from ..measurement import Measurement, Utilization
 from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV, RUN_MARK_ENV, process_name, thread_env
 from ..result import RunResult, Status
+from ..spec import RunSpec
 from .group import NUMA_NODE_ENV, Rank
 
 RANK_MODULE = "sweeper.measure.ranks"
@@ -168,14 +171,14 @@ def check_gpus(device: str, nproc: int) -> None:
         )
 
 
-def forks_ranks(back: Mapping[str, Any]) -> bool:
+def forks_ranks(back: BackendConf) -> bool:
     """Whether the ranks can be forked from the launcher: on the CPU without numactl."""
     import torch
 
-    return back["numa"] != "node" and (back["device"] == "cpu" or not torch.cuda.is_available())
+    return back.numa != "node" and (back.device == "cpu" or not torch.cuda.is_available())
 
 
-def launch(spec: Mapping[str, Any], events: Any) -> RunResult:
+def launch(spec: RunSpec, events: Any) -> RunResult:
     """Run the spec as dist.nproc_per_node ranks on this machine; their combined result."""
     from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -183,14 +186,15 @@ def launch(spec: Mapping[str, Any], events: Any) -> RunResult:
 
     from .memory import PeakRSS
 
-    nproc = int(spec["dist"]["nproc_per_node"])
-    back = spec["backend"]
-    check_gpus(back["device"], nproc)
+    nproc = spec.nproc
+    back = spec.backend
+    check_gpus(str(back.device), nproc)
     cores = len(topology.machine_cpus())
-    threads = topology.threads_per_rank(back["threads"], cores, nproc)
+    threads = topology.threads_per_rank(back.threads, cores, nproc)
     events.phase(f"launch {nproc} ranks")
     with tempfile.TemporaryDirectory(prefix="sweeper-ranks-") as tmp:
-        (Path(tmp) / "spec.json").write_text(json.dumps({**spec, "backend": {**back, "threads": threads}}))
+        ranks_spec = spec.replace(backend=dataclasses.replace(back, threads=threads))  # each rank's share
+        (Path(tmp) / "spec.json").write_text(json.dumps(ranks_spec.to_json()))
         fd = os.environ.pop(EVENT_FD_ENV, None)
         if fd:
             os.environ[EVENT_PATH_ENV] = f"/proc/{os.getpid()}/fd/{fd}"
@@ -235,9 +239,9 @@ def measure_rank(out_dir: Path) -> bool:
     from .lifeline import die_with_parent, name_process
     from .stages import measure_one
 
-    spec = json.loads((out_dir / "spec.json").read_text())
+    spec = RunSpec.from_json(json.loads((out_dir / "spec.json").read_text()))
     rank = Rank.from_env()
-    if spec["backend"]["numa"] == "node" and NUMA_NODE_ENV not in os.environ:
+    if spec.backend.numa == "node" and NUMA_NODE_ENV not in os.environ:
         node = topology.rank_node(sorted(topology.numa_nodes()), rank.world, rank.local_rank)
         os.environ[NUMA_NODE_ENV] = str(node)
         argv = topology.numactl_command(node, [sys.executable, "-m", RANK_MODULE, str(out_dir)])

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from .. import procs, topology
 from ..command import PYTHONS, knob_env
@@ -18,6 +17,7 @@ from ..machine import Fingerprint
 from ..measurement import Measurement, Memory, RunFacts
 from ..protocol import LOADER_CPUS_ENV
 from ..result import RunResult, Status
+from ..spec import RunSpec
 from .events import Events
 from .script import Script, ScriptFailed, ScriptSteps, first_step_deadline
 from .timing import Rule
@@ -36,21 +36,21 @@ class Launch:
     user_words: tuple[str, ...]
 
 
-def launch(spec: Mapping[str, Any]) -> Launch:
-    back, nproc = spec["backend"], int(spec["dist"]["nproc_per_node"])
-    words = list(spec["task"]["argv"])
+def launch(spec: RunSpec) -> Launch:
+    back, nproc = spec.backend, spec.nproc
+    words = list(spec.argv)
     if words[0] in PYTHONS:
         words[0] = sys.executable  # the Python that runs sweeper: torch and sweeper are there
-    env = knob_env(spec)
-    if back["device"] == "cpu":
+    env = knob_env(spec.to_json())
+    if back.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""  # the script sees no GPU
     cores = list(topology.machine_cpus())
     compute: tuple[int, ...] | None = None
     if nproc > 1:
-        threads = topology.threads_per_rank(back["threads"], len(cores), nproc)
+        threads = topology.threads_per_rank(back.threads, len(cores), nproc)
         if threads is not None:
             env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
-        bind = back["affinity"] != "none" or back["numa"] != "none"
+        bind = back.affinity != "none" or back.numa != "none"
         launcher = [
             sys.executable,
             "-m",
@@ -62,11 +62,11 @@ def launch(spec: Mapping[str, Any]) -> Launch:
         ]
         started = [*launcher, *words]
     else:
-        placement = topology.place(back["affinity"], cores, back["threads"], int(spec["loader"]["num_workers"]))
+        placement = topology.place(str(back.affinity), cores, back.threads, spec.loader.num_workers)
         if placement is not None:
             compute = placement.compute
             env[LOADER_CPUS_ENV] = ",".join(map(str, placement.loader))
-            if back["threads"] is None:
+            if back.threads is None:
                 env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(len(compute))
         started = words
 
@@ -75,20 +75,20 @@ def launch(spec: Mapping[str, Any]) -> Launch:
         if compute is not None:
             topology.pin(compute)
 
-    return Launch(tuple(started), env, preexec, tuple(spec["task"]["argv"]))
+    return Launch(tuple(started), env, preexec, spec.argv)
 
 
-def _run_facts(spec: Mapping[str, Any], script: Script, words: tuple[str, ...]) -> RunFacts:
+def _run_facts(spec: RunSpec, script: Script, words: tuple[str, ...]) -> RunFacts:
     """What ran, read from the script's process while it still runs (its maps, its cores)."""
     from . import memory
 
     tree = memory.tree(script.pid)
     maps = procs.mapped_files(script.pid)
     return RunFacts(
-        device=str(spec["backend"]["device"]),
-        grad_accum_steps=int(spec["train"]["grad_accum_steps"]),
-        effective_batch=spec["train"]["effective_batch"],
-        nproc_per_node=int(spec["dist"]["nproc_per_node"]),
+        device=str(spec.backend.device),
+        grad_accum_steps=spec.train.grad_accum_steps,
+        effective_batch=spec.train.effective_batch,
+        nproc_per_node=spec.nproc,
         allocator=topology.allocator_in_maps(maps),
         openmp_runtime=topology.openmp_runtime(maps),
         cpus_allowed_main=topology.cpus_allowed(script.pid),
@@ -97,35 +97,35 @@ def _run_facts(spec: Mapping[str, Any], script: Script, words: tuple[str, ...]) 
     )
 
 
-def _machine(spec: Mapping[str, Any], cores: int, threads: int | None) -> Fingerprint:
+def _machine(spec: RunSpec, cores: int, threads: int | None) -> Fingerprint:
     """The machine as the probe sees it, asked once the script has stopped (a CUDA context of
     ours must not sit beside the script's)."""
     from .backend import resolve_device
     from .fingerprint import fingerprint
 
-    return replace(fingerprint(resolve_device(spec["backend"]["device"]), cores), threads=threads, interop_threads=None)
+    return replace(fingerprint(resolve_device(str(spec.backend.device)), cores), threads=threads, interop_threads=None)
 
 
-def measure_script(spec: Mapping[str, Any], events: Events) -> RunResult:
+def measure_script(spec: RunSpec, events: Events) -> RunResult:
     """Start the script, time its steps as sweeper's own loop is timed, stop it; its outcome."""
     from . import timing, utilization
     from .memory import PeakRSS
 
-    meas = spec["measure"]
+    meas = spec.measure
     how = launch(spec)
     cores = len(topology.machine_cpus())
     events.phase("start script")
-    script = Script(how.words, how.env, spec.get("cwd"), how.preexec)
+    script = Script(how.words, how.env, spec.cwd, how.preexec)
     steps = ScriptSteps(
         script,
-        first_step_deadline(script.started, float(meas["timeout_s"])),
+        first_step_deadline(script.started, float(meas.timeout_s)),
         on_first=lambda: events.phase("warm-up (the script's steps have begun)"),
     )
     gpu_memory = utilization.nvml_process_memory(lambda: procs.tree(script.pid))
     try:
         with PeakRSS(pid=script.pid) as peak:
             monitors: list[timing.Monitor] = [utilization.CpuMonitor(script.pid)]
-            gpu = utilization.nvml_visible_monitor() if spec["backend"]["device"] != "cpu" else None
+            gpu = utilization.nvml_visible_monitor() if spec.backend.device != "cpu" else None
             monitors += [m for m in (gpu, gpu_memory) if m is not None]
             began = time.perf_counter()
             t = timing.measure(
@@ -133,7 +133,7 @@ def measure_script(spec: Mapping[str, Any], events: Events) -> RunResult:
                 steps.step,
                 steps.samples_of,
                 lambda: None,
-                Rule.of(meas, int(spec["loader"]["num_workers"]), trial=spec.get("trial")),
+                Rule.of(meas, spec.loader.num_workers, trial=spec.trial),
                 monitors=monitors,
                 on_window=lambda i, rate: events.send(
                     event="window", phase=f"window {i + 1}", index=i, samples_per_sec=rate
@@ -155,12 +155,10 @@ def measure_script(spec: Mapping[str, Any], events: Events) -> RunResult:
         peak_memory_mb=cuda or rss, peak_rss_mb=rss, cuda_max_allocated_mb=cuda, dataloader_processes=peak.peak_workers
     )
     measurement = Measurement(figures, timing_, memory, t.utilization, facts)
-    threads = topology.threads_per_rank(spec["backend"]["threads"], cores, int(spec["dist"]["nproc_per_node"]))
+    threads = topology.threads_per_rank(spec.backend.threads, cores, spec.nproc)
     machine = _machine(spec, cores, threads)
     if figures.pruned:
         from .stages import pruned_reason
 
-        return RunResult(
-            Status.PRUNED, pruned_reason(figures, Rule.of(meas, trial=spec.get("trial"))), measurement, machine
-        )
+        return RunResult(Status.PRUNED, pruned_reason(figures, Rule.of(meas, trial=spec.trial)), measurement, machine)
     return RunResult(Status.OK, None, measurement, machine)

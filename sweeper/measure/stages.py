@@ -9,7 +9,7 @@ import gc
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -18,7 +18,7 @@ from ..errors import InvalidConfig
 from ..machine import Fingerprint
 from ..measurement import Measurement, Memory, RunFacts, Throughput, Timing, Utilization
 from ..result import RunResult, Status
-from ..validation import grad_accum_steps
+from ..spec import RunSpec
 from .events import Events
 from .group import Rank, TorchGroup, join_group, numa_node, rank_cpus
 from .timing import Rule
@@ -76,76 +76,74 @@ def limit_memory(limit_gb: float | None, device_type: str) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def check_openmp(back: Mapping[str, Any], runtime: str) -> None:
+def check_openmp(blocktime: int | None, runtime: str) -> None:
     """backend.kmp_blocktime means something to Intel's OpenMP runtime only."""
-    if back["kmp_blocktime"] is not None and runtime != "intel":
+    if blocktime is not None and runtime != "intel":
         raise InvalidConfig(
-            f"backend.kmp_blocktime={back['kmp_blocktime']} is read by Intel's OpenMP runtime, and this "
+            f"backend.kmp_blocktime={blocktime} is read by Intel's OpenMP runtime, and this "
             f"torch runs {'GNU libgomp' if runtime == 'gnu' else 'no OpenMP runtime'}: set "
             "backend.kmp_blocktime=null."
         )
 
 
-def prepare(spec: Mapping[str, Any], rank: Rank | None, started: float) -> Prepared:
+def prepare(spec: RunSpec, rank: Rank | None, started: float) -> Prepared:
     """Threads, cores and device, in the order torch needs them: before any thread starts."""
-    if spec.get("cwd") and spec["cwd"] not in sys.path:
-        sys.path.insert(0, spec["cwd"])  # the user's own workload modules
+    if spec.cwd and spec.cwd not in sys.path:
+        sys.path.insert(0, spec.cwd)  # the user's own workload modules
     import torch
 
     from . import backend
 
     imported = time.perf_counter()
     cuda_at_start = bool(torch.cuda.is_initialized())
-    back, load = spec["backend"], spec["loader"]
-    backend.apply_threads(back["threads"], back["interop_threads"])
+    back = spec.backend
+    backend.apply_threads(back.threads, back.interop_threads)
     machine_cores = topology.machine_cpus()
     own_cores = rank_cpus(rank, list(machine_cores)) if rank is not None else machine_cores
-    placement = topology.place(back["affinity"], own_cores, back["threads"], int(load["num_workers"]))
+    placement = topology.place(str(back.affinity), own_cores, back.threads, spec.loader.num_workers)
     if placement is not None:
         topology.pin(placement.compute)  # before any thread starts: they inherit it
-        if back["threads"] is None:
+        if back.threads is None:
             torch.set_num_threads(len(placement.compute))  # one compute thread per pinned core
-    device = backend.resolve_device(back["device"])
+    device = backend.resolve_device(str(back.device))
     group = None
     if rank is not None:
         device, group = join_group(torch, device, rank)
-    limit_memory(spec["measure"]["memory_limit_gb"], device.type)
+    limit_memory(spec.measure.memory_limit_gb, device.type)
     openmp_runtime = topology.openmp_runtime(procs.mapped_files())  # torch is imported: its OpenMP is mapped
-    check_openmp(back, openmp_runtime)
-    backend.check_precision(device, back["precision"])
-    backend.apply_cuda_flags(back["cudnn_benchmark"], back["tf32"])
+    check_openmp(back.kmp_blocktime, openmp_runtime)
+    backend.check_precision(device, str(back.precision))
+    backend.apply_cuda_flags(back.cudnn_benchmark, back.tf32)
     return Prepared(
         torch, device, rank, group, placement, machine_cores, openmp_runtime, cuda_at_start, import_s=imported - started
     )
 
 
-def build(spec: Mapping[str, Any], ready: Prepared) -> Built:
+def build(spec: RunSpec, ready: Prepared) -> Built:
     """Model (on the device, wrapped for DDP, compiled), its step, and the DataLoader's stream."""
     from . import backend, loader
     from .steps import make_step
     from .workload import build_workload
 
     torch, device, rank = ready.torch, ready.device, ready.rank
-    task, load, back = spec["task"], spec["loader"], spec["backend"]
-    training = task["mode"] == "train"
+    task, back, training = spec.task, spec.backend, spec.training
     torch.manual_seed(0)
     workload = build_workload(task)
     model = workload.model.to(device)
-    if back["channels_last"]:
+    if back.channels_last:
         model = model.to(memory_format=torch.channels_last)
     model.train(training)
     if rank is not None:  # as a data-parallel script wraps it: before compiling
         from torch.nn.parallel import DistributedDataParallel
 
         model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    compiled = backend.maybe_compile(model, back["compile"])
-    nproc = rank.world if rank is not None else 1
-    accum = grad_accum_steps(spec["train"], int(load["batch_size"]), nproc) if training else 1
+    compiled = backend.maybe_compile(model, back.compile)
+    nproc, accum = spec.nproc, spec.grad_accum_steps
     step = make_step(
         workload,
         compiled,
         device,
-        back["precision"],
+        str(back.precision),
         training,
         task.get("lr") or 0.01,
         accum,
@@ -153,18 +151,18 @@ def build(spec: Mapping[str, Any], ready: Prepared) -> Built:
     )
     data = loader.make_loader(
         workload,
-        load,
+        spec.loader,
         device,
         training,
         task.get("epoch_samples"),
         ready.placement.loader if ready.placement is not None else None,
         shard=(rank.rank, rank.world) if rank is not None else None,
     )
-    non_blocking = bool(load["pin_memory"]) and device.type == "cuda"
+    non_blocking = spec.loader.pin_memory and device.type == "cuda"
     stream = loader.BatchStream(data)
 
     def next_micro_batch() -> Any:
-        return loader.to_device(stream(), device, non_blocking, back["channels_last"])
+        return loader.to_device(stream(), device, non_blocking, back.channels_last)
 
     def next_batch() -> Any:  # with accumulation: the micro-batches of one optimizer step
         return next_micro_batch() if accum == 1 else [next_micro_batch() for _ in range(accum)]
@@ -175,7 +173,7 @@ def build(spec: Mapping[str, Any], ready: Prepared) -> Built:
     return Built(workload, step, next_batch, samples_of, stream, len(data.dataset), accum, nproc)  # type: ignore[arg-type]  # a map-style dataset
 
 
-def time_windows(spec: Mapping[str, Any], ready: Prepared, built: Built, events: Events) -> Timed:
+def time_windows(spec: RunSpec, ready: Prepared, built: Built, events: Events) -> Timed:
     """Warm-up until steady, then windows until the figure is known (timing.measure)."""
     from . import backend, timing, utilization
 
@@ -197,13 +195,8 @@ def time_windows(spec: Mapping[str, Any], ready: Prepared, built: Built, events:
         built.step,
         built.samples_of,
         backend.synchronize(device),
-        rule := Rule.of(
-            spec["measure"],
-            int(spec["loader"]["num_workers"]),
-            bool(spec["loader"]["persistent_workers"]),
-            trial=spec.get("trial"),
-        ),
-        sync_every_step=spec["measure"]["sync"] == "step",
+        rule := Rule.of(spec.measure, spec.loader.num_workers, spec.loader.persistent_workers, trial=spec.trial),
+        sync_every_step=spec.measure.sync == "step",
         step_timer=backend.step_timer(device),
         monitors=monitors,
         epochs_started=lambda: built.stream.epochs_started,
@@ -232,13 +225,13 @@ def pruned_reason(figures: Throughput, rule: Rule) -> str:
     )
 
 
-def extras(spec: Mapping[str, Any], ready: Prepared, built: Built, figures: Throughput, events: Events) -> Throughput:
+def extras(spec: RunSpec, ready: Prepared, built: Built, figures: Throughput, events: Events) -> Throughput:
     """What a full run adds to its windows: the cost of restarting workers at each epoch end,
     and the compute-only bound on a batch held on the device (measure.compute_bound)."""
     from . import backend, timing
 
-    load, meas = spec["loader"], spec["measure"]
-    if load["num_workers"] > 0 and not load["persistent_workers"]:
+    load, meas = spec.loader, spec.measure
+    if load.num_workers > 0 and not load.persistent_workers:
         # every epoch end starts the workers again: its cost as the windows it fell in lived it,
         # else (no window held one) measured once, on its own
         restart = figures.epoch_restart_in_windows_s
@@ -246,7 +239,7 @@ def extras(spec: Mapping[str, Any], ready: Prepared, built: Built, figures: Thro
             events.phase("epoch_restart")
             restart = built.stream.restart_cost_s()
         figures = timing.with_epoch_restarts(figures, built.epoch_samples, restart)
-    if meas["compute_bound"]:
+    if meas.compute_bound:
         events.phase("compute_bound")
         held = built.next_batch()  # one batch kept on the device: no loader in the loop
         rule = replace(Rule.of(meas), warmup_steps=1, prune_below=None, race=None, behind=None)
@@ -256,7 +249,7 @@ def extras(spec: Mapping[str, Any], ready: Prepared, built: Built, figures: Thro
             built.samples_of,
             backend.synchronize(ready.device),
             rule,
-            sync_every_step=meas["sync"] == "step",
+            sync_every_step=meas.sync == "step",
             group=ready.group,
         ).throughput()
         figures = replace(
@@ -268,7 +261,7 @@ def extras(spec: Mapping[str, Any], ready: Prepared, built: Built, figures: Thro
     return figures
 
 
-def describe(spec: Mapping[str, Any], ready: Prepared, built: Built) -> tuple[RunFacts, Fingerprint]:
+def describe(spec: RunSpec, ready: Prepared, built: Built) -> tuple[RunFacts, Fingerprint]:
     """What ran, as the kernel and torch have it now, and the machine."""
     from . import memory as mem
     from .fingerprint import fingerprint
@@ -277,7 +270,7 @@ def describe(spec: Mapping[str, Any], ready: Prepared, built: Built) -> tuple[Ru
     facts = RunFacts(
         device=str(device),
         grad_accum_steps=built.accum,
-        effective_batch=int(spec["loader"]["batch_size"]) * built.accum * built.nproc,
+        effective_batch=spec.effective_batch,
         nproc_per_node=built.nproc,
         rank=ready.rank.rank if ready.rank is not None else None,
         numa_node=numa_node(),
@@ -310,7 +303,7 @@ def peak_memory(ready: Prepared, peak: Any) -> Memory:
     )
 
 
-def measure_one(spec: Mapping[str, Any], events: Events, rank: Rank | None = None) -> RunResult:
+def measure_one(spec: RunSpec, events: Events, rank: Rank | None = None) -> RunResult:
     """Measure in this process: alone, or as one `rank` of a DistributedDataParallel group."""
     from .memory import PeakRSS
 
@@ -336,7 +329,7 @@ def measure_one(spec: Mapping[str, Any], events: Events, rank: Rank | None = Non
     if figures.pruned:
         return RunResult(
             Status.PRUNED,
-            pruned_reason(figures, Rule.of(spec["measure"], trial=spec.get("trial"))),
+            pruned_reason(figures, Rule.of(spec.measure, trial=spec.trial)),
             measurement,
             machine,
         )

@@ -18,10 +18,11 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from ..config import MeasureConf, TrialConf
 from ..measurement import Throughput, Timing, Utilization, bottleneck
 from ..stats import Spread, quantile, rate_interval
 from .warmup import Group, StepTimer, step_once, warm_up
@@ -198,29 +199,29 @@ class Rule:
     @classmethod
     def of(
         cls,
-        measure: Mapping[str, Any],
+        measure: MeasureConf,
         workers: int = 0,
         persistent_workers: bool = True,
-        trial: Mapping[str, Any] | None = None,
+        trial: TrialConf | None = None,
     ) -> Rule:
         """measure.* (and the sweep's `trial` node: the best so far to race against) as a Rule.
         Warm-up lasts at least two batches per loader worker, so that every worker has started
         (forkserver and spawn workers start one after another, seconds each) before a steady
         rate can be declared."""
-        trial = trial or {}
-        race = trial.get("race")
+        trial = trial or TrialConf()
+        race = trial.race
         return cls(
-            warmup_s=measure["warmup_s"],
-            warmup_steps=max(measure["warmup_steps"], 2 * workers),
-            max_windows=measure["windows"],
-            window_s=measure["window_s"],
-            warmup_max_s=measure["warmup_max_s"],
-            steady_tol=measure["steady_tol"],
-            min_windows=measure["min_windows"] or measure["windows"],
-            rel_precision=measure["rel_precision"],
-            prune_below=trial.get("prune_below"),
+            warmup_s=measure.warmup_s,
+            warmup_steps=max(measure.warmup_steps, 2 * workers),
+            max_windows=measure.windows,
+            window_s=measure.window_s,
+            warmup_max_s=measure.warmup_max_s,
+            steady_tol=measure.steady_tol,
+            min_windows=measure.min_windows or measure.windows,
+            rel_precision=measure.rel_precision,
+            prune_below=trial.prune_below,
             race=(float(race[0]), float(race[1])) if race else None,
-            behind=trial.get("behind"),
+            behind=trial.behind,
             cycle=max(1, workers),
             restarts_apart=workers > 0 and not persistent_workers,
         )

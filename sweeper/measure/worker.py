@@ -14,22 +14,24 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from ..command import is_script
 from ..protocol import PARENT_PID_ENV
 from ..result import RunResult, Status
+from ..spec import RunSpec
 from .events import Events
 from .failure import failure_of
 from .lifeline import die_with_parent
 
 
-def run(spec: Mapping[str, Any], events: Events) -> RunResult:
-    """The measured run: this process, or the ranks of a data-parallel run it launches; never raises."""
+def run(data: Mapping[str, Any], events: Events) -> RunResult:
+    """The measured run of a spec sent as JSON: this process, or the ranks of a data-parallel
+    run it launches; never raises."""
     try:
-        if is_script(spec["task"]):  # a user's training script, started and timed as it runs
+        spec = RunSpec.from_json(data)
+        if spec.is_script:  # a user's training script, started and timed as it runs
             from .scripted import measure_script
 
             return measure_script(spec, events)
-        if int(spec["dist"]["nproc_per_node"]) > 1:
+        if spec.nproc > 1:
             from .ranks import launch
 
             return launch(spec, events)
@@ -49,9 +51,9 @@ def send_result(result: RunResult, events: Events) -> None:
     os._exit(0)
 
 
-def serve(spec: Mapping[str, Any], events: Events) -> None:
-    """Measure `spec` and send the result (or the failure) as the last event; never returns."""
-    send_result(run(spec, events), events)
+def serve(data: Mapping[str, Any], events: Events) -> None:
+    """Measure the spec (its JSON) and send the result (or the failure) as the last event; never returns."""
+    send_result(run(data, events), events)
 
 
 def main() -> None:

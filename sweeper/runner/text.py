@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
+from ..config import BackendConf
 from ..measurement import Memory, RunFacts, Throughput
 from ..result import RunResult, Status
+from ..spec import RunSpec
 
 # why the windows stopped, as the summary line says it
 _STOPPED = {
@@ -22,48 +21,46 @@ def _num(x: float) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:,.2f}"
 
 
-def describe_config(cfg: Mapping[str, Any]) -> str:
-    t, lo, b = cfg["task"], cfg["loader"], cfg["backend"]
-    if "command" in t:  # a script: its command says what it runs; sweeper adds what acts from outside
-        parts = [
-            f"your script ({t['mode']}): {t['command']}",
-            f"device {b['device']}",
-            f"threads {b['threads'] if b['threads'] is not None else 'default'}",
-        ]
-        return ", ".join(_with_ranks(parts, cfg) + _outside(cfg))
+def describe_config(spec: RunSpec) -> str:
+    """The run in one line: what it runs, and the knobs that are not the defaults."""
+    t, lo, b = spec.task, spec.loader, spec.backend
+    threads = f"threads {b.threads if b.threads is not None else 'default'}"
+    if spec.is_script:  # a script: its command says what it runs; sweeper adds what acts from outside
+        parts = [f"your script ({spec.mode}): {t['command']}", f"device {b.device}", threads]
+        return ", ".join(_with_ranks(parts, spec) + _outside(b))
     parts = [
-        f"{t['name']} {t['mode']}",
-        f"device {b['device']}",
-        b["precision"],
-        f"batch {lo['batch_size']}",
-        f"{lo['num_workers']} workers",
-        f"threads {b['threads'] if b['threads'] is not None else 'default'}",
+        f"{t['name']} {spec.mode}",
+        f"device {b.device}",
+        str(b.precision),
+        f"batch {lo.batch_size}",
+        f"{lo.num_workers} workers",
+        threads,
     ]
-    if b["channels_last"]:
+    if b.channels_last:
         parts.append("channels_last")
-    if str(b["compile"]) not in ("off", "False"):
-        parts.append(f"compile={b['compile']}")
-    return ", ".join(_with_ranks(parts, cfg) + _outside(cfg))
+    if b.compile != "off":
+        parts.append(f"compile={b.compile}")
+    return ", ".join(_with_ranks(parts, spec) + _outside(b))
 
 
-def _with_ranks(parts: list[str], cfg: Mapping[str, Any]) -> list[str]:
-    nproc, numa = cfg["dist"]["nproc_per_node"], cfg["backend"]["numa"]
-    if nproc <= 1:
+def _with_ranks(parts: list[str], spec: RunSpec) -> list[str]:
+    if spec.nproc <= 1:
         return parts
-    return [parts[0], f"{nproc} ranks" + (", NUMA-bound" if numa != "none" else ""), *parts[1:]]
+    bound = ", NUMA-bound" if spec.backend.numa != "none" else ""
+    return [parts[0], f"{spec.nproc} ranks{bound}", *parts[1:]]
 
 
-def _outside(cfg: Mapping[str, Any]) -> list[str]:
+def _outside(b: BackendConf) -> list[str]:
     """The process-level knobs, where they are not the defaults."""
-    b, parts = cfg["backend"], []
-    if b["affinity"] != "none":
-        parts.append(f"affinity {b['affinity']}")
-    if b["allocator"] != "default":
-        parts.append(b["allocator"])
-    if b["omp_bind"] != "default":
-        parts.append(f"OpenMP bind {b['omp_bind']}")
-    if b["kmp_blocktime"] is not None:
-        parts.append(f"KMP_BLOCKTIME {b['kmp_blocktime']}")
+    parts = []
+    if b.affinity != "none":
+        parts.append(f"affinity {b.affinity}")
+    if b.allocator != "default":
+        parts.append(str(b.allocator))
+    if b.omp_bind != "default":
+        parts.append(f"OpenMP bind {b.omp_bind}")
+    if b.kmp_blocktime is not None:
+        parts.append(f"KMP_BLOCKTIME {b.kmp_blocktime}")
     return parts
 
 

@@ -6,9 +6,8 @@ that can be wrong with the input is found here and raised as one ConfigError lin
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from ..machine import Machine
 from ..overrides import to_overrides
 from ..runner.lock import DeviceClaim, claim_for
 from ..runner.probe import probe
-from ..runner.run import worker_spec
+from ..spec import GROUPS, RunSpec
 from ..store.storage import default_storage
 from ..validation import check_config
 from . import space as sp
@@ -181,10 +180,10 @@ def check_space(base: DictConfig, space: Mapping[str, BaseDistribution], own_app
             raise ConfigError(f"search param {key!r} is not a key of the config (typo?).")
     if not own_app:
         return
-    spec = worker_spec(base)
+    spec = RunSpec.of(base)
     for key, dist in space.items():
         group, _, leaf = key.partition(".")
-        if group not in spec or "." in leaf:
+        if group not in GROUPS or "." in leaf:
             continue
         if isinstance(dist, CategoricalDistribution):
             values = list(dist.choices)
@@ -196,12 +195,12 @@ def check_space(base: DictConfig, space: Mapping[str, BaseDistribution], own_app
                 OmegaConf.update(typed, leaf, value, merge=False)
             except Exception as exc:  # OmegaConf's ValidationError and kin
                 raise ConfigError(f"search param {key}: {error_line(exc, base) or exc}") from exc
-            trial_spec = json.loads(json.dumps(spec))
-            trial_spec[group] = OmegaConf.to_container(typed, resolve=True, enum_to_str=True)
+            trial_spec = spec.replace(**{group: OmegaConf.to_object(typed)})
             # batch x ranks against the effective batch: held per trial
-            trial_spec["train"] = {**trial_spec["train"], "effective_batch": None, "grad_accum_steps": 1}
+            trial_spec = trial_spec.replace(train=replace(trial_spec.train, effective_batch=None, grad_accum_steps=1))
             if key in sp.NEEDS_WORKERS:
-                trial_spec["loader"]["num_workers"] = max(1, trial_spec["loader"]["num_workers"])
+                loader = trial_spec.loader
+                trial_spec = trial_spec.replace(loader=replace(loader, num_workers=max(1, loader.num_workers)))
             try:
                 check_config(trial_spec)
             except ConfigError as exc:
@@ -247,7 +246,7 @@ def make_plan(
     own_app = all(key in base for key in OWN_GROUPS)
     script = own_app and command.is_script(base.task)
     if own_app:
-        spec = worker_spec(base)
+        spec = RunSpec.of(base)
         check_config(spec)
         machine = probe_machine(
             str(base.backend.device), None if script else str(base.task.factory), str(base.measure.isolation)
@@ -271,7 +270,7 @@ def make_plan(
         space = sp.hold_effective_batch(space, OmegaConf.select(base, "train.effective_batch", default=None))
     check_space(base, space, own_app)
     workload = (
-        f"{command.script_name(spec['task']['argv'])} {base.task.mode} (script)"
+        f"{command.script_name(spec.argv)} {base.task.mode} (script)"
         if script
         else workload_label(base)
         if own_app
