@@ -183,7 +183,7 @@ def check_space(base: DictConfig, space: Mapping[str, BaseDistribution], own_app
     spec = RunSpec.of(base)
     for key, dist in space.items():
         group, _, leaf = key.partition(".")
-        if group not in GROUPS or "." in leaf:
+        if (group not in GROUPS and group != "task") or "." in leaf:
             continue
         if isinstance(dist, CategoricalDistribution):
             values = list(dist.choices)
@@ -195,7 +195,10 @@ def check_space(base: DictConfig, space: Mapping[str, BaseDistribution], own_app
                 OmegaConf.update(typed, leaf, value, merge=False)
             except Exception as exc:  # OmegaConf's ValidationError and kin
                 raise ConfigError(f"search param {key}: {error_line(exc, base) or exc}") from exc
-            trial_spec = spec.replace(**{group: OmegaConf.to_object(typed)})
+            if group == "task":  # a mapping, as a user's factory receives it
+                trial_spec = spec.replace(task={**spec.task, **OmegaConf.to_container(typed, resolve=True)})  # type: ignore[dict-item]
+            else:
+                trial_spec = spec.replace(**{group: OmegaConf.to_object(typed)})
             # batch x ranks against the effective batch: held per trial
             trial_spec = trial_spec.replace(train=replace(trial_spec.train, effective_batch=None, grad_accum_steps=1))
             if key in sp.NEEDS_WORKERS:
