@@ -52,7 +52,7 @@ from record_grid import GRIDS, GridSpec, csv_path  # noqa: E402
 
 from sweeper import resolvers  # noqa: E402
 from sweeper.measure import timing  # noqa: E402
-from sweeper.measurement import Measurement, Memory, RunFacts  # noqa: E402
+from sweeper.measurement import Measurement, Memory, RunFacts, Stopped  # noqa: E402
 from sweeper.preflight import compose as _compose  # noqa: E402
 from sweeper.result import RunResult, Status  # noqa: E402
 from sweeper.search import space as sp  # noqa: E402
@@ -130,11 +130,11 @@ STRATEGIES: dict[str, dict[str, Any]] = {
 }
 
 
-def _contending_verdict(t: timing.Timings, rule: timing.Rule) -> str | None:
+def _contending_verdict(t: timing.Timings, rule: timing.Rule) -> Stopped | None:
     """timing._verdict as it was before racing allowed for run noise: a run whose interval overlaps the best's is
     measured on to max windows instead of stopping when precise."""
     verdict = timing._verdict(t, rule)
-    if verdict != "precise" or rule.race is None:
+    if verdict != Stopped.PRECISE or rule.race is None:
         return verdict
     _, interval = rate_interval(*t.totals())
     assert interval is not None
@@ -302,11 +302,11 @@ class ReplayRunner:
             t.window_totals.append((samples, seconds))
             t.stopped = (_contending_verdict if self.contend and not self.confirming else timing._verdict)(
                 t, rule
-            ) or ""
+            ) or Stopped.NOT
             if t.stopped:
                 break
-        t.pruned = t.stopped in ("pruned", "raced")
-        t.stopped = t.stopped or "max windows"
+        t.pruned = t.stopped.pruned
+        t.stopped = t.stopped or Stopped.MAX_WINDOWS
         self.charged_s += row.start_s + WARMUP_S + sum(s for _, s in t.window_totals)
         measured = Measurement(
             throughput=t.throughput(), memory=Memory(peak_memory_mb=row.peak_memory_mb), run=RunFacts(device="cpu")

@@ -15,7 +15,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from .choice import Choice
 from .stats import IQR_WARN_THRESHOLD
+
+
+class Stopped(Choice):
+    """Why a run's windows stopped."""
+
+    NOT = ""  # not measured
+    PRECISE = "precise"  # its 95% interval reached the precision asked
+    MAX_WINDOWS = "max windows"  # at measure.windows
+    RACED = "raced"  # its interval lies wholly below the best's (widened for run noise): pruned
+    BEHIND = "behind"  # wholly below the best's own low end: stopped, its figure complete
+    PRUNED = "pruned"  # under the floor (hydra.sweeper.prune_ratio of the best)
+
+    @property
+    def pruned(self) -> bool:
+        """Stopped early behind the best: its figure is kept, not ranked."""
+        return self in (Stopped.RACED, Stopped.PRUNED)
+
 
 # Above this share of step time spent waiting for the next batch, a run is data-bound.
 DATA_BOUND_THRESHOLD = 0.2
@@ -47,8 +65,7 @@ class Throughput:
     # the 95% interval of the windows' mean; None with too few windows to bound it
     samples_per_sec_ci_low: float | None = None
     samples_per_sec_ci_high: float | None = None
-    # precise | max windows | raced | pruned
-    stopped: str = ""
+    stopped: Stopped = Stopped.NOT
     # between epoch restarts, when samples_per_sec counts one restart per epoch
     samples_per_sec_steady: float | None = None
     epoch_restart_s: float | None = None
@@ -75,9 +92,12 @@ class Throughput:
             return None
         return self.samples_per_sec_ci_low, self.samples_per_sec_ci_high
 
+    def __post_init__(self) -> None:  # from stored figures: the plain value, typed
+        object.__setattr__(self, "stopped", Stopped(self.stopped))
+
     @property
     def pruned(self) -> bool:
-        return self.stopped in ("raced", "pruned")
+        return self.stopped.pruned
 
 
 @dataclass(frozen=True)

@@ -178,7 +178,7 @@ def _config_keys() -> set[str]:
 
 def test_figure_names_are_spelled_only_where_they_are_defined():
     """A figure is read as an attribute of the typed measurement; its name as a string lives in
-    sweeper/measurement.py (and the flat keys of format 1 nowhere else)."""
+    sweeper/measurement.py."""
     from sweeper.measurement import FIGURE_NAMES
 
     names = set(FIGURE_NAMES) - _config_keys()
@@ -193,3 +193,33 @@ def test_figure_names_are_spelled_only_where_they_are_defined():
             if isinstance(node, ast.Constant) and node.value in names and id(node) not in in_text:
                 found.append(f"{rel}:{node.lineno} {node.value!r}")
     assert found == []
+
+
+@pytest.mark.parametrize(
+    ("values", "home"),
+    [
+        pytest.param("sweeper.measurement:Stopped", "measurement.py", id="stopped"),
+        pytest.param("sweeper.search.settings:RunnersUp", "search/settings.py", id="runners-up"),
+        pytest.param("sweeper.search.settings:LockMode", "search/settings.py", id="lock"),
+    ],
+)
+def test_enum_values_are_spelled_only_in_their_enum(values, home):
+    """Why a run stopped, when runners-up join, what the lock does: each value a member of its
+    enum, compared as the member everywhere else (a misspelt string would compare unequal,
+    silently). Values shorter than four letters, or that are words of other things (off,
+    wait, fail, pruned), are left to the enum's type."""
+    import importlib
+
+    module, _, name = values.partition(":")
+    enum = getattr(importlib.import_module(module), name)
+    spelled = {m.value for m in enum if len(m.value) >= 4} - {"wait", "fail", "pruned"}
+    found = []
+    for path in modules():
+        rel = str(path.relative_to(PACKAGE))
+        if rel == home:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in spelled:
+                found.append(f"{rel}:{node.lineno} {node.value!r}")
+    # `+trial=raced`: the name of the config option a raced trial gets, not a run's verdict
+    assert [f for f in found if not f.startswith("config.py:") or "'raced'" not in f] == []

@@ -16,7 +16,7 @@ from typing import Any
 from .. import procs, topology
 from ..errors import InvalidConfig
 from ..machine import Fingerprint
-from ..measurement import Measurement, Memory, RunFacts, Throughput, Timing, Utilization
+from ..measurement import Measurement, Memory, RunFacts, Stopped, Throughput, Timing, Utilization
 from ..result import RunResult, Status
 from ..spec import RunSpec
 from .events import Events
@@ -208,7 +208,7 @@ def time_windows(spec: RunSpec, ready: Prepared, built: Built, events: Events) -
 
 def pruned_reason(figures: Throughput, rule: Rule) -> str:
     """Both intervals when raced; the floor when below it."""
-    if figures.stopped == "raced" and rule.race is not None and figures.interval is not None:
+    if figures.stopped == Stopped.RACED and rule.race is not None and figures.interval is not None:
         low, high = figures.interval
         return (
             f"pruned: its 95% interval {low:,.1f}-{high:,.1f} samples/s after {figures.windows_measured} windows "

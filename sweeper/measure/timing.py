@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ..config import MeasureConf, TrialConf
-from ..measurement import Throughput, Timing, Utilization, bottleneck
+from ..measurement import Stopped, Throughput, Timing, Utilization, bottleneck
 from ..stats import Spread, quantile, rate_interval
 from .warmup import Group, StepTimer, step_once, warm_up
 
@@ -59,7 +59,7 @@ class Timings:
     window_epoch_ends: list[int] = field(default_factory=list)  # epoch ends inside each window
     utilization: Utilization = field(default_factory=Utilization)
     warmup_steady: bool = False  # warm-up ended on a steady step rate, not on its maximum
-    stopped: str = ""  # why measuring stopped: precise, raced, pruned, max windows
+    stopped: Stopped = Stopped.NOT
     pruned: bool = False
 
     def throughput(self, restarts_apart: bool = False) -> Throughput:
@@ -240,8 +240,8 @@ def _far_below(warmup_rate: float | None, rule: Rule) -> bool:
     )
 
 
-def _verdict(t: Timings, rule: Rule) -> str | None:
-    """After a window: why to stop now ("precise", "raced", "behind", "pruned"), or None to go on."""
+def _verdict(t: Timings, rule: Rule) -> Stopped | None:
+    """After a window: why to stop now, or None to go on."""
     counted = t.counted_totals(rule.restarts_apart)
     n = len(counted[0])
     rate, interval = rate_interval(*counted)
@@ -250,19 +250,19 @@ def _verdict(t: Timings, rule: Rule) -> str | None:
         and n >= 1
         and rate < rule.prune_below * (1.0 if n >= 2 else rule.first_window_floor or 0.0)
     ):
-        return "pruned"
+        return Stopped.PRUNED
     if n < min(rule.min_windows, rule.max_windows) or interval is None:
         return None
     low, high = interval
     if rule.race is not None and high < rule.race[0]:
-        return "raced"
+        return Stopped.RACED
     if rule.behind is not None and high < rule.behind:
-        return "behind"
+        return Stopped.BEHIND
     if rule.rel_precision is None:
         return None
     # a run close to the best stops when precise too: windows beyond that cannot resolve a
     # difference that the run-to-run noise hides (the confirmation measures the close ones again)
-    return "precise" if (high - low) / 2 <= rule.rel_precision * rate else None
+    return Stopped.PRECISE if (high - low) / 2 <= rule.rel_precision * rate else None
 
 
 def measure(
@@ -329,11 +329,11 @@ def measure(
         t.samples += samples
         if on_window is not None:
             on_window(index, rate)
-        t.stopped = _verdict(t, rule) or ""
+        t.stopped = _verdict(t, rule) or Stopped.NOT
         if t.stopped:
             break
-    t.pruned = t.stopped in ("pruned", "raced")
-    t.stopped = t.stopped or "max windows"
+    t.pruned = t.stopped.pruned
+    t.stopped = t.stopped or Stopped.MAX_WINDOWS
     for monitor in monitors:
         t.utilization = t.utilization.merged(monitor.stop())
     return t

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from ..config import BackendConf
-from ..measurement import Memory, RunFacts, Throughput
+from ..measurement import Memory, RunFacts, Stopped, Throughput
 from ..result import RunResult, Status
 from ..spec import RunSpec
 
 # why the windows stopped, as the summary line says it
 _STOPPED = {
-    "precise": "precise enough",
-    "max windows": "at the window maximum",
-    "raced": "below the best",
-    "behind": "behind the best",
-    "pruned": "below the floor",
+    Stopped.PRECISE: "precise enough",
+    Stopped.MAX_WINDOWS: "at the window maximum",
+    Stopped.RACED: "below the best",
+    Stopped.BEHIND: "behind the best",
+    Stopped.PRUNED: "below the floor",
 }
 
 
