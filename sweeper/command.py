@@ -14,20 +14,21 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from .errors import ConfigError
+from .knobs import Knob
 
 # the groups whose keys are knobs a script may read
 KNOB_GROUPS = ("loader", "backend", "train", "dist")
 # knobs sweeper applies from outside the script's process (environment, affinity, preload,
 # launcher): searched for any script. The others only the script itself can apply.
 OUTSIDE = (
-    "backend.device",
-    "backend.threads",
-    "backend.affinity",
-    "backend.allocator",
-    "backend.omp_bind",
-    "backend.kmp_blocktime",
-    "backend.numa",
-    "dist.nproc_per_node",
+    Knob.BACKEND_DEVICE,
+    Knob.BACKEND_THREADS,
+    Knob.BACKEND_AFFINITY,
+    Knob.BACKEND_ALLOCATOR,
+    Knob.BACKEND_OMP_BIND,
+    Knob.BACKEND_KMP_BLOCKTIME,
+    Knob.BACKEND_NUMA,
+    Knob.DIST_NPROC_PER_NODE,
 )
 _REFERENCE = re.compile(r"\$\{\s*([A-Za-z_]\w*(?:\.\w+)+)\s*\}")
 # `python` in a command is the Python that runs sweeper (the one with torch and sweeper)

@@ -9,11 +9,13 @@ from typing import Any
 
 import yaml
 
+from .knobs import Knob
+
 # Config groups of conf/: an override `task=x` selects an option, it does not set a value.
 GROUPS = ("task", "loader", "backend", "measure", "train")
 # Per-run overrides the sweeper itself adds (the best so far, a timeout within the budget); a
 # winner does not carry them.
-SWEEP_ONLY = ("trial", "trial.prune_below", "trial.race", "trial.behind", "measure.timeout_s")
+SWEEP_ONLY = ("trial", "trial.prune_below", "trial.race", "trial.behind", Knob.MEASURE_TIMEOUT_S)
 
 
 def override_value(value: Any) -> str:

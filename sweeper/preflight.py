@@ -17,6 +17,7 @@ from typing import Any
 
 from .config import error_line
 from .errors import ConfigError
+from .knobs import Knob
 from .paths import config_dir
 
 # Hydra's flags that choose another primary config
@@ -154,9 +155,9 @@ def check_composed(fixed: Sequence[str]) -> Any:
 
 # required keys, and what to give them
 _REQUIRED = {
-    "task.command": "task=script needs the command that runs your script: "
+    Knob.TASK_COMMAND: "task=script needs the command that runs your script: "
     "task.command='python train.py --batch-size ${loader.batch_size}'.",
-    "task.factory": "task=custom needs the function that builds your workload: task.factory=my_module:build.",
+    Knob.TASK_FACTORY: "task=custom needs the function that builds your workload: task.factory=my_module:build.",
 }
 
 

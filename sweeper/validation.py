@@ -15,6 +15,7 @@ from typing import Any
 
 from . import topology
 from .errors import ConfigError
+from .knobs import Knob
 from .spec import COMPILE_MODES, RunSpec
 
 
@@ -42,8 +43,8 @@ def _check_train(spec: RunSpec) -> None:
     nproc = spec.dist.nproc_per_node
     batch = spec.loader.batch_size * nproc  # samples of one micro-step over all ranks
     accum, effective = spec.train.grad_accum_steps, spec.train.effective_batch
-    _check_int("train.grad_accum_steps", accum, 1)
-    _check_int("train.effective_batch", effective, 1, allow_none=True)
+    _check_int(Knob.TRAIN_GRAD_ACCUM_STEPS, accum, 1)
+    _check_int(Knob.TRAIN_EFFECTIVE_BATCH, effective, 1, allow_none=True)
     if (accum > 1 or effective is not None) and not spec.training:
         raise ConfigError(
             f"train.grad_accum_steps={accum} / train.effective_batch={effective} need task.mode=train "
@@ -65,7 +66,7 @@ def _check_train(spec: RunSpec) -> None:
 
 def _check_dist(spec: RunSpec) -> None:
     nproc, numa = spec.dist.nproc_per_node, str(spec.backend.numa)
-    _check_int("dist.nproc_per_node", nproc, 1)
+    _check_int(Knob.DIST_NPROC_PER_NODE, nproc, 1)
     if numa == "none":
         return
     nodes = topology.numa_nodes()
@@ -115,14 +116,14 @@ def check_config(spec: RunSpec) -> None:
         raise ConfigError(
             f"task.factory={spec.factory!r} is invalid: expected 'module:function', e.g. task.factory=my_bench:build."
         )
-    _check_int("task.epoch_samples", task["epoch_samples"], 1, allow_none=True)
+    _check_int(Knob.TASK_EPOCH_SAMPLES, task["epoch_samples"], 1, allow_none=True)
     for key in ("root", "data_dir", "token_file"):
         _check_existing_path(f"task.{key}", task.get(key))  # the tasks that read a file have it
 
-    _check_int("loader.batch_size", loader.batch_size, 1)
+    _check_int(Knob.LOADER_BATCH_SIZE, loader.batch_size, 1)
     _check_train(spec)
-    _check_int("loader.num_workers", loader.num_workers, 0)
-    _check_int("loader.prefetch_factor", loader.prefetch_factor, 1, allow_none=True)
+    _check_int(Knob.LOADER_NUM_WORKERS, loader.num_workers, 0)
+    _check_int(Knob.LOADER_PREFETCH_FACTOR, loader.prefetch_factor, 1, allow_none=True)
     if loader.num_workers == 0:
         for knob, idle in (
             ("prefetch_factor", None),
@@ -146,29 +147,29 @@ def check_config(spec: RunSpec) -> None:
         raise ConfigError(
             f"backend.compile={backend.compile!r} is invalid: expected one of {', '.join(COMPILE_MODES)}."
         )
-    _check_int("backend.threads", backend.threads, 1, allow_none=True)
+    _check_int(Knob.BACKEND_THREADS, backend.threads, 1, allow_none=True)
     allocator = str(backend.allocator)
     if allocator != "default" and topology.allocator_library(allocator) is None:
         raise ConfigError(
             f"backend.allocator={allocator!r} is not installed on this machine: install "
             f"{topology.ALLOCATORS[allocator][1]} (Debian/Ubuntu) or use backend.allocator=default."
         )
-    _check_int("backend.interop_threads", backend.interop_threads, 1, allow_none=True)
-    _check_int("backend.kmp_blocktime", backend.kmp_blocktime, 0, allow_none=True)
+    _check_int(Knob.BACKEND_INTEROP_THREADS, backend.interop_threads, 1, allow_none=True)
+    _check_int(Knob.BACKEND_KMP_BLOCKTIME, backend.kmp_blocktime, 0, allow_none=True)
     _check_dist(spec)
 
-    _check_positive("measure.warmup_s", measure.warmup_s)
-    _check_int("measure.warmup_steps", measure.warmup_steps, 1)
-    _check_int("measure.windows", measure.windows, 1)
-    _check_int("measure.min_windows", measure.min_windows, 1, allow_none=True)
-    _check_positive("measure.warmup_max_s", measure.warmup_max_s, allow_none=True)
-    _check_positive("measure.steady_tol", measure.steady_tol)
-    _check_positive("measure.rel_precision", measure.rel_precision, allow_none=True)
+    _check_positive(Knob.MEASURE_WARMUP_S, measure.warmup_s)
+    _check_int(Knob.MEASURE_WARMUP_STEPS, measure.warmup_steps, 1)
+    _check_int(Knob.MEASURE_WINDOWS, measure.windows, 1)
+    _check_int(Knob.MEASURE_MIN_WINDOWS, measure.min_windows, 1, allow_none=True)
+    _check_positive(Knob.MEASURE_WARMUP_MAX_S, measure.warmup_max_s, allow_none=True)
+    _check_positive(Knob.MEASURE_STEADY_TOL, measure.steady_tol)
+    _check_positive(Knob.MEASURE_REL_PRECISION, measure.rel_precision, allow_none=True)
     race = spec.trial.race
     if race is not None and len(race) != 2:
         raise ConfigError(f"trial.race={race!r} is invalid: expected null or [low, high] samples/sec.")
     _check_positive("trial.behind", spec.trial.behind, allow_none=True)
     _check_positive("trial.prune_below", spec.trial.prune_below, allow_none=True)
-    _check_positive("measure.window_s", measure.window_s)
-    _check_positive("measure.timeout_s", measure.timeout_s)
-    _check_positive("measure.memory_limit_gb", measure.memory_limit_gb, allow_none=True)
+    _check_positive(Knob.MEASURE_WINDOW_S, measure.window_s)
+    _check_positive(Knob.MEASURE_TIMEOUT_S, measure.timeout_s)
+    _check_positive(Knob.MEASURE_MEMORY_LIMIT_GB, measure.memory_limit_gb, allow_none=True)

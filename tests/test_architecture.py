@@ -223,3 +223,21 @@ def test_enum_values_are_spelled_only_in_their_enum(values, home):
                 found.append(f"{rel}:{node.lineno} {node.value!r}")
     # `+trial=raced`: the name of the config option a raced trial gets, not a run's verdict
     assert [f for f in found if not f.startswith("config.py:") or "'raced'" not in f] == []
+
+
+def test_knob_names_are_spelled_only_in_sweeper_knobs():
+    """A knob is named by `Knob.LOADER_BATCH_SIZE`, never by its dotted string outside
+    sweeper/knobs.py, which holds each name against its schema's fields at import: a typo read
+    through `.get` would be silently None."""
+    from sweeper.knobs import Knob
+
+    names = {value for name, value in vars(Knob).items() if name.isupper()}
+    found = []
+    for path in modules():
+        rel = str(path.relative_to(PACKAGE))
+        if rel == "knobs.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in names:
+                found.append(f"{rel}:{node.lineno} {node.value!r}")
+    assert found == []

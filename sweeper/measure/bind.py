@@ -12,6 +12,7 @@ import sys
 
 from .. import topology
 from ..command import env_name
+from ..knobs import Knob
 from ..protocol import LOADER_CPUS_ENV
 from .group import Rank, rank_cpus
 
@@ -23,14 +24,14 @@ def _knob(name: str) -> str:
 def main() -> None:
     argv = sys.argv[1:]
     rank = Rank.from_env()
-    if _knob("backend.numa") == "node":
+    if _knob(Knob.BACKEND_NUMA) == "node":
         node = topology.rank_node(sorted(topology.numa_nodes()), rank.world, rank.local_rank)
         argv = topology.numactl_command(node, argv)
     else:
-        threads = int(_knob("backend.threads")) if _knob("backend.threads") else None
-        workers = int(_knob("loader.num_workers") or 0)
+        threads = int(_knob(Knob.BACKEND_THREADS)) if _knob(Knob.BACKEND_THREADS) else None
+        workers = int(_knob(Knob.LOADER_NUM_WORKERS) or 0)
         placement = topology.place(
-            _knob("backend.affinity") or "none", rank_cpus(rank, list(topology.machine_cpus())), threads, workers
+            _knob(Knob.BACKEND_AFFINITY) or "none", rank_cpus(rank, list(topology.machine_cpus())), threads, workers
         )
         if placement is not None:
             topology.pin(placement.compute)

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..command import OUTSIDE
+from ..knobs import Knob
 
 _DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}
 _LOADER_ARGS = (
@@ -25,8 +26,8 @@ _LIBRARIES = {"jemalloc": "libjemalloc.so.2", "tcmalloc": "libtcmalloc_minimal.s
 
 def _threads(knobs: Mapping[str, Any], script: bool = False) -> list[str]:
     lines = []
-    if "backend.threads" in knobs:
-        n = knobs["backend.threads"]
+    if Knob.BACKEND_THREADS in knobs:
+        n = knobs[Knob.BACKEND_THREADS]
         if script:
             lines.append(
                 "# OMP_NUM_THREADS: PyTorch's default"
@@ -39,8 +40,8 @@ def _threads(knobs: Mapping[str, Any], script: bool = False) -> list[str]:
                 if n is None
                 else f"torch.set_num_threads({n})  # or export OMP_NUM_THREADS={n} before start-up"
             )
-    if "backend.interop_threads" in knobs:
-        n = knobs["backend.interop_threads"]
+    if Knob.BACKEND_INTEROP_THREADS in knobs:
+        n = knobs[Knob.BACKEND_INTEROP_THREADS]
         lines.append(
             "# torch.set_num_interop_threads: PyTorch's default"
             if n is None
@@ -51,43 +52,43 @@ def _threads(knobs: Mapping[str, Any], script: bool = False) -> list[str]:
 
 def _topology(knobs: Mapping[str, Any]) -> list[str]:
     lines = []
-    affinity = knobs.get("backend.affinity")
+    affinity = knobs.get(Knob.BACKEND_AFFINITY)
     if affinity in ("compact", "spread"):
         where = "the first cores" if affinity == "compact" else "cores spaced evenly over the machine"
         lines.append(
             f"os.sched_setaffinity(0, compute_cores)  # {affinity}: one per compute thread on {where}, "
             "before torch starts its threads; workers on the rest in worker_init_fn"
         )
-    elif "backend.affinity" in knobs:
+    elif Knob.BACKEND_AFFINITY in knobs:
         lines.append("# CPU affinity: none (the OS places threads and workers)")
-    if "backend.allocator" in knobs:
-        allocator = knobs["backend.allocator"]
+    if Knob.BACKEND_ALLOCATOR in knobs:
+        allocator = knobs[Knob.BACKEND_ALLOCATOR]
         lines.append(
             f"# start with LD_PRELOAD={_LIBRARIES[allocator]} python train.py"
             if allocator in _LIBRARIES
             else "# allocator: glibc's (no LD_PRELOAD)"
         )
-    if "backend.omp_bind" in knobs:
-        bind = knobs["backend.omp_bind"]
+    if Knob.BACKEND_OMP_BIND in knobs:
+        bind = knobs[Knob.BACKEND_OMP_BIND]
         lines.append(
             f"# start with OMP_PROC_BIND={bind} OMP_PLACES=cores python train.py"
             if bind in ("close", "spread")
             else "# OpenMP binding: the runtime's default"
         )
-    if knobs.get("backend.kmp_blocktime") is not None:
-        lines.append(f"# start with KMP_BLOCKTIME={knobs['backend.kmp_blocktime']} python train.py (Intel OpenMP)")
+    if knobs.get(Knob.BACKEND_KMP_BLOCKTIME) is not None:
+        lines.append(f"# start with KMP_BLOCKTIME={knobs[Knob.BACKEND_KMP_BLOCKTIME]} python train.py (Intel OpenMP)")
     return lines
 
 
 def _ranks(knobs: Mapping[str, Any]) -> list[str]:
-    if "dist.nproc_per_node" not in knobs and "backend.numa" not in knobs:
+    if Knob.DIST_NPROC_PER_NODE not in knobs and Knob.BACKEND_NUMA not in knobs:
         return []
-    nproc = int(knobs.get("dist.nproc_per_node") or 1)
+    nproc = int(knobs.get(Knob.DIST_NPROC_PER_NODE) or 1)
     if nproc <= 1:
         return ["# one process: python train.py (no DistributedDataParallel)"]
     numa = (
         ["# each rank under numactl --cpunodebind=N --membind=N, ranks in blocks, one block per NUMA node"]
-        if knobs.get("backend.numa") == "node"
+        if knobs.get(Knob.BACKEND_NUMA) == "node"
         else []
     )
     return [
@@ -100,10 +101,10 @@ def _ranks(knobs: Mapping[str, Any]) -> list[str]:
 
 def _flags(knobs: Mapping[str, Any]) -> list[str]:
     lines = []
-    if "backend.cudnn_benchmark" in knobs:
-        lines.append(f"torch.backends.cudnn.benchmark = {bool(knobs['backend.cudnn_benchmark'])}")
-    if "backend.tf32" in knobs:
-        on = bool(knobs["backend.tf32"])
+    if Knob.BACKEND_CUDNN_BENCHMARK in knobs:
+        lines.append(f"torch.backends.cudnn.benchmark = {bool(knobs[Knob.BACKEND_CUDNN_BENCHMARK])}")
+    if Knob.BACKEND_TF32 in knobs:
+        on = bool(knobs[Knob.BACKEND_TF32])
         lines += [f"torch.backends.cuda.matmul.allow_tf32 = {on}", f"torch.backends.cudnn.allow_tf32 = {on}"]
     return lines
 
@@ -113,23 +114,23 @@ def _loader(knobs: Mapping[str, Any], device: str) -> list[str]:
     if not args:
         return []
     lines = [f"loader = DataLoader(dataset, {', '.join(args)})"]
-    if knobs.get("loader.pin_memory") and device == "cuda":
+    if knobs.get(Knob.LOADER_PIN_MEMORY) and device == "cuda":
         lines.append("inputs = inputs.to(device, non_blocking=True)  # pinned batches copy asynchronously")
     return lines
 
 
 def _model(knobs: Mapping[str, Any]) -> list[str]:
     lines = []
-    if "backend.channels_last" in knobs:
-        if knobs["backend.channels_last"]:
+    if Knob.BACKEND_CHANNELS_LAST in knobs:
+        if knobs[Knob.BACKEND_CHANNELS_LAST]:
             lines += [
                 "model = model.to(memory_format=torch.channels_last)",
                 "inputs = inputs.contiguous(memory_format=torch.channels_last)",
             ]
         else:
             lines.append("# channels_last: off (PyTorch's contiguous NCHW)")
-    if "backend.compile" in knobs:
-        mode = str(knobs["backend.compile"])
+    if Knob.BACKEND_COMPILE in knobs:
+        mode = str(knobs[Knob.BACKEND_COMPILE])
         lines.append(
             "# torch.compile: off"
             if mode in ("off", "False", "None")
@@ -141,9 +142,9 @@ def _model(knobs: Mapping[str, Any]) -> list[str]:
 
 
 def _precision(knobs: Mapping[str, Any], device: str) -> list[str]:
-    if "backend.precision" not in knobs:
+    if Knob.BACKEND_PRECISION not in knobs:
         return []
-    precision = knobs["backend.precision"]
+    precision = knobs[Knob.BACKEND_PRECISION]
     if precision not in _DTYPES:
         return ["# fp32: no autocast"]
     lines = [f"with torch.autocast(device_type={device!r}, dtype={_DTYPES[precision]}):  # forward and loss"]
@@ -159,19 +160,19 @@ def script_lines(knobs: Mapping[str, Any], device: str) -> list[str]:
     """The lines of a training script that set these knobs, in the order a script sets them."""
     known = {
         *(f"loader.{a}" for a in _LOADER_ARGS),
-        "backend.threads",
-        "backend.interop_threads",
-        "backend.cudnn_benchmark",
-        "backend.tf32",
-        "backend.channels_last",
-        "backend.compile",
-        "backend.precision",
-        "backend.affinity",
-        "backend.allocator",
-        "backend.omp_bind",
-        "backend.kmp_blocktime",
-        "dist.nproc_per_node",
-        "backend.numa",
+        Knob.BACKEND_THREADS,
+        Knob.BACKEND_INTEROP_THREADS,
+        Knob.BACKEND_CUDNN_BENCHMARK,
+        Knob.BACKEND_TF32,
+        Knob.BACKEND_CHANNELS_LAST,
+        Knob.BACKEND_COMPILE,
+        Knob.BACKEND_PRECISION,
+        Knob.BACKEND_AFFINITY,
+        Knob.BACKEND_ALLOCATOR,
+        Knob.BACKEND_OMP_BIND,
+        Knob.BACKEND_KMP_BLOCKTIME,
+        Knob.DIST_NPROC_PER_NODE,
+        Knob.BACKEND_NUMA,
     }
     others = [f"# {key} = {value!r}" for key, value in sorted(knobs.items()) if key not in known]
     return [
@@ -206,45 +207,45 @@ def script_diff(
 def _script_lines(knobs: Mapping[str, Any], words: Sequence[str], cpus: str | None) -> list[str]:
     """The shell lines that start a script with these outside knobs."""
     command, lines = shlex.join(words), []
-    if "backend.threads" in knobs:
-        n = knobs["backend.threads"]
+    if Knob.BACKEND_THREADS in knobs:
+        n = knobs[Knob.BACKEND_THREADS]
         lines.append(
             "# OMP_NUM_THREADS unset: PyTorch's default"
             if n is None
             else f"export OMP_NUM_THREADS={n} MKL_NUM_THREADS={n}"
         )
-    if "backend.allocator" in knobs:
-        allocator = knobs["backend.allocator"]
+    if Knob.BACKEND_ALLOCATOR in knobs:
+        allocator = knobs[Knob.BACKEND_ALLOCATOR]
         lines.append(
             f"export LD_PRELOAD={_LIBRARIES[allocator]}"
             if allocator in _LIBRARIES
             else "# LD_PRELOAD unset: glibc's allocator"
         )
-    if "backend.omp_bind" in knobs:
-        bind = knobs["backend.omp_bind"]
+    if Knob.BACKEND_OMP_BIND in knobs:
+        bind = knobs[Knob.BACKEND_OMP_BIND]
         lines.append(
             f"export OMP_PROC_BIND={bind} OMP_PLACES=cores"
             if bind in ("close", "spread")
             else "# OMP_PROC_BIND unset: the OpenMP runtime's default"
         )
-    if knobs.get("backend.kmp_blocktime") is not None:
-        lines.append(f"export KMP_BLOCKTIME={knobs['backend.kmp_blocktime']}  # Intel OpenMP")
-    if "backend.device" in knobs:
+    if knobs.get(Knob.BACKEND_KMP_BLOCKTIME) is not None:
+        lines.append(f"export KMP_BLOCKTIME={knobs[Knob.BACKEND_KMP_BLOCKTIME]}  # Intel OpenMP")
+    if Knob.BACKEND_DEVICE in knobs:
         lines.append(
             "export CUDA_VISIBLE_DEVICES=  # no GPU"
-            if knobs["backend.device"] == "cpu"
+            if knobs[Knob.BACKEND_DEVICE] == "cpu"
             else "# CUDA_VISIBLE_DEVICES as the machine has it"
         )
-    if "backend.affinity" in knobs:
-        affinity = knobs["backend.affinity"]
+    if Knob.BACKEND_AFFINITY in knobs:
+        affinity = knobs[Knob.BACKEND_AFFINITY]
         lines.append(
             f"taskset -c {cpus or '<cores>'} {command}  # {affinity}: the compute threads' cores; "
             "sweeper.track puts the DataLoader workers on the rest"
             if affinity in ("compact", "spread")
             else "# no taskset: the OS places threads and workers"
         )
-    if "dist.nproc_per_node" in knobs or "backend.numa" in knobs:
-        nproc = int(knobs.get("dist.nproc_per_node") or 1)
+    if Knob.DIST_NPROC_PER_NODE in knobs or Knob.BACKEND_NUMA in knobs:
+        nproc = int(knobs.get(Knob.DIST_NPROC_PER_NODE) or 1)
         lines.append(
             f"torchrun --standalone --nproc_per_node={nproc} --no-python {command}"
             if nproc > 1

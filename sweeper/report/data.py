@@ -10,6 +10,7 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
+from ..knobs import Knob
 from ..machine import Fingerprint
 from ..measurement import COST_KIND, DEFAULT_OBJECTIVES, KEY_FIGURES, PRIMARY
 from ..overrides import winner_command, winner_yaml
@@ -114,9 +115,9 @@ class ReportData:
 
 # what PyTorch does when a knob is left at null, for the knob-effect charts
 _DEFAULTS = {
-    "loader.prefetch_factor": lambda fp: 2,
-    "backend.threads": lambda fp: fp.threads,
-    "backend.interop_threads": lambda fp: fp.interop_threads,
+    Knob.LOADER_PREFETCH_FACTOR: lambda fp: 2,
+    Knob.BACKEND_THREADS: lambda fp: fp.threads,
+    Knob.BACKEND_INTEROP_THREADS: lambda fp: fp.interop_threads,
 }
 # short trial states for the table
 STATE_LABELS = {"COMPLETE": "done", "FAIL": "failed", "PRUNED": "pruned", "RUNNING": "running", "WAITING": "waiting"}

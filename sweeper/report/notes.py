@@ -11,6 +11,7 @@ from typing import Any
 
 from optuna.trial import FrozenTrial
 
+from ..knobs import Knob
 from ..result import Status
 from ..stats import IQR_WARN_THRESHOLD, Spread, rounds_to_separate
 from ..store.confirmation import Confirmation
@@ -62,7 +63,7 @@ def batch_note(baseline: FrozenTrial | None, winner: FrozenTrial | None) -> str 
     the optimizer (one sentence)."""
     if baseline is None or winner is None or _measured(baseline) is None or _measured(winner) is None:
         return None
-    before, after = config_of(baseline).get("loader.batch_size"), config_of(winner).get("loader.batch_size")
+    before, after = config_of(baseline).get(Knob.LOADER_BATCH_SIZE), config_of(winner).get(Knob.LOADER_BATCH_SIZE)
     was, now = _measured(baseline).run, _measured(winner).run
     ranks_before, ranks_after = was.nproc_per_node, now.nproc_per_node
     if not before or not after or (before, ranks_before) == (after, ranks_after):

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from optuna.trial import FrozenTrial
 
+from ..knobs import Knob
 from ..measurement import DATA_BOUND_THRESHOLD
 from ..store.record import TrialRecord
 from ..store.trials import config_of
@@ -72,13 +73,13 @@ def breakdown(label: str, trial: FrozenTrial) -> StepBreakdown | None:
     if measured is None or not measured.throughput.samples_per_sec or not measured.timing.step_time_p50_ms:
         return None
     figures, timing = measured.throughput, measured.timing
-    batch = config_of(trial).get("loader.batch_size")
+    batch = config_of(trial).get(Knob.LOADER_BATCH_SIZE)
     wait = timing.waiting_share
     # mean step time from throughput when the batch is known, else the median step
     step_ms = 1e3 * batch / figures.samples_per_sec if batch else timing.step_time_p50_ms
     # the workers the trial asked for; the processes counted under it also hold a fork server's
     # or spawn's helpers, so they are the fallback only
-    workers = config_of(trial).get("loader.num_workers", measured.memory.dataloader_processes)
+    workers = config_of(trial).get(Knob.LOADER_NUM_WORKERS, measured.memory.dataloader_processes)
     cores = record.fingerprint.cpus_available if record.fingerprint is not None else None
     text = verdict(
         wait, workers=int(workers) if workers is not None else None, cores=cores, data_path_cost=figures.data_path_cost

@@ -9,12 +9,13 @@ from typing import Any
 
 from optuna.trial import FrozenTrial
 
+from ..knobs import Knob
 from ..result import Status
 from ..store.record import TrialRecord
 from ..store.trials import config_of, primary_value, same_setup
 from .space import MEMORY_NEUTRAL
 
-BATCH = "loader.batch_size"
+BATCH = Knob.LOADER_BATCH_SIZE
 
 
 # outcomes that measuring again would repeat: reused for an identical configuration (an oom

@@ -15,6 +15,7 @@ from hydra.core.utils import JobStatus
 from hydra.plugins.launcher import Launcher
 
 from ..errors import ConfigError
+from ..knobs import Knob
 from ..result import RunResult, Status
 from ..runner.lock import held
 from ..runner.run import RESULT_FILE
@@ -45,7 +46,7 @@ def as_result(value: Any, objectives: Sequence[str]) -> RunResult:
 def sweep_precision(plan: SweepPlan) -> list[str]:
     """A sweep run's precision override: hydra.sweeper.sweep_precision where it is looser than
     the config's measure.rel_precision (null there: fixed windows, kept)."""
-    looser, own = plan.settings.sweep_precision, plan.base_value("measure.rel_precision")
+    looser, own = plan.settings.sweep_precision, plan.base_value(Knob.MEASURE_REL_PRECISION)
     return [f"measure.rel_precision={looser:g}"] if looser is not None and own is not None and looser > own else []
 
 
@@ -75,7 +76,7 @@ def measure_overrides(
     extra += ["+trial=raced", *bar] if bar else []
     if remaining_s is not None:
         cap = max(10.0, remaining_s)
-        if cap < float(plan.base_value("measure.timeout_s")):
+        if cap < float(plan.base_value(Knob.MEASURE_TIMEOUT_S)):
             extra.append(f"measure.timeout_s={cap:.0f}")
     return extra
 

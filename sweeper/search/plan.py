@@ -18,6 +18,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from .. import command
 from ..config import error_line, plain
 from ..errors import ConfigError
+from ..knobs import Knob
 from ..machine import Machine
 from ..overrides import to_overrides
 from ..runner.lock import DeviceClaim, claim_for
@@ -83,11 +84,11 @@ class SweepPlan:
     @property
     def ranks_from_preset(self) -> bool:
         """The preset searches the ranks, the user did not ask for them."""
-        return "dist.nproc_per_node" in self.space and "dist.nproc_per_node" not in self.asked
+        return Knob.DIST_NPROC_PER_NODE in self.space and Knob.DIST_NPROC_PER_NODE not in self.asked
 
     def _with_base(self, knobs: Mapping[str, Any]) -> dict[str, Any]:
         """`knobs` over the base config's batch, workers, threads and ranks (those not searched)."""
-        keys = ("loader.batch_size", "loader.num_workers", "backend.threads", "dist.nproc_per_node")
+        keys = (Knob.LOADER_BATCH_SIZE, Knob.LOADER_NUM_WORKERS, Knob.BACKEND_THREADS, Knob.DIST_NPROC_PER_NODE)
         return {**{k: self.base_value(k) for k in keys}, **knobs}
 
     def unsampled_reason(self, knobs: Mapping[str, Any]) -> str | None:
@@ -97,7 +98,7 @@ class SweepPlan:
         return sp.unsampled_reason(
             self._with_base(knobs),
             self.machine.cores,
-            self.base_value("train.effective_batch"),
+            self.base_value(Knob.TRAIN_EFFECTIVE_BATCH),
             ranks_from_preset=self.ranks_from_preset,
         )
 
@@ -270,7 +271,7 @@ def make_plan(
         kept, note = command.searchable(list(space), command.template(base.task), list(base.task.reads), sorted(asked))
         space, notes = {k: space[k] for k in kept}, [note] if note else []
     if own_app:
-        space = sp.hold_effective_batch(space, OmegaConf.select(base, "train.effective_batch", default=None))
+        space = sp.hold_effective_batch(space, OmegaConf.select(base, Knob.TRAIN_EFFECTIVE_BATCH, default=None))
     check_space(base, space, own_app)
     workload = (
         f"{command.script_name(spec.argv)} {base.task.mode} (script)"

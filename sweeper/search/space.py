@@ -25,45 +25,46 @@ from optuna.distributions import (
 
 from .. import topology
 from ..errors import ConfigError
+from ..knobs import Knob
 
 _INT_INTERVAL = re.compile(r"^\s*(tag\([^,]*,\s*)?interval\(\s*-?\d+\s*,\s*-?\d+\s*\)\)?\s*$")
 
 # Knobs that only mean something when another knob has a given value. Value given when dead.
 NEUTRAL: dict[str, Any] = {
-    "loader.prefetch_factor": None,
-    "loader.persistent_workers": False,
-    "loader.in_order": True,
-    "loader.multiprocessing_context": None,
-    "loader.pin_memory": False,
-    "backend.channels_last": False,
-    "backend.cudnn_benchmark": False,
-    "backend.tf32": False,
-    "backend.numa": "none",
+    Knob.LOADER_PREFETCH_FACTOR: None,
+    Knob.LOADER_PERSISTENT_WORKERS: False,
+    Knob.LOADER_IN_ORDER: True,
+    Knob.LOADER_MULTIPROCESSING_CONTEXT: None,
+    Knob.LOADER_PIN_MEMORY: False,
+    Knob.BACKEND_CHANNELS_LAST: False,
+    Knob.BACKEND_CUDNN_BENCHMARK: False,
+    Knob.BACKEND_TF32: False,
+    Knob.BACKEND_NUMA: "none",
 }
 # DataLoader knobs that only exist with worker processes.
 NEEDS_WORKERS = (
-    "loader.prefetch_factor",
-    "loader.persistent_workers",
-    "loader.in_order",
-    "loader.multiprocessing_context",
+    Knob.LOADER_PREFETCH_FACTOR,
+    Knob.LOADER_PERSISTENT_WORKERS,
+    Knob.LOADER_IN_ORDER,
+    Knob.LOADER_MULTIPROCESSING_CONTEXT,
 )
 # Knobs that change speed but not how much memory a batch needs (for "OOM at batch b").
 MEMORY_NEUTRAL = {
-    "loader.batch_size",
-    "loader.num_workers",
-    "loader.prefetch_factor",
-    "loader.persistent_workers",
-    "loader.in_order",
-    "loader.multiprocessing_context",
-    "loader.pin_memory",
-    "backend.threads",
-    "backend.interop_threads",
-    "backend.affinity",
-    "backend.cudnn_benchmark",
-    "backend.tf32",
-    "backend.omp_bind",
-    "backend.kmp_blocktime",
-    "backend.numa",
+    Knob.LOADER_BATCH_SIZE,
+    Knob.LOADER_NUM_WORKERS,
+    Knob.LOADER_PREFETCH_FACTOR,
+    Knob.LOADER_PERSISTENT_WORKERS,
+    Knob.LOADER_IN_ORDER,
+    Knob.LOADER_MULTIPROCESSING_CONTEXT,
+    Knob.LOADER_PIN_MEMORY,
+    Knob.BACKEND_THREADS,
+    Knob.BACKEND_INTEROP_THREADS,
+    Knob.BACKEND_AFFINITY,
+    Knob.BACKEND_CUDNN_BENCHMARK,
+    Knob.BACKEND_TF32,
+    Knob.BACKEND_OMP_BIND,
+    Knob.BACKEND_KMP_BLOCKTIME,
+    Knob.BACKEND_NUMA,
 }
 
 
@@ -145,23 +146,23 @@ def restrict_to_machine(space: dict[str, BaseDistribution], ctx: Context) -> dic
     with nothing to choose is dropped."""
     out = dict(space)
     if not ctx.loader_in_order:
-        out.pop("loader.in_order", None)
+        out.pop(Knob.LOADER_IN_ORDER, None)
     if ctx.openmp != "intel":  # KMP_BLOCKTIME is Intel's runtime's alone
-        out.pop("backend.kmp_blocktime", None)
+        out.pop(Knob.BACKEND_KMP_BLOCKTIME, None)
     if ctx.openmp == "none":
-        out.pop("backend.omp_bind", None)
-    dist = out.get("backend.precision")
+        out.pop(Knob.BACKEND_OMP_BIND, None)
+    dist = out.get(Knob.BACKEND_PRECISION)
     if isinstance(dist, CategoricalDistribution):
         runnable = [p for p in dist.choices if p != "fp16" or ctx.cuda]
         runnable = [p for p in runnable if p != "bf16" or ctx.bf16]
-        out["backend.precision"] = CategoricalDistribution(runnable)
+        out[Knob.BACKEND_PRECISION] = CategoricalDistribution(runnable)
     return {k: v for k, v in out.items() if not (isinstance(v, CategoricalDistribution) and len(v.choices) < 2)}
 
 
 def hold_effective_batch(space: dict[str, BaseDistribution], effective: int | None) -> dict[str, BaseDistribution]:
     """With train.effective_batch set, only batch sizes that divide it are sampled (gradient
     accumulation makes up the rest), so no configuration changes what the optimizer sees."""
-    dist = space.get("loader.batch_size")
+    dist = space.get(Knob.LOADER_BATCH_SIZE)
     if not effective or dist is None:
         return space
     if isinstance(dist, CategoricalDistribution):
@@ -176,7 +177,7 @@ def hold_effective_batch(space: dict[str, BaseDistribution], effective: int | No
             f"train.effective_batch={effective}: no loader.batch_size of the search space divides it "
             f"({', '.join(map(str, values[:10]))}): search batch sizes that divide it."
         )
-    return {**space, "loader.batch_size": CategoricalDistribution(kept)}
+    return {**space, Knob.LOADER_BATCH_SIZE: CategoricalDistribution(kept)}
 
 
 def unsampled_reason(
@@ -184,14 +185,14 @@ def unsampled_reason(
 ) -> str | None:
     """Why a trial's configuration is not measured, or None: ranks that divide no effective
     batch, or (when the preset chose the ranks, not the user) ranks oversubscribing the cores."""
-    nproc = int(knobs.get("dist.nproc_per_node") or 1)
-    batch = knobs.get("loader.batch_size")
+    nproc = int(knobs.get(Knob.DIST_NPROC_PER_NODE) or 1)
+    batch = knobs.get(Knob.LOADER_BATCH_SIZE)
     if effective_batch and isinstance(batch, int) and effective_batch % (batch * nproc):
         return (
             f"loader.batch_size={batch} x dist.nproc_per_node={nproc} does not divide "
             f"train.effective_batch={effective_batch}"
         )
-    threads, workers = knobs.get("backend.threads"), int(knobs.get("loader.num_workers") or 0)
+    threads, workers = knobs.get(Knob.BACKEND_THREADS), int(knobs.get(Knob.LOADER_NUM_WORKERS) or 0)
     if ranks_from_preset and topology.oversubscribes(nproc, threads, workers, cores):
         per_rank = threads or 1
         return (
@@ -209,20 +210,22 @@ def within_cores(knobs: Mapping[str, Any], cores: int, space: Mapping[str, BaseD
     values; None when the point is not oversubscribed or cannot be fitted. TPE models each
     knob alone: told only that oversubscribed points were skipped, it learned that ranks are
     slow, and a sweep rarely measured the ranks where they were the fastest point."""
-    nproc = int(knobs.get("dist.nproc_per_node") or 1)
-    threads, workers = knobs.get("backend.threads"), int(knobs.get("loader.num_workers") or 0)
+    nproc = int(knobs.get(Knob.DIST_NPROC_PER_NODE) or 1)
+    threads, workers = knobs.get(Knob.BACKEND_THREADS), int(knobs.get(Knob.LOADER_NUM_WORKERS) or 0)
     if not topology.oversubscribes(nproc, threads, workers, cores):
         return None
     share = max(1, cores // nproc)
     fitted = dict(knobs)
     if nproc * (threads or 1) > cores:
-        fitted["backend.threads"] = share
+        fitted[Knob.BACKEND_THREADS] = share
     if nproc * workers > cores:
-        fitted["loader.num_workers"] = share
-    changed = [k for k in ("backend.threads", "loader.num_workers") if fitted.get(k) != knobs.get(k)]
+        fitted[Knob.LOADER_NUM_WORKERS] = share
+    changed = [k for k in (Knob.BACKEND_THREADS, Knob.LOADER_NUM_WORKERS) if fitted.get(k) != knobs.get(k)]
     if any(k not in space or not contains(space[k], fitted[k]) for k in changed):
         return None
-    if topology.oversubscribes(nproc, fitted.get("backend.threads"), int(fitted.get("loader.num_workers") or 0), cores):
+    if topology.oversubscribes(
+        nproc, fitted.get(Knob.BACKEND_THREADS), int(fitted.get(Knob.LOADER_NUM_WORKERS) or 0), cores
+    ):
         return None
     return fitted
 
@@ -258,13 +261,13 @@ def contains(dist: BaseDistribution, value: Any) -> bool:
 def is_active(key: str, chosen: Mapping[str, Any], ctx: Context) -> bool:
     """Whether a knob means something given the values chosen so far (and the base config)."""
     if key in NEEDS_WORKERS:
-        return (chosen.get("loader.num_workers") or 0) > 0
-    if key in ("loader.pin_memory", "backend.cudnn_benchmark", "backend.tf32"):
+        return (chosen.get(Knob.LOADER_NUM_WORKERS) or 0) > 0
+    if key in (Knob.LOADER_PIN_MEMORY, Knob.BACKEND_CUDNN_BENCHMARK, Knob.BACKEND_TF32):
         return ctx.cuda
-    if key == "backend.channels_last":
+    if key == Knob.BACKEND_CHANNELS_LAST:
         return ctx.convolutional is not False
-    if key == "backend.numa":  # binds ranks: means something with two or more
-        return (chosen.get("dist.nproc_per_node") or 1) > 1
+    if key == Knob.BACKEND_NUMA:  # binds ranks: means something with two or more
+        return (chosen.get(Knob.DIST_NPROC_PER_NODE) or 1) > 1
     return True
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 
+from ..knobs import Knob
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import config_of, ranked
@@ -63,19 +64,19 @@ def recipes(
     that point read 0.61 of the best, and anchored TPE's model there."""
     yours = {k: v for k, v in baseline.items() if k in space and sp.contains(space[k], v)}
     common = {
-        "loader.batch_size": _largest(space["loader.batch_size"]) if "loader.batch_size" in space else None,
-        "backend.precision": "bf16" if bf16 else None,
-        "backend.channels_last": True,
-        "loader.pin_memory": True if cuda else None,
-        "loader.persistent_workers": True,
+        Knob.LOADER_BATCH_SIZE: _largest(space[Knob.LOADER_BATCH_SIZE]) if Knob.LOADER_BATCH_SIZE in space else None,
+        Knob.BACKEND_PRECISION: "bf16" if bf16 else None,
+        Knob.BACKEND_CHANNELS_LAST: True,
+        Knob.LOADER_PIN_MEMORY: True if cuda else None,
+        Knob.LOADER_PERSISTENT_WORKERS: True,
     }
-    workers = _nearest_in(space, "loader.num_workers", cores)
+    workers = _nearest_in(space, Knob.LOADER_NUM_WORKERS, cores)
     sides = [
         (
             "the loader's side: workers at the core count, compute threads on the cores left",
             {
-                "loader.num_workers": workers,
-                "backend.threads": _nearest_in(space, "backend.threads", max(1, cores - (workers or 0))),
+                Knob.LOADER_NUM_WORKERS: workers,
+                Knob.BACKEND_THREADS: _nearest_in(space, Knob.BACKEND_THREADS, max(1, cores - (workers or 0))),
             },
         )
     ]
@@ -83,7 +84,7 @@ def recipes(
         sides.append(
             (
                 "the compute's side: compute threads at the core count, the loader in the main process",
-                {"loader.num_workers": 0, "backend.threads": _nearest_in(space, "backend.threads", cores)},
+                {Knob.LOADER_NUM_WORKERS: 0, Knob.BACKEND_THREADS: _nearest_in(space, Knob.BACKEND_THREADS, cores)},
             )
         )
     points: list[StartPoint] = []
@@ -97,8 +98,8 @@ def recipes(
                 StartPoint(
                     recipe,
                     f"recipe: the largest batch, {what}"
-                    + (", bf16" if recipe.get("backend.precision") == "bf16" else "")
-                    + (", pinned memory" if recipe.get("loader.pin_memory") else ""),
+                    + (", bf16" if recipe.get(Knob.BACKEND_PRECISION) == "bf16" else "")
+                    + (", pinned memory" if recipe.get(Knob.LOADER_PIN_MEMORY) else ""),
                 )
             )
     return points
@@ -145,7 +146,7 @@ def live(point: StartPoint, plan: SweepPlan, ctx: sp.Context) -> StartPoint:
     """The point as it will run: a knob it makes dead (no loader workers, a model without
     convolutions) at the value the run has, so that what is queued, and shown as the trial's
     params, is what ran."""
-    context = {**{k: plan.base_value(k) for k in ("loader.num_workers", "dist.nproc_per_node")}, **point.knobs}
+    context = {**{k: plan.base_value(k) for k in (Knob.LOADER_NUM_WORKERS, Knob.DIST_NPROC_PER_NODE)}, **point.knobs}
     knobs = {
         k: v if k not in sp.NEUTRAL or sp.is_active(k, context, ctx) else sp.NEUTRAL[k] for k, v in point.knobs.items()
     }

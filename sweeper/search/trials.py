@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, Trial, TrialState
 
+from ..knobs import Knob
 from ..measurement import MEMORY
 from ..result import RunResult, Status
 from ..store.heartbeat import process_started
@@ -42,8 +43,8 @@ def choose_knobs(plan: SweepPlan, ctx: sp.Context, pick: Any) -> dict[str, Any]:
     (also dead knobs the user set outside the space, or the trial could not run)."""
     chosen: dict[str, Any] = {}
     context = {k: plan.base_value(k) for k in sp.NEUTRAL}
-    context["loader.num_workers"] = plan.base_value("loader.num_workers")
-    context["dist.nproc_per_node"] = plan.base_value("dist.nproc_per_node")
+    context[Knob.LOADER_NUM_WORKERS] = plan.base_value(Knob.LOADER_NUM_WORKERS)
+    context[Knob.DIST_NPROC_PER_NODE] = plan.base_value(Knob.DIST_NPROC_PER_NODE)
     for key in plan.order:
         if sp.is_active(key, {**context, **chosen}, ctx):
             chosen[key] = pick(key, plan.space[key])
