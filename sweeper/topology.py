@@ -17,6 +17,8 @@ ALLOCATORS: dict[str, tuple[tuple[str, ...], str]] = {
     "jemalloc": (("jemalloc",), "libjemalloc2"),
     "tcmalloc": (("tcmalloc_minimal", "tcmalloc"), "libtcmalloc-minimal4"),
 }
+# the library a user preloads for each, by the name the Debian/Ubuntu package installs
+ALLOCATOR_SONAMES = {"jemalloc": "libjemalloc.so.2", "tcmalloc": "libtcmalloc_minimal.so.4"}
 
 
 def allocator_library(name: str) -> str | None:
@@ -196,6 +198,12 @@ def openmp_runtime(maps_text: str) -> str:
     return "none"
 
 
+def openmp_standard_env(bind: str) -> dict[str, str]:
+    """The standard OpenMP variables for backend.omp_bind, as a user exports them (both GNU's
+    libgomp and Intel's runtime read these)."""
+    return {"OMP_PROC_BIND": bind, "OMP_PLACES": "cores"} if bind != "default" else {}
+
+
 def openmp_env(bind: str, blocktime_ms: int | None = None) -> dict[str, str]:
     """backend.omp_bind and backend.kmp_blocktime as the variables OpenMP reads when it starts:
     the standard OMP_PROC_BIND/OMP_PLACES (GNU's libgomp and Intel's both read them) and
@@ -203,11 +211,8 @@ def openmp_env(bind: str, blocktime_ms: int | None = None) -> dict[str, str]:
     (the run refuses it under GNU's runtime, where it would change nothing)."""
     env: dict[str, str] = {}
     if bind != "default":
-        env.update(
-            OMP_PROC_BIND=bind,
-            OMP_PLACES="cores",
-            KMP_AFFINITY="granularity=fine,compact,1,0" if bind == "close" else "granularity=fine,scatter",
-        )
+        env.update(openmp_standard_env(bind))
+        env["KMP_AFFINITY"] = "granularity=fine,compact,1,0" if bind == "close" else "granularity=fine,scatter"
     if blocktime_ms is not None:
         env["KMP_BLOCKTIME"] = str(blocktime_ms)
     return env

@@ -8,6 +8,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .. import topology
 from ..command import OUTSIDE
 from ..knobs import Knob
 
@@ -21,7 +22,12 @@ _LOADER_ARGS = (
     "in_order",
     "multiprocessing_context",
 )
-_LIBRARIES = {"jemalloc": "libjemalloc.so.2", "tcmalloc": "libtcmalloc_minimal.so.4"}
+_LIBRARIES = topology.ALLOCATOR_SONAMES
+
+
+def _openmp(bind: str) -> str:
+    """backend.omp_bind as the variables to export (sweeper.topology's rule, as the run sets them)."""
+    return " ".join(f"{k}={v}" for k, v in topology.openmp_standard_env(bind).items())
 
 
 def _threads(knobs: Mapping[str, Any], script: bool = False) -> list[str]:
@@ -71,7 +77,7 @@ def _topology(knobs: Mapping[str, Any]) -> list[str]:
     if Knob.BACKEND_OMP_BIND in knobs:
         bind = knobs[Knob.BACKEND_OMP_BIND]
         lines.append(
-            f"# start with OMP_PROC_BIND={bind} OMP_PLACES=cores python train.py"
+            f"# start with {_openmp(bind)} python train.py"
             if bind in ("close", "spread")
             else "# OpenMP binding: the runtime's default"
         )
@@ -224,7 +230,7 @@ def _script_lines(knobs: Mapping[str, Any], words: Sequence[str], cpus: str | No
     if Knob.BACKEND_OMP_BIND in knobs:
         bind = knobs[Knob.BACKEND_OMP_BIND]
         lines.append(
-            f"export OMP_PROC_BIND={bind} OMP_PLACES=cores"
+            f"export {_openmp(bind)}"
             if bind in ("close", "spread")
             else "# OMP_PROC_BIND unset: the OpenMP runtime's default"
         )
