@@ -1030,3 +1030,74 @@ def test_a_queued_point_goes_only_to_the_setup_that_queued_it(tmp_path):
     stored.study.enqueue_trial({"backend.allocator": "jemalloc"})  # by hand: whoever asks next
     by_hand, _ = ask(stored, other, ctx, baseline=False)
     assert by_hand.number == 3
+
+
+def _planned(planner, figures):
+    """Drive the planner as run_confirmation does, each run's figure from `figures[trial][round]`:
+    the runs in order, who joined, and the rounds run."""
+    order, joined = [], None
+    while (step := planner.next_run()) is not None:
+        joined = joined or planner.joined
+        r, number = step
+        order.append(step)
+        planner.record(step, figures[number][r])
+    return order, joined, planner.rounds_run
+
+
+@pytest.mark.parametrize(
+    ("case", "waiting", "figures", "searched", "order", "joined", "rounds_run", "winner"),
+    [
+        pytest.param(
+            "a first round in line with the search decides",
+            [2],
+            {1: [200.0, 200, 200], 2: [190.0, 190, 190], 0: [100.0, 100, 100]},
+            {1: 200.0, 2: 190.0, 0: 100.0},
+            [(0, 1), (0, 0)],
+            None,
+            1,
+            1,
+            id="decided-in-one",
+        ),
+        pytest.param(
+            "a first round against the search's figures: the runner-up joins it, then rounds run on",
+            [2],
+            {1: [120.0, 118, 121], 2: [130.0, 185, 188], 0: [100.0, 101, 99]},
+            {1: 200.0, 2: 190.0, 0: 100.0},
+            [(0, 1), (0, 0), (0, 2), (1, 2), (1, 0), (1, 1), (2, 0), (2, 1), (2, 2)],
+            ([2], "did not decide"),
+            3,
+            2,
+            id="runner-up-joins",
+        ),
+        pytest.param(
+            "a first round that decides, but leaves the fastest below a runner-up's search figure",
+            [2],
+            {1: [200.0, 200, 200], 2: [195.0, 195, 195], 0: [100.0, 100, 100]},
+            {1: 210.0, 2: 205.0, 0: 100.0},
+            [(0, 1), (0, 0), (0, 2)],
+            ([2], "put the search's order in doubt"),
+            1,
+            1,
+            id="in-doubt",
+        ),
+        pytest.param(
+            "runners_up=always: every candidate from the first round",
+            [],
+            {1: [200.0, 200, 200], 2: [190.0, 190, 190], 0: [100.0, 100, 100]},
+            {1: 200.0, 2: 190.0, 0: 100.0},
+            [(0, 1), (0, 2), (0, 0)],
+            None,
+            1,
+            1,
+            id="always",
+        ),
+    ],
+)
+def test_the_confirmation_rounds_as_planned(case, waiting, figures, searched, order, joined, rounds_run, winner):
+    """The pure round planner as a table: which runs, in which order, who joins, when it stops."""
+    planner = confirm.Rounds(
+        chosen=[1, 2], baseline=0, rounds=3, waiting=waiting, searched=searched, run_noise=0.08, min_rounds=1
+    )
+    got_order, got_joined, got_rounds = _planned(planner, figures)
+    assert (got_order, got_joined, got_rounds) == (order, joined, rounds_run), case
+    assert planner.decision().winner == winner

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from optuna.trial import FrozenTrial, TrialState
 
@@ -161,6 +162,71 @@ def plan_rounds(
     return order
 
 
+@dataclass
+class Rounds:
+    """The confirmation's rounds as a pure planner: which run comes next, given the figures so
+    far; when the runners-up join; when the rounds stop (the lead over the baseline decided, or
+    the rounds run out). `run_confirmation` measures what it says, and nothing else decides."""
+
+    chosen: list[int]  # the candidates, the search's fastest first
+    baseline: int
+    rounds: int
+    waiting: list[int]  # runners-up that join only if the first round leaves doubt
+    searched: Mapping[int, float]  # each one's figure in the search
+    run_noise: float = 0.0
+    min_rounds: int = 1
+    members: list[int] = field(init=False)
+    measured: dict[int, list[float | None]] = field(init=False)
+    ran: set[tuple[int, int]] = field(default_factory=set, init=False)
+    round: int = field(default=0, init=False)
+    joined: tuple[list[int], str] | None = field(default=None, init=False)  # who joined, and why
+
+    def __post_init__(self) -> None:
+        self.members = [n for n in self.chosen if n not in self.waiting]
+        self.measured = {n: [None] * self.rounds for n in [*self.chosen, self.baseline]}
+
+    def settled(self, upto: int) -> bool:
+        runs = {n: self.measured[n] for n in [*self.members, self.baseline]}
+        return decided(runs, upto, self.baseline, self.run_noise, self.searched, self.min_rounds)
+
+    def next_run(self) -> tuple[int, int] | None:
+        """(round, trial) to measure next; None once the rounds are over."""
+        while self.round < self.rounds:
+            r = self.round
+            if r and not any(done == r for done, _ in self.ran) and self.settled(r):
+                return None
+            pending = [n for n in round_order(self.members, self.baseline, r) if (r, n) not in self.ran]
+            if pending:
+                return r, pending[0]
+            if self.waiting:  # the first round is in: do the runners-up join?
+                undecided = not self.settled(r + 1)
+                joining = (
+                    self.waiting
+                    if undecided
+                    else in_doubt(self.measured, self.chosen[0], self.baseline, self.searched, self.waiting)
+                )
+                self.waiting = []
+                if joining:
+                    self.members += joining
+                    self.joined = (joining, "did not decide" if undecided else "put the search's order in doubt")
+                    continue
+            self.round += 1
+        return None
+
+    def record(self, run: tuple[int, int], figure: float | None) -> None:
+        r, number = run
+        self.measured[number][r] = figure
+        self.ran.add(run)
+
+    @property
+    def rounds_run(self) -> int:
+        return max((r for r, _ in self.ran), default=-1) + 1
+
+    def decision(self) -> Confirmation | None:
+        done = self.rounds_run
+        return decide({n: self.measured[n][:done] for n in [*self.members, self.baseline]}, self.baseline)
+
+
 def run_confirmation(
     stored: StoredStudy,
     plan: SweepPlan,
@@ -170,28 +236,63 @@ def run_confirmation(
     typical_wall_s: float,
     stopped: Callable[[], bool],
 ) -> Confirmation | None:
-    """Re-measure the candidates that beat the baseline and the baseline, interleaved, until the
-    leader is decided or the rounds run out; store and return the decision. None when there is
-    nothing to confirm (the baseline is the fastest found: the sweep says so). With
-    `confirm.runners_up=if_in_doubt` the first round runs the search's fastest and the baseline
-    alone, and the others join (that round first) only when it leaves doubt (in_doubt)."""
+    """Re-measure the candidates that beat the baseline and the baseline, interleaved, as `Rounds`
+    plans them; store and return the decision. None when there is nothing to confirm (the
+    baseline is the fastest found: the sweep says so). With `confirm.runners_up=if_in_doubt` the
+    first round runs the search's fastest and the baseline alone, and the others join (that round
+    first) only when it leaves doubt (in_doubt)."""
     settings = plan.settings.confirm
-    top_k, rounds = settings.top_k, settings.rounds
     trials = stored.trials(plan.fixed)
     baseline = next((t for t in trials if TrialRecord.of(t).baseline and t.state == TrialState.COMPLETE), None)
-    beat = beat_baseline(trials, baseline, top_k) if baseline else []
+    beat = beat_baseline(trials, baseline, settings.top_k) if baseline else []
     behind = [t.number for t in left_behind(beat, plan.settings.run_spread)]
     chosen = [t.number for t in beat if t.number not in behind]
-    if baseline is None or top_k < 1 or rounds < 1 or not chosen:
+    if baseline is None or settings.top_k < 1 or settings.rounds < 1 or not chosen:
         return None
     by_number = {t.number: t for t in trials}
-    rounds = plan_rounds(chosen, baseline.number, rounds, remaining(), typical_wall_s)[-1][0] + 1
-    # with if_in_doubt, the runners-up wait for the first round of the search's fastest
-    waiting = chosen[1:] if settings.runners_up == RunnersUp.if_in_doubt else []
-    members = [n for n in chosen if n not in waiting]
+    planner = Rounds(
+        chosen=chosen,
+        baseline=baseline.number,
+        rounds=plan_rounds(chosen, baseline.number, settings.rounds, remaining(), typical_wall_s)[-1][0] + 1,
+        waiting=chosen[1:] if settings.runners_up == RunnersUp.if_in_doubt else [],
+        searched={n: v for n in [*chosen, baseline.number] if (v := primary_value(by_number[n])) is not None},
+        run_noise=plan.settings.run_spread,
+        min_rounds=settings.min_rounds,
+    )
+    _say_plan(planner, behind, plan.settings.run_spread)
+    node = baseline_record.fingerprint.hostname if (baseline_record := TrialRecord.of(baseline)).fingerprint else None
+    with run.on_node(node):  # side by side: every run on the machine the baseline ran on
+        while not stopped() and (step := planner.next_run()) is not None:
+            if planner.joined is not None:
+                joining, why = planner.joined
+                progress.say(f"  the first round {why}: {_trials(joining)} {_join(joining)} the rounds")
+                planner.joined = None
+            r, number = step
+            overrides = [*plan.overrides_for(config_of(by_number[number])), *measure_overrides(plan, None, remaining())]
+            result = run(overrides, job_idx=number, subdir=f"confirm/round{r + 1}-trial{number}")
+            planner.record(step, result.samples_per_sec if result.ok else None)
+            progress.confirm_line(r, planner.rounds, number, result)
+    if 0 < planner.rounds_run < planner.rounds and not stopped():
+        one = (
+            " (its lead beyond the run-to-run noise, in line with the search's figures)"
+            if planner.rounds_run == 1
+            else ""
+        )
+        progress.say(
+            f"confirmation: the winner's lead over the baseline was decided at 95% after {planner.rounds_run} of "
+            f"{planner.rounds} rounds{one}"
+        )
+    decision = planner.decision()
+    if decision is not None:
+        stored.save_confirmation(plan.fixed, decision)
+    return decision
+
+
+def _say_plan(planner: Rounds, behind: Sequence[int], run_noise: float) -> None:
+    members, waiting = planner.members, planner.waiting
     progress.say(
         f"confirming: {_trials(members)} (faster than the baseline in the search) and baseline "
-        f"{baseline.number}, up to {rounds} interleaved rounds (fewer once the lead over the baseline "
+        f"{planner.baseline}, up to {planner.rounds} interleaved rounds (fewer once the lead over the baseline "
         "is decided at 95%)"
         + (
             f"; {_trials(waiting)} (also faster) {_join(waiting)} if the first round does "
@@ -202,61 +303,9 @@ def run_confirmation(
     )
     if behind:
         progress.say(
-            f"  not confirmed: trials {behind}, faster than the baseline but behind trial #{chosen[0]} "
-            f"beyond the run-to-run noise (hydra.sweeper.run_noise={plan.settings.run_spread:g})"
+            f"  not confirmed: trials {list(behind)}, faster than the baseline but behind trial #{planner.chosen[0]} "
+            f"beyond the run-to-run noise (hydra.sweeper.run_noise={run_noise:g})"
         )
-    measured: dict[int, list[float | None]] = {n: [None] * rounds for n in [*chosen, baseline.number]}
-    searched = {n: value for n in measured if (value := primary_value(by_number[n])) is not None}
-    ran: set[tuple[int, int]] = set()
-
-    def run_round(r: int) -> None:
-        for number in round_order(members, baseline.number, r):
-            if (r, number) in ran or stopped():
-                continue
-            overrides = [*plan.overrides_for(config_of(by_number[number])), *measure_overrides(plan, None, remaining())]
-            result = run(overrides, job_idx=number, subdir=f"confirm/round{r + 1}-trial{number}")
-            measured[number][r] = result.samples_per_sec if result.ok else None
-            ran.add((r, number))
-            progress.confirm_line(r, rounds, number, result)
-
-    def settled(upto: int) -> bool:
-        return decided(
-            {n: measured[n] for n in [*members, baseline.number]},
-            upto,
-            baseline.number,
-            plan.settings.run_spread,
-            searched,
-            settings.min_rounds,
-        )
-
-    run_rounds = 0
-    node = baseline_record.fingerprint.hostname if (baseline_record := TrialRecord.of(baseline)).fingerprint else None
-    with run.on_node(node):  # side by side: every run on the machine the baseline ran on
-        for r in range(rounds):
-            if stopped() or (r and settled(r)):
-                break
-            run_round(r)
-            if waiting and not stopped():
-                undecided = not settled(r + 1)
-                joining = waiting if undecided else in_doubt(measured, chosen[0], baseline.number, searched, waiting)
-                if joining:
-                    why = "did not decide" if undecided else "put the search's order in doubt"
-                    progress.say(f"  the first round {why}: {_trials(joining)} {_join(joining)} the rounds")
-                    members += joining
-                    run_round(r)
-            waiting = []
-            if any(done == r for done, _ in ran):
-                run_rounds = r + 1
-    if 0 < run_rounds < rounds and not stopped():
-        one = " (its lead beyond the run-to-run noise, in line with the search's figures)" if run_rounds == 1 else ""
-        progress.say(
-            f"confirmation: the winner's lead over the baseline was decided at 95% after {run_rounds} of "
-            f"{rounds} rounds{one}"
-        )
-    decision = decide({n: measured[n][:run_rounds] for n in [*members, baseline.number]}, baseline.number)
-    if decision is not None:
-        stored.save_confirmation(plan.fixed, decision)
-    return decision
 
 
 def _trials(numbers: Sequence[int]) -> str:
