@@ -3,22 +3,46 @@
 from __future__ import annotations
 
 import signal
+from dataclasses import dataclass
 
 from .result import Status, looks_like_oom
 
 
-def classify_exit(returncode: int, log_tail: str) -> tuple[Status, str]:
-    """Status and reason for a worker that ended without sending a result."""
+@dataclass(frozen=True)
+class Exit:
+    """How a worker that sent no result ended: its status and its cause as fields; the reason
+    is the sentence made from them (and nothing reads the sentence back)."""
+
+    status: Status
+    signal: str | None = None  # the signal that killed it (SIGKILL, SIGSEGV, ...)
+    code: int | None = None  # its exit code, when it exited
+    message: str = ""  # its log's last line, when it exited
+    oom_in_log: bool = False  # its log says it ran out of memory
+
+    @property
+    def reason(self) -> str:
+        if self.signal is not None:
+            if self.oom_in_log:
+                return f"killed by {self.signal} after running out of memory"
+            hint = " (the kernel's OOM killer sends this when memory runs out)" if self.signal == "SIGKILL" else ""
+            return f"killed by {self.signal}{hint}"
+        if self.oom_in_log:
+            return f"exited with code {self.code}: {self.message}"
+        return f"exited with code {self.code} without a result: {self.message}"
+
+
+def classify_exit(returncode: int, log_tail: str) -> Exit:
+    """Status and cause for a worker that ended without sending a result."""
+    oom = looks_like_oom(log_tail)
     if returncode < 0:
         name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else str(-returncode)
-        if looks_like_oom(log_tail):
-            return Status.OOM, f"killed by {name} after running out of memory"
-        hint = " (the kernel's OOM killer sends this when memory runs out)" if name == "SIGKILL" else ""
-        return Status.CRASH, f"killed by {name}{hint}"
-    last = last_line(log_tail) or "no message"
-    if looks_like_oom(log_tail):
-        return Status.OOM, f"exited with code {returncode}: {last}"
-    return Status.ERROR, f"exited with code {returncode} without a result: {last}"
+        return Exit(Status.OOM if oom else Status.CRASH, signal=name, oom_in_log=oom)
+    return Exit(
+        Status.OOM if oom else Status.ERROR,
+        code=returncode,
+        message=last_line(log_tail) or "no message",
+        oom_in_log=oom,
+    )
 
 
 def last_line(text: str) -> str:

@@ -30,11 +30,11 @@ def test_quantile_and_spread():
     ],
 )
 def test_classify_exit(returncode, tail, status):
-    assert outcome.classify_exit(returncode, tail)[0] == status
+    assert outcome.classify_exit(returncode, tail).status == status
 
 
 def test_sigkill_reason_mentions_oom_killer():
-    assert "OOM killer" in outcome.classify_exit(-9, "")[1]
+    assert "OOM killer" in outcome.classify_exit(-9, "").reason and outcome.classify_exit(-9, "").signal == "SIGKILL"
 
 
 class FakeClock:

@@ -317,6 +317,7 @@ def outcome(
 ) -> RunResult:
     """What the run ended as: its own result, else interrupted, timeout or what its exit says;
     a crash or error while the kernel's OOM killer struck is an oom."""
+    exited = None
     if reader.result is not None:
         result = RunResult.from_json(reader.result)
     elif stopped is not None:
@@ -328,9 +329,10 @@ def outcome(
             f"(last phase: {reader.phase}); its process group was killed",
         )
     else:
-        result = RunResult(*classify_exit(run.proc.returncode, _read_tail(log_path)))
+        exited = classify_exit(run.proc.returncode, _read_tail(log_path))
+        result = RunResult(exited.status, exited.reason)
     if result.status in (Status.CRASH, Status.ERROR) and oom_killed(oom_before, oom_kills()):
-        how = "SIGKILL" if (result.reason or "").startswith("killed by SIGKILL") else result.reason
+        how = "SIGKILL" if exited is not None and exited.signal == "SIGKILL" else result.reason
         result = result.replace(
             status=Status.OOM,
             reason=f"killed by the kernel's OOM killer: the memory cgroup's oom_kill count rose during the run ({how})",
