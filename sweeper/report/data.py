@@ -317,6 +317,7 @@ def build_report_data(
 ) -> ReportData:
     trials = sorted(trials, key=lambda t: t.number)
     own = measured_results(trials)  # a reused result counts once, at its source
+    kept = baseline_kept(own, confirmation)  # the headline's sentence and the advice's: one
     unrun = [t for t in own if not (TrialRecord.of(t).status or Status.OK).ran]
     shown = [t for t in own if t not in unrun]
     done = [t for t in shown if t.state == TrialState.COMPLETE and _measurement(t) is not None]
@@ -383,9 +384,9 @@ def build_report_data(
         history=_history(done, first),
         columns=columns,
         rows=rows,
-        advice=advice(trials, baseline, winner, confirmation),
+        advice=advice(kept, baseline, winner, confirmation),
         search_notes=search_notes(trials, done),
-        baseline_kept=baseline_kept(own, confirmation),
+        baseline_kept=kept,
         ranks=tuple(ranks_of(done)),
         queue_wait_s=sum(TrialRecord.of(t).queue_wait_s or 0.0 for t in shown),
         scheduled=sum(TrialRecord.of(t).scheduler_job is not None for t in shown),

@@ -16,7 +16,7 @@ from ..result import Status
 from ..stats import IQR_WARN_THRESHOLD, Spread, rounds_to_separate
 from ..store.confirmation import Confirmation
 from ..store.record import TrialRecord
-from ..store.trials import baseline_kept, config_of
+from ..store.trials import config_of
 
 # beyond this many interleaved rounds, two configurations are equal on this machine
 MAX_USEFUL_ROUNDS = 50
@@ -89,13 +89,13 @@ def batch_note(baseline: FrozenTrial | None, winner: FrozenTrial | None) -> str 
 
 
 def advice(
-    trials: Sequence[FrozenTrial],
+    kept: str | None,
     baseline: FrozenTrial | None,
     winner: FrozenTrial | None,
     confirmation: Confirmation | None,
 ) -> tuple[str, ...]:
-    """What the reader of the answer needs to know to act on it."""
-    kept = baseline_kept(trials, confirmation)
+    """What the reader of the answer needs to know to act on it (`kept`: the sentence, if any,
+    that nothing beat the user's configuration: the headline's, computed once)."""
     notes = [kept] if kept else []
     notes += [note] if (note := batch_note(baseline, winner)) else []
     notes += [note] if (note := separation_note(confirmation)) else []
