@@ -184,11 +184,10 @@ def why(d: ReportData) -> str:
     items = []
     for b in d.breakdowns:
         bound = ""
-        if b.compute_bound_samples_per_sec:
-            cost = 1 - b.samples_per_sec / b.compute_bound_samples_per_sec
+        if b.compute_bound_samples_per_sec and b.data_path_cost is not None:
             bound = (
                 f" Compute-only bound (one batch held in memory): {b.compute_bound_samples_per_sec:,.0f} "
-                f"samples/sec; the data path costs {cost:.0%}."
+                f"samples/sec; the data path costs {b.data_path_cost:.0%}."
             )
         use = f" Utilization: {b.utilization}." if b.utilization else ""
         items.append(

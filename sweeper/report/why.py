@@ -31,6 +31,7 @@ class StepBreakdown:
     wait_fraction: float
     verdict: str
     compute_bound_samples_per_sec: float | None
+    data_path_cost: float | None  # the measurement's: the share of the compute-only rate the data path costs
     samples_per_sec: float
     utilization: str  # what top and nvidia-smi would have shown during the windows; "" if not recorded
 
@@ -93,6 +94,7 @@ def breakdown(label: str, trial: FrozenTrial) -> StepBreakdown | None:
         wait_fraction=wait,
         verdict=text,
         compute_bound_samples_per_sec=figures.compute_bound_samples_per_sec,
+        data_path_cost=figures.data_path_cost,
         samples_per_sec=figures.samples_per_sec,
         utilization=measured.utilization.describe(timing.device_busy_fraction),
     )
