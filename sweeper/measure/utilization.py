@@ -64,20 +64,17 @@ def _nvml() -> Any | None:
     return pynvml
 
 
-class NvmlMonitor:
-    """gpu_util_pct, gpu_mem_util_pct and gpu_power_w sampled in a thread (NVML reports each
-    as a recent average), and gpu_power_cap_w, for the GPU the run uses."""
+class _Sampler:
+    """Calls `sample()` every `interval_s` in a thread between start and stop; a sample that
+    fails ends the sampling, never the run."""
 
-    def __init__(self, nvml: Any, handle: Any, interval_s: float = 0.1) -> None:
-        self._nvml, self._handle, self._interval = nvml, handle, interval_s
-        self._samples: list[tuple[float, float, float]] = []
+    def __init__(self, interval_s: float) -> None:
+        self._interval = interval_s
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
     def sample(self) -> None:
-        rates = self._nvml.nvmlDeviceGetUtilizationRates(self._handle)
-        power_w = self._nvml.nvmlDeviceGetPowerUsage(self._handle) / 1e3  # milliwatts
-        self._samples.append((float(rates.gpu), float(rates.memory), power_w))
+        raise NotImplementedError
 
     def _run(self) -> None:
         while not self._stopping.wait(self._interval):
@@ -90,10 +87,28 @@ class NvmlMonitor:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
-    def stop(self) -> Utilization:
+    def _join(self) -> None:
         self._stopping.set()
         if self._thread is not None:
             self._thread.join()
+
+
+class NvmlMonitor(_Sampler):
+    """gpu_util_pct, gpu_mem_util_pct and gpu_power_w sampled in a thread (NVML reports each
+    as a recent average), and gpu_power_cap_w, for the GPU the run uses."""
+
+    def __init__(self, nvml: Any, handle: Any, interval_s: float = 0.1) -> None:
+        super().__init__(interval_s)
+        self._nvml, self._handle = nvml, handle
+        self._samples: list[tuple[float, float, float]] = []
+
+    def sample(self) -> None:
+        rates = self._nvml.nvmlDeviceGetUtilizationRates(self._handle)
+        power_w = self._nvml.nvmlDeviceGetPowerUsage(self._handle) / 1e3  # milliwatts
+        self._samples.append((float(rates.gpu), float(rates.memory), power_w))
+
+    def stop(self) -> Utilization:
+        self._join()
         if not self._samples:
             return Utilization()
         n = len(self._samples)
@@ -146,16 +161,15 @@ def nvml_visible_monitor(nvml: Any | None = None) -> NvmlMonitor | None:
         return None
 
 
-class NvmlProcessMemory:
+class NvmlProcessMemory(_Sampler):
     """The GPU memory the processes of a script use (NVML's per-process figure: the CUDA context
     and the caching allocator's reserve included), sampled; its peak in MB. A Monitor that
     records no utilization."""
 
     def __init__(self, nvml: Any, pids: Callable[[], list[int]], interval_s: float = 0.2) -> None:
-        self._nvml, self._pids, self._interval = nvml, pids, interval_s
+        super().__init__(interval_s)
+        self._nvml, self._pids = nvml, pids
         self.peak_mb = 0.0
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def sample(self) -> None:
         mine, used = set(self._pids()), 0
@@ -166,21 +180,8 @@ class NvmlProcessMemory:
                     used += proc.usedGpuMemory
         self.peak_mb = max(self.peak_mb, used / 2**20)
 
-    def _run(self) -> None:
-        while not self._stopping.wait(self._interval):
-            try:
-                self.sample()
-            except Exception:  # noqa: BLE001 - a failing sample must not fail the run
-                return
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
     def stop(self) -> Utilization:
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join()
+        self._join()
         return Utilization()
 
 
