@@ -81,7 +81,7 @@ class BackendConf:
     threads: Optional[int] = MISSING
     interop_threads: Optional[int] = MISSING
     channels_last: bool = MISSING
-    # off | default | max-autotune; YAML's false and true mean off and default (validation.py)
+    # off | default | max-autotune; YAML's false and true mean off and default (spec.CompileMode)
     compile: str = MISSING
     cudnn_benchmark: bool = MISSING
     tf32: bool = MISSING

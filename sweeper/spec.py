@@ -13,6 +13,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from .choice import Choice
 from .config import BackendConf, DistConf, LoaderConf, MeasureConf, TrainConf, TrialConf
 
 # the groups every run has, each with its schema
@@ -23,17 +24,30 @@ GROUPS: dict[str, type] = {
     "train": TrainConf,
     "dist": DistConf,
 }
-COMPILE_MODES = ("off", "default", "max-autotune")
+
+
+class CompileMode(Choice):
+    """backend.compile, as the spec holds it (the schema keeps a string, so that YAML's false
+    and true parse: they mean off and default)."""
+
+    off = "off"
+    default = "default"
+    max_autotune = "max-autotune"
+
+
+COMPILE_MODES = tuple(mode.value for mode in CompileMode)
 
 
 def normalize_compile(value: Any) -> str:
     """YAML and the command line may spell `off` as false and `default` as true (the schema
-    keeps them as the strings "False" and "True"); everything else stays as given."""
+    keeps them as the strings "False" and "True"; a knob's value as stored may be a bool or
+    None); a known mode becomes its CompileMode, anything else stays as given (the validator
+    names it)."""
     if value is None or str(value).lower() == "false":
-        return "off"
+        return CompileMode.off
     if str(value).lower() == "true":
-        return "default"
-    return str(value)
+        return CompileMode.default
+    return CompileMode(str(value)) if str(value) in COMPILE_MODES else str(value)
 
 
 @dataclass(frozen=True)
@@ -77,6 +91,7 @@ class RunSpec:
             name: OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), data[name]))
             for name, schema in GROUPS.items()
         }
+        groups["backend"] = dataclasses.replace(groups["backend"], compile=normalize_compile(groups["backend"].compile))
         return cls(task=dict(data["task"]), trial=TrialConf(**(data.get("trial") or {})), cwd=data.get("cwd"), **groups)
 
     def config(self) -> dict[str, Any]:

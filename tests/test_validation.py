@@ -150,3 +150,17 @@ def test_ranks_numa_and_openmp_knobs_are_checked_before_any_run(monkeypatch):
     monkeypatch.setattr("shutil.which", lambda name: None)
     with pytest.raises(ConfigError, match=r"runs each rank under numactl, which is not installed: install numactl"):
         check_config(numa)
+
+
+def test_the_spec_reaches_the_child_as_it_left_the_parent():
+    """The spec as JSON and back (what the measuring child reads) is the same typed spec: enums
+    as enums, backend.compile normalised, the task's mapping whole."""
+    import json
+
+    from sweeper.config import Precision
+    from sweeper.spec import CompileMode
+
+    spec = with_("backend.compile", CompileMode.max_autotune, with_("task.lr", 0.01))
+    back = RunSpec.from_json(json.loads(json.dumps(spec.to_json())))
+    assert back == spec
+    assert back.backend.precision is Precision.fp32 and back.backend.compile is CompileMode.max_autotune

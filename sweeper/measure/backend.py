@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from ..errors import InvalidConfig
+from ..spec import CompileMode
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -68,7 +69,7 @@ def grad_scaler(device: torch.device, precision: str, training: bool) -> Any:
 
 def maybe_compile(model: torch.nn.Module, mode: str) -> Callable[..., Any]:
     """The model, compiled in `mode` (the spec has normalised it: off, default, max-autotune)."""
-    if mode == "off":
+    if mode == CompileMode.off:
         return model
     return torch.compile(model, mode=mode)
 

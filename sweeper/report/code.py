@@ -11,6 +11,7 @@ from typing import Any
 from .. import topology
 from ..command import OUTSIDE
 from ..knobs import Knob
+from ..spec import CompileMode, normalize_compile
 
 _DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}
 _LOADER_ARGS = (
@@ -136,13 +137,13 @@ def _model(knobs: Mapping[str, Any]) -> list[str]:
         else:
             lines.append("# channels_last: off (PyTorch's contiguous NCHW)")
     if Knob.BACKEND_COMPILE in knobs:
-        mode = str(knobs[Knob.BACKEND_COMPILE])
+        mode = normalize_compile(knobs[Knob.BACKEND_COMPILE])
         lines.append(
             "# torch.compile: off"
-            if mode in ("off", "False", "None")
+            if mode == CompileMode.off
             else "model = torch.compile(model)"
-            if mode in ("default", "True")
-            else f"model = torch.compile(model, mode={mode!r})"
+            if mode == CompileMode.default
+            else f"model = torch.compile(model, mode={str(mode)!r})"
         )
     return lines
 

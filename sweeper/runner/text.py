@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..config import BackendConf
 from ..measurement import Memory, RunFacts, Stopped, Throughput
 from ..result import RunResult, Status
-from ..spec import RunSpec
+from ..spec import CompileMode, RunSpec
 
 # why the windows stopped, as the summary line says it
 _STOPPED = {
@@ -38,7 +38,7 @@ def describe_config(spec: RunSpec) -> str:
     ]
     if b.channels_last:
         parts.append("channels_last")
-    if b.compile != "off":
+    if b.compile != CompileMode.off:
         parts.append(f"compile={b.compile}")
     return ", ".join(_with_ranks(parts, spec) + _outside(b))
 
