@@ -260,19 +260,7 @@ def test_a_trial_without_heartbeats_is_failed_on_the_next_start(tmp_path):
     stored = StoredStudy.open(f"journal:{tmp_path / 's.journal'}", "x")
     silent, beating = stored.study.ask(), stored.study.ask()
     for trial in (silent, beating):
-        attrs = TrialRecord.started(
-            baseline=False,
-            knobs={"loader.batch_size": 64},
-            fixed=[],
-            workload="w",
-            sweep_dir="d",
-            host="another-host",
-            pid=1,
-            pid_started=None,
-            hardware_class="h",
-        )
-        for key, value in attrs.items():
-            trial.set_user_attr(key, value)
+        _started_on_the_login_node(trial, "d", {}, host="another-host")
     for key, value in TrialRecord.heartbeat(time.time() - 600).items():
         silent.set_user_attr(key, value)
     with heartbeat(stored, beating.number):
@@ -405,8 +393,8 @@ def test_on_its_own_host_a_dead_sweeps_trial_waits_for_the_beat_when_its_job_can
     assert [(trials.index(t), why) for t, why in found] == [(0, DIED), (1, DIED), (3, SILENT)]
 
 
-def _started_on_the_login_node(trial, sweep_dir, extra) -> None:
-    """A trial as a sweep on the host `login-node` asks it, with `extra` attributes."""
+def _started_on_the_login_node(trial, sweep_dir, extra, host: str = "login-node") -> None:
+    """A trial as a sweep on `host` (a login node) asks it, with `extra` attributes."""
     from sweeper.store.record import TrialRecord
 
     attrs = TrialRecord.started(
@@ -415,7 +403,7 @@ def _started_on_the_login_node(trial, sweep_dir, extra) -> None:
         fixed=[],
         workload="w",
         sweep_dir=str(sweep_dir),
-        host="login-node",
+        host=host,
         pid=1,
         pid_started=None,
         hardware_class="h",
