@@ -16,6 +16,7 @@ from sweeper.report.index import Figure, find_regressions
 from sweeper.report.page import render
 from sweeper.search.outputs import optimization_results
 from sweeper.store.confirmation import Confirmation
+from sweeper.store.record import TrialRecord
 from sweeper.store.storage import has_password, redact
 from sweeper.store.trials import pareto_trials
 
@@ -83,18 +84,18 @@ def test_report_data_from_trials():
     d = build_report_data(
         TRIALS, study_name="s", workload="mnist_mlp train", fixed=["task.num_samples=10"], confirmation=conf
     )
-    assert (d.winner, d.baseline, d.speedup, d.confirmed) == (1, 0, 2.4, True)
-    assert d.winner_samples_per_sec == 2400.0 and d.baseline_samples_per_sec == 1000.0
-    assert {p.number for p in d.points if p.pareto} == {0, 1}
-    assert [(f.number, f.status) for f in d.failures] == [(3, "oom")]
-    assert d.breakdowns[0].label == "baseline" and d.breakdowns[0].verdict.startswith("data-bound: 60%")
-    assert d.breakdowns[1].verdict.startswith("compute-bound")
-    assert d.breakdowns[0].step_ms == pytest.approx(64.0)  # 64 samples at 1000/s
-    assert d.effects["loader.batch_size"] == [("64", 1000.0), ("256", 2500.0), ("128", 1500.0)]
-    assert [b for _, _, b in d.history] == [1000.0, 2500.0, 2500.0]
-    assert d.command == "python -m sweeper loader.batch_size=256 task.num_samples=10"
-    assert d.trials_failed == 1 and d.trials_measured == 4
-    assert "lab1" in d.machine
+    assert (d.winner.number, d.winner.baseline, d.verdict.speedup, d.verdict.confirmed) == (1, 0, 2.4, True)
+    assert d.verdict.winner_samples_per_sec == 2400.0 and d.verdict.baseline_samples_per_sec == 1000.0
+    assert {p.number for p in d.charts.points if p.pareto} == {0, 1}
+    assert [(f.number, f.status) for f in d.charts.failures] == [(3, "oom")]
+    assert d.charts.breakdowns[0].label == "baseline" and d.charts.breakdowns[0].verdict.startswith("data-bound: 60%")
+    assert d.charts.breakdowns[1].verdict.startswith("compute-bound")
+    assert d.charts.breakdowns[0].step_ms == pytest.approx(64.0)  # 64 samples at 1000/s
+    assert d.charts.effects["loader.batch_size"] == [("64", 1000.0), ("256", 2500.0), ("128", 1500.0)]
+    assert [b for _, _, b in d.charts.history] == [1000.0, 2500.0, 2500.0]
+    assert d.winner.command == "python -m sweeper loader.batch_size=256 task.num_samples=10"
+    assert d.headline.counts.failed == 1 and d.headline.counts.measured == 4
+    assert "lab1" in d.headline.machine
 
 
 @pytest.mark.parametrize(
@@ -126,10 +127,10 @@ def test_report_and_optimization_results_agree_on_a_constrained_front():
     ]
     directions = ["maximize", "minimize"]
     d = build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None, directions=directions)
-    charted = {p.number for p in d.points if p.pareto}
+    charted = {p.number for p in d.charts.points if p.pareto}
     results = optimization_results("s", ["samples_per_sec", "peak_memory_mb"], pareto_trials(trials, directions), None)
     assert charted == {s["number"] for s in results["solutions"]} == {0, 1}
-    assert d.front_on == "memory"
+    assert d.charts.front_on == "memory"
 
 
 def test_a_samples_per_sec_search_still_draws_its_memory_front():
@@ -152,7 +153,7 @@ def test_a_samples_per_sec_search_still_draws_its_memory_front():
         objectives=["samples_per_sec"],
         directions=["maximize"],
     )
-    assert {p.number for p in d.points if p.pareto} == {0, 1} and d.front_on == "memory"
+    assert {p.number for p in d.charts.points if p.pareto} == {0, 1} and d.charts.front_on == "memory"
     assert {t.number for t in pareto_trials(trials, ["maximize"])} == {1}  # the objective's own: speed alone
 
 
@@ -168,7 +169,7 @@ def test_a_confirmation_of_one_round_shows_no_spread_it_did_not_measure():
         win_share=1.0,
     )
     d = build_report_data(TRIALS, study_name="s", workload="w", fixed=[], confirmation=one)
-    assert d.confirm_rounds == 1 and one.over_rounds == "1 interleaved round"
+    assert d.verdict.rounds == 1 and one.over_rounds == "1 interleaved round"
     page = render(d)
     assert "confirmed side by side in one interleaved round" in page and "one round gives no interval" in page
     assert "IQR 2.40-2.40x" not in page
@@ -195,14 +196,14 @@ def test_the_answer_comes_first_and_the_search_notes_below_it():
     ]
     assert order == sorted(order)
     assert "IQR 2.30-2.50x over 3 interleaved rounds" in page
-    assert d.command == "python -m sweeper loader.batch_size=256"  # only what differs from the baseline
+    assert d.winner.command == "python -m sweeper loader.batch_size=256"  # only what differs from the baseline
     assert "2,400" in page and "confirmed median" in page
 
 
 def test_unconfirmed_winner_says_so():
     d = build_report_data(TRIALS, study_name="s", workload="w", fixed=[], confirmation=None)
-    assert d.winner == 1 and d.speedup == 2.5 and not d.confirmed
-    assert any("not confirmed" in n for n in d.advice)
+    assert d.winner.number == 1 and d.verdict.speedup == 2.5 and not d.verdict.confirmed
+    assert any("not confirmed" in n for n in d.notes.advice)
 
 
 def test_queued_points_the_later_knobs_tries_and_points_in_place_of_skipped_ones_are_noted_apart():
@@ -223,16 +224,16 @@ def test_queued_points_the_later_knobs_tries_and_points_in_place_of_skipped_ones
     d = build_report_data([*TRIALS, warm, tried, fitted], study_name="s", workload="w", fixed=[], confirmation=None)
     assert (
         "Queued after the baseline, before the sampler's own picks: #4 (warm start: the winner on gpu-a)."
-        in d.search_notes
+        in d.notes.search
     )
     assert (
         "Measured in place of points skipped as oversubscribed, their nearest point within the cores: #6 (#5's "
         "point with num_workers=1)."
-    ) in d.search_notes
+    ) in d.notes.search
     assert (
         "Knobs searched only later, tried first at the best so far: #5 (later: "
         "loader.multiprocessing_context=forkserver at the best so far (#1))."
-    ) in d.search_notes
+    ) in d.notes.search
 
 
 def test_every_string_is_escaped():
@@ -299,15 +300,15 @@ def test_code_diff_names_only_what_changed():
 def test_winner_code_in_the_report_and_the_batch_sentence():
     trials = [make(0, 64, 1000.0, 400.0, baseline=True), make(1, 256, 2500.0, 600.0)]
     d = build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None)
-    assert d.code_diff == (
+    assert d.winner.code_diff == (
         "-loader = DataLoader(dataset, batch_size=64)",
         "+loader = DataLoader(dataset, batch_size=256)",
     )
-    assert any("batch 256 instead of batch 64" in n and "learning rate" in n for n in d.advice)
+    assert any("batch 256 instead of batch 64" in n and "learning rate" in n for n in d.notes.advice)
     html = render(d)
     assert 'id="code-diff"' in html and "Apply it to your code" in html
     same = build_report_data(trials[:1], study_name="s", workload="w", fixed=[], confirmation=None)
-    assert same.code_diff == () and not any("instead of" in n for n in same.advice)
+    assert same.winner.code_diff == () and not any("instead of" in n for n in same.notes.advice)
 
 
 @pytest.mark.parametrize(
@@ -362,7 +363,7 @@ def test_why_shows_utilization_and_goes_by_the_device_on_a_gpu():
             "gpu_power_cap_w": 700.0,
         }
     )
-    b = breakdown("winner", trial)
+    b = breakdown("winner", *_numbered(trial))
     # the host waited 60% of its time, but the GPU was busy 97%: the step is the limit
     assert b.verdict.startswith("compute-bound") and b.wait_fraction == pytest.approx(0.03)
     assert b.utilization == (
@@ -372,7 +373,12 @@ def test_why_shows_utilization_and_goes_by_the_device_on_a_gpu():
     html = render(build_report_data([*TRIALS, trial], study_name="s", workload="w", fixed=[], confirmation=None))
     assert "GPU-Util 96%" in html
     # a CPU trial without NVML says only what it has
-    assert "GPU" not in breakdown("cpu", make(6, 64, 900.0)).utilization
+    assert "GPU" not in breakdown("cpu", *_numbered(make(6, 64, 900.0))).utilization
+
+
+def _numbered(trial):
+    """A trial as the report's per-trial helpers take it: its number and its record."""
+    return trial.number, TrialRecord.of(trial)
 
 
 def test_noisy_top_two_say_how_many_rounds_would_separate_them():
@@ -414,10 +420,10 @@ def test_a_held_effective_batch_says_the_optimizer_sees_the_same():
     from sweeper.report.notes import batch_note
 
     baseline, winner = make(0, 64, 1000.0, baseline=True), make(1, 256, 2000.0)
-    assert "scale the learning rate" in batch_note(baseline, winner)
+    assert "scale the learning rate" in batch_note(TrialRecord.of(baseline), TrialRecord.of(winner))
     for trial, accum in ((baseline, 4), (winner, 1)):
         trial.user_attrs["metrics"].update({"effective_batch": 256, "grad_accum_steps": accum})
-    assert batch_note(baseline, winner) == (
+    assert batch_note(TrialRecord.of(baseline), TrialRecord.of(winner)) == (
         "The winner runs batch 256 instead of batch 64 with 1 gradient accumulation "
         "step(s): the effective batch stays 256, so the optimizer sees what it "
         "saw before."
@@ -432,7 +438,7 @@ def test_why_counts_the_workers_asked_for_not_the_helper_processes():
     trial.user_attrs["knobs"]["loader.num_workers"] = 1
     # forkserver: the server, the resource tracker and the worker are 3 processes under the run
     trial.user_attrs["metrics"]["dataloader_processes"] = 3
-    assert "more loader workers (1 now, 2 cores)" in breakdown("t", trial).verdict
+    assert "more loader workers (1 now, 2 cores)" in breakdown("t", *_numbered(trial)).verdict
 
 
 def test_samples_per_sec_against_ranks_is_shown_when_the_sweep_varied_them():
@@ -441,12 +447,18 @@ def test_samples_per_sec_against_ranks_is_shown_when_the_sweep_varied_them():
 
     one, two = make(0, 64, 1000.0, baseline=True), make(1, 64, 1800.0)
     two.user_attrs["metrics"].update({"nproc_per_node": 2, "rank_samples_per_sec": [905.0, 895.0]})
-    assert ranks_of([one]) == [] and ranks_of([one, two]) == [(0, 1, 1000.0, 1000.0), (1, 2, 1800.0, 900.0)]
+    records = {t.number: TrialRecord.of(t) for t in (one, two)}
+    assert ranks_of([one], records) == [] and ranks_of([one, two], records) == [
+        (0, 1, 1000.0, 1000.0),
+        (1, 2, 1800.0, 900.0),
+    ]
     d = build_report_data([one, two], study_name="s", workload="w", fixed=[], confirmation=None)
-    assert d.ranks and "<h2>Processes per node</h2>" in render(d)
+    assert d.charts.ranks and "<h2>Processes per node</h2>" in render(d)
     assert "samples/sec against dist.nproc_per_node" in render(d)
     # two ranks of batch 64 are a batch of 128 to the optimizer
-    assert "batch 64 on each of 2 ranks instead of batch 64" in batch_note(one, two) and "x2" in batch_note(one, two)
+    assert "batch 64 on each of 2 ranks instead of batch 64" in batch_note(
+        TrialRecord.of(one), TrialRecord.of(two)
+    ) and "x2" in batch_note(TrialRecord.of(one), TrialRecord.of(two))
 
 
 def test_the_winners_ranks_and_openmp_binding_as_lines_of_a_script():
@@ -464,8 +476,12 @@ def test_the_winners_ranks_and_openmp_binding_as_lines_of_a_script():
 def test_a_point_the_preset_skips_is_listed_but_neither_measured_nor_failed():
     skipped = make(4, 64, status="skipped", reason="2 ranks x (2 threads, 0 loader workers) oversubscribe")
     d = build_report_data([*TRIALS, skipped], study_name="s", workload="w", fixed=[], confirmation=None)
-    assert 4 not in {f.number for f in d.failures} and d.trials_failed == 1 and d.trials_measured == 4
-    assert any(row[0] == 4 and row[2] == "skipped" for row in d.rows)
+    assert (
+        4 not in {f.number for f in d.charts.failures}
+        and d.headline.counts.failed == 1
+        and d.headline.counts.measured == 4
+    )
+    assert any(row[0] == 4 and row[2] == "skipped" for row in d.table.rows)
 
 
 def test_a_run_stopped_behind_the_best_is_drawn_at_its_figure_not_on_the_failures_zero_line():
@@ -475,11 +491,14 @@ def test_a_run_stopped_behind_the_best_is_drawn_at_its_figure_not_on_the_failure
         4, 32, 700.0, status="pruned", reason="pruned: 700 samples/s after 1 window is below 0.8 of the floor"
     )
     d = build_report_data([*TRIALS, stopped], study_name="s", workload="w", fixed=[], confirmation=None)
-    assert [(p.number, p.samples_per_sec, p.stopped, p.pareto) for p in d.points if p.stopped] == [
+    assert [(p.number, p.samples_per_sec, p.stopped, p.pareto) for p in d.charts.points if p.stopped] == [
         (4, 700.0, True, False)
     ]
-    assert [f.number for f in d.failures] == [3] and (d.trials_failed, d.trials_stopped) == (1, 1)  # pruned apart
-    fig = scatter_chart.__wrapped__(d.points, d.failures, x="memory", xlabel="MB", pareto=True)
+    assert [f.number for f in d.charts.failures] == [3] and (
+        d.headline.counts.failed,
+        d.headline.counts.stopped_early,
+    ) == (1, 1)  # pruned apart
+    fig = scatter_chart.__wrapped__(d.charts.points, d.charts.failures, x="memory", xlabel="MB", pareto=True)
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "stopped early, behind the best (1)" in legend and any(label.startswith("oom (1)") for label in legend)
     drawn = [tuple(xy) for c in fig.axes[0].collections for xy in c.get_offsets().tolist()]
@@ -506,14 +525,16 @@ def test_the_summary_and_the_report_count_trials_alike():
     assert (counts.measured, counts.failed, counts.reused) == (4, 1, 1)
     assert (counts.surplus, counts.interrupted, counts.predicted_oom, counts.skipped) == (1, 1, 1, 1)
     d = build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None)
-    assert (d.trials_measured, d.trials_failed, d.trials_reused) == (counts.measured, counts.failed, counts.reused)
+    assert d.headline.counts == counts
 
 
 def test_when_nothing_beat_the_baseline_the_report_says_yours_is_the_fastest():
     trials = [make(0, 64, 3000.0, 400.0, baseline=True), make(1, 256, 2400.0, 600.0), make(2, 128, 1500.0, 700.0)]
     d = build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None)
-    assert d.baseline_kept is not None and d.baseline_kept.startswith("Your configuration (the baseline, trial #0)")
-    assert d.advice[0] == d.baseline_kept and not any("not confirmed" in n for n in d.advice)
+    assert d.winner.baseline_kept is not None and d.winner.baseline_kept.startswith(
+        "Your configuration (the baseline, trial #0)"
+    )
+    assert d.notes.advice[0] == d.winner.baseline_kept and not any("not confirmed" in n for n in d.notes.advice)
     html = render(d)
     assert "is the fastest configuration found" in html and "speedup over baseline" not in html
 

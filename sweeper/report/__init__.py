@@ -4,7 +4,8 @@ Reads the store (sweeper.store), never the sweep; imports no torch."""
 
 from __future__ import annotations
 
-from .data import ReportData, build_report_data
+from .data import build_report_data
 from .page import write_report
+from .parts import ReportData
 
 __all__ = ["ReportData", "build_report_data", "write_report"]

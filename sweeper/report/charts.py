@@ -16,7 +16,7 @@ logging.getLogger("matplotlib").setLevel(logging.WARNING)
 import matplotlib  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from .data import Failure, Point  # noqa: E402
+from .parts import Failure, Point  # noqa: E402
 from .why import StepBreakdown  # noqa: E402
 
 # the charts' style, applied while each is drawn (matplotlib's global settings stay as they were)

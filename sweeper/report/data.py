@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -32,86 +31,8 @@ from ..store.trials import (
 )
 from .code import code_diff, script_diff
 from .notes import advice, search_notes
+from .parts import Charts, Failure, Headline, Notes, Point, ReportData, Table, Verdict, Winner
 from .why import StepBreakdown, breakdown
-
-
-@dataclass(frozen=True)
-class Point:
-    number: int
-    samples_per_sec: float
-    peak_memory_mb: float
-    p95_ms: float
-    pareto: bool
-    baseline: bool
-    winner: bool
-    stopped: bool = False  # pruned behind the best: its figure is from the windows it ran
-
-
-@dataclass(frozen=True)
-class Failure:
-    number: int
-    status: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class ReportData:
-    title: str  # workload, machine and date: what a browser tab or a bookmark says
-    study: str
-    workload: str
-    machine: str
-    date: str
-    trials_measured: int
-    trials_failed: int
-    trials_reused: int
-    budget_used_s: float  # from the first trial's start to the last trial's end
-    # the last sweep of this setup, start to end, the confirmation included; None: not known
-    sweep_wall_s: float | None
-    sweep_finished: bool
-    baseline: int | None
-    winner: int | None
-    winner_samples_per_sec: float | None
-    baseline_samples_per_sec: float | None
-    speedup: float | None
-    speedup_low: float | None
-    speedup_high: float | None
-    confirmed: bool
-    win_share: float | None
-    winner_memory_mb: float | None
-    command: str | None
-    yaml: str | None
-    # the winner against the baseline as PyTorch lines: "-..." baseline, "+..." winner
-    code_diff: tuple[str, ...]
-    points: tuple[Point, ...]
-    # which chart draws the Pareto front ("memory", "latency"), None when no chart's axes are the objectives
-    front_on: str | None
-    failures: tuple[Failure, ...]
-    breakdowns: tuple[StepBreakdown, ...]
-    # knob -> [(value as text, samples/sec)]
-    effects: dict[str, list[tuple[str, float]]]
-    importances: dict[str, float]
-    # (trial number, seconds since the first trial started, best samples/sec so far)
-    history: tuple[tuple[int, float, float], ...]
-    columns: tuple[str, ...]
-    rows: tuple[tuple[Any, ...], ...]
-    # what the reader needs to act on the answer (report.notes.advice), shown beside it
-    advice: tuple[str, ...] = field(default_factory=tuple)
-    # how the search went (report.notes.search_notes), kept below the answer
-    search_notes: tuple[str, ...] = field(default_factory=tuple)
-    # trials stopped early behind the best (racing), apart from the failed ones
-    trials_stopped: int = 0
-    # one sentence when nothing beat the user's own configuration (store.trials.baseline_kept)
-    baseline_kept: str | None = None
-    # the same study on other hardware classes: (study, machine, best samples/sec, its knobs)
-    siblings: tuple[tuple[str, str, float, str], ...] = field(default_factory=tuple)
-    # data-parallel ranks, when trials ran with more than one count: (trial, nproc_per_node,
-    # total samples/sec, one rank's mean samples/sec)
-    ranks: tuple[tuple[int, int, float, float], ...] = field(default_factory=tuple)
-    # the trials' jobs' time from submission to their run's start (a scheduler's queue, the lock)
-    queue_wait_s: float = 0.0
-    scheduled: int = 0  # trials a scheduler ran (SLURM jobs)
-    confirm_rounds: int | None = None  # interleaved rounds the confirmation ran
-
 
 # what PyTorch does when a knob is left at null, for the knob-effect charts
 _DEFAULTS = {
@@ -129,16 +50,15 @@ def _text(value: Any) -> str:
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _measurement(t: FrozenTrial) -> Any:
-    return TrialRecord.of(t).measurement
+Records = Mapping[int, TrialRecord]  # trial number -> its record: the report reads each trial's attributes once
 
 
-def ranks_of(done: Sequence[FrozenTrial]) -> list[tuple[int, int, float, float]]:
+def ranks_of(done: Sequence[FrozenTrial], records: Records) -> list[tuple[int, int, float, float]]:
     """(trial, ranks, total samples/sec, per rank) of completed trials, when more than one
     rank count was measured; a single process is its own one rank."""
     rows = []
     for t in done:
-        measured = _measurement(t)
+        measured = records[t.number].measurement
         if measured is None:
             continue
         nproc, total = measured.run.nproc_per_node, measured.throughput.samples_per_sec
@@ -175,17 +95,27 @@ def _front(trials: Sequence[FrozenTrial], objectives: Sequence[str], directions:
     return pareto_trials(trials, directions)
 
 
-def _stopped_early(t: FrozenTrial) -> bool:
+def _front_on(objectives: Sequence[str]) -> str | None:
+    if len(objectives) > 1:
+        return COST_KIND.get(objectives[1])
+    return "memory" if _speed_alone(objectives) else None
+
+
+def _stopped_early(t: FrozenTrial, records: Records) -> bool:
     """Pruned behind the best with the figure it had (a chart point, not a failure)."""
-    return t.state == TrialState.PRUNED and _measurement(t) is not None
+    return t.state == TrialState.PRUNED and records[t.number].measurement is not None
 
 
-def _points(measured: Sequence[FrozenTrial], front: set[int], winner: int | None) -> tuple[Point, ...]:
+def _points(
+    measured: Sequence[FrozenTrial], records: Records, front: set[int], winner: int | None
+) -> tuple[Point, ...]:
     """The charts' points: the completed runs, and the ones stopped early behind the best at the
     figure they had (not on the failures' zero line: a run at 0.7 of the best is no crash)."""
     points = []
     for t in measured:
-        m = _measurement(t)
+        record = records[t.number]
+        m = record.measurement
+        assert m is not None  # measured: complete or stopped early, each with its figures
         points.append(
             Point(
                 t.number,
@@ -193,16 +123,16 @@ def _points(measured: Sequence[FrozenTrial], front: set[int], winner: int | None
                 m.memory.peak_memory_mb,
                 m.timing.step_time_p95_ms,
                 t.number in front,
-                TrialRecord.of(t).baseline,
+                record.baseline,
                 t.number == winner,
-                stopped=_stopped_early(t),
+                stopped=_stopped_early(t, records),
             )
         )
     return tuple(points)
 
 
 def _breakdowns(
-    baseline: FrozenTrial | None, best: Sequence[FrozenTrial], winner: int | None
+    baseline: FrozenTrial | None, best: Sequence[FrozenTrial], winner: int | None, records: Records
 ) -> tuple[StepBreakdown, ...]:
     """The baseline and the top three, each with where its step time goes."""
     labelled: list[tuple[str, FrozenTrial]] = []
@@ -210,14 +140,15 @@ def _breakdowns(
         labelled.append(("baseline", baseline))
     for i, t in enumerate([t for t in best if t is not baseline][:3]):
         labelled.append((f"#{i + 1}" + (" (winner)" if t.number == winner else ""), t))
-    return tuple(b for b in (breakdown(label, t) for label, t in labelled) if b is not None)
+    found = (breakdown(label, t.number, records[t.number]) for label, t in labelled)
+    return tuple(b for b in found if b is not None)
 
 
-def _effects(done: Sequence[FrozenTrial]) -> dict[str, list[tuple[str, float]]]:
+def _effects(done: Sequence[FrozenTrial], records: Records) -> dict[str, list[tuple[str, float]]]:
     """knob -> (value as text, samples/sec), for the knobs that took more than one value."""
     effects: dict[str, list[tuple[str, float]]] = {}
     for t in done:
-        record = TrialRecord.of(t)
+        record = records[t.number]
         for key, value in config_of(t).items():
             effects.setdefault(key, []).append(
                 (knob_label(key, value, record.fingerprint), record.samples_per_sec or 0.0)
@@ -235,12 +166,12 @@ def _history(done: Sequence[FrozenTrial], first: datetime | None) -> tuple[tuple
     return tuple(history)
 
 
-def _code(baseline: FrozenTrial | None, winner: FrozenTrial | None, device: str) -> tuple[str, ...]:
+def _code(baseline: FrozenTrial | None, winner: FrozenTrial | None, records: Records, device: str) -> tuple[str, ...]:
     """The winner against the baseline as lines of the user's code: PyTorch lines for sweeper's
     own loop, the command line and its environment for a script."""
     if winner is None or baseline is None:
         return ()
-    was, now = _measurement(baseline), _measurement(winner)
+    was, now = records[baseline.number].measurement, records[winner.number].measurement
     if was is not None and now is not None and was.run.command and now.run.command:
         return script_diff(
             was.run.command,
@@ -256,7 +187,7 @@ def _cell(value: Any) -> Any:
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
-def _table(listed: Sequence[FrozenTrial]) -> tuple[tuple[str, ...], tuple[tuple[Any, ...], ...]]:
+def _table(listed: Sequence[FrozenTrial]) -> Table:
     """The trials table's columns and rows: a selection of the same table trials.csv holds."""
     frame = trials_frame(listed)
     knobs = knob_columns(frame)
@@ -271,36 +202,60 @@ def _table(listed: Sequence[FrozenTrial]) -> tuple[tuple[str, ...], tuple[tuple[
         )
         for r in frame.to_dict("records")
     )
-    return ("trial", "state", "status", "reason", *knobs, *TABLE_FIGURES), rows
+    return Table(("trial", "state", "status", "reason", *knobs, *TABLE_FIGURES), rows)
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """The winner against the baseline: from the confirmation, or from single search runs."""
+def _winner(
+    winner: FrozenTrial | None,
+    baseline: FrozenTrial | None,
+    records: Records,
+    *,
+    fixed: Sequence[str],
+    study: str,
+    kept: str | None,
+) -> Winner:
+    if winner is None:
+        return Winner(None, baseline.number if baseline else None, None, None, None, baseline_kept=kept)
+    record = records[winner.number]
+    device = "cuda" if record.fingerprint is not None and record.fingerprint.gpu else "cpu"
+    return Winner(
+        number=winner.number,
+        baseline=baseline.number if baseline else None,
+        memory_mb=record.measurement.memory.peak_memory_mb if record.measurement is not None else None,
+        command=winner_command(fixed, changed_knobs(baseline, winner)),
+        yaml=winner_yaml(fixed, config_of(winner), f"winner of study {study}: trial {winner.number}"),
+        code_diff=_code(baseline, winner, records, device),
+        baseline_kept=kept,
+    )
 
-    winner_samples_per_sec: float | None
-    baseline_samples_per_sec: float | None
-    speedup: float | None
-    speedup_low: float | None = None
-    speedup_high: float | None = None
-    win_share: float | None = None
-    rounds: int | None = None
 
-    @classmethod
-    def of(cls, confirmation: Confirmation | None, winner: FrozenTrial | None, baseline: FrozenTrial | None) -> Verdict:
-        if confirmation is not None:
-            return cls(
-                confirmation.winner_samples_per_sec,
-                confirmation.baseline_samples_per_sec,
-                confirmation.speedup,
-                confirmation.speedup_low,
-                confirmation.speedup_high,
-                confirmation.win_share,
-                confirmation.rounds_run,
-            )
-        won = primary_value(winner) if winner else None
-        base = primary_value(baseline) if baseline else None
-        return cls(won, base, won / base if won and base else None)
+def _headline(
+    trials: Sequence[FrozenTrial],
+    shown: Sequence[FrozenTrial],
+    records: Records,
+    *,
+    study: str,
+    workload: str,
+    sweep_span: Mapping[str, Any],
+) -> Headline:
+    starts = [t.datetime_start for t in shown if t.datetime_start]
+    ends = [t.datetime_complete for t in shown if t.datetime_complete]
+    first = min(starts) if starts else None
+    machine = machine_of(shown)
+    date = (f"{first:%Y-%m-%d %H:%M}" + (f" to {max(ends):%Y-%m-%d %H:%M}" if ends else "")) if first else ""
+    return Headline(
+        title=f"sweeper: {workload} on {machine.split(':')[0]}, {date.split(' to ')[0] or 'no trial yet'}",
+        study=study,
+        workload=workload,
+        machine=machine,
+        date=date,
+        counts=count(trials),
+        budget_used_s=(max(ends) - first).total_seconds() if first and ends else 0.0,
+        sweep_wall_s=(sweep_span["ended_at"] - sweep_span["started_at"]) if sweep_span.get("ended_at") else None,
+        sweep_finished=bool(sweep_span.get("ended_at")),
+        queue_wait_s=sum(records[t.number].queue_wait_s or 0.0 for t in shown),
+        scheduled=sum(records[t.number].scheduler_job is not None for t in shown),
+    )
 
 
 def build_report_data(
@@ -314,80 +269,52 @@ def build_report_data(
     directions: Sequence[str] = ("maximize",),
     importances: Mapping[str, float] | None = None,
     sweep_span: Mapping[str, Any] | None = None,
+    siblings: Sequence[tuple[str, str, float, str]] = (),
 ) -> ReportData:
     trials = sorted(trials, key=lambda t: t.number)
+    records = {t.number: TrialRecord.of(t) for t in trials}
     own = measured_results(trials)  # a reused result counts once, at its source
     kept = baseline_kept(own, confirmation)  # the headline's sentence and the advice's: one
-    unrun = [t for t in own if not (TrialRecord.of(t).status or Status.OK).ran]
+    unrun = [t for t in own if not (records[t.number].status or Status.OK).ran]
     shown = [t for t in own if t not in unrun]
-    done = [t for t in shown if t.state == TrialState.COMPLETE and _measurement(t) is not None]
+    done = [t for t in shown if t.state == TrialState.COMPLETE and records[t.number].measurement is not None]
     baseline, best = baseline_of(own), ranked(own)
     winner_number = confirmation.winner if confirmation else (best[0].number if best else None)
     winner = {t.number: t for t in trials}.get(winner_number) if winner_number is not None else None
-    stopped = [t for t in shown if _stopped_early(t)]
+    stopped = [t for t in shown if _stopped_early(t, records)]
     failures = tuple(
-        Failure(t.number, str(TrialRecord.of(t).status or t.state.name.lower()), str(TrialRecord.of(t).reason or ""))
+        Failure(t.number, str(records[t.number].status or t.state.name.lower()), str(records[t.number].reason or ""))
         for t in shown
-        if t.state != TrialState.COMPLETE and not _stopped_early(t)
+        if t.state != TrialState.COMPLETE and not _stopped_early(t, records)
     )
-    starts = [t.datetime_start for t in shown if t.datetime_start]
-    ends = [t.datetime_complete for t in shown if t.datetime_complete]
-    first = min(starts) if starts else None
-    counts = count(trials)
-    verdict = Verdict.of(confirmation, winner, baseline)
-    columns, rows = _table([*shown, *unrun])
-    machine = machine_of(shown)
-    date = (f"{first:%Y-%m-%d %H:%M}" + (f" to {max(ends):%Y-%m-%d %H:%M}" if ends else "")) if first else ""
-    span = sweep_span or {}
-    winner_fp = TrialRecord.of(winner).fingerprint if winner else None
-    device = "cuda" if winner_fp is not None and winner_fp.gpu else "cpu"
-    winner_measured = _measurement(winner) if winner else None
-    return ReportData(
-        title=f"sweeper: {workload} on {machine.split(':')[0]}, {date.split(' to ')[0] or 'no trial yet'}",
-        study=study_name,
-        workload=workload,
-        machine=machine,
-        date=date,
-        trials_measured=counts.measured,
-        trials_failed=counts.failed,
-        trials_reused=counts.reused,
-        trials_stopped=counts.stopped_early,
-        budget_used_s=(max(ends) - first).total_seconds() if first and ends else 0.0,
-        sweep_wall_s=(span["ended_at"] - span["started_at"]) if span.get("ended_at") else None,
-        sweep_finished=bool(span.get("ended_at")),
-        baseline=baseline.number if baseline else None,
-        winner=winner_number,
-        winner_samples_per_sec=verdict.winner_samples_per_sec,
-        baseline_samples_per_sec=verdict.baseline_samples_per_sec,
-        speedup=verdict.speedup,
-        speedup_low=verdict.speedup_low,
-        speedup_high=verdict.speedup_high,
-        confirmed=confirmation is not None,
-        win_share=verdict.win_share,
-        confirm_rounds=verdict.rounds,
-        winner_memory_mb=winner_measured.memory.peak_memory_mb if winner_measured is not None else None,
-        command=winner_command(fixed, changed_knobs(baseline, winner)) if winner else None,
-        yaml=winner_yaml(fixed, config_of(winner), f"winner of study {study_name}: trial {winner_number}")
-        if winner
-        else None,
-        code_diff=_code(baseline, winner, device),
-        points=_points([*done, *stopped], {t.number for t in _front(trials, objectives, directions)}, winner_number),
-        front_on=COST_KIND.get(objectives[1])
-        if len(objectives) > 1
-        else "memory"
-        if _speed_alone(objectives)
-        else None,
+    headline = _headline(trials, shown, records, study=study_name, workload=workload, sweep_span=sweep_span or {})
+    first = min((t.datetime_start for t in shown if t.datetime_start), default=None)
+    charts = Charts(
+        points=_points(
+            [*done, *stopped], records, {t.number for t in _front(trials, objectives, directions)}, winner_number
+        ),
         failures=failures,
-        breakdowns=_breakdowns(baseline, best, winner_number),
-        effects=_effects(done),
+        front_on=_front_on(objectives),
+        breakdowns=_breakdowns(baseline, best, winner_number, records),
+        effects=_effects(done, records),
         importances=dict(importances or {}),
         history=_history(done, first),
-        columns=columns,
-        rows=rows,
-        advice=advice(kept, baseline, winner, confirmation),
-        search_notes=search_notes(trials, done),
-        baseline_kept=kept,
-        ranks=tuple(ranks_of(done)),
-        queue_wait_s=sum(TrialRecord.of(t).queue_wait_s or 0.0 for t in shown),
-        scheduled=sum(TrialRecord.of(t).scheduler_job is not None for t in shown),
+        ranks=tuple(ranks_of(done, records)),
+    )
+    return ReportData(
+        headline=headline,
+        winner=_winner(winner, baseline, records, fixed=fixed, study=study_name, kept=kept),
+        verdict=Verdict.of(confirmation, winner, baseline),
+        charts=charts,
+        notes=Notes(
+            advice=advice(
+                kept,
+                records[baseline.number] if baseline else None,
+                records[winner.number] if winner else None,
+                confirmation,
+            ),
+            search=search_notes(trials, done, records),
+            siblings=tuple(siblings),
+        ),
+        table=_table([*shown, *unrun]),
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -14,7 +13,8 @@ from ..measurement import PRIMARY
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import config_of, of_setup, ranked
-from .data import ReportData, build_report_data, machine_of
+from .data import build_report_data, machine_of
+from .parts import ReportData
 
 
 def setup_of(trials: Sequence[FrozenTrial]) -> list[str]:
@@ -66,7 +66,7 @@ def load_report_data(storage: str, study_name: str, fixed: Sequence[str] | None 
     trials = of_setup(every, fixed)
     study = stored.study
     workload = next((w for t in trials if (w := TrialRecord.of(t).workload)), "unknown")
-    data = build_report_data(
+    return build_report_data(
         trials,
         study_name=study_name,
         workload=workload,
@@ -79,5 +79,5 @@ def load_report_data(storage: str, study_name: str, fixed: Sequence[str] | None 
         directions=[d.name.lower() for d in study.directions],
         importances=importances(study, trials),
         sweep_span=stored.sweep_span(fixed),
+        siblings=siblings(stored.storage, study_name),
     )
-    return dataclasses.replace(data, siblings=tuple(siblings(stored.storage, study_name)))

@@ -6,8 +6,7 @@ other hardware, noisy trials), which the page keeps below the answer."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from optuna.trial import FrozenTrial
 
@@ -16,14 +15,12 @@ from ..result import Status
 from ..stats import IQR_WARN_THRESHOLD, Spread, rounds_to_separate
 from ..store.confirmation import Confirmation
 from ..store.record import TrialRecord
-from ..store.trials import config_of
 
 # beyond this many interleaved rounds, two configurations are equal on this machine
 MAX_USEFUL_ROUNDS = 50
 
 
-def _measured(t: FrozenTrial) -> Any:
-    return TrialRecord.of(t).measurement
+Records = Mapping[int, TrialRecord]  # trial number -> its record, read once by the report
 
 
 def separation_note(confirmation: Confirmation | None) -> str | None:
@@ -58,13 +55,14 @@ def separation_note(confirmation: Confirmation | None) -> str | None:
     )
 
 
-def batch_note(baseline: FrozenTrial | None, winner: FrozenTrial | None) -> str | None:
+def batch_note(baseline: TrialRecord | None, winner: TrialRecord | None) -> str | None:
     """When the winner changes the batch (or the ranks that each take one), what that means for
     the optimizer (one sentence)."""
-    if baseline is None or winner is None or _measured(baseline) is None or _measured(winner) is None:
+    if baseline is None or winner is None or baseline.measurement is None or winner.measurement is None:
         return None
-    before, after = config_of(baseline).get(Knob.LOADER_BATCH_SIZE), config_of(winner).get(Knob.LOADER_BATCH_SIZE)
-    was, now = _measured(baseline).run, _measured(winner).run
+    before = (baseline.knobs or {}).get(Knob.LOADER_BATCH_SIZE)
+    after = (winner.knobs or {}).get(Knob.LOADER_BATCH_SIZE)
+    was, now = baseline.measurement.run, winner.measurement.run
     ranks_before, ranks_after = was.nproc_per_node, now.nproc_per_node
     if not before or not after or (before, ranks_before) == (after, ranks_after):
         return None
@@ -90,8 +88,8 @@ def batch_note(baseline: FrozenTrial | None, winner: FrozenTrial | None) -> str 
 
 def advice(
     kept: str | None,
-    baseline: FrozenTrial | None,
-    winner: FrozenTrial | None,
+    baseline: TrialRecord | None,
+    winner: TrialRecord | None,
     confirmation: Confirmation | None,
 ) -> tuple[str, ...]:
     """What the reader of the answer needs to know to act on it (`kept`: the sentence, if any,
@@ -106,11 +104,11 @@ def advice(
     return tuple(notes)
 
 
-def search_notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial]) -> tuple[str, ...]:
+def search_notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial], records: Records) -> tuple[str, ...]:
     """How the search went: points it queued, substituted or tried later, trials on other
     hardware, noisy trials."""
     notes: list[str] = []
-    queued = [(t.number, r) for t in trials if (r := TrialRecord.of(t)).origin]
+    queued = [(t.number, r) for t in trials if (r := records[t.number]).origin]
     if started := [f"#{n} ({r.origin})" for n, r in queued if r.probe_knob is None and r.in_place_of is None]:
         notes.append(f"Queued after the baseline, before the sampler's own picks: {'; '.join(started)}.")
     if fitted := [f"#{n} ({r.origin})" for n, r in queued if r.in_place_of is not None]:
@@ -120,14 +118,14 @@ def search_notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial]) -> 
         )
     if tried := [f"#{n} ({r.origin})" for n, r in queued if r.probe_knob is not None]:
         notes.append(f"Knobs searched only later, tried first at the best so far: {'; '.join(tried)}.")
-    foreign = [t for t in trials if TrialRecord.of(t).status == Status.OTHER_HARDWARE]
+    foreign = [records[t.number] for t in trials if records[t.number].status == Status.OTHER_HARDWARE]
     if foreign:
-        hosts = sorted({fp.hostname for t in foreign if (fp := TrialRecord.of(t).fingerprint) is not None})
+        hosts = sorted({r.fingerprint.hostname for r in foreign if r.fingerprint is not None})
         notes.append(
             f"{len(foreign)} trial(s) ran on a machine of another hardware class ({', '.join(hosts)}): their "
             "figures are kept, and not ranked against the study's own class."
         )
-    noisy = [t.number for t in done if (m := _measured(t)) is not None and m.throughput.noisy]
+    noisy = [t.number for t in done if (m := records[t.number].measurement) is not None and m.throughput.noisy]
     if noisy:
         notes.append(
             f"{len(noisy)} trial(s) had a window spread above {IQR_WARN_THRESHOLD:.0%} of their median "

@@ -8,8 +8,10 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from ..store.trials import Counts
 from . import charts
-from .data import ReportData
+from .parts import Charts, ReportData, Table, Verdict
+from .why import StepBreakdown
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1100px;
@@ -85,104 +87,112 @@ def _card(value: str, label: str) -> str:
     return f'<div class="card"><b>{escape(value)}</b><span>{escape(label)}</span></div>'
 
 
-def speedup_label(d: ReportData) -> str:
+def speedup_label(v: Verdict) -> str:
     """How sure the speedup is, in words: an interval only where the rounds give one."""
-    if not d.confirmed:
+    if not v.confirmed:
         return "faster than your configuration, from single search runs (not confirmed side by side)"
-    if (d.confirm_rounds or 0) <= 1 or d.speedup_low is None or d.speedup_high is None:
+    if (v.rounds or 0) <= 1 or v.speedup_low is None or v.speedup_high is None:
         return (
             "faster than your configuration, confirmed side by side in one interleaved round: its lead is "
             "beyond the run-to-run noise; one round gives no interval"
         )
     return (
-        f"faster than your configuration, confirmed side by side: IQR {d.speedup_low:.2f}-{d.speedup_high:.2f}x "
-        f"over {d.confirm_rounds} interleaved rounds, the winner faster in {d.win_share:.0%} of them"
+        f"faster than your configuration, confirmed side by side: IQR {v.speedup_low:.2f}-{v.speedup_high:.2f}x "
+        f"over {v.rounds} interleaved rounds, the winner faster in {v.win_share:.0%} of them"
     )
 
 
 def answer(d: ReportData) -> str:
     """The first screen: what to change, and what it gains."""
+    v, w = d.verdict, d.winner
     cards = []
-    if d.baseline_kept:
+    if w.baseline_kept:
         cards.append(_card("yours", "is the fastest configuration found: nothing beat it (see below)"))
-    elif d.speedup:
-        cards.append(_card(f"{d.speedup:.2f}x", speedup_label(d)))
-    if d.winner is not None and d.winner_samples_per_sec and not d.baseline_kept:
-        measured = "confirmed median" if d.confirmed else "search run"
+    elif v.speedup:
+        cards.append(_card(f"{v.speedup:.2f}x", speedup_label(d.verdict)))
+    if w.number is not None and v.winner_samples_per_sec and not w.baseline_kept:
+        measured = "confirmed median" if v.confirmed else "search run"
         cards.append(
-            _card(f"{d.winner_samples_per_sec:,.0f}", f"samples/sec, the winner (trial #{d.winner}, {measured})")
+            _card(
+                f"{v.winner_samples_per_sec:,.0f}",
+                f"samples/sec, the winner (trial #{w.number}, {measured})",
+            )
         )
-    if d.baseline_samples_per_sec:
+    if v.baseline_samples_per_sec:
         cards.append(
-            _card(f"{d.baseline_samples_per_sec:,.0f}", f"samples/sec, your configuration (trial #{d.baseline})")
+            _card(
+                f"{v.baseline_samples_per_sec:,.0f}",
+                f"samples/sec, your configuration (trial #{w.baseline})",
+            )
         )
-    if d.winner_memory_mb:
-        cards.append(_card(f"{d.winner_memory_mb:,.0f} MB", "peak memory of the winner"))
-    if not d.sweep_finished and d.sweep_wall_s is None:
+    if w.memory_mb:
+        cards.append(_card(f"{w.memory_mb:,.0f} MB", "peak memory of the winner"))
+    if not d.headline.sweep_finished and d.headline.sweep_wall_s is None:
         cards.append(_card("running", "the sweep is not over: this is a view of the trials so far"))
     parts = [f'<div class="headline" id="answer">{"".join(cards)}</div>']
-    parts += [f'<div class="note">{escape(n)}</div>' for n in d.advice]
-    if d.code_diff:
+    parts += [f'<div class="note">{escape(n)}</div>' for n in d.notes.advice]
+    if w.code_diff:
         parts += [
             "<h2>Apply it to your code</h2>",
             "<p>What the winner changes in a training script of your own, against your configuration:</p>",
-            code_block(d.code_diff),
+            code_block(w.code_diff),
         ]
-    if d.command:
+    if w.command:
         parts += [
             "<p>Or measure it again with sweeper (only what differs from your configuration):</p>",
-            f'<pre id="command">{escape(d.command)}</pre>',
+            f'<pre id="command">{escape(w.command)}</pre>',
         ]
     return "".join(parts)
 
 
-def trial_counts(d: ReportData) -> str:
+def trial_counts(c: Counts) -> str:
     """The trials in words that each mean one thing."""
-    words = [f"{d.trials_measured - d.trials_failed - d.trials_stopped} complete"]
-    words += [f"{d.trials_stopped} stopped early behind the best"] if d.trials_stopped else []
-    words += [f"{d.trials_failed} failed (reasons in the table)"] if d.trials_failed else []
-    words += [f"{d.trials_reused} answered from earlier results"] if d.trials_reused else []
+    words = [f"{c.measured - c.failed - c.stopped_early} complete"]
+    words += [f"{c.stopped_early} stopped early behind the best"] if c.stopped_early else []
+    words += [f"{c.failed} failed (reasons in the table)"] if c.failed else []
+    words += [f"{c.reused} answered from earlier results"] if c.reused else []
     return ", ".join(words)
 
 
 def the_search(d: ReportData) -> str:
     """How the search went, below the answer: its size and times, then its notes, collapsed."""
+    h = d.headline
     cards = [
-        _card(f"{d.trials_measured}", f"trials measured: {trial_counts(d)}"),
-        _card(f"{d.budget_used_s / 60:,.1f} min", "wall time of the trials"),
+        _card(f"{h.counts.measured}", f"trials measured: {trial_counts(h.counts)}"),
+        _card(f"{h.budget_used_s / 60:,.1f} min", "wall time of the trials"),
     ]
-    if d.scheduled:
+    if h.scheduled:
         cards.append(
             _card(
-                f"{d.queue_wait_s / 60:,.1f} min",
-                f"{d.scheduled} jobs waited, from submission to their "
+                f"{h.queue_wait_s / 60:,.1f} min",
+                f"{h.scheduled} jobs waited, from submission to their "
                 "run (queue, the machine's lock), apart from measuring",
             )
         )
-    if d.sweep_wall_s is not None:
-        cards.append(_card(f"{d.sweep_wall_s / 60:,.1f} min", "the sweep took, confirmation included"))
+    if h.sweep_wall_s is not None:
+        cards.append(_card(f"{h.sweep_wall_s / 60:,.1f} min", "the sweep took, confirmation included"))
     facts = (
-        f"<p><b>Workload</b> {escape(d.workload)} &middot; <b>Machine</b> {escape(d.machine)} &middot; "
-        f"<b>Date</b> {escape(d.date)} &middot; <b>Study</b> {escape(d.study)}</p>"
+        f"<p><b>Workload</b> {escape(h.workload)} &middot; <b>Machine</b> {escape(h.machine)} &middot; "
+        f"<b>Date</b> {escape(h.date)} &middot; <b>Study</b> {escape(h.study)}</p>"
     )
     parts = ["<h2>The search</h2>", facts, f'<div class="headline" id="search-cards">{"".join(cards)}</div>']
-    if d.search_notes:
-        notes = "".join(f'<div class="note">{escape(n)}</div>' for n in d.search_notes)
-        parts.append(f"<details><summary>How the search went ({len(d.search_notes)} notes)</summary>{notes}</details>")
-    if d.yaml:
+    if d.notes.search:
+        notes = "".join(f'<div class="note">{escape(n)}</div>' for n in d.notes.search)
+        parts.append(f"<details><summary>How the search went ({len(d.notes.search)} notes)</summary>{notes}</details>")
+    if d.winner.yaml:
         parts.append(
             "<details><summary>The winner as a config (winner.yaml: <code>python -m sweeper --config-dir "
             "&lt;this sweep's directory&gt; --config-name winner</code>)</summary>"
-            f"<pre>{escape(d.yaml)}</pre></details>"
+            f"<pre>{escape(d.winner.yaml)}</pre></details>"
         )
     return "".join(parts)
 
 
-def why(d: ReportData) -> str:
-    if not d.breakdowns:
+def why(breakdowns: tuple[StepBreakdown, ...]) -> str:
+    if not breakdowns:
         return '<p class="muted">No completed trial to explain.</p>'
     items = []
-    for b in d.breakdowns:
+    for b in breakdowns:
         bound = ""
         if b.compute_bound_samples_per_sec and b.data_path_cost is not None:
             bound = (
@@ -195,7 +205,7 @@ def why(d: ReportData) -> str:
             "search run): "
             f"{escape(b.verdict)}.{escape(bound)}{escape(use)}</li>"
         )
-    return img(charts.breakdown_chart(d.breakdowns), "where step time goes") + f"<ul>{''.join(items)}</ul>"
+    return img(charts.breakdown_chart(breakdowns), "where step time goes") + f"<ul>{''.join(items)}</ul>"
 
 
 def _reason_cell(reason: str) -> str:
@@ -207,11 +217,11 @@ def _reason_cell(reason: str) -> str:
     )
 
 
-def trials_table(d: ReportData) -> str:
-    head = "".join(f"<th>{escape(c)}</th>" for c in d.columns)
-    reason_col = d.columns.index("reason") if "reason" in d.columns else -1
+def trials_table(t: Table) -> str:
+    head = "".join(f"<th>{escape(c)}</th>" for c in t.columns)
+    reason_col = t.columns.index("reason") if "reason" in t.columns else -1
     body = []
-    for row in d.rows:
+    for row in t.rows:
         number = row[0]
         cells = [
             f'<td class="num" data-v="{number}">{number}<a class="link" href="#trial-{number}" '
@@ -243,81 +253,87 @@ def code_block(lines: tuple[str, ...]) -> str:
     return f'<pre class="diff" id="code-diff">{"".join(out)}</pre>'
 
 
-def render(d: ReportData) -> str:
-    sections = [f"<h1>{escape(d.title)}</h1>", answer(d), the_search(d)]
-    if d.points or d.failures:
+def scatter_sections(c: Charts, workload: str) -> list[str]:
+    """Speed against memory, and against step latency where latency is the point."""
+    if not c.points and not c.failures:
+        return []
+
+    def scatter(x: str, xlabel: str, alt: str) -> str:
+        return img(charts.scatter_chart(c.points, c.failures, x=x, xlabel=xlabel, pareto=c.front_on == x), alt)
+
+    sections = [
+        "<h2>Speed against memory</h2>",
+        scatter("memory", "peak memory (MB, lower is better)", "samples/sec against peak memory, Pareto front"),
+    ]
+    if c.front_on == "latency" or workload.endswith("inference"):
+        # a step's latency compares across batch sizes only where latency is the point: a
+        # training step at batch 1024 is slower than at 64 and yet the faster loop
         sections += [
-            "<h2>Speed against memory</h2>",
-            img(
-                charts.scatter_chart(
-                    d.points,
-                    d.failures,
-                    x="memory",
-                    xlabel="peak memory (MB, lower is better)",
-                    pareto=d.front_on == "memory",
-                ),
-                "samples/sec against peak memory, Pareto front",
-            ),
+            "<h2>Speed against step latency</h2>",
+            scatter("latency", "p95 step time (ms, lower is better)", "samples/sec against p95 step latency"),
         ]
-        if d.front_on == "latency" or d.workload.endswith("inference"):
-            # a step's latency compares across batch sizes only where latency is the point: a
-            # training step at batch 1024 is slower than at 64 and yet the faster loop
-            sections += [
-                "<h2>Speed against step latency</h2>",
-                img(
-                    charts.scatter_chart(
-                        d.points,
-                        d.failures,
-                        x="latency",
-                        xlabel="p95 step time (ms, lower is better)",
-                        pareto=d.front_on == "latency",
-                    ),
-                    "samples/sec against p95 step latency",
-                ),
-            ]
-    sections += ["<h2>Why: where step time goes</h2>", why(d)]
-    if d.importances or d.effects:
-        sections.append("<h2>Knob effects</h2>")
-        complete = len(d.history)
-        if d.importances and complete >= IMPORTANCE_TRIALS_PER_KNOB * len(d.importances):
-            knobs = f"{len(d.importances)} knob" + ("s" if len(d.importances) != 1 else "")
-            sections += [
-                f"<p>Optuna's parameter importance over the {complete} complete trials ({knobs}).</p>",
-                img(charts.importance_chart(d.importances), "parameter importance"),
-            ]
-        elif d.importances:
-            sections.append(
-                f'<p class="muted">{complete} complete trials for {len(d.importances)} knobs are too few '
-                f"to rank the knobs (at least {IMPORTANCE_TRIALS_PER_KNOB} per knob): no importance "
-                "is shown.</p>"
-            )
-        if d.effects:
-            sections.append(img(charts.effects_chart(d.effects), "samples/sec against each knob"))
-    if d.ranks:
+    return sections
+
+
+def knob_sections(c: Charts) -> list[str]:
+    """Optuna's importance, where there are enough trials per knob to rank them, and each knob's effect."""
+    if not c.importances and not c.effects:
+        return []
+    sections = ["<h2>Knob effects</h2>"]
+    complete, knobs = len(c.history), len(c.importances)
+    if c.importances and complete >= IMPORTANCE_TRIALS_PER_KNOB * knobs:
+        sections += [
+            f"<p>Optuna's parameter importance over the {complete} complete trials "
+            f"({knobs} knob{'s' if knobs != 1 else ''}).</p>",
+            img(charts.importance_chart(c.importances), "parameter importance"),
+        ]
+    elif c.importances:
+        sections.append(
+            f'<p class="muted">{complete} complete trials for {knobs} knobs are too few '
+            f"to rank the knobs (at least {IMPORTANCE_TRIALS_PER_KNOB} per knob): no importance "
+            "is shown.</p>"
+        )
+    if c.effects:
+        sections.append(img(charts.effects_chart(c.effects), "samples/sec against each knob"))
+    return sections
+
+
+def siblings_section(siblings: tuple[tuple[str, str, float, str], ...]) -> list[str]:
+    if not siblings:
+        return []
+    rows = "".join(
+        f'<tr><td>{escape(n)}</td><td>{escape(m)}</td><td class="num">{v:,.0f}</td><td>{escape(k)}</td></tr>'
+        for n, m, v, k in siblings
+    )
+    return [
+        "<h2>The same study on other machines</h2>",
+        "<p>Each hardware class keeps its own study and its own winner.</p>",
+        "<table><thead><tr><th>study</th><th>machine</th><th>best samples/sec</th><th>its knobs</th>"
+        f"</tr></thead><tbody>{rows}</tbody></table>",
+    ]
+
+
+def render(d: ReportData) -> str:
+    c = d.charts
+    sections = [f"<h1>{escape(d.headline.title)}</h1>", answer(d), the_search(d)]
+    sections += scatter_sections(c, d.headline.workload)
+    sections += ["<h2>Why: where step time goes</h2>", why(c.breakdowns)]
+    sections += knob_sections(c)
+    if c.ranks:
         sections += [
             "<h2>Processes per node</h2>",
             "<p>Samples/sec against the number of data-parallel ranks: each trial's total over its "
             "ranks (measured in common windows) and what one rank did on its own.</p>",
-            img(charts.ranks_chart(d.ranks), "samples/sec against dist.nproc_per_node"),
+            img(charts.ranks_chart(c.ranks), "samples/sec against dist.nproc_per_node"),
         ]
-    if d.history:
-        sections += ["<h2>Optimization history</h2>", img(charts.history_chart(d.history), "best so far")]
-    if d.siblings:
-        rows = "".join(
-            f'<tr><td>{escape(n)}</td><td>{escape(m)}</td><td class="num">{v:,.0f}</td><td>{escape(k)}</td></tr>'
-            for n, m, v, k in d.siblings
-        )
-        sections += [
-            "<h2>The same study on other machines</h2>",
-            "<p>Each hardware class keeps its own study and its own winner.</p>",
-            "<table><thead><tr><th>study</th><th>machine</th><th>best samples/sec</th><th>its knobs</th>"
-            f"</tr></thead><tbody>{rows}</tbody></table>",
-        ]
-    sections += ['<h2>All trials</h2><p class="muted">Click a column to sort.</p>', trials_table(d)]
+    if c.history:
+        sections += ["<h2>Optimization history</h2>", img(charts.history_chart(c.history), "best so far")]
+    sections += siblings_section(d.notes.siblings)
+    sections += ['<h2>All trials</h2><p class="muted">Click a column to sort.</p>', trials_table(d.table)]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{escape(d.title)}</title><style>{CSS}</style></head><body>"
+        f"<title>{escape(d.headline.title)}</title><style>{CSS}</style></head><body>"
         + "\n".join(sections)
         + f"<script>{SORT_JS}</script></body></html>\n"
     )

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from optuna.trial import FrozenTrial
-
 from ..knobs import Knob
 from ..measurement import DATA_BOUND_THRESHOLD
 from ..store.record import TrialRecord
-from ..store.trials import config_of
 
 # within this of the threshold, a verdict is called borderline
 BORDERLINE = 0.03
@@ -68,26 +65,27 @@ def verdict(
     )
 
 
-def breakdown(label: str, trial: FrozenTrial) -> StepBreakdown | None:
-    record = TrialRecord.of(trial)
+def breakdown(label: str, number: int, record: TrialRecord) -> StepBreakdown | None:
+    """Where trial `number`'s step time goes (None: it has no step time to split)."""
     measured = record.measurement
     if measured is None or not measured.throughput.samples_per_sec or not measured.timing.step_time_p50_ms:
         return None
     figures, timing = measured.throughput, measured.timing
-    batch = config_of(trial).get(Knob.LOADER_BATCH_SIZE)
+    knobs = record.knobs or {}
+    batch = knobs.get(Knob.LOADER_BATCH_SIZE)
     wait = timing.waiting_share
     # mean step time from throughput when the batch is known, else the median step
     step_ms = 1e3 * batch / figures.samples_per_sec if batch else timing.step_time_p50_ms
     # the workers the trial asked for; the processes counted under it also hold a fork server's
     # or spawn's helpers, so they are the fallback only
-    workers = config_of(trial).get(Knob.LOADER_NUM_WORKERS, measured.memory.dataloader_processes)
+    workers = knobs.get(Knob.LOADER_NUM_WORKERS, measured.memory.dataloader_processes)
     cores = record.fingerprint.cpus_available if record.fingerprint is not None else None
     text = verdict(
         wait, workers=int(workers) if workers is not None else None, cores=cores, data_path_cost=figures.data_path_cost
     )
     return StepBreakdown(
         label=label,
-        number=trial.number,
+        number=number,
         step_ms=step_ms,
         wait_ms=step_ms * wait,
         compute_ms=step_ms * (1 - wait),

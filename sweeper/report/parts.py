@@ -1,0 +1,149 @@
+"""What the report shows, in the parts the page draws (headline, winner, verdict, charts,
+notes, table): typed and frozen, so that the page and its tests read named fields."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from optuna.trial import FrozenTrial
+
+from ..store.confirmation import Confirmation
+from ..store.trials import Counts, primary_value
+from .why import StepBreakdown
+
+
+@dataclass(frozen=True)
+class Point:
+    number: int
+    samples_per_sec: float
+    peak_memory_mb: float
+    p95_ms: float
+    pareto: bool
+    baseline: bool
+    winner: bool
+    stopped: bool = False  # pruned behind the best: its figure is from the windows it ran
+
+
+@dataclass(frozen=True)
+class Failure:
+    number: int
+    status: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The winner against the baseline: from the confirmation, or from single search runs."""
+
+    confirmed: bool  # measured side by side in interleaved rounds
+    winner_samples_per_sec: float | None
+    baseline_samples_per_sec: float | None
+    speedup: float | None
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    win_share: float | None = None
+    rounds: int | None = None
+
+    @classmethod
+    def of(cls, confirmation: Confirmation | None, winner: FrozenTrial | None, baseline: FrozenTrial | None) -> Verdict:
+        if confirmation is not None:
+            return cls(
+                True,
+                confirmation.winner_samples_per_sec,
+                confirmation.baseline_samples_per_sec,
+                confirmation.speedup,
+                confirmation.speedup_low,
+                confirmation.speedup_high,
+                confirmation.win_share,
+                confirmation.rounds_run,
+            )
+        won = primary_value(winner) if winner else None
+        base = primary_value(baseline) if baseline else None
+        return cls(False, won, base, won / base if won and base else None)
+
+
+@dataclass(frozen=True)
+class Headline:
+    """Which study, where and when, and how much it measured: the page's title and its search
+    section."""
+
+    title: str  # workload, machine and date: what a browser tab or a bookmark says
+    study: str
+    workload: str
+    machine: str
+    date: str
+    counts: Counts
+    budget_used_s: float  # from the first trial's start to the last trial's end
+    # the last sweep of this setup, start to end, the confirmation included; None: not known
+    sweep_wall_s: float | None
+    sweep_finished: bool
+    # the trials' jobs' time from submission to their run's start (a scheduler's queue, the lock)
+    queue_wait_s: float = 0.0
+    scheduled: int = 0  # trials a scheduler ran (SLURM jobs)
+
+
+@dataclass(frozen=True)
+class Winner:
+    """The answer: which trial won, against which baseline, and how to use it."""
+
+    number: int | None
+    baseline: int | None
+    memory_mb: float | None
+    command: str | None  # `python -m sweeper` with what differs from the baseline
+    yaml: str | None  # winner.yaml
+    # the winner against the baseline as PyTorch lines: "-..." baseline, "+..." winner
+    code_diff: tuple[str, ...] = ()
+    # one sentence when nothing beat the user's own configuration (store.trials.baseline_kept)
+    baseline_kept: str | None = None
+
+
+@dataclass(frozen=True)
+class Charts:
+    """What the charts and the "why" draw."""
+
+    points: tuple[Point, ...]
+    failures: tuple[Failure, ...]
+    # which chart draws the Pareto front ("memory", "latency"), None when no chart's axes are the objectives
+    front_on: str | None
+    breakdowns: tuple[StepBreakdown, ...]
+    # knob -> [(value as text, samples/sec)]
+    effects: dict[str, list[tuple[str, float]]]
+    importances: dict[str, float]
+    # (trial number, seconds since the first trial started, best samples/sec so far)
+    history: tuple[tuple[int, float, float], ...]
+    # data-parallel ranks, when trials ran with more than one count: (trial, nproc_per_node,
+    # total samples/sec, one rank's mean samples/sec)
+    ranks: tuple[tuple[int, int, float, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class Notes:
+    """The report's words apart from its figures."""
+
+    # what the reader needs to act on the answer (report.notes.advice), shown beside it
+    advice: tuple[str, ...] = ()
+    # how the search went (report.notes.search_notes), kept below the answer
+    search: tuple[str, ...] = ()
+    # the same study on other hardware classes: (study, machine, best samples/sec, its knobs)
+    siblings: tuple[tuple[str, str, float, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Table:
+    """The trials table: a selection of the columns trials.csv holds, one row per trial."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """Everything the report shows, in the parts the page draws."""
+
+    headline: Headline
+    winner: Winner
+    verdict: Verdict
+    charts: Charts
+    notes: Notes
+    table: Table
