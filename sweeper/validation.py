@@ -18,19 +18,18 @@ from .errors import ConfigError
 from .knobs import Knob
 from .spec import COMPILE_MODES, RunSpec
 
+# The schemas make every value its declared type (an int is an int, null only where Optional)
+# before the spec exists; these two check the ranges a type cannot say.
 
-def _check_int(name: str, value: Any, minimum: int, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+
+def _check_int(name: str, value: int | None, minimum: int, allow_none: bool = False) -> None:
+    if value is not None and value < minimum:
         allowed = f"an integer >= {minimum}" + (" or null" if allow_none else "")
         raise ConfigError(f"{name}={value!r} is invalid: expected {allowed}.")
 
 
-def _check_positive(name: str, value: Any, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+def _check_positive(name: str, value: float | None) -> None:
+    if value is not None and value <= 0:
         raise ConfigError(f"{name}={value!r} is invalid: expected a number > 0.")
 
 
@@ -112,7 +111,7 @@ def check_config(spec: RunSpec) -> None:
 
     if spec.is_script:  # task=script: its words were made from task.command (sweeper.command)
         _check_script(spec)
-    elif not isinstance(spec.factory, str) or ":" not in spec.factory:
+    elif ":" not in spec.factory:
         raise ConfigError(
             f"task.factory={spec.factory!r} is invalid: expected 'module:function', e.g. task.factory=my_bench:build."
         )
@@ -161,15 +160,15 @@ def check_config(spec: RunSpec) -> None:
     _check_positive(Knob.MEASURE_WARMUP_S, measure.warmup_s)
     _check_int(Knob.MEASURE_WARMUP_STEPS, measure.warmup_steps, 1)
     _check_int(Knob.MEASURE_WINDOWS, measure.windows, 1)
-    _check_int(Knob.MEASURE_MIN_WINDOWS, measure.min_windows, 1, allow_none=True)
-    _check_positive(Knob.MEASURE_WARMUP_MAX_S, measure.warmup_max_s, allow_none=True)
+    _check_int(Knob.MEASURE_MIN_WINDOWS, measure.min_windows, 1)
+    _check_positive(Knob.MEASURE_WARMUP_MAX_S, measure.warmup_max_s)
     _check_positive(Knob.MEASURE_STEADY_TOL, measure.steady_tol)
-    _check_positive(Knob.MEASURE_REL_PRECISION, measure.rel_precision, allow_none=True)
+    _check_positive(Knob.MEASURE_REL_PRECISION, measure.rel_precision)
     race = spec.trial.race
     if race is not None and len(race) != 2:
         raise ConfigError(f"trial.race={race!r} is invalid: expected null or [low, high] samples/sec.")
-    _check_positive("trial.behind", spec.trial.behind, allow_none=True)
-    _check_positive("trial.prune_below", spec.trial.prune_below, allow_none=True)
+    _check_positive("trial.behind", spec.trial.behind)
+    _check_positive("trial.prune_below", spec.trial.prune_below)
     _check_positive(Knob.MEASURE_WINDOW_S, measure.window_s)
     _check_positive(Knob.MEASURE_TIMEOUT_S, measure.timeout_s)
-    _check_positive(Knob.MEASURE_MEMORY_LIMIT_GB, measure.memory_limit_gb, allow_none=True)
+    _check_positive(Knob.MEASURE_MEMORY_LIMIT_GB, measure.memory_limit_gb)
