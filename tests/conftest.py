@@ -103,3 +103,8 @@ def sweeper_run(tmp_path):
         return run_sweeper(tmp_path, *overrides, **kw)
 
     return _run
+
+
+def pytest_collection_modifyitems(items):
+    """The lint and type gate runs before the tests, so that a failing gate is the first thing read."""
+    items.sort(key=lambda item: item.nodeid.split("::")[0] != "tests/test_lint.py")
