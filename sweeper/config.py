@@ -84,6 +84,7 @@ class BackendConf:
     # off | default | max-autotune; YAML's false and true mean off and default (spec.CompileMode)
     compile: str = MISSING
     cudnn_benchmark: bool = MISSING
+    flush_denormal: bool = MISSING
     tf32: bool = MISSING
     affinity: Affinity = MISSING
     allocator: Allocator = MISSING
@@ -108,6 +109,7 @@ class MeasureConf:
     lock: bool = MISSING
     compute_bound: bool = MISSING
     memory_limit_gb: Optional[float] = MISSING
+    foreign_cpu_max_pct: Optional[float] = MISSING
 
 
 @dataclass

@@ -34,6 +34,7 @@ class Knob:
     BACKEND_OMP_BIND = "backend.omp_bind"
     BACKEND_PRECISION = "backend.precision"
     BACKEND_TF32 = "backend.tf32"
+    BACKEND_FLUSH_DENORMAL = "backend.flush_denormal"
     BACKEND_THREADS = "backend.threads"
     # dist
     DIST_NPROC_PER_NODE = "dist.nproc_per_node"
@@ -42,6 +43,7 @@ class Knob:
     TRAIN_GRAD_ACCUM_STEPS = "train.grad_accum_steps"
     # measure
     MEASURE_MEMORY_LIMIT_GB = "measure.memory_limit_gb"
+    MEASURE_FOREIGN_CPU_MAX_PCT = "measure.foreign_cpu_max_pct"
     MEASURE_MIN_WINDOWS = "measure.min_windows"
     MEASURE_REL_PRECISION = "measure.rel_precision"
     MEASURE_STEADY_TOL = "measure.steady_tol"

@@ -158,6 +158,11 @@ class Utilization:
     gpu_mem_util_pct: float | None = None
     gpu_power_w: float | None = None
     gpu_power_cap_w: float | None = None
+    # other processes' CPU on the run's cores (sweeper.foreign), percent of one core, and the
+    # busiest of them ("pid 4242 python train.py"); under_load: beyond measure.foreign_cpu_max_pct
+    foreign_cpu_pct: float | None = None
+    foreign_process: str | None = None
+    under_load: bool | None = None
 
     def merged(self, other: Utilization) -> Utilization:
         """This one with the figures `other` recorded (each monitor records some)."""
@@ -180,6 +185,12 @@ class Utilization:
                 gpu += f" of a {self.gpu_power_cap_w:.0f} W cap" if self.gpu_power_cap_w else ""
             parts.append(gpu)
         return "; ".join(parts)
+
+    @property
+    def load_note(self) -> str:
+        """'other processes used 190% CPU on its cores (pid 4242 python train.py)'."""
+        who = f" ({self.foreign_process})" if self.foreign_process else ""
+        return f"other processes used {self.foreign_cpu_pct or 0.0:.0f}% CPU on its cores{who}"
 
 
 @dataclass(frozen=True)
@@ -205,6 +216,7 @@ class RunFacts:
     # the workload said so: channels_last means something
     convolutional: bool | None = None
     cudnn_benchmark_in_effect: bool | None = None
+    flush_denormal_in_effect: bool | None = None
     tf32_in_effect: bool | None = None
     cuda_initialized_at_start: bool | None = None
 

@@ -41,7 +41,7 @@ def tree(pid: int) -> list[int]:
     return found
 
 
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # /proc counts time in these
 
 
 @dataclass(frozen=True)
@@ -67,9 +67,25 @@ def stat(pid: int) -> Stat | None:
         ppid=int(fields[1]),
         pgrp=int(fields[2]),
         session=int(fields[3]),
-        cpu_s=(int(fields[11]) + int(fields[12])) / _TICKS,
-        reaped_cpu_s=(int(fields[13]) + int(fields[14])) / _TICKS,
+        cpu_s=(int(fields[11]) + int(fields[12])) / TICKS,
+        reaped_cpu_s=(int(fields[13]) + int(fields[14])) / TICKS,
     )
+
+
+def all_pids() -> list[int]:
+    """Every process this machine's /proc shows."""
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def command_line(pid: int) -> str:
+    """The process's command line as `ps` shows it (its name in brackets when it has none)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            words = f.read().split(b"\0")
+    except OSError:
+        return ""
+    line = " ".join(w.decode(errors="replace") for w in words if w)
+    return line or f"[{comm(pid) or pid}]"
 
 
 def environ_has(pid: int, entry: str) -> bool:

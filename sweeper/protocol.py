@@ -15,6 +15,9 @@ EVENT_FD_ENV = "SWEEPER_EVENT_FD"
 DEADLINE_ENV = "SWEEPER_DEADLINE"
 # the parent's pid: the child dies with it, and at once if it is already gone
 PARENT_PID_ENV = "SWEEPER_PARENT_PID"
+# the pid of the process that started the run (the sweep, `python -m sweeper`): its tree is the
+# run's own when other processes' load is counted (sweeper.foreign)
+RUN_ROOT_ENV = "SWEEPER_RUN_ROOT"
 # a mark every process of one run inherits: escapees from its process group are found by it
 RUN_MARK_ENV = "SWEEPER_RUN_MARK"
 WORKER_MODULE = "sweeper.measure.worker"

@@ -25,6 +25,8 @@ class Status(str, Enum):
     INVALID = "invalid"  # this machine can't run it (no GPU, fp16 on CPU, unknown model)
     PRUNED = "pruned"  # clearly slower than the best, stopped early
     OTHER_HARDWARE = "other-hardware"  # measured on a machine of another class than the study's: kept, not ranked
+    # measured while other processes loaded its cores, and again after waiting for quiet: kept, not ranked
+    UNDER_LOAD = "under-load"
     INTERRUPTED = "interrupted"  # stopped by SIGTERM/SIGINT of the sweep or run
     # not run at all:
     SURPLUS = "surplus"  # another process of the study reached n_trials
@@ -106,6 +108,11 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return self.status == Status.OK
+
+    @property
+    def under_load(self) -> bool:
+        """Its figure was taken while other processes loaded its cores (measure.foreign_cpu_max_pct)."""
+        return self.measurement is not None and bool(self.measurement.utilization.under_load)
 
     @property
     def samples_per_sec(self) -> float | None:

@@ -172,3 +172,4 @@ def check_config(spec: RunSpec) -> None:
     _check_positive(Knob.MEASURE_WINDOW_S, measure.window_s)
     _check_positive(Knob.MEASURE_TIMEOUT_S, measure.timeout_s)
     _check_positive(Knob.MEASURE_MEMORY_LIMIT_GB, measure.memory_limit_gb)
+    _check_positive(Knob.MEASURE_FOREIGN_CPU_MAX_PCT, measure.foreign_cpu_max_pct)

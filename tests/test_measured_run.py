@@ -80,6 +80,7 @@ def test_workers_threads_compute_bound_and_bf16(sweeper_run):
         "backend.threads=1",
         "backend.interop_threads=1",
         "backend.precision=bf16",
+        "backend.flush_denormal=true",
         "measure.compute_bound=true",
     )
     assert run.returncode == 0, run.stderr
@@ -95,6 +96,7 @@ def test_workers_threads_compute_bound_and_bf16(sweeper_run):
     assert 0 < measured.utilization.cpu_util_workers_pct <= 100 * cores + 5
     assert measured.utilization.gpu_util_pct is None  # no GPU here: not recorded rather than zero
     assert measured.throughput.epoch_restart_s is None  # persistent workers do not restart
+    assert measured.run.flush_denormal_in_effect is True and "subnormals flushed" in run.stdout
 
 
 def test_worker_restarts_at_epoch_ends_are_measured_once_and_counted(sweeper_run):

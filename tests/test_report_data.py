@@ -295,6 +295,13 @@ def test_code_diff_names_only_what_changed():
         "scaler.update()",
     )
     assert code_diff(baseline, dict(baseline), "cpu") == ()
+    flushed = code_diff(
+        {**baseline, "backend.flush_denormal": False}, {**baseline, "backend.flush_denormal": True}, "cpu"
+    )
+    assert flushed == (
+        "-torch.set_flush_denormal(False)",
+        "+torch.set_flush_denormal(True)  # values below about 1e-38 become 0: no slow subnormal math",
+    )
 
 
 def test_winner_code_in_the_report_and_the_batch_sentence():

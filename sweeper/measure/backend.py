@@ -48,6 +48,12 @@ def apply_threads(threads: int | None, interop_threads: int | None) -> None:
         torch.set_num_interop_threads(interop_threads)
 
 
+def apply_flush_denormal(on: bool) -> bool:
+    """torch.set_flush_denormal as the knob says; whether it is in effect (False where the CPU
+    has no such mode: torch says so by returning False)."""
+    return bool(torch.set_flush_denormal(bool(on))) and bool(on)
+
+
 def apply_cuda_flags(cudnn_benchmark: bool, tf32: bool) -> None:
     torch.backends.cudnn.benchmark = bool(cudnn_benchmark)
     torch.backends.cuda.matmul.allow_tf32 = bool(tf32)

@@ -124,7 +124,9 @@ def measure_script(spec: RunSpec, events: Events) -> RunResult:
     gpu_memory = utilization.nvml_process_memory(lambda: procs.tree(script.pid))
     try:
         with PeakRSS(pid=script.pid) as peak:
-            monitors: list[timing.Monitor] = [utilization.CpuMonitor(script.pid)]
+            monitors: list[timing.Monitor] = utilization.monitors_for(
+                meas.foreign_cpu_max_pct, utilization.CpuMonitor(script.pid)
+            )
             gpu = utilization.nvml_visible_monitor() if spec.backend.device != "cpu" else None
             monitors += [m for m in (gpu, gpu_memory) if m is not None]
             began = time.perf_counter()

@@ -37,6 +37,7 @@ class Prepared:
     openmp_runtime: str
     cuda_at_start: bool  # a forked trial inherits no CUDA context: the zygote never creates one
     import_s: float
+    flush_denormal: bool = False  # torch.set_flush_denormal took effect (the CPU has the mode)
 
 
 @dataclass(frozen=True)
@@ -114,8 +115,18 @@ def prepare(spec: RunSpec, rank: Rank | None, started: float) -> Prepared:
     check_openmp(back.kmp_blocktime, openmp_runtime)
     backend.check_precision(device, str(back.precision))
     backend.apply_cuda_flags(back.cudnn_benchmark, back.tf32)
+    flushed = backend.apply_flush_denormal(back.flush_denormal)
     return Prepared(
-        torch, device, rank, group, placement, machine_cores, openmp_runtime, cuda_at_start, import_s=imported - started
+        torch,
+        device,
+        rank,
+        group,
+        placement,
+        machine_cores,
+        openmp_runtime,
+        cuda_at_start,
+        import_s=imported - started,
+        flush_denormal=flushed,
     )
 
 
@@ -183,7 +194,9 @@ def time_windows(spec: RunSpec, ready: Prepared, built: Built, events: Events) -
     # those), and a loader worker forked at an epoch end inherits that debt: its first collection
     # scans and copies the heap, slower than the restart itself
     gc.collect()
-    monitors: list[timing.Monitor] = [utilization.CpuMonitor()]
+    monitors: list[timing.Monitor] = utilization.monitors_for(
+        spec.measure.foreign_cpu_max_pct, utilization.CpuMonitor()
+    )
     if device.type == "cuda":
         ready.torch.cuda.reset_peak_memory_stats(device)
         uuid = getattr(ready.torch.cuda.get_device_properties(device), "uuid", None)
@@ -283,6 +296,7 @@ def describe(spec: RunSpec, ready: Prepared, built: Built) -> tuple[RunFacts, Fi
         convolutional=bool(built.workload.convolutional),  # the sweep learns whether channels_last means anything
         # the global flags as torch has them now: what the run really ran with
         cudnn_benchmark_in_effect=bool(torch.backends.cudnn.benchmark),
+        flush_denormal_in_effect=ready.flush_denormal,
         tf32_in_effect=bool(torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32),
         cuda_initialized_at_start=ready.cuda_at_start,
     )

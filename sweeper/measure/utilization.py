@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import procs
+from .. import foreign, procs, topology
 from ..measurement import Utilization
 
 
@@ -54,6 +54,31 @@ class CpuMonitor:
             cpu_util_main_pct=100 * (main - main0) / elapsed,
             cpu_util_workers_pct=100 * max(0.0, workers - workers0) / elapsed,
         )
+
+
+class ForeignMonitor:
+    """foreign_cpu_pct over the windows: other processes' CPU on the run's cores (sweeper.foreign),
+    and whether it exceeds `max_pct` (the figure was taken under load)."""
+
+    def __init__(self, max_pct: float) -> None:
+        self._max_pct, self._root, self._cpus = max_pct, foreign.run_root(), topology.machine_cpus()
+        self._start: foreign.Snapshot | None = None
+
+    def start(self) -> None:
+        self._start = foreign.snapshot(self._cpus, self._root)
+
+    def stop(self) -> Utilization:
+        if self._start is None:
+            return Utilization()
+        load = foreign.between(self._start, foreign.snapshot(self._cpus, self._root))
+        return Utilization(
+            foreign_cpu_pct=load.cpu_pct, foreign_process=load.busiest, under_load=load.cpu_pct > self._max_pct
+        )
+
+
+def monitors_for(max_foreign_pct: float | None, *cpu: CpuMonitor) -> list[Any]:
+    """The CPU monitors of a run: its own use, and other processes' where it is watched."""
+    return [*cpu, *([ForeignMonitor(max_foreign_pct)] if max_foreign_pct is not None else [])]
 
 
 def _nvml() -> Any | None:

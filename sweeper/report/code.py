@@ -113,6 +113,15 @@ def _flags(knobs: Mapping[str, Any]) -> list[str]:
     if Knob.BACKEND_TF32 in knobs:
         on = bool(knobs[Knob.BACKEND_TF32])
         lines += [f"torch.backends.cuda.matmul.allow_tf32 = {on}", f"torch.backends.cudnn.allow_tf32 = {on}"]
+    if Knob.BACKEND_FLUSH_DENORMAL in knobs:
+        lines.append(
+            f"torch.set_flush_denormal({bool(knobs[Knob.BACKEND_FLUSH_DENORMAL])})"
+            + (
+                "  # values below about 1e-38 become 0: no slow subnormal math"
+                if knobs[Knob.BACKEND_FLUSH_DENORMAL]
+                else ""
+            )
+        )
     return lines
 
 
@@ -171,6 +180,7 @@ def script_lines(knobs: Mapping[str, Any], device: str) -> list[str]:
         Knob.BACKEND_INTEROP_THREADS,
         Knob.BACKEND_CUDNN_BENCHMARK,
         Knob.BACKEND_TF32,
+        Knob.BACKEND_FLUSH_DENORMAL,
         Knob.BACKEND_CHANNELS_LAST,
         Knob.BACKEND_COMPILE,
         Knob.BACKEND_PRECISION,

@@ -125,6 +125,12 @@ def search_notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial], rec
             f"{len(foreign)} trial(s) ran on a machine of another hardware class ({', '.join(hosts)}): their "
             "figures are kept, and not ranked against the study's own class."
         )
+    if again := [f"#{t.number} ({r.measured_again})" for t in trials if (r := records[t.number]).measured_again]:
+        notes.append(
+            "Measured again once the machine was quiet, their first run taken under other processes' load: "
+            + "; ".join(again)
+            + "."
+        )
     noisy = [t.number for t in done if (m := records[t.number].measurement) is not None and m.throughput.noisy]
     if noisy:
         notes.append(

@@ -38,6 +38,8 @@ def describe_config(spec: RunSpec) -> str:
     ]
     if b.channels_last:
         parts.append("channels_last")
+    if b.flush_denormal:
+        parts.append("subnormals flushed")
     if b.compile != CompileMode.off:
         parts.append(f"compile={b.compile}")
     return ", ".join(_with_ranks(parts, spec) + _outside(b))
@@ -172,6 +174,8 @@ def format_result(result: RunResult) -> str:
         fp = result.fingerprint
         per_rank = " per rank" if run.nproc_per_node > 1 else ""
         rows.append(("machine", f"{fp.describe()}; torch threads {fp.threads or 'default'}{per_rank}"))
+    if u.under_load:
+        rows.insert(0, ("under load", f"this figure was taken under load: {u.load_note}"))
     if status == Status.PRUNED:
         rows.insert(0, ("pruned", result.reason or ""))
     width = max(len(name) for name, _ in rows)

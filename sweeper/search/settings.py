@@ -122,6 +122,9 @@ class SweepSettings:
     # compute threads at the core count, no workers): points that are often near the best,
     # measured before the sampler has learned anything
     recipes: bool = True
+    # a run whose figure was taken under other processes' load (measure.foreign_cpu_max_pct) is
+    # measured again once the machine is quiet: at most this many seconds of waiting for it
+    quiet_wait_s: float = 120.0
 
     @classmethod
     def from_config(cls, values: Mapping[str, Any]) -> "SweepSettings":

@@ -21,14 +21,16 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 
+from .. import foreign, topology
 from ..config import error_line
 from ..errors import EXIT_LOCKED, ConfigError, Interrupted, MachineBusy, signal_name
+from ..knobs import Knob
 from ..runner.lock import MeasureLock, describe
 from ..runner.signals import stop_on_signals
 from ..store.storage import redact, scrub_files
 from ..store.study import StoredStudy
 from ..store.summary import SweepSummary
-from . import progress
+from . import progress, quiet
 from .confirm import run_confirmation
 from .launch import JobRunner
 from .loop import optimize, typical_wall
@@ -113,6 +115,21 @@ def check_lock_at_start(plan: SweepPlan) -> None:
     lock.release()
 
 
+def busy_at_start(plan: SweepPlan) -> str | None:
+    """One line when other processes load this machine's cores as the sweep starts (None: quiet,
+    not watched, or the jobs run elsewhere)."""
+    limit = plan.base_value(Knob.MEASURE_FOREIGN_CPU_MAX_PCT)
+    if not plan.runs_here or not plan.own_app or limit is None:
+        return None
+    load = foreign.sample(quiet.SAMPLE_S, topology.machine_cpus())
+    if load.cpu_pct <= float(limit):
+        return None
+    return (
+        f"the machine is busy: {load.describe()}; a figure taken under load is measured again once it is quiet "
+        f"(measure.foreign_cpu_max_pct={limit:g})"
+    )
+
+
 class Sweep:
     def __init__(
         self,
@@ -182,6 +199,8 @@ class Sweep:
         for note in plan.notes:
             progress.say(note)
         check_lock_at_start(plan)
+        if (busy := busy_at_start(plan)) is not None:
+            progress.say(busy)
 
         def remaining() -> float | None:
             return None if plan.deadline_s is None else plan.deadline_s - (time.monotonic() - started)

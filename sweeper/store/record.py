@@ -21,6 +21,8 @@ _FINGERPRINT, _HARDWARE, _JOB_DIR = "fingerprint", "hardware_class", "job_dir"
 _REUSED_FROM, _WORKLOAD, _SWEEP_DIR = "reused_from", "workload", "sweep_dir"
 _HOST, _PID, _PID_STARTED, _HEARTBEAT = "host", "sweeper_pid", "sweeper_started", "heartbeat_at"
 _RERUN = "rerun_reason"
+# why the trial's first run was measured again: its figure was taken under other processes' load
+_MEASURED_AGAIN = "measured_again"
 # a trial told a result its job wrote after an earlier sweep had failed it: that trial's number
 _RECOVERED_FROM = "recovered_from"
 _SCHEDULER_JOB, _QUEUE_WAIT = "scheduler_job", "queue_wait_s"
@@ -71,6 +73,7 @@ class TrialRecord:
     in_place_of: int | None = None  # the skipped trial whose nearest point within the cores this is
     queued_for: tuple[str, ...] | None = None  # a queued point's setup (None: queued by hand, or not queued)
     recovered_from: int | None = None  # the failed trial whose job's late result this trial holds
+    measured_again: str | None = None  # its first run was taken under load: what loaded it
 
     @classmethod
     def of(cls, trial: Any) -> TrialRecord:
@@ -107,6 +110,7 @@ class TrialRecord:
             in_place_of=attrs.get(_IN_PLACE_OF),
             queued_for=tuple(attrs[_QUEUED_FOR]) if attrs.get(_QUEUED_FOR) is not None else None,
             recovered_from=attrs.get(_RECOVERED_FROM),
+            measured_again=attrs.get(_MEASURED_AGAIN),
         )
 
     # -- reading (the typed parts on first use: a sweep reads many records) --
@@ -231,6 +235,11 @@ class TrialRecord:
     def rerun(reason: str) -> dict[str, Any]:
         """A configuration the study had, measured again, and why."""
         return {_RERUN: reason}
+
+    @staticmethod
+    def loaded_run(note: str) -> dict[str, Any]:
+        """Its run was taken under other processes' load and is measured again: what loaded it."""
+        return {_MEASURED_AGAIN: note}
 
     @staticmethod
     def heartbeat(now: float) -> dict[str, Any]:
