@@ -162,6 +162,8 @@ class Utilization:
     # busiest of them ("pid 4242 python train.py"); under_load: beyond measure.foreign_cpu_max_pct
     foreign_cpu_pct: float | None = None
     foreign_process: str | None = None
+    # other processes' use of the run's GPU (NVML's per-process SM samples), percent, at its highest
+    foreign_gpu_util_pct: float | None = None
     under_load: bool | None = None
 
     def merged(self, other: Utilization) -> Utilization:
@@ -190,7 +192,10 @@ class Utilization:
     def load_note(self) -> str:
         """'other processes used 190% CPU on its cores (pid 4242 python train.py)'."""
         who = f" ({self.foreign_process})" if self.foreign_process else ""
-        return f"other processes used {self.foreign_cpu_pct or 0.0:.0f}% CPU on its cores{who}"
+        note = f"other processes used {self.foreign_cpu_pct or 0.0:.0f}% CPU on its cores{who}"
+        if self.foreign_gpu_util_pct:
+            note += f" and kept its GPU up to {self.foreign_gpu_util_pct:.0f}% busy"
+        return note
 
 
 @dataclass(frozen=True)

@@ -284,6 +284,30 @@ def test_nvml_figures_for_the_runs_gpu():
     )
 
 
+def test_other_processes_on_the_runs_gpu_are_counted_from_nvmls_per_process_samples():
+    import os
+
+    def processes(*samples):
+        return lambda handle, since: [
+            types.SimpleNamespace(pid=pid, timeStamp=ts, smUtil=sm, memUtil=0) for pid, ts, sm in samples if ts > since
+        ]
+
+    # the run's own process at 90%, two others at 30% and 15% in the same sample: 45% is someone else's
+    busy = processes((os.getpid(), 1, 90), (999_999_001, 1, 30), (999_999_002, 1, 15), (999_999_001, 2, 10))
+    monitor = utilization.NvmlMonitor(fake_nvml(nvmlDeviceGetProcessUtilization=busy), "h", root=os.getpid())
+    monitor.sample()
+    monitor.sample()  # only samples newer than the last read count again
+    used = monitor.stop()
+    assert (used.foreign_gpu_util_pct, used.under_load) == (45.0, True)
+    assert used.merged(Utilization()).under_load is True
+    # a neighbour's idle context (a few percent) leaves the CPU's verdict standing
+    idle = processes((os.getpid(), 1, 90), (999_999_001, 1, 2))
+    calm = utilization.NvmlMonitor(fake_nvml(nvmlDeviceGetProcessUtilization=idle), "h", root=os.getpid())
+    calm.sample()
+    assert Utilization(under_load=False).merged(calm.stop()).under_load is False
+    assert "kept its GPU up to 45% busy" in Utilization(foreign_cpu_pct=3.0, foreign_gpu_util_pct=45.0).load_note
+
+
 def test_no_nvml_means_no_gpu_figures_and_no_failure(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # nvidia-ml-py not installed
     assert utilization.nvml_monitor("5e2d6b1a") is None

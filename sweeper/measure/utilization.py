@@ -118,24 +118,52 @@ class _Sampler:
             self._thread.join()
 
 
+# other processes keeping the run's GPU busier than this (NVML's per-process SM use, percent)
+# make its figure one taken under load
+FOREIGN_GPU_MAX_PCT = 5.0
+
+
 class NvmlMonitor(_Sampler):
     """gpu_util_pct, gpu_mem_util_pct and gpu_power_w sampled in a thread (NVML reports each
-    as a recent average), and gpu_power_cap_w, for the GPU the run uses."""
+    as a recent average), and gpu_power_cap_w, for the GPU the run uses; and other processes'
+    use of that GPU (NVML's per-process SM samples of processes outside the run's tree)."""
 
-    def __init__(self, nvml: Any, handle: Any, interval_s: float = 0.1) -> None:
+    def __init__(self, nvml: Any, handle: Any, interval_s: float = 0.1, root: int | None = None) -> None:
         super().__init__(interval_s)
         self._nvml, self._handle = nvml, handle
         self._samples: list[tuple[float, float, float]] = []
+        self._root = root if root is not None else foreign.run_root()
+        self._seen_at = 0  # NVML's timestamp of the last per-process sample read
+        self._foreign_pct: float | None = None
 
     def sample(self) -> None:
         rates = self._nvml.nvmlDeviceGetUtilizationRates(self._handle)
         power_w = self._nvml.nvmlDeviceGetPowerUsage(self._handle) / 1e3  # milliwatts
         self._samples.append((float(rates.gpu), float(rates.memory), power_w))
+        self._sample_others()
+
+    def _sample_others(self) -> None:
+        """Other processes' SM use since the last read (none read: no such samples, or a driver
+        or container that does not give them)."""
+        try:
+            seen = self._nvml.nvmlDeviceGetProcessUtilization(self._handle, self._seen_at)
+        except Exception:  # noqa: BLE001 - NVMLError_NotFound when no process ran since; not a failed run
+            return
+        own = set(procs.tree(self._root))
+        by_time: dict[int, float] = {}
+        for s in seen:
+            self._seen_at = max(self._seen_at, int(s.timeStamp))
+            if s.pid not in own:
+                by_time[s.timeStamp] = by_time.get(s.timeStamp, 0.0) + float(s.smUtil)
+        busiest = max(by_time.values(), default=0.0)
+        self._foreign_pct = max(self._foreign_pct or 0.0, busiest)
 
     def stop(self) -> Utilization:
         self._join()
         if not self._samples:
             return Utilization()
+        others = self._foreign_pct
+        loaded = others is not None and others > FOREIGN_GPU_MAX_PCT
         n = len(self._samples)
         try:
             cap = self._nvml.nvmlDeviceGetEnforcedPowerLimit(self._handle) / 1e3
@@ -146,6 +174,8 @@ class NvmlMonitor(_Sampler):
             gpu_mem_util_pct=sum(s[1] for s in self._samples) / n,
             gpu_power_w=sum(s[2] for s in self._samples) / n,
             gpu_power_cap_w=cap,
+            foreign_gpu_util_pct=others,
+            under_load=True if loaded else None,  # else the CPU's verdict stands (Utilization.merged)
         )
 
 
