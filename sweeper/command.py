@@ -30,6 +30,10 @@ OUTSIDE = (
     Knob.BACKEND_NUMA,
     Knob.DIST_NPROC_PER_NODE,
 )
+# knobs sweeper.track applies inside the script's process at its first step (settings a process
+# can change at any time): searched for a script once its baseline shows that it uses
+# sweeper.track or sweeper.step. Inter-op threads must be set before any work: not among them.
+AT_FIRST_STEP = (Knob.BACKEND_FLUSH_DENORMAL, Knob.BACKEND_CUDNN_BENCHMARK, Knob.BACKEND_TF32)
 _REFERENCE = re.compile(r"\$\{\s*([A-Za-z_]\w*(?:\.\w+)+)\s*\}")
 # `python` in a command is the Python that runs sweeper (the one with torch and sweeper)
 PYTHONS = ("python", "python3")
@@ -93,7 +97,7 @@ def searchable(
 
 def script_only(knob: str) -> bool:
     """A knob only the script can apply (batch, workers, precision, compile, ...)."""
-    return knob.split(".")[0] in KNOB_GROUPS and knob not in OUTSIDE
+    return knob.split(".")[0] in KNOB_GROUPS and knob not in OUTSIDE and knob not in AT_FIRST_STEP
 
 
 def argv(cfg: DictConfig) -> list[str]:

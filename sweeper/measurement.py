@@ -218,6 +218,9 @@ class RunFacts:
     stored_samples: int | None = None
     # task=script: the command as it ran (its words, the knobs interpolated)
     command: tuple[str, ...] | None = None
+    # task=script: its steps came through sweeper.track / sweeper.step, which apply the
+    # per-process settings (flush_denormal, threads, cudnn.benchmark, TF32) at its first step
+    applied_in_script: bool | None = None
     # the workload said so: channels_last means something
     convolutional: bool | None = None
     cudnn_benchmark_in_effect: bool | None = None

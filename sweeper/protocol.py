@@ -55,6 +55,10 @@ MACHINE_CPUS_ENV = "SWEEPER_MACHINE_CPUS"
 
 # the path of the FIFO a script's sweeper.track / sweeper.step write their steps to
 STEPS_ENV = "SWEEPER_STEPS"
+# the per-process settings sweeper.track (and sweeper.step) apply inside a script at its first
+# step, as JSON: {"flush_denormal": true, "threads": 2, "cudnn_benchmark": true, "tf32": true};
+# only the values a trial sets away from PyTorch's defaults (a default leaves the script's own)
+FIRST_STEP_ENV = "SWEEPER_FIRST_STEP"
 # the cores the script's DataLoader workers run on (backend.affinity), e.g. "2,3"
 LOADER_CPUS_ENV = "SWEEPER_LOADER_CPUS"
 # the line a script that cannot call sweeper.track prints after each step, on its stdout

@@ -5,18 +5,23 @@
 
 Under sweeper (its step FIFO named in $SWEEPER_STEPS), each step's end time, its loader wait
 and its sample count go to the measuring process, which times the script as it times its own
-loop. Outside sweeper `track` returns the iterable itself and `step` returns at once: nothing
-to measure, nothing paid. Imports no torch (a batch's size is read from `.shape`).
+loop; before the first step, the settings a process can change at any time that the sweep set
+(flush_denormal, threads, cudnn.benchmark, TF32: $SWEEPER_FIRST_STEP) are applied here. Outside
+sweeper `track` returns the iterable itself and `step` returns at once: nothing to measure,
+nothing paid. Imports no torch (a batch's size is read from `.shape`; the settings use the
+script's own torch).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
-from .protocol import LOADER_CPUS_ENV, STEPS_ENV, step_line
+from .protocol import FIRST_STEP_ENV, LOADER_CPUS_ENV, STEPS_ENV, step_line
 
 T = TypeVar("T")
 Samples = int | Callable[[Any], int] | None
@@ -37,6 +42,43 @@ class _Sender:
 
 _PATH = os.environ.get(STEPS_ENV)
 _SENDER = _Sender(_PATH) if _PATH else None
+
+
+def first_step_lines(settings: Mapping[str, Any]) -> list[str]:
+    """The PyTorch lines that apply these settings (what the log says, what a script would write)."""
+    lines = []
+    if settings.get("flush_denormal"):
+        lines.append("torch.set_flush_denormal(True)")
+    if settings.get("threads") is not None:
+        lines.append(f"torch.set_num_threads({int(settings['threads'])})")
+    if settings.get("cudnn_benchmark"):
+        lines.append("torch.backends.cudnn.benchmark = True")
+    if settings.get("tf32"):
+        lines += [
+            "torch.backends.cuda.matmul.allow_tf32 = True",
+            "torch.backends.cudnn.allow_tf32 = True",
+        ]
+    return lines
+
+
+class _FirstStep:
+    """The sweep's per-process settings, applied once, before the script's first step."""
+
+    applied = False
+
+    @classmethod
+    def apply(cls) -> None:
+        if cls.applied:
+            return
+        cls.applied = True
+        settings = json.loads(os.environ.get(FIRST_STEP_ENV) or "{}")
+        torch = sys.modules.get("torch")
+        if not settings or torch is None:  # a script without torch has none of these settings
+            return
+        lines = first_step_lines(settings)
+        for line in lines:  # the lines the log shows are the lines that ran (built from bools and an int)
+            exec(line, {"torch": torch})
+        print(f"sweeper.track applied at the first step: {'; '.join(lines)}", file=sys.stderr)
 
 
 def leading_dimension(batch: Any) -> int | None:
@@ -103,6 +145,7 @@ class _Tracked(Generic[T]):
         return len(self._iterable)  # type: ignore[arg-type]
 
     def __iter__(self) -> Iterator[T]:
+        _FirstStep.apply()
         send, count = self._sender.send, self._count
         iterator = iter(self._iterable)
         while True:
@@ -129,4 +172,5 @@ def step(samples: int) -> None:
     """After each step of a loop with no single iterable: `sweeper.step(n)` (n samples). The
     loader's wait is not known this way (sweeper.track knows it)."""
     if _SENDER is not None:
+        _FirstStep.apply()  # from the second step on
         _SENDER.send(time.monotonic(), None, int(samples))

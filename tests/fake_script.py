@@ -1,7 +1,7 @@
-"""A user's training script in miniature (no torch): steps of `--batch` samples every few ms,
-reported the way `mode` says, misbehaving the way `mode` says.
+"""A user's training script in miniature (no torch unless --torch-out): steps of `--batch`
+samples every few ms, reported the way `mode` says, misbehaving the way `mode` says.
 
-    python tests/fake_script.py MODE --batch N [--after STEPS] [--out FILE] [--value WORD]
+    python tests/fake_script.py MODE --batch N [--after STEPS] [--out FILE] [--value WORD] [--torch-out FILE]
 """
 
 import argparse
@@ -33,7 +33,9 @@ def main() -> None:
     parser.add_argument("--after", type=int, default=50, help="misbehave after this many steps")
     parser.add_argument("--out", default=None, help="write argv and the SWEEPER_* environment here")
     parser.add_argument("--value", default=None)
+    parser.add_argument("--torch-out", default=None, help="import torch; after 5 steps write its settings here")
     args = parser.parse_args()
+    torch = __import__("torch") if args.torch_out else None
     if args.out:
         env = {k: v for k, v in os.environ.items() if k.startswith("SWEEPER_") or k.startswith("OMP_")}
         with open(args.out, "w") as f:
@@ -44,6 +46,16 @@ def main() -> None:
     for batch in sweeper.track(batches(args.batch)) if args.mode not in ("lines", "step") else batches(args.batch):
         time.sleep(0.003)  # the step
         steps += 1
+        if torch is not None and steps == 5:  # what sweeper.track set at the first step, as torch has it now
+            with open(args.torch_out, "w") as f:
+                json.dump(
+                    {
+                        "threads": torch.get_num_threads(),
+                        "flushed": float(torch.tensor([1e-39]) * 1.0) == 0.0,  # a subnormal input read as zero
+                        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+                    },
+                    f,
+                )
         if args.mode == "lines":
             print(f"sweeper: samples={args.batch} wait=0.001", flush=True)
         elif args.mode == "step":

@@ -16,6 +16,7 @@ from sweeper.measure import timing
 from sweeper.measure.ranks import RANK_MODULE, RankResult, combine, forks_ranks
 from sweeper.measurement import Measurement, Memory, RunFacts, Throughput, Utilization
 from sweeper.result import RunResult, Status
+from sweeper.search.plan import Learned
 
 # --- the measuring loop over a group of ranks ------------------------------------------------
 
@@ -335,7 +336,7 @@ def test_search_cpu_grows_ranks_and_openmp_binding_and_skips_what_it_should_not_
     record = TrialRecord.of(told.trial)
     assert told.trial.state == TrialState.PRUNED and record.status == Status.SKIPPED
     assert record.reason.endswith("its nearest point within the cores (num_workers=1, threads=1) is queued")
-    queued, knobs = ask(stored, plan, plan.context(False), baseline=False)
+    queued, knobs = ask(stored, plan, plan.context(Learned(convolutional=False)), baseline=False)
     assert {k: knobs[k] for k in fitted} == fitted and TrialRecord.of(queued).in_place_of == 0
     # queued once: another skipped point with the same nearest point queues nothing more
     again = _answer(stored, plan, stored.study.ask(), {**over, "loader.num_workers": 3}, [])

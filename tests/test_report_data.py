@@ -304,6 +304,21 @@ def test_code_diff_names_only_what_changed():
     )
 
 
+def test_a_scripts_code_diff_says_what_sweeper_set_outside_and_inside_it():
+    from sweeper.report.code import script_diff
+
+    before, after = ["python", "train.py", "--batch-size", "64"], ["python", "train.py", "--batch-size", "256"]
+    baseline = {"loader.batch_size": 64, "backend.threads": None, "backend.flush_denormal": False}
+    winner = {"loader.batch_size": 256, "backend.threads": 1, "backend.flush_denormal": True}
+    assert script_diff(before, after, baseline, winner) == (
+        "-python train.py --batch-size 64",
+        "+python train.py --batch-size 256",
+        "-# OMP_NUM_THREADS unset: PyTorch's default",
+        "+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1",
+        "+torch.set_flush_denormal(True)  # values below about 1e-38 become 0: no slow subnormal math",
+    )
+
+
 def test_winner_code_in_the_report_and_the_batch_sentence():
     trials = [make(0, 64, 1000.0, 400.0, baseline=True), make(1, 256, 2500.0, 600.0)]
     d = build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None)

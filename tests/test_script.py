@@ -39,10 +39,12 @@ def test_the_knobs_a_command_names_and_what_a_sweep_of_it_searches():
         "backend.threads",
         "dist.nproc_per_node",
         "backend.channels_last",
+        "backend.flush_denormal",
     ]
     kept, note = command.searchable(space, template, [], asked=["loader.batch_size"])
-    # threads and ranks act from outside; pin_memory and channels_last only the script could apply
-    assert kept == ["loader.batch_size", "backend.threads", "dist.nproc_per_node"]
+    # threads and ranks act from outside, flush_denormal sweeper.track applies inside at the first
+    # step; pin_memory and channels_last only the script could apply
+    assert kept == ["loader.batch_size", "backend.threads", "dist.nproc_per_node", "backend.flush_denormal"]
     assert note.startswith("task=script: the preset's backend.channels_last, loader.pin_memory are not searched")
     with pytest.raises(Exception, match=r"^loader.pin_memory is swept, but the script cannot see it"):
         command.searchable(space, template, [], asked=["loader.pin_memory"])
@@ -158,6 +160,22 @@ def test_a_script_is_measured_by_every_way_it_can_report(sweeper_run, mode):
     assert measured.memory.peak_rss_mb > 0 and measured.utilization.cpu_util_main_pct is not None
 
 
+@pytest.mark.slow
+def test_track_applies_the_settings_a_process_can_change_at_its_first_step(sweeper_run, tmp_path):
+    seen = tmp_path / "torch.json"
+    settings = ["backend.flush_denormal=true", "backend.threads=1", "loader.batch_size=32"]
+    run, result = _measured(sweeper_run, script("ok", "--torch-out", str(seen)), *settings)
+    assert run.returncode == 0 and result.status == "ok", run.stdout + run.stderr
+    assert json.loads(seen.read_text()) == {"threads": 1, "flushed": True, "cudnn_benchmark": False}
+    assert result.measurement.run.applied_in_script is True
+    log = (run.run_dir / "worker.log").read_text()
+    assert "sweeper.track applied at the first step: torch.set_flush_denormal(True); torch.set_num_threads(1)" in log
+    # a script that prints its steps has no sweeper code inside: nothing applied, and said so
+    run, result = _measured(sweeper_run, script("lines", "--torch-out", str(seen)), *settings)
+    assert json.loads(seen.read_text())["flushed"] is False
+    assert result.measurement.run.applied_in_script is False
+
+
 def _spec(*overrides: str) -> dict:
     from hydra import compose, initialize_config_dir
 
@@ -257,6 +275,10 @@ def test_a_script_sweep_searches_what_its_command_names_and_its_winner_reproduce
     searched = {k for t in trials for k in t.params}
     assert "loader.batch_size" in searched and "backend.threads" in searched
     assert not searched & {"loader.prefetch_factor", "backend.channels_last", "loader.pin_memory"}
+    # the script uses sweeper.track: what it applies at the first step is searched, and said
+    assert "backend.flush_denormal are applied inside the script by sweeper.track" in log
+    assert "backend.flush_denormal: searched, applied by the script's sweeper.track" in log
+    assert "backend.flush_denormal" in searched
     assert "winner: trial #" in proc.stdout
     html = (tmp_path / "s" / "report.html").read_text()
     assert "Apply it to your code" in html or "fake_script" in html

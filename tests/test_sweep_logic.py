@@ -13,6 +13,7 @@ from sweeper import overrides
 from sweeper.errors import ConfigError
 from sweeper.search import confirm, history, objectives, outputs
 from sweeper.search.budget import parse_duration
+from sweeper.search.plan import Learned
 from sweeper.store import trials
 
 
@@ -467,13 +468,13 @@ def test_a_warm_start_at_the_baselines_own_point_is_not_queued(tmp_path):
     stored = StoredStudy(
         optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)), storage
     )
-    _, baseline = ask(stored, plan, plan.context(False), baseline=True)
+    _, baseline = ask(stored, plan, plan.context(Learned(convolutional=False)), baseline=True)
     space_knobs = {k: baseline[k] for k in plan.space}
     for name, knobs in (("w@same", space_knobs), ("w@other", {**space_knobs, "loader.batch_size": 256})):
         other = optuna.create_study(storage=storage, study_name=name, directions=list(plan.directions))
         other.add_trial(trial(0, knobs, fixed=plan.fixed))
         other.set_user_attr("winner_trial", 0)
-    queued = start.queue_start(stored, plan, room=3, ctx=plan.context(False))
+    queued = start.queue_start(stored, plan, room=3, ctx=plan.context(Learned(convolutional=False)))
     assert [(p.origin.split(" (")[0], was) for p, was in queued] == [
         ("warm start: the winner on other", start.Queued.QUEUED),
         ("warm start: the winner on same", start.Queued.HELD),
@@ -493,7 +494,7 @@ def _asked_baseline(plan):
     stored = StoredStudy(
         optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)), storage
     )
-    ask(stored, plan, plan.context(False), baseline=True)
+    ask(stored, plan, plan.context(Learned(convolutional=False)), baseline=True)
     return stored
 
 
@@ -505,7 +506,7 @@ def test_start_points_take_only_the_trials_n_trials_leaves(tmp_path):
 
     plan = _cpu_plan(tmp_path, {"n_trials": 2}, ["search=quick", "loader.batch_size=64"])
     stored = _asked_baseline(plan)
-    queued = start.queue_start(stored, plan, room=1, ctx=plan.context(False))
+    queued = start.queue_start(stored, plan, room=1, ctx=plan.context(Learned(convolutional=False)))
     assert [(p.origin.split(":")[1].split(",")[1].strip(), was) for p, was in queued] == [
         ("the loader's side", start.Queued.QUEUED),
         ("the compute's side", start.Queued.NO_ROOM),
@@ -515,7 +516,7 @@ def test_start_points_take_only_the_trials_n_trials_leaves(tmp_path):
         {"loader.batch_size": 256, "loader.num_workers": 1, "backend.precision": "bf16"}
     ]
     # asked again without room: the point the study holds is said to be held, not short of room
-    again = start.queue_start(stored, plan, room=0, ctx=plan.context(False))
+    again = start.queue_start(stored, plan, room=0, ctx=plan.context(Learned(convolutional=False)))
     assert [was for _, was in again] == [start.Queued.HELD, start.Queued.NO_ROOM]
 
 
@@ -528,7 +529,7 @@ def test_start_points_are_queued_as_they_will_run(tmp_path):
 
     plan = _cpu_plan(tmp_path, {"n_trials": 8}, ["search=cpu", "loader.batch_size=64"])
     stored = _asked_baseline(plan)
-    queued = start.queue_start(stored, plan, room=4, ctx=plan.context(False))
+    queued = start.queue_start(stored, plan, room=4, ctx=plan.context(Learned(convolutional=False)))
     assert queued and all(was is start.Queued.QUEUED for _, was in queued)
     for t in stored.study.get_trials(states=(TrialState.WAITING,)):
         fixed = t.system_attrs["fixed_params"]
@@ -546,7 +547,7 @@ def test_points_still_queued_when_n_trials_is_reached_end_as_surplus(tmp_path, c
     plan = _cpu_plan(tmp_path, {"n_trials": 2}, ["search=quick", "loader.batch_size=64"])
     stored = _asked_baseline(plan)
     start.queue_start(
-        stored, plan, room=2, ctx=plan.context(False)
+        stored, plan, room=2, ctx=plan.context(Learned(convolutional=False))
     )  # as if another process had not measured its own yet
     loop._end_queued(stored, plan)
     assert stored.study.get_trials(states=(TrialState.WAITING,)) == []
@@ -869,7 +870,7 @@ def test_a_staged_search_asks_the_main_knobs_first_then_the_whole_space(tmp_path
     storage = optuna.storages.InMemoryStorage()
     study = optuna.create_study(storage=storage, directions=list(plan.directions))
     stored = StoredStudy(study, storage)
-    ctx = plan.context(False)
+    ctx = plan.context(Learned(convolutional=False))
     for _ in range(6):
         trial, knobs = ask(stored, plan, ctx, baseline=False, held_back=plan.held_back(0))
         assert set(trial.params) <= main  # the held knobs are no parameters: the sampler models them later
@@ -911,7 +912,7 @@ def test_a_later_knob_is_tried_at_the_best_and_searched_only_if_that_was_a_gain(
 
     knob = "loader.multiprocessing_context"
     plan, stored = _later_study(tmp_path, {"loader.num_workers": 2, "loader.batch_size": 512})
-    ctx, said = plan.context(False), []
+    ctx, said = plan.context(Learned(convolutional=False)), []
 
     def held():
         return held_later(stored, plan, stored.trials(plan.fixed), ctx, plan.later, lambda key, line: said.append(line))
@@ -941,7 +942,12 @@ def test_a_later_knob_that_means_nothing_at_the_best_waits_for_a_best_it_changes
     plan, stored = _later_study(tmp_path, {"loader.num_workers": 0, "loader.batch_size": 512})
     said = []
     held = held_later(
-        stored, plan, stored.trials(plan.fixed), plan.context(False), plan.later, lambda key, line: said.append(line)
+        stored,
+        plan,
+        stored.trials(plan.fixed),
+        plan.context(Learned(convolutional=False)),
+        plan.later,
+        lambda key, line: said.append(line),
     )
     assert held == plan.later and len(stored.trials()) == 2  # nothing queued
     assert said == [
@@ -1013,7 +1019,7 @@ def test_a_queued_point_goes_only_to_the_setup_that_queued_it(tmp_path):
     other = dataclasses.replace(plan, fixed=(*plan.fixed, "loader.batch_size=512"))
     storage = optuna.storages.InMemoryStorage()
     stored = StoredStudy(optuna.create_study(storage=storage, directions=list(plan.directions)), storage)
-    ctx = plan.context(False)
+    ctx = plan.context(Learned(convolutional=False))
     point = {**plan.baseline_knobs, "backend.allocator": "jemalloc"}
     assert stored.enqueue(point, "warm start: test", plan.fixed)
     assert not stored.enqueue(point, "warm start: again", plan.fixed)  # once per setup

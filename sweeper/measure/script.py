@@ -69,6 +69,7 @@ class Script:
         self, words: Sequence[str], env: Mapping[str, str], cwd: str | None, preexec: Callable[[], None] | None = None
     ) -> None:
         self._dir = Path(tempfile.mkdtemp(prefix="sweeper-steps-"))
+        self.tracked = False  # its steps came through sweeper.track / sweeper.step (not printed lines)
         fifo = self._dir / "steps"
         os.mkfifo(fifo)
         self._steps_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
@@ -134,6 +135,7 @@ class Script:
         *lines, buffers[fd] = (buffers[fd] + chunk).split(b"\n")
         for line in lines:
             if fd == self._steps_fd:
+                self.tracked = True  # sweeper.track or sweeper.step runs inside it
                 rank, ended, wait_s, samples = parse_step_line(line)
                 self._events.put(Step(rank, ended, wait_s, samples))
                 continue

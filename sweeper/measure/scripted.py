@@ -6,16 +6,18 @@ what ran.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from .. import procs, topology
 from ..command import PYTHONS, knob_env
 from ..machine import Fingerprint
 from ..measurement import Measurement, Memory, RunFacts
-from ..protocol import LOADER_CPUS_ENV
+from ..protocol import FIRST_STEP_ENV, LOADER_CPUS_ENV
 from ..result import RunResult, Status
 from ..spec import RunSpec
 from .events import Events
@@ -36,12 +38,29 @@ class Launch:
     user_words: tuple[str, ...]
 
 
+def first_step_settings(spec: RunSpec) -> dict[str, Any]:
+    """What sweeper.track applies inside the script at its first step (command.AT_FIRST_STEP, and
+    the threads of a single process): the values away from PyTorch's defaults, so that a default
+    leaves the script's own setting as it is."""
+    b = spec.backend
+    settings: dict[str, Any] = {
+        name: True
+        for name, on in (("flush_denormal", b.flush_denormal), ("cudnn_benchmark", b.cudnn_benchmark), ("tf32", b.tf32))
+        if on
+    }
+    if b.threads is not None and spec.nproc == 1:  # ranks get theirs from OMP_NUM_THREADS, per rank
+        settings["threads"] = b.threads
+    return settings
+
+
 def launch(spec: RunSpec) -> Launch:
     back, nproc = spec.backend, spec.nproc
     words = list(spec.argv)
     if words[0] in PYTHONS:
         words[0] = sys.executable  # the Python that runs sweeper: torch and sweeper are there
     env = knob_env(spec.to_json())
+    if settings := first_step_settings(spec):
+        env[FIRST_STEP_ENV] = json.dumps(settings)
     if back.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""  # the script sees no GPU
     cores = list(topology.machine_cpus())
@@ -94,6 +113,7 @@ def _run_facts(spec: RunSpec, script: Script, words: tuple[str, ...]) -> RunFact
         cpus_allowed_main=topology.cpus_allowed(script.pid),
         cpus_allowed_workers=tuple(sorted({topology.cpus_allowed(p) or "" for p in tree[1:]})),
         command=words,
+        applied_in_script=script.tracked,
     )
 
 

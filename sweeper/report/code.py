@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import topology
-from ..command import OUTSIDE
+from ..command import AT_FIRST_STEP, OUTSIDE
 from ..knobs import Knob
 from ..spec import CompileMode, normalize_compile
 
@@ -213,11 +213,16 @@ def script_diff(
 ) -> tuple[str, ...]:
     """A script's winner: its command line against the baseline's, then what sweeper applied from
     outside that differs, as the lines that set it (the environment to export, taskset, the
-    launcher). `cpus`: the cores the baseline's and the winner's script ran on."""
+    launcher), then what sweeper.track applied inside it at its first step, as the PyTorch lines
+    to add before the loop. `cpus`: the cores the baseline's and the winner's script ran on."""
     lines = [f"-{shlex.join(before)}", f"+{shlex.join(after)}"] if list(before) != list(after) else []
     changed = sorted(k for k in OUTSIDE if baseline.get(k) != winner.get(k))
     was = _script_lines({k: baseline.get(k) for k in changed}, before, cpus[0])
     now = _script_lines({k: winner.get(k) for k in changed}, after, cpus[1])
+    # inside, sweeper.track applies only a value away from PyTorch's default: a default is the script's own
+    inside = sorted(k for k in AT_FIRST_STEP if baseline.get(k) != winner.get(k))
+    was += _flags({k: True for k in inside if baseline.get(k)})
+    now += _flags({k: True for k in inside if winner.get(k)})
     return (*lines, *(f"-{line}" for line in was if line not in now), *(f"+{line}" for line in now if line not in was))
 
 

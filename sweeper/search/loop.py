@@ -13,6 +13,7 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, Trial, TrialState
 
+from ..command import AT_FIRST_STEP
 from ..measurement import PRIMARY
 from ..result import Status
 from ..stats import with_run_noise
@@ -23,7 +24,7 @@ from . import history, progress
 from . import space as sp
 from .later import held_later
 from .launch import Job, JobRunner, measure_overrides
-from .plan import SweepPlan
+from .plan import Learned, SweepPlan
 from .settle import settle
 from .start import Queued, queue_start
 from .trials import Told, ask, reuse, skip, tell_result
@@ -77,13 +78,16 @@ def typical_wall(stored: StoredStudy, plan: SweepPlan) -> float:
     return walls[len(walls) // 2] if walls else 0.0
 
 
-def learned_convolutional(stored: StoredStudy, plan: SweepPlan) -> bool | None:
-    """Whether channels_last means anything, as the workload itself reported (None until a run said)."""
+def learned(stored: StoredStudy, plan: SweepPlan) -> Learned:
+    """What the workload's own runs reported: whether channels_last means anything, whether a
+    script's sweeper.track applies the first-step knobs (None until a run said)."""
+    convolutional, applied = None, None
     for t in stored.trials(plan.fixed):
         measured = TrialRecord.of(t).measurement
-        if measured is not None and measured.run.convolutional is not None:
-            return measured.run.convolutional
-    return None
+        if measured is not None:
+            convolutional = convolutional if convolutional is not None else measured.run.convolutional
+            applied = applied if applied is not None else measured.run.applied_in_script
+    return Learned(convolutional, applied)
 
 
 def _note(state: LoopState, told: Told, best: FrozenTrial | None) -> None:
@@ -152,7 +156,7 @@ def _end_queued(stored: StoredStudy, plan: SweepPlan) -> None:
     queue their start points) end as surplus, each with why, so that no later run of the study
     measures them unasked."""
     for _ in stored.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-        trial, knobs = ask(stored, plan, plan.context(learned_convolutional(stored, plan)), baseline=False)
+        trial, knobs = ask(stored, plan, plan.context(learned(stored, plan)), baseline=False)
         skip(
             stored,
             trial,
@@ -224,7 +228,9 @@ def _ask_batch(
     batch = Batch(best=next(iter(ranked(trials)), None))
     pending: dict[str, int] = {}
     while len(batch.jobs) < max(1, width) and not state.sampler_done:
-        ctx = plan.context(learned_convolutional(stored, plan))
+        known = learned(stored, plan)
+        _say_first_step(plan, known, state)
+        ctx = plan.context(known)
         first = baseline is None and not batch.jobs
         held_back = plan.held_back(sum(was_measured(t) for t in trials) + len(batch.jobs))
         if plan.settings.later and (due := plan.later - held_back):  # tried at the best first
@@ -274,6 +280,21 @@ def _ask_batch(
         if baseline is None:
             break  # the baseline is measured alone: every trial after it races against it
     return batch
+
+
+def _say_first_step(plan: SweepPlan, known: Learned, state: LoopState) -> None:
+    """Once a script's baseline has said whether sweeper.track runs in it: whether the knobs it
+    applies at the first step are searched."""
+    applied = sorted(k for k in plan.space if k in AT_FIRST_STEP)
+    if not plan.script or not applied or known.applied_in_script is None:
+        return
+    state.say_once(
+        "first step",
+        f"{', '.join(applied)}: searched, applied by the script's sweeper.track at its first step"
+        if known.applied_in_script
+        else f"{', '.join(applied)}: not searched: the script reports its steps by printed lines, "
+        "and only sweeper.track or sweeper.step can apply them inside it",
+    )
 
 
 def _answer(

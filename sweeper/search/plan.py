@@ -39,6 +39,14 @@ Compose = Callable[[Sequence[str]], DictConfig]
 
 
 @dataclass(frozen=True)
+class Learned:
+    """What the sweep's runs have said about the workload (None: no run has said yet)."""
+
+    convolutional: bool | None = None  # channels_last means something
+    applied_in_script: bool | None = None  # a script's sweeper.track applies the first-step knobs
+
+
+@dataclass(frozen=True)
 class SweepPlan:
     settings: SweepSettings
     fixed: tuple[str, ...]  # the non-sweep overrides: what every trial runs with
@@ -58,6 +66,7 @@ class SweepPlan:
     asked: frozenset[str] = frozenset()  # knobs the user swept (the rest came from the preset)
     notes: tuple[str, ...] = ()  # what the plan decided that the user should hear before trial 1
     runs_here: bool = True  # the jobs run on this machine (the basic launcher), not a scheduler's
+    script: bool = False  # task=script: a user's script, measured from outside
     # the knobs searched first (the preset's main ones and those the user swept): see held_back
     main: frozenset[str] = frozenset()
     # the preset's knobs searched only later (costly to start, no change to the steady rate),
@@ -72,13 +81,14 @@ class SweepPlan:
     def hardware_class(self) -> str:
         return self.machine.hardware_class
 
-    def context(self, convolutional: bool | None) -> sp.Context:
+    def context(self, learned: Learned) -> sp.Context:
         return sp.Context(
             cuda=self.machine.cuda,
             bf16=self.machine.bf16,
-            convolutional=convolutional,
+            convolutional=learned.convolutional,
             loader_in_order=self.machine.loader_in_order,
             openmp=self.machine.openmp,
+            first_step_applied=not self.script or bool(learned.applied_in_script),
         )
 
     @property
@@ -270,6 +280,11 @@ def make_plan(
     if script:
         kept, note = command.searchable(list(space), command.template(base.task), list(base.task.reads), sorted(asked))
         space, notes = {k: space[k] for k in kept}, [note] if note else []
+        if applied := sorted(k for k in space if k in command.AT_FIRST_STEP):
+            notes.append(
+                f"task=script: {', '.join(applied)} are applied inside the script by sweeper.track at its first "
+                "step: searched once the baseline shows that the script uses sweeper.track or sweeper.step"
+            )
     if own_app:
         space = sp.hold_effective_batch(space, OmegaConf.select(base, Knob.TRAIN_EFFECTIVE_BATCH, default=None))
     check_space(base, space, own_app)
@@ -319,6 +334,7 @@ def make_plan(
         asked=asked,
         notes=tuple(notes),
         runs_here=launcher == BASIC_LAUNCHER,
+        script=script,
         main=frozenset(k for k in {*chosen.main, *asked} if k in space),
         later=frozenset(k for k in chosen.later if k in space and k not in asked),
     )

@@ -24,6 +24,7 @@ from optuna.distributions import (
 )
 
 from .. import topology
+from ..command import AT_FIRST_STEP
 from ..errors import ConfigError
 from ..knobs import Knob
 
@@ -39,6 +40,7 @@ NEUTRAL: dict[str, Any] = {
     Knob.BACKEND_CHANNELS_LAST: False,
     Knob.BACKEND_CUDNN_BENCHMARK: False,
     Knob.BACKEND_TF32: False,
+    Knob.BACKEND_FLUSH_DENORMAL: False,
     Knob.BACKEND_NUMA: "none",
 }
 # DataLoader knobs that only exist with worker processes.
@@ -62,6 +64,7 @@ MEMORY_NEUTRAL = {
     Knob.BACKEND_AFFINITY,
     Knob.BACKEND_CUDNN_BENCHMARK,
     Knob.BACKEND_TF32,
+    Knob.BACKEND_FLUSH_DENORMAL,
     Knob.BACKEND_OMP_BIND,
     Knob.BACKEND_KMP_BLOCKTIME,
     Knob.BACKEND_NUMA,
@@ -77,6 +80,9 @@ class Context:
     convolutional: bool | None  # None: unknown (a custom workload)
     loader_in_order: bool = True  # the installed torch's DataLoader has in_order
     openmp: str = "gnu"  # the OpenMP runtime torch loads: gnu | intel | none
+    # the knobs a script's sweeper.track applies at its first step (command.AT_FIRST_STEP) take
+    # effect: always in sweeper's own loop; in a script once its baseline showed sweeper.track
+    first_step_applied: bool = True
 
 
 def parse_override(key: str, text: str) -> Override:
@@ -262,6 +268,8 @@ def is_active(key: str, chosen: Mapping[str, Any], ctx: Context) -> bool:
     """Whether a knob means something given the values chosen so far (and the base config)."""
     if key in NEEDS_WORKERS:
         return (chosen.get(Knob.LOADER_NUM_WORKERS) or 0) > 0
+    if key in AT_FIRST_STEP and not ctx.first_step_applied:
+        return False
     if key in (Knob.LOADER_PIN_MEMORY, Knob.BACKEND_CUDNN_BENCHMARK, Knob.BACKEND_TF32):
         return ctx.cuda
     if key == Knob.BACKEND_CHANNELS_LAST:
