@@ -23,6 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sweep_gain import measure  # noqa: E402
 
+from sweeper.store.summary import SweepSummary  # noqa: E402
+
 NEIGHBOUR = """
 import torch
 torch.set_num_threads(2)
@@ -73,7 +75,7 @@ def sweep(tmp: Path, name: str, neighbour_s: float | None) -> dict:
     out, _ = proc.communicate()
     if proc.returncode:
         sys.exit(out[-3000:])
-    summary = json.loads((tmp / name / "summary.json").read_text())
+    summary = SweepSummary.read(tmp / name / "summary.json")
     load_lines = [
         line.strip()
         for line in out.splitlines()
@@ -98,17 +100,18 @@ def main() -> None:
         busy = sweep(tmp, "busy", neighbour_s)
         for name, run in (("quiet", quiet), ("busy", busy)):
             s = run["summary"]
-            speedup = s["confirmation"]["speedup"] if s.get("confirmation") else None
+            speedup = s.confirmation.speedup if s.confirmation is not None else None
             print(
-                f"{name}: {run['wall_s']:.0f} s, winner #{s['winner']}, "
-                f"{s['winner_samples_per_sec'] or 0:,.0f} samples/s ({s['winner_figure']}), "
-                f"confirmed speedup {speedup if speedup is None else f'{speedup:.2f}x'}; counts {s['counts']}"
+                f"{name}: {run['wall_s']:.0f} s, winner #{s.winner}, "
+                f"{s.winner_samples_per_sec or 0:,.0f} samples/s ({s.winner_figure}), "
+                f"confirmed speedup {'none' if speedup is None else f'{speedup:.2f}x'}; "
+                f"{s.counts.measured} measured, {s.counts.failed} failed"
             )
             for line in run["load_lines"]:
                 print(f"    {line}")
         s = busy["summary"]
-        if s["winner"] is not None:
-            pick, base = knobs_of(tmp, "busy", s["winner"]), knobs_of(tmp, "busy", s["baseline"])
+        if s.winner is not None and s.baseline is not None:
+            pick, base = knobs_of(tmp, "busy", s.winner), knobs_of(tmp, "busy", s.baseline)
             rates = {"pick": [], "baseline": []}
             for r in range(3):  # interleaved, on the quiet machine
                 for label, knobs in (("pick", pick), ("baseline", base)):

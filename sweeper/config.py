@@ -110,6 +110,8 @@ class MeasureConf:
     compute_bound: bool = MISSING
     memory_limit_gb: Optional[float] = MISSING
     foreign_cpu_max_pct: Optional[float] = MISSING
+    drift_tol: Optional[float] = MISSING
+    max_s: Optional[float] = MISSING
 
 
 @dataclass

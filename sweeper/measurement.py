@@ -28,6 +28,7 @@ class Stopped(Choice):
     RACED = "raced"  # its interval lies wholly below the best's (widened for run noise): pruned
     BEHIND = "behind"  # wholly below the best's own low end: stopped, its figure complete
     PRUNED = "pruned"  # under the floor (hydra.sweeper.prune_ratio of the best)
+    DRIFTING = "drifting"  # still changing when measure.max_s of windows was reached
 
     @property
     def pruned(self) -> bool:
@@ -77,6 +78,10 @@ class Throughput:
     own_samples_per_sec: float | None = None
     # each rank's own, in rank order (the group's result)
     rank_samples_per_sec: tuple[float | None, ...] | None = None
+    # the run was still changing: the rate's change over the windows left out of the figure
+    # (later / earlier - 1, e.g. -0.09), and the step (warm-up counted) where the kept ones begin
+    drift: float | None = None
+    steady_from_step: int | None = None
     # the same step on one batch held on the device (measure.compute_bound)
     compute_bound_samples_per_sec: float | None = None
     compute_bound_samples_per_sec_iqr: float | None = None
@@ -98,6 +103,16 @@ class Throughput:
     @property
     def pruned(self) -> bool:
         return self.stopped.pruned
+
+    @property
+    def drift_note(self) -> str | None:
+        """'drifting down 9% over the windows; measured until steady at step 1,400' (None: steady)."""
+        if self.drift is None:
+            return None
+        way = f"drifting {'down' if self.drift < 0 else 'up'} {abs(self.drift):.0%} over the windows"
+        if self.stopped == Stopped.DRIFTING:
+            return f"{way}; still drifting at the cap (measure.max_s): the figure is of its last windows"
+        return f"{way}; measured until steady at step {self.steady_from_step or 0:,}"
 
 
 @dataclass(frozen=True)

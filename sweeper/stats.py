@@ -150,3 +150,22 @@ def ahead(ratios: list[float], run_noise: float = 0.0) -> bool:
         return False
     bounds = mean_interval(logs)
     return bounds is not None and bounds[0] > 0
+
+
+# a trend is read over at least this many windows: three against three
+TREND_WINDOWS = 6
+
+
+def trend(rates: list[float], tol: float) -> float | None:
+    """A run still changing: the later half of its windows' mean rate against the earlier half's
+    (later / earlier - 1), when every later window lies beyond every earlier one (on the same
+    side) and the change exceeds `tol`; None when steady, or with fewer than TREND_WINDOWS. Both
+    conditions together: a noisy but steady run orders its halves so by chance one time in ten,
+    and rarely by more than its spread."""
+    n = len(rates)
+    if n < TREND_WINDOWS:
+        return None
+    early, late = rates[: n // 2], rates[n - n // 2 :]
+    change = statistics.fmean(late) / statistics.fmean(early) - 1
+    apart = max(late) < min(early) or min(late) > max(early)
+    return change if apart and abs(change) > tol else None

@@ -173,3 +173,5 @@ def check_config(spec: RunSpec) -> None:
     _check_positive(Knob.MEASURE_TIMEOUT_S, measure.timeout_s)
     _check_positive(Knob.MEASURE_MEMORY_LIMIT_GB, measure.memory_limit_gb)
     _check_positive(Knob.MEASURE_FOREIGN_CPU_MAX_PCT, measure.foreign_cpu_max_pct)
+    _check_positive(Knob.MEASURE_DRIFT_TOL, measure.drift_tol)
+    _check_positive(Knob.MEASURE_MAX_S, measure.max_s)

@@ -343,6 +343,8 @@ _MEASURE = MeasureConf(
     steady_tol=0.05,
     min_windows=3,
     rel_precision=0.05,
+    drift_tol=0.05,
+    max_s=30.0,
 )
 ADAPTIVE = dict(
     warmup_s=0.2,
@@ -424,6 +426,53 @@ def test_windows_stop_at_the_precision_asked():
     assert noisy.stopped in ("precise", "max windows") and len(noisy.window_samples_per_sec) > 3
     if noisy.stopped == "precise":
         assert (high - low) / 2 <= 0.03 * (high + low) / 2
+
+
+def test_the_trend_rule_reads_halves_apart_beyond_the_tolerance():
+    from sweeper.stats import trend
+
+    assert trend([100, 100, 100, 90, 90, 90], 0.05) == pytest.approx(-0.1)
+    assert trend([100, 101, 99, 100, 98, 102], 0.05) is None  # steady and noisy
+    assert trend([100, 90, 100, 90, 100, 90], 0.05) is None  # halves not apart
+    assert trend([100, 100, 100, 97, 97, 97], 0.05) is None  # apart, within the tolerance
+    assert trend([100, 100, 90, 90], 0.05) is None  # too few windows to read a trend
+
+
+# a trend is read over 6 windows or more: a run that stops sooner (precise after 3) is not checked
+DRIFTING = dict(ADAPTIVE, rel_precision=0.05, min_windows=6, max_windows=6, drift_tol=0.05, max_s=30.0)
+
+
+def test_a_run_still_slowing_measures_on_until_steady_and_its_figure_is_the_steady_rate():
+    # 10 ms steps that slow to 11 ms over steps 150-250 (a long run's subnormal floats), then stay
+    def slowing(n: int) -> float:
+        return 0.01 + 0.001 * min(1.0, max(0.0, (n - 150) / 100))
+
+    clock, step, _ = scripted(slowing)
+    t = timing.measure(lambda: None, step, lambda b: 1, lambda: None, timing.Rule(**DRIFTING), clock=clock)
+    figures = t.throughput()
+    assert figures.drift is not None and figures.drift < -0.05
+    assert figures.samples_per_sec == pytest.approx(1 / 0.011, rel=0.015)  # the steady rate, not the early one
+    assert t.stopped == "precise" and figures.steady_from_step > 150
+    assert figures.drift_note.startswith("drifting down") and "measured until steady at step" in figures.drift_note
+    # without the rule, the run stops on its early, faster windows
+    clock, step, _ = scripted(slowing)
+    plain = timing.measure(
+        lambda: None, step, lambda b: 1, lambda: None, timing.Rule(**{**DRIFTING, "drift_tol": None}), clock=clock
+    )
+    assert plain.throughput().samples_per_sec > 1.02 / 0.011 and plain.throughput().drift is None
+
+
+def test_a_run_that_never_settles_stops_at_the_cap_and_says_so():
+    clock, step, _ = scripted(lambda n: 0.01 * math.exp(n / 300))  # slower and slower
+    t = timing.measure(
+        lambda: None, step, lambda b: 1, lambda: None, timing.Rule(**{**DRIFTING, "max_s": 8.0}), clock=clock
+    )
+    assert t.stopped == "drifting" and 8.0 <= sum(t.window_s) < 8.0 + 4 * 0.6
+    assert "still drifting at the cap" in t.throughput().drift_note
+    # a steady run pays nothing: it stops where it did
+    clock, step, _ = scripted(lambda n: 0.01)
+    steady = timing.measure(lambda: None, step, lambda b: 1, lambda: None, timing.Rule(**DRIFTING), clock=clock)
+    assert steady.stopped == "precise" and len(steady.window_samples_per_sec) == 6 and steady.dropped == 0
 
 
 def test_racing_prunes_a_clearly_worse_trial_and_a_close_one_stops_when_precise():

@@ -21,8 +21,8 @@ from ..protocol import FIRST_STEP_ENV, LOADER_CPUS_ENV
 from ..result import RunResult, Status
 from ..spec import RunSpec
 from .events import Events
+from .rule import Rule
 from .script import Script, ScriptFailed, ScriptSteps, first_step_deadline
-from .timing import Rule
 
 BIND_MODULE = "sweeper.measure.bind"
 

@@ -21,7 +21,7 @@ from ..result import RunResult, Status
 from ..spec import RunSpec
 from .events import Events
 from .group import Rank, TorchGroup, join_group, numa_node, rank_cpus
-from .timing import Rule
+from .rule import Rule
 
 
 @dataclass(frozen=True)

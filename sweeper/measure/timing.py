@@ -22,9 +22,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from ..config import MeasureConf, TrialConf
 from ..measurement import Stopped, Throughput, Timing, Utilization, bottleneck
-from ..stats import Spread, quantile, rate_interval
+from ..stats import Spread, quantile, rate_interval, trend
+from .rule import Rule
 from .warmup import Group, StepTimer, step_once, warm_up
 
 
@@ -61,13 +61,18 @@ class Timings:
     warmup_steady: bool = False  # warm-up ended on a steady step rate, not on its maximum
     stopped: Stopped = Stopped.NOT
     pruned: bool = False
+    window_steps: list[int] = field(default_factory=list)  # rank 0's steps in each window
+    # leading windows left out of the figure because the run was still changing after them, and
+    # the change they showed (later / earlier - 1, compounded over each time windows were left out)
+    dropped: int = 0
+    drift: float = 0.0
 
     def throughput(self, restarts_apart: bool = False) -> Throughput:
         """The figure is the counted windows' samples over their time, the statistic the
         interval, the precision rule and the racing rule are of (a median window with a mean's
         interval could lie outside it). With `restarts_apart` it is the steady rate
         (samples_per_sec_steady too): with_epoch_restarts adds the restarts, timed apart."""
-        spread = Spread.of(self.window_samples_per_sec)
+        spread = Spread.of(self.window_samples_per_sec[self.dropped :])
         rate, interval = rate_interval(*self.counted_totals(restarts_apart))
         low, high = interval or (None, None)
         return Throughput(
@@ -75,7 +80,9 @@ class Timings:
             samples_per_sec_iqr=spread.iqr,
             samples_per_sec_rel_iqr=spread.relative_iqr,
             window_samples_per_sec=tuple(self.window_samples_per_sec),
-            windows_measured=spread.n,
+            windows_measured=len(self.window_samples_per_sec),
+            drift=self.drift if self.dropped else None,
+            steady_from_step=self.steady_from_step,
             samples_per_sec_ci_low=low,
             samples_per_sec_ci_high=high,
             stopped=self.stopped,
@@ -94,17 +101,29 @@ class Timings:
         return sum(self.window_epoch_ends)
 
     def totals(self) -> tuple[list[float], list[float]]:
-        """The windows' samples and seconds (windows known only by their rate count a second each)."""
+        """The kept windows' samples and seconds (those after the ones left out as still
+        changing; windows known only by their rate count a second each)."""
         if self.window_totals:
-            return [n for n, _ in self.window_totals], [s for _, s in self.window_totals]
-        return list(self.window_samples_per_sec), [1.0] * len(self.window_samples_per_sec)
+            kept = self.window_totals[self.dropped :]
+            return [n for n, _ in kept], [s for _, s in kept]
+        rates = self.window_samples_per_sec[self.dropped :]
+        return list(rates), [1.0] * len(rates)
+
+    @property
+    def kept_epoch_ends(self) -> list[int]:
+        return self.window_epoch_ends[self.dropped :]
+
+    @property
+    def steady_from_step(self) -> int | None:
+        """The step (warm-up counted) at which the kept windows begin, where windows were left out."""
+        return self.warmup_steps + sum(self.window_steps[: self.dropped]) if self.dropped else None
 
     def steady_counted(self, restarts_apart: bool) -> bool:
         """Whether the figure is of the windows no epoch end fell in: the workers' restart at
         an epoch end is timed apart and added per epoch (with_epoch_restarts), and such windows
         are the majority (else the windows' mean already holds the restarts)."""
-        ends = sum(1 for e in self.window_epoch_ends if e)
-        return restarts_apart and bool(self.window_epoch_ends) and 2 * ends < len(self.window_epoch_ends)
+        ends = sum(1 for e in self.kept_epoch_ends if e)
+        return restarts_apart and bool(self.kept_epoch_ends) and 2 * ends < len(self.kept_epoch_ends)
 
     def restart_in_windows_s(self, restarts_apart: bool) -> float | None:
         """What an epoch end cost the loop, read from the windows it fell in: their time beyond
@@ -115,7 +134,7 @@ class Timings:
             return None
         steady, _ = rate_interval(*self.counted_totals(restarts_apart))
         samples, seconds = self.totals()
-        ended = [(n, s, e) for n, s, e in zip(samples, seconds, self.window_epoch_ends) if e]
+        ended = [(n, s, e) for n, s, e in zip(samples, seconds, self.kept_epoch_ends) if e]
         if not ended or steady <= 0:
             return None
         return max(0.0, sum(s - n / steady for n, s, _ in ended) / sum(e for _, _, e in ended))
@@ -128,7 +147,7 @@ class Timings:
         samples, seconds = self.totals()
         if not self.steady_counted(restarts_apart):
             return samples, seconds
-        kept = [i for i, e in enumerate(self.window_epoch_ends) if not e]
+        kept = [i for i, e in enumerate(self.kept_epoch_ends) if not e]
         return [samples[i] for i in kept], [seconds[i] for i in kept]
 
     def timing(self) -> Timing:
@@ -156,77 +175,6 @@ class Timings:
         )
 
 
-@dataclass(frozen=True)
-class Rule:
-    """When warm-up and measuring stop: warm-up at least `warmup_s` and `warmup_steps`, then
-    until two successive blocks of steps run within `steady_tol` of each other (at most
-    `warmup_max_s`); windows of `window_s` until the 95% interval of their rate is within
-    `rel_precision` of it (at least `min_windows`, at most `max_windows`). Racing against the
-    best trial's interval `race` = (low, high), widened by the sweep for run-to-run noise: a run
-    whose interval lies wholly below it stops (pruned). A run whose interval lies wholly below
-    `behind`, the low end of the best's own interval, stops too, its figure kept (complete): the
-    sweep needs no more precise a figure of a run it knows is behind, and windows cannot resolve
-    the run-to-run noise that decides by how much.
-    `prune_below` is a plain floor: the rate under it after two windows stops the run, and after
-    one already when under `first_window_floor` of it (a run that far below is no near miss: in
-    a race's 122 trials no first window under 0.56 of the best was a run's that ended above the
-    floor; the lowest of those read 0.72, a bursty run that ended at 0.96). When the warm-up's
-    steady span already read under that bar, the first window is a quarter window (in three
-    sweeps' 57 trials no span under 0.56 of the best was a run's that ended above the floor; the
-    lowest of those read 0.65). Every
-    rule reads the same statistic as the figure: the rate over the windows (samples over time)
-    and its 95% interval (stats.rate_interval). A window is at least `window_s` of whole loader
-    cycles (`cycle` steps: one batch from each worker, which arrive in bursts); a group's is rank
-    0's count of such steps."""
-
-    warmup_s: float
-    warmup_steps: int
-    max_windows: int
-    window_s: float
-    warmup_max_s: float | None = None  # None: warm-up stops at its minimums
-    steady_tol: float = 0.05
-    min_windows: int = 1
-    rel_precision: float | None = None  # None: always max_windows
-    prune_below: float | None = None
-    first_window_floor: float | None = 0.8  # None: the floor waits for two windows
-    race: tuple[float, float] | None = None
-    behind: float | None = None
-    cycle: int = 1
-    # the loader's workers restart at each epoch end (not persistent), a cost timed apart: the
-    # rules read the windows no epoch end fell in (Timings.counted_totals)
-    restarts_apart: bool = False
-
-    @classmethod
-    def of(
-        cls,
-        measure: MeasureConf,
-        workers: int = 0,
-        persistent_workers: bool = True,
-        trial: TrialConf | None = None,
-    ) -> Rule:
-        """measure.* (and the sweep's `trial` node: the best so far to race against) as a Rule.
-        Warm-up lasts at least two batches per loader worker, so that every worker has started
-        (forkserver and spawn workers start one after another, seconds each) before a steady
-        rate can be declared."""
-        trial = trial or TrialConf()
-        race = trial.race
-        return cls(
-            warmup_s=measure.warmup_s,
-            warmup_steps=max(measure.warmup_steps, 2 * workers),
-            max_windows=measure.windows,
-            window_s=measure.window_s,
-            warmup_max_s=measure.warmup_max_s,
-            steady_tol=measure.steady_tol,
-            min_windows=measure.min_windows or measure.windows,
-            rel_precision=measure.rel_precision,
-            prune_below=trial.prune_below,
-            race=(float(race[0]), float(race[1])) if race else None,
-            behind=trial.behind,
-            cycle=max(1, workers),
-            restarts_apart=workers > 0 and not persistent_workers,
-        )
-
-
 def _far_below(warmup_rate: float | None, rule: Rule) -> bool:
     """Whether the warm-up's steady span already ran under the floor's one-window bar
     (`first_window_floor` of `prune_below`): then a quarter window is enough to confirm it, as
@@ -238,6 +186,21 @@ def _far_below(warmup_rate: float | None, rule: Rule) -> bool:
         and rule.first_window_floor is not None
         and warmup_rate < rule.first_window_floor * rule.prune_below
     )
+
+
+def _still_changing(t: Timings, rule: Rule) -> int:
+    """Before a run stops with its figure: whether its kept windows still change (stats.trend);
+    if so, their earlier half is left out of the figure, the change recorded, and how many were
+    left out returned (0: steady)."""
+    if rule.drift_tol is None:
+        return 0
+    rates = t.window_samples_per_sec[t.dropped :]
+    change = trend(rates, rule.drift_tol)
+    if change is None:
+        return 0
+    t.dropped += len(rates) // 2
+    t.drift = (1 + t.drift) * (1 + change) - 1
+    return len(rates) // 2
 
 
 def _verdict(t: Timings, rule: Rule) -> Stopped | None:
@@ -296,7 +259,8 @@ def measure(
     )
     for monitor in monitors:
         monitor.start()
-    for index in range(rule.max_windows):
+    index, budget = 0, rule.max_windows  # windows left out as still changing are measured again
+    while True:
         window_start, window_epochs = clock(), epochs_started()
         samples, steps = 0, 0
         while True:
@@ -326,12 +290,23 @@ def measure(
         t.window_samples_per_sec.append(rate)
         t.window_totals.append((samples, elapsed))
         t.window_epoch_ends.append(epochs_started() - window_epochs)
+        t.window_steps.append(steps)
         t.samples += samples
         if on_window is not None:
             on_window(index, rate)
+        index += 1
         t.stopped = _verdict(t, rule) or Stopped.NOT
-        if t.stopped:
+        if t.stopped.pruned:
             break
+        if not t.stopped and index < budget:
+            continue
+        left_out = _still_changing(t, rule)
+        if not left_out:
+            break
+        if sum(t.window_s) >= (rule.max_s or 0.0):
+            t.stopped = Stopped.DRIFTING
+            break
+        t.stopped, budget = Stopped.NOT, index + left_out  # measured on until steady
     t.pruned = t.stopped.pruned
     t.stopped = t.stopped or Stopped.MAX_WINDOWS
     for monitor in monitors:

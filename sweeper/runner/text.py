@@ -14,6 +14,7 @@ _STOPPED = {
     Stopped.RACED: "below the best",
     Stopped.BEHIND: "behind the best",
     Stopped.PRUNED: "below the floor",
+    Stopped.DRIFTING: "still drifting at the cap (measure.max_s)",
 }
 
 
@@ -174,6 +175,8 @@ def format_result(result: RunResult) -> str:
         fp = result.fingerprint
         per_rank = " per rank" if run.nproc_per_node > 1 else ""
         rows.append(("machine", f"{fp.describe()}; torch threads {fp.threads or 'default'}{per_rank}"))
+    if (drift := f.drift_note) is not None:
+        rows.insert(1, ("still changing", drift))
     if u.under_load:
         rows.insert(0, ("under load", f"this figure was taken under load: {u.load_note}"))
     if status == Status.PRUNED:

@@ -1,0 +1,85 @@
+"""When a run's warm-up and windows stop (timing.measure applies it): the measure.* settings,
+and the sweep's race against the best so far, as one frozen rule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import MeasureConf, TrialConf
+
+
+@dataclass(frozen=True)
+class Rule:
+    """When warm-up and measuring stop: warm-up at least `warmup_s` and `warmup_steps`, then
+    until two successive blocks of steps run within `steady_tol` of each other (at most
+    `warmup_max_s`); windows of `window_s` until the 95% interval of their rate is within
+    `rel_precision` of it (at least `min_windows`, at most `max_windows`). Racing against the
+    best trial's interval `race` = (low, high), widened by the sweep for run-to-run noise: a run
+    whose interval lies wholly below it stops (pruned). A run whose interval lies wholly below
+    `behind`, the low end of the best's own interval, stops too, its figure kept (complete): the
+    sweep needs no more precise a figure of a run it knows is behind, and windows cannot resolve
+    the run-to-run noise that decides by how much.
+    `prune_below` is a plain floor: the rate under it after two windows stops the run, and after
+    one already when under `first_window_floor` of it (a run that far below is no near miss: in
+    a race's 122 trials no first window under 0.56 of the best was a run's that ended above the
+    floor; the lowest of those read 0.72, a bursty run that ended at 0.96). When the warm-up's
+    steady span already read under that bar, the first window is a quarter window (in three
+    sweeps' 57 trials no span under 0.56 of the best was a run's that ended above the floor; the
+    lowest of those read 0.65). Every
+    rule reads the same statistic as the figure: the rate over the windows (samples over time)
+    and its 95% interval (stats.rate_interval). A window is at least `window_s` of whole loader
+    cycles (`cycle` steps: one batch from each worker, which arrive in bursts); a group's is rank
+    0's count of such steps."""
+
+    warmup_s: float
+    warmup_steps: int
+    max_windows: int
+    window_s: float
+    warmup_max_s: float | None = None  # None: warm-up stops at its minimums
+    steady_tol: float = 0.05
+    min_windows: int = 1
+    rel_precision: float | None = None  # None: always max_windows
+    prune_below: float | None = None
+    first_window_floor: float | None = 0.8  # None: the floor waits for two windows
+    race: tuple[float, float] | None = None
+    behind: float | None = None
+    cycle: int = 1
+    # the loader's workers restart at each epoch end (not persistent), a cost timed apart: the
+    # rules read the windows no epoch end fell in (Timings.counted_totals)
+    restarts_apart: bool = False
+    # a run whose windows still change by more than this (stats.trend) measures on, its earlier
+    # windows left out of the figure, until steady or `max_s` seconds of windows; None: no check
+    drift_tol: float | None = None
+    max_s: float | None = None
+
+    @classmethod
+    def of(
+        cls,
+        measure: MeasureConf,
+        workers: int = 0,
+        persistent_workers: bool = True,
+        trial: TrialConf | None = None,
+    ) -> Rule:
+        """measure.* (and the sweep's `trial` node: the best so far to race against) as a Rule.
+        Warm-up lasts at least two batches per loader worker, so that every worker has started
+        (forkserver and spawn workers start one after another, seconds each) before a steady
+        rate can be declared."""
+        trial = trial or TrialConf()
+        race = trial.race
+        return cls(
+            warmup_s=measure.warmup_s,
+            warmup_steps=max(measure.warmup_steps, 2 * workers),
+            max_windows=measure.windows,
+            window_s=measure.window_s,
+            warmup_max_s=measure.warmup_max_s,
+            steady_tol=measure.steady_tol,
+            min_windows=measure.min_windows or measure.windows,
+            rel_precision=measure.rel_precision,
+            prune_below=trial.prune_below,
+            race=(float(race[0]), float(race[1])) if race else None,
+            behind=trial.behind,
+            cycle=max(1, workers),
+            restarts_apart=workers > 0 and not persistent_workers,
+            drift_tol=measure.drift_tol,
+            max_s=measure.max_s,
+        )
