@@ -45,7 +45,7 @@ ISOLATIONS = tuple(os.environ.get("AGREEMENT_ISOLATIONS", "fork spawn").split())
 
 def sweeper_run(
     batch: int, workers: int, persistent: bool, backend: tuple[str, ...], isolation: str, out: Path
-) -> dict:
+) -> RunResult:
     subprocess.run(
         [
             sys.executable,
@@ -83,15 +83,19 @@ def hand_env(backend: tuple[str, ...]) -> dict[str, str]:
     return {**thread_env(threads), **start_env(spec)[0]}
 
 
-def hand_run(batch: int, workers: int, persistent: bool, backend: tuple[str, ...]) -> float:
+def hand_output(
+    batch: int, workers: int, persistent: bool, backend: tuple[str, ...], seconds: float = HAND_S, *flags: str
+) -> str:
+    """What the hand loop prints (hand_loop.py: its rate last; with --each-second, each second's)."""
     proc = subprocess.run(
         [
             sys.executable,
             str(ROOT / "benchmarks" / "hand_loop.py"),
             str(batch),
             str(workers),
-            str(HAND_S),
+            str(seconds),
             str(persistent).lower(),
+            *flags,
         ],
         cwd=ROOT,
         check=True,
@@ -99,7 +103,11 @@ def hand_run(batch: int, workers: int, persistent: bool, backend: tuple[str, ...
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT), **hand_env(backend)},
     )
-    return float(proc.stdout.strip().splitlines()[-1])
+    return proc.stdout
+
+
+def hand_run(batch: int, workers: int, persistent: bool, backend: tuple[str, ...]) -> float:
+    return float(hand_output(batch, workers, persistent, backend).strip().splitlines()[-1])
 
 
 def main() -> None:

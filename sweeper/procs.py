@@ -84,7 +84,7 @@ def command_line(pid: int) -> str:
             words = f.read().split(b"\0")
     except OSError:
         return ""
-    line = " ".join(w.decode(errors="replace") for w in words if w)
+    line = " ".join(" ".join(w.decode(errors="replace").split()) for w in words if w)  # one line: `-c` code too
     return line or f"[{comm(pid) or pid}]"
 
 
