@@ -15,6 +15,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import types
 from pathlib import Path
 
 from sweeper.result import RunResult
@@ -72,13 +73,14 @@ def hand_env(backend: tuple[str, ...]) -> dict[str, str]:
     from sweeper.runner.run import start_env
 
     knobs = dict(item.split("=", 1) for item in backend)
-    spec = {
-        "backend": {
-            "allocator": knobs.get("backend.allocator", "default"),
-            "omp_bind": knobs.get("backend.omp_bind", "default"),
-            "kmp_blocktime": None,
-        }
-    }
+    # the part of a RunSpec that start_env reads
+    spec = types.SimpleNamespace(
+        backend=types.SimpleNamespace(
+            allocator=knobs.get("backend.allocator", "default"),
+            omp_bind=knobs.get("backend.omp_bind", "default"),
+            kmp_blocktime=None,
+        )
+    )
     threads = int(knobs["backend.threads"]) if "backend.threads" in knobs else None
     return {**thread_env(threads), **start_env(spec)[0]}
 
