@@ -42,9 +42,16 @@ def main() -> None:
                 label = f"{name}, {'flushed' if flushed else 'plain'}"
                 long = hand_long_run(batch, workers, seconds, flushed)
                 knobs = (f"backend.flush_denormal={str(flushed).lower()}",)
-                single = sweeper_run(batch, workers, False, knobs, "fork", Path(d) / f"{batch}-{workers}-{flushed}-single")
+                single = sweeper_run(
+                    batch, workers, False, knobs, "fork", Path(d) / f"{batch}-{workers}-{flushed}-single"
+                )
                 trial = sweeper_run(
-                    batch, workers, False, (*knobs, "measure.rel_precision=0.1"), "fork", Path(d) / f"{batch}-{workers}-{flushed}-trial"
+                    batch,
+                    workers,
+                    False,
+                    (*knobs, "measure.rel_precision=0.1"),
+                    "fork",
+                    Path(d) / f"{batch}-{workers}-{flushed}-trial",
                 )
                 cells = []
                 for run in (single, trial):
