@@ -87,7 +87,7 @@ def grammar() -> int:
     from sweeper.preflight import check as check_overrides
     from sweeper.result import RunResult, Status
     from sweeper.runner.run import checked_spec
-    from sweeper.search.plan import make_plan
+    from sweeper.search.plan import Learned, make_plan
     from sweeper.search.settings import SweepSettings
     from sweeper.search.trials import ask, tell_result
     from sweeper.store.study import StoredStudy
@@ -146,7 +146,7 @@ def grammar() -> int:
                     stored = StoredStudy(optuna.create_study(storage=memory, directions=list(plan.directions)), memory)
                     for i in range(4):
                         try:
-                            trial, knobs = ask(stored, plan, plan.context(None), baseline=i == 0)
+                            trial, knobs = ask(stored, plan, plan.context(Learned()), baseline=i == 0)
                             # the job's command line reads back the values that were asked for
                             line = [o for o in plan.overrides_for(knobs) if o.startswith(f"{key}=")]
                             back = parser.parse_overrides(line)[0].value() if line else None
