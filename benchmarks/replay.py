@@ -43,6 +43,7 @@ from typing import Any
 
 import optuna
 import pandas as pd
+from omegaconf import OmegaConf
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -51,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from record_grid import GRIDS, GridSpec, csv_path  # noqa: E402
 
 from sweeper import resolvers  # noqa: E402
+from sweeper.config import TrialConf  # noqa: E402
 from sweeper.measure import timing  # noqa: E402
 from sweeper.measurement import Measurement, Memory, RunFacts, Stopped  # noqa: E402
 from sweeper.preflight import compose as _compose  # noqa: E402
@@ -260,23 +262,12 @@ class ReplayRunner:
     def _one(self, overrides: list[str]) -> RunResult:
         given = dict(o.split("=", 1) for o in overrides)
         knobs = {k: _parse(given[k]) if k in given else self.plan.base_value(k) for k in self.grid.knobs}
-        measure = {
-            k: self.plan.base_value(f"measure.{k}")
-            for k in (
-                "warmup_s",
-                "warmup_steps",
-                "windows",
-                "window_s",
-                "warmup_max_s",
-                "steady_tol",
-                "min_windows",
-                "rel_precision",
-            )
-        }
+        changed: dict[str, Any] = {}
         trial: dict[str, Any] = {}
         if "measure.rel_precision" in given:  # hydra.sweeper.sweep_precision
-            measure["rel_precision"] = _parse(given["measure.rel_precision"])
-        measure.update(self.confirm_measure if self.confirming else self.search_measure)  # a strategy's own
+            changed["rel_precision"] = _parse(given["measure.rel_precision"])
+        changed.update(self.confirm_measure if self.confirming else self.search_measure)  # a strategy's own
+        measure = replace(OmegaConf.to_object(self.plan.base.measure), **changed)
         if "trial.prune_below" in given:
             trial["prune_below"] = float(given["trial.prune_below"])
         if "trial.race" in given:
@@ -288,7 +279,7 @@ class ReplayRunner:
             self.charged_s += START_S
             return RunResult(Status.ERROR, f"not in the grid: {knobs}", fingerprint=self.plan.machine.fingerprint)
         true = row.samples_per_sec
-        rule = timing.Rule.of(measure, int(knobs.get("loader.num_workers") or 0), trial=trial)
+        rule = timing.Rule.of(measure, int(knobs.get("loader.num_workers") or 0), trial=TrialConf(**trial))
         if not self.first_window_floor:
             rule = replace(rule, first_window_floor=None)
         mood = math.exp(self.rng.gauss(0.0, RUN_CV))
