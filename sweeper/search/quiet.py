@@ -19,7 +19,7 @@ from . import progress
 LOAD_RERUNS = 1
 # the machine is quiet after this many samples in a row at or below the limit
 QUIET_SAMPLES = 2
-# each sample of the machine's load spans this many seconds
+# each sample of the machine's load spans this many seconds (the one before trial 1, half that)
 SAMPLE_S = 1.0
 # while waiting, a line at most this often
 SAY_EVERY_S = 60.0

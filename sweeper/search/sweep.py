@@ -121,7 +121,7 @@ def busy_at_start(plan: SweepPlan) -> str | None:
     limit = plan.base_value(Knob.MEASURE_FOREIGN_CPU_MAX_PCT)
     if not plan.runs_here or not plan.own_app or limit is None:
         return None
-    load = foreign.sample(quiet.SAMPLE_S, topology.machine_cpus())
+    load = foreign.sample(quiet.SAMPLE_S / 2, topology.machine_cpus())
     if load.cpu_pct <= float(limit):
         return None
     return (
