@@ -1,4 +1,4 @@
-"""Does sweeper's figure hold for the long run?  python benchmarks/long_run.py [ROUNDS] [SECONDS]
+"""Does sweeper's figure hold for the long run?  python benchmarks/long_run.py [ROUNDS] [SECONDS] [FILTER]
 
 For the default and two grid points of the mnist_mlp train workload, plain and with subnormal
 floats flushed (backend.flush_denormal / torch.set_flush_denormal): the hand-written loop

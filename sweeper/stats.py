@@ -158,14 +158,17 @@ TREND_WINDOWS = 6
 
 def trend(rates: list[float], tol: float) -> float | None:
     """A run still changing: the later half of its windows' mean rate against the earlier half's
-    (later / earlier - 1), when every later window lies beyond every earlier one (on the same
-    side) and the change exceeds `tol`; None when steady, or with fewer than TREND_WINDOWS. Both
-    conditions together: a noisy but steady run orders its halves so by chance one time in ten,
-    and rarely by more than its spread."""
+    (later / earlier - 1), when the two means differ beyond their spread (Welch's standard
+    error, Student's t at 95%) and by more than `tol`; None when steady, or with fewer than
+    TREND_WINDOWS. Both conditions: a steady run's halves differ beyond their spread one time in
+    twenty by chance, and rarely by more than the tolerance too."""
     n = len(rates)
     if n < TREND_WINDOWS:
         return None
     early, late = rates[: n // 2], rates[n - n // 2 :]
-    change = statistics.fmean(late) / statistics.fmean(early) - 1
-    apart = max(late) < min(early) or min(late) > max(early)
-    return change if apart and abs(change) > tol else None
+    before, after = statistics.fmean(early), statistics.fmean(late)
+    change = after / before - 1
+    se = math.sqrt(statistics.variance(early) / len(early) + statistics.variance(late) / len(late))
+    df = len(early) + len(late) - 2
+    t = _T95[df - 1] if df <= len(_T95) else 1.96
+    return change if abs(change) > tol and abs(after - before) > t * se else None

@@ -436,6 +436,9 @@ def test_the_trend_rule_reads_halves_apart_beyond_the_tolerance():
     assert trend([100, 90, 100, 90, 100, 90], 0.05) is None  # halves not apart
     assert trend([100, 100, 100, 97, 97, 97], 0.05) is None  # apart, within the tolerance
     assert trend([100, 100, 90, 90], 0.05) is None  # too few windows to read a trend
+    # 24 noisy windows, the later 12 slower by 9%: their ranges overlap, their means do not
+    noisy_slowing = [106.0, 94.0] * 6 + [97.0, 85.0] * 6
+    assert trend(noisy_slowing, 0.05) == pytest.approx(-0.09)
 
 
 # a trend is read over 6 windows or more: a run that stops sooner (precise after 3) is not checked
