@@ -52,8 +52,12 @@ def measured(run: RunResult, long: float) -> tuple[float, float, bool] | None:
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 40.0
+    only = sys.argv[3] if len(sys.argv) > 3 else ""  # e.g. "default": the points whose name has it
     configs = [
-        (name, batch, workers, flushed) for name, (batch, workers) in POINTS.items() for flushed in (False, True)
+        (name, batch, workers, flushed)
+        for name, (batch, workers) in POINTS.items()
+        if only in name
+        for flushed in (False, True)
     ]
     cells: dict[tuple[str, str], list[tuple[float, float, bool]]] = {}
     longs: dict[str, list[float]] = {}
