@@ -149,7 +149,9 @@ class NvmlMonitor(_Sampler):
             seen = self._nvml.nvmlDeviceGetProcessUtilization(self._handle, self._seen_at)
         except Exception:  # noqa: BLE001 - NVMLError_NotFound when no process ran since; not a failed run
             return
-        own = set(procs.tree(self._root))
+        if not seen:
+            return
+        own = set(procs.tree(self._root))  # read only when NVML saw processes: the sampler runs every 0.1 s
         by_time: dict[int, float] = {}
         for s in seen:
             self._seen_at = max(self._seen_at, int(s.timeStamp))

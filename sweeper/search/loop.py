@@ -87,6 +87,8 @@ def learned(stored: StoredStudy, plan: SweepPlan) -> Learned:
         if measured is not None:
             convolutional = convolutional if convolutional is not None else measured.run.convolutional
             applied = applied if applied is not None else measured.run.applied_in_script
+            if convolutional is not None and (applied is not None or not plan.script):
+                break  # the first measured run says it all: no need to read every trial at each ask
     return Learned(convolutional, applied)
 
 
