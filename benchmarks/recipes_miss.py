@@ -9,7 +9,7 @@ replayed with the default sweep against the same sweep without recipes:
 - `mirror`: the batch axis reversed (the largest batch reads what the smallest did), a smooth
   surface whose best lies far from the recipes' largest batch.
 
-    python benchmarks/recipes_miss.py [seeds] [grid] [--how hole|mirror] [--at QUANTILE]
+    python benchmarks/recipes_miss.py [seeds] [grid] [--how hole|mirror] [--at QUANTILE] [--strategies "a;b"]
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ def _option(args: list[str], name: str, default: str) -> str:
 def main(argv: list[str]) -> None:
     args = list(argv)
     how, at = _option(args, "--how", "hole"), float(_option(args, "--at", "0.5"))
+    chosen = _option(args, "--strategies", f"{DEFAULT};{NO_RECIPES}").split(";")
     seeds = int(args[0]) if args else 100
     name = args[1] if len(args) > 1 else "mnist_mlp_train"
     if name not in GRIDS or how not in ("hole", "mirror") or not 0 <= at <= 1:
@@ -95,7 +96,7 @@ def main(argv: list[str]) -> None:
         print(f"grid {name}, best {grid.best:,.0f}; the recipes made the {at:.0%} quantile:")
         for line in changed:
             print(f"  {line}")
-    replay.table(name, worse, [DEFAULT, NO_RECIPES], seeds, 20)
+    replay.table(name, worse, chosen, seeds, 20)
 
 
 if __name__ == "__main__":

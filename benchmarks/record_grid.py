@@ -5,6 +5,8 @@ confirmation, a fixed measurement), and written to benchmarks/grid_<name>.csv.
     python benchmarks/record_grid.py mnist_mlp_train  # batch x workers x threads x precision (120)
     python benchmarks/record_grid.py cpu_subgrid      # search=cpu's knobs, a documented sub-grid (forked ones)
     python benchmarks/record_grid.py image_small      # resnet18 at 32 px on FakeData: a convolutional surface
+    python benchmarks/record_grid.py language_small   # a 2-layer decoder on generated tokens (48)
+    python benchmarks/record_grid.py script_mlp       # examples/train_script.py through sweeper.track (48)
 
 Each row: the knobs, the status, samples/sec, peak memory, and what the replay charges and draws
 its noise from: the run's wall time (start, build, warm-up, windows), its warm-up, and the
@@ -95,6 +97,41 @@ GRIDS: dict[str, GridSpec] = {
             "task.num_classes=10",
             "task.num_samples=1024",
             "task.epoch_samples=null",
+            "backend.threads=2",
+        ),
+    ),
+    # the language model at a small size: a 2-layer decoder on generated tokens
+    "language_small": GridSpec(
+        (
+            "loader.batch_size=choice(8,16,32,64)",
+            "loader.num_workers=range(0,3)",
+            "backend.threads=choice(1,2)",
+            "backend.precision=choice(fp32,bf16)",
+        ),
+        (
+            "search=none",
+            "task=language_model",
+            "task.seq_len=64",
+            "task.depth=2",
+            "task.width=128",
+            "task.vocab_size=4096",
+            "task.num_tokens=200000",
+            "backend.threads=2",
+        ),
+    ),
+    # the example script (examples/train_script.py), measured from outside through sweeper.track
+    "script_mlp": GridSpec(
+        (
+            "loader.batch_size=choice(32,128,512,1024)",
+            "loader.num_workers=range(0,3)",
+            "backend.threads=choice(1,2)",
+            "backend.precision=choice(fp32,bf16)",
+        ),
+        (
+            "search=none",
+            "task=script",
+            "task.command='python examples/train_script.py --batch-size ${loader.batch_size} "
+            "--workers ${loader.num_workers} --precision ${backend.precision}'",
             "backend.threads=2",
         ),
     ),

@@ -59,6 +59,7 @@ from sweeper.preflight import compose as _compose  # noqa: E402
 from sweeper.result import RunResult, Status  # noqa: E402
 from sweeper.search import space as sp  # noqa: E402
 from sweeper.search.confirm import run_confirmation  # noqa: E402
+from sweeper.search.converge import Converged  # noqa: E402
 from sweeper.search.launch import Job  # noqa: E402
 from sweeper.search.loop import optimize  # noqa: E402
 from sweeper.search.plan import SweepPlan, make_plan  # noqa: E402
@@ -100,6 +101,24 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "TPE, speed+memory, race with run noise": {"sampler": TPE, **TWO},
     "TPE, speed+memory, staged 0.5": {"sampler": TPE, **TWO, "staged": 0.5},
     "TPE, samples/sec (the default)": {"sampler": TPE},
+    "TPE, samples/sec, every trial (converge=false)": {"sampler": TPE, "converge": False},
+    "TPE, samples/sec, converge after 4 at 15%": {"sampler": TPE, "_converge": (4, 0.15)},
+    "TPE, samples/sec, converge after 5 at 15%": {"sampler": TPE, "_converge": (5, 0.15)},
+    "TPE, samples/sec, converge after 8 at 15%": {"sampler": TPE, "_converge": (8, 0.15)},
+    "TPE, samples/sec, converge after 6 at 10%": {"sampler": TPE, "_converge": (6, 0.10)},
+    "TPE, samples/sec, converge after 6 at 20%": {"sampler": TPE, "_converge": (6, 0.20)},
+    "TPE, samples/sec, converge after 6 at 0%": {"sampler": TPE, "_converge": (6, 0.0)},
+    "TPE, samples/sec, converge after 6, none 8% faster": {"sampler": TPE, "_converge": (6, -0.08)},
+    "TPE, samples/sec, converge after 8, none 8% faster": {"sampler": TPE, "_converge": (8, -0.08)},
+    "TPE, samples/sec, converge after 10, none 8% faster": {"sampler": TPE, "_converge": (10, -0.08)},
+    "TPE, samples/sec, converge after 4, none 8% faster": {"sampler": TPE, "_converge": (4, -0.08)},
+    "TPE, samples/sec, converge after 6 at 15%, doubled": {"sampler": TPE, "_converge": (6, 0.15, True)},
+    "TPE, samples/sec, converge after 8 at 15%, doubled": {"sampler": TPE, "_converge": (8, 0.15, True)},
+    "TPE, samples/sec, converge after 6, none 8% faster, doubled": {"sampler": TPE, "_converge": (6, -0.08, True)},
+    "TPE, samples/sec, converge after 4 at 15%, doubled": {"sampler": TPE, "_converge": (4, 0.15, True)},
+    "TPE, samples/sec, patience 6": {"sampler": TPE, "converge": False, "patience": 6},
+    "TPE, samples/sec, patience 10": {"sampler": TPE, "converge": False, "patience": 10},
+    "TPE, samples/sec, Optuna's regret-bound terminator": {"sampler": TPE, "_terminator": True},
     "TPE, samples/sec, confirm top 3 at 5% (the last stop's default)": {
         "sampler": TPE,
         "confirm": {"top_k": 3, "runners_up": "always"},
@@ -130,6 +149,28 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "GPSampler, samples/sec": {"sampler": GP},
     "random": {"sampler": {"_target_": "optuna.samplers.RandomSampler"}},
 }
+
+
+@dataclass(frozen=True)
+class TerminatorRule:
+    """Optuna's terminator as a convergence rule: stop when the regret bound of its Gaussian-process
+    model falls below the run-to-run noise of the best figure (StaticErrorEvaluator), after the
+    same guard as the shipped rule (each main knob measured at two values)."""
+
+    noise: float = RUN_CV
+
+    def reason(self, trials: Sequence[Any], space: Any, main: Any, front: Any = ()) -> str | None:
+        from optuna.study import StudyDirection
+        from optuna.terminator import RegretBoundEvaluator
+
+        from sweeper.search.converge import _each_tried_twice
+
+        done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE and t.values]
+        if len(done) < 5 or not _each_tried_twice(trials, space, main):
+            return None
+        best = max(t.values[0] for t in done)
+        bound = RegretBoundEvaluator().evaluate(done, StudyDirection.MAXIMIZE)
+        return f"converged: regret bound {bound:,.0f} below the noise" if bound < self.noise * best else None
 
 
 def _contending_verdict(t: timing.Timings, rule: timing.Rule) -> Stopped | None:
@@ -300,7 +341,9 @@ class ReplayRunner:
         t.stopped = t.stopped or Stopped.MAX_WINDOWS
         self.charged_s += row.start_s + WARMUP_S + sum(s for _, s in t.window_totals)
         measured = Measurement(
-            throughput=t.throughput(), memory=Memory(peak_memory_mb=row.peak_memory_mb), run=RunFacts(device="cpu")
+            throughput=t.throughput(),
+            memory=Memory(peak_memory_mb=row.peak_memory_mb),
+            run=RunFacts(device="cpu", applied_in_script=True if self.plan.script else None),
         )
         self.log.append((self.charged_s, None if t.pruned else true))
         status = Status.PRUNED if t.pruned else Status.OK
@@ -320,6 +363,7 @@ class Outcome:
     seconds: float
     speedup: float | None = None  # the pick's grid figure over the baseline's (what the confirmation should say)
     confirm_runs: int = 0  # the confirmation's runs
+    converged: bool = False  # the search stopped before n_trials, converged
 
 
 def _reached(log: Sequence[tuple[float, float | None]], best: float) -> dict[float, tuple[int, float] | None]:
@@ -364,6 +408,10 @@ def replay_sweeper(
         {**_settings_dict(plan.settings), "sampler": {**strategy["sampler"], "seed": seed}}
     )
     plan = _with_settings(plan, seeded)
+    if "_converge" in strategy:
+        plan = replace(plan, converge=Converged(*strategy["_converge"]))
+    if strategy.get("_terminator"):
+        plan = replace(plan, converge=TerminatorRule())  # type: ignore[arg-type]
     storage = optuna.storages.InMemoryStorage()
     study = optuna.create_study(
         storage=storage, sampler=make_sampler(plan), study_name=plan.study_name, directions=list(plan.directions)
@@ -380,7 +428,7 @@ def replay_sweeper(
         first_window_floor=not strategy.get("_two_window_floor"),
     )
     with contextlib.redirect_stdout(io.StringIO()):
-        optimize(stored, plan, runner, stopped=lambda: None, remaining=lambda: None)  # type: ignore[arg-type]
+        why = optimize(stored, plan, runner, stopped=lambda: None, remaining=lambda: None)  # type: ignore[arg-type]
         searched = len(runner.log)
         runner.confirming = True
         decision = run_confirmation(
@@ -404,6 +452,7 @@ def replay_sweeper(
         runner.charged_s,
         (pick or 0.0) / yours if yours else None,
         len(runner.log) - searched,
+        why.startswith("converged"),
     )
 
 
@@ -468,6 +517,9 @@ def summarize(name: str, outcomes: Sequence[Outcome]) -> str:
     cells.append(f"{statistics.median(speedups):.2f}x" if speedups else "-")
     cells.append(f"{statistics.median(o.seconds for o in outcomes):.0f}")
     cells.append(f"{statistics.fmean(o.confirm_runs for o in outcomes):.2f}")
+    cells.append(
+        f"{statistics.fmean(o.converged for o in outcomes):.0%}, {statistics.fmean(o.trials for o in outcomes):.1f}"
+    )
     return "| " + " | ".join(cells) + " |"
 
 
@@ -515,9 +567,9 @@ def table(name: str, grid: Grid, chosen: Sequence[str], seeds: int, n_trials: in
     print(
         "| strategy | to 90% of the best: seeds that got there: median / p90 trials, median / p90 measured s | "
         "to 95% | final pick / grid best, median (p10, mean) | pick / baseline, median "
-        "| measured s, whole sweep, median | confirmation runs, mean |"
+        "| measured s, whole sweep, median | confirmation runs, mean | stopped early; trials measured, mean |"
     )
-    print("|---|---|---|---|---:|---:|---:|")
+    print("|---|---|---|---|---:|---:|---:|---:|")
     print(
         summarize("peer: TPE defaults, fixed 3.3 s, no reuse", [replay_peer(grid, s, n_trials) for s in range(seeds)])
     )

@@ -11,8 +11,9 @@ precision {fp32, bf16}.
                                                 # installed apart: pip install --target /tmp/hos
                                                 # hydra-optuna-sweeper==1.3.0 hydra-core==1.3.2 omegaconf==2.3.0
                                                 # optuna==2.10.1 "sqlalchemy<2" "numpy<2")
-    python benchmarks/sweep_gain.py race [seeds] [n_trials]  # the same race, seeded repeats,
-                                                # sweeper as shipped (confirmation included)
+    python benchmarks/sweep_gain.py race [seeds] [n_trials] ["overrides" ...]  # the same race, seeded
+                                                # repeats, sweeper as shipped (confirmation included)
+                                                # and as each set of overrides, in one sitting
     python benchmarks/sweep_gain.py variants SEEDS N_TRIALS "" "hydra.sweeper.x=1 ..."
                                                 # sweeper against itself: each set of overrides ("" = as
                                                 # shipped) on the race's space, the same seeds, interleaved
@@ -289,18 +290,23 @@ def race_table(grid: dict[tuple, float], grid_best: float, runs: dict[str, tuple
         print(f"| {name} | {len(events)} | {total:.0f} s | " + " | ".join(cells) + " |")
 
 
-def race(tmp: Path, seeds: int = 5, n_trials: int = 20) -> None:
+def race(tmp: Path, seeds: int = 5, n_trials: int = 20, *variants: str) -> None:
     """The race on real runs, `seeds` seeded repeats per tool, one after the other.
     Sweeper as shipped (its default measurement, racing, confirmation; the 4 knobs swept on the
     command line, so not staged), against hydra-optuna-sweeper 1.3.0 with an in-process
     objective (0.8 s warm-up, a 2.5 s window, TPE with Optuna's defaults). Per tool: seconds and
     trials until it had measured a configuration within 90% / 95% of the grid's best (judged by
     the grid's figure; a pruned trial does not count), the whole sweep's wall time, and its
-    pick's grid figure."""
+    pick's grid figure. `variants` (sets of overrides) are sweeper swept again with each seed, in
+    the same sitting."""
     grid, grid_best = _grid_lookup()
-    rows: dict[str, list[RaceRun]] = {"sweeper": [], "peer": []}
+    rows: dict[str, list[RaceRun]] = {"sweeper": [], **{f"sweeper {v}": [] for v in variants}, "peer": []}
     for seed in range(seeds):
         rows["sweeper"].append(_sweeper_run(tmp, f"race{seed}", seed, n_trials, grid, grid_best))
+        for i, variant in enumerate(variants):
+            rows[f"sweeper {variant}"].append(
+                _sweeper_run(tmp, f"race{seed}v{i}", seed, n_trials, grid, grid_best, *variant.split())
+            )
 
         log = tmp / f"peer{seed}.jsonl"
         start = time.time()
@@ -449,6 +455,9 @@ if __name__ == "__main__":
                 'overrides ("" = as shipped)'
             )
         variants(Path(tempfile.mkdtemp()), int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:])
+        sys.exit(0)
+    if what == "race" and len(sys.argv) > 4:  # race SEEDS N_TRIALS "variant overrides" ...
+        race(Path(tempfile.mkdtemp()), int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:])
         sys.exit(0)
     extra = [int(a) for a in sys.argv[2:]]
     {"efficiency": efficiency, "gain": gain, "anchor": anchor, "race": race}[what](Path(tempfile.mkdtemp()), *extra)

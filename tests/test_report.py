@@ -133,6 +133,10 @@ def test_the_morning_read_in_chromium(swept):
         assert title.startswith("sweeper: custom train on ") and re.search(r"\d{4}-\d{2}-\d{2}", title)
         cards = page.inner_text("#search-cards")
         assert "wall time of the trials" in cards and "the sweep took, confirmation included" in cards
+        assert page.inner_text("#stopped") in (
+            "Stopped n_trials=4 reached",
+            "Stopped the sampler has tried everything it had (grid exhausted)",
+        )
         page.click("#trials tbody tr:first-child a.link")
         assert page.evaluate("location.hash").startswith("#trial-")
 

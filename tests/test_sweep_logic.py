@@ -549,7 +549,7 @@ def test_points_still_queued_when_n_trials_is_reached_end_as_surplus(tmp_path, c
     start.queue_start(
         stored, plan, room=2, ctx=plan.context(Learned(convolutional=False))
     )  # as if another process had not measured its own yet
-    loop._end_queued(stored, plan)
+    loop._end_queued(stored, plan, "n_trials=2 was reached", "as n_trials is reached")
     assert stored.study.get_trials(states=(TrialState.WAITING,)) == []
     ended = [t for t in stored.study.get_trials() if t.number > 0]
     assert [t.user_attrs["status"] for t in ended] == ["surplus", "surplus"]

@@ -176,6 +176,8 @@ def the_search(d: ReportData) -> str:
         f"<b>Date</b> {escape(h.date)} &middot; <b>Study</b> {escape(h.study)}</p>"
     )
     parts = ["<h2>The search</h2>", facts, f'<div class="headline" id="search-cards">{"".join(cards)}</div>']
+    if h.stopped:
+        parts.append(f'<p id="stopped"><b>Stopped</b> {escape(h.stopped)}</p>')
     if d.notes.search:
         notes = "".join(f'<div class="note">{escape(n)}</div>' for n in d.notes.search)
         parts.append(f"<details><summary>How the search went ({len(d.notes.search)} notes)</summary>{notes}</details>")

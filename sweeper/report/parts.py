@@ -81,6 +81,7 @@ class Headline:
     # the trials' jobs' time from submission to their run's start (a scheduler's queue, the lock)
     queue_wait_s: float = 0.0
     scheduled: int = 0  # trials a scheduler ran (SLURM jobs)
+    stopped: str | None = None  # why the last sweep's search stopped (n_trials, converged, budget, ...)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ configurations reused, batches that must run out of memory skipped, stop rules a
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,15 @@ from ..result import Status
 from ..stats import with_run_noise
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
-from ..store.trials import baseline_of, config_of, primary_value, ranked, search_interval, was_measured
+from ..store.trials import (
+    baseline_of,
+    config_of,
+    pareto_trials,
+    primary_value,
+    ranked,
+    search_interval,
+    was_measured,
+)
 from . import history, progress
 from . import space as sp
 from .later import held_later
@@ -54,7 +62,14 @@ class LoopState:
 
 
 def stop_reason(
-    state: LoopState, *, measured: int, n_trials: int, patience: int | None, remaining_s: float | None, reserve_s: float
+    state: LoopState,
+    *,
+    measured: int,
+    n_trials: int,
+    patience: int | None,
+    remaining_s: float | None,
+    reserve_s: float,
+    converged: str | None = None,
 ) -> str | None:
     """Why the sweep stops before the next trial, or None to go on (pure)."""
     if measured >= n_trials:
@@ -67,9 +82,19 @@ def stop_reason(
         return f"the last {SKIPPED_AFTER} suggestions were all points the preset does not measure (oversubscribed)"
     if patience is not None and state.since_gain >= patience:
         return f"patience: {state.since_gain} trials without a gain beyond the noise"
+    if converged is not None:
+        return converged
     if remaining_s is not None and (remaining_s <= reserve_s or remaining_s <= 0):
         return "timeout budget reached (time kept for the confirmation)"
     return None
+
+
+def _converged(trials: list[FrozenTrial], plan: SweepPlan) -> str | None:
+    """The convergence rule's line, once the search has converged (see converge.py)."""
+    if plan.converge is None:
+        return None
+    front = {t.number for t in pareto_trials(trials, plan.directions)} if len(plan.directions) > 1 else set()
+    return plan.converge.reason(trials, plan.space, plan.main, front)
 
 
 def typical_wall(stored: StoredStudy, plan: SweepPlan) -> float:
@@ -119,6 +144,7 @@ def optimize(
     settings = plan.settings
     settle(stored, plan, give_up=lambda: stopped() is not None or (remaining() or 1.0) <= 0)
     state = LoopState()
+    kin = stored.kin_trials(plan.workload, plan.hardware_class) if settings.reuse_studies else []
     while True:
         if (signal_stop := stopped()) is not None:
             return signal_stop
@@ -132,10 +158,13 @@ def optimize(
             patience=settings.patience,
             remaining_s=remaining_s,
             reserve_s=typical_wall(stored, plan) * (1 + settings.confirm_runs),
+            converged=_converged(trials, plan),
         )
         if why is not None:
             if measured >= settings.n_trials:
-                _end_queued(stored, plan)
+                _end_queued(stored, plan, f"n_trials={settings.n_trials} was reached", "as n_trials is reached")
+            elif why.startswith("converged"):
+                _end_queued(stored, plan, "the search converged", "as the search has converged")
             return why
         batch = _ask_batch(
             stored,
@@ -144,6 +173,7 @@ def optimize(
             trials,
             width=min(settings.n_jobs, settings.n_trials - measured),
             remaining_s=remaining_s,
+            kin=kin,
         )
         if batch.jobs:
             results = run.batch([job for job, _ in batch.jobs])
@@ -153,22 +183,14 @@ def optimize(
             _tell(stored, plan, state, reuse(stored, trial, stored.trial(twin)), batch.best, remaining)
 
 
-def _end_queued(stored: StoredStudy, plan: SweepPlan) -> None:
-    """Points still queued once n_trials is reached (two processes starting one study both
-    queue their start points) end as surplus, each with why, so that no later run of the study
-    measures them unasked."""
+def _end_queued(stored: StoredStudy, plan: SweepPlan, because: str, as_: str) -> None:
+    """Points still queued when the sweep ends on n_trials or convergence (two processes starting
+    one study both queue their start points; a later knob's try) end as surplus, each with why,
+    so that no later run of the study measures them unasked."""
     for _ in stored.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
         trial, knobs = ask(stored, plan, plan.context(learned(stored, plan)), baseline=False)
-        skip(
-            stored,
-            trial,
-            Status.SURPLUS,
-            f"n_trials={plan.settings.n_trials} was reached before this queued point was measured",
-        )
-        progress.say(
-            f"not measured: #{trial.number} {progress.short_knobs(knobs, plan.baseline_knobs)}, queued, "
-            "as n_trials is reached"
-        )
+        skip(stored, trial, Status.SURPLUS, f"{because} before this queued point was measured")
+        progress.say(f"not measured: #{trial.number} {progress.short_knobs(knobs, plan.baseline_knobs)}, queued, {as_}")
 
 
 def _tell(
@@ -222,6 +244,7 @@ def _ask_batch(
     *,
     width: int,
     remaining_s: float | None,
+    kin: Sequence[tuple[str, FrozenTrial]],
 ) -> Batch:
     """Ask until `width` trials need measuring (answering the others from the study as they come),
     the baseline first and alone. RUNNING trials count as the sampler's bad ones meanwhile
@@ -259,7 +282,7 @@ def _ask_batch(
         if key in pending:
             batch.twins.append((trial, pending[key]))
             continue
-        told = _answer(stored, plan, trial, knobs, trials, state.say_once)
+        told = _answer(stored, plan, trial, knobs, trials, kin, state.say_once)
         if told is not None:
             _tell(stored, plan, state, told, batch.best, lambda: remaining_s)
             if (
@@ -305,13 +328,20 @@ def _answer(
     trial: Trial,
     knobs: dict[str, Any],
     trials: list[FrozenTrial],
+    kin: Sequence[tuple[str, FrozenTrial]] = (),
     say: Callable[[str, str], None] = lambda key, line: None,
 ) -> Told | None:
-    """Answer the trial from the study, without measuring: an identical configuration's result,
-    a point the preset does not measure, a predicted OOM; None when it must be measured."""
+    """Answer the trial from the study, without measuring: an identical configuration's result
+    (of this study, or of a `kin` study: the same workload and hardware class), a point the preset
+    does not measure, a predicted OOM; None when it must be measured."""
     source = None if plan.settings.remeasure else history.find_measured(trials, knobs, plan.fixed)
     if source is not None:
         return reuse(stored, trial, source)
+    elsewhere = None if plan.settings.remeasure else history.find_measured([t for _, t in kin], knobs, plan.fixed)
+    if elsewhere is not None:
+        study = next(name for name, t in kin if t is elsewhere)
+        progress.say(f"#{trial.number}: the result of study {study!r} #{elsewhere.number}, the same configuration")
+        return reuse(stored, trial, elsewhere, study)
     if (unsampled := plan.unsampled_reason(knobs)) is not None:
         if (fitted := plan.within_cores(knobs)) is not None:  # measured next, unless the study holds it
             changes = ", ".join(f"{k.split('.')[-1]}={fitted[k]}" for k in fitted if fitted[k] != knobs[k])

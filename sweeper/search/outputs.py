@@ -65,7 +65,7 @@ def write_outputs(
     stored: StoredStudy, plan: SweepPlan, decision: Confirmation | None, why: str, started_at: float
 ) -> SweepSummary:
     """Everything a sweep leaves in its directory, from the study (the source of truth)."""
-    stored.save_sweep_span(plan.fixed, started_at, time.time())
+    stored.save_sweep_span(plan.fixed, started_at, time.time(), why)
     trials = stored.trials(plan.fixed)
     out = plan.sweep_dir
     write_table(trials_frame(trials), out)

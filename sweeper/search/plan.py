@@ -28,6 +28,7 @@ from ..store.storage import default_storage
 from ..validation import check_config
 from . import space as sp
 from .budget import parse_duration
+from .converge import Converged
 from .objectives import resolve_directions
 from .settings import SweepSettings
 
@@ -72,6 +73,9 @@ class SweepPlan:
     # the preset's knobs searched only later (costly to start, no change to the steady rate),
     # unless the user swept them: see held_back
     later: frozenset[str] = frozenset()
+    # when the search has converged before n_trials (None: hydra.sweeper.converge=false, or a
+    # grid sampler, which is asked for every point)
+    converge: Converged | None = None
 
     @property
     def objectives(self) -> list[str]:
@@ -337,4 +341,5 @@ def make_plan(
         script=script,
         main=frozenset(k for k in {*chosen.main, *asked} if k in space),
         later=frozenset(k for k in chosen.later if k in space and k not in asked),
+        converge=Converged() if settings.converge and not settings.grid else None,
     )

@@ -118,6 +118,8 @@ def trial_line(
         outcome = f"{record.status}: {record.reason}"
     if record.reused:
         outcome += f" (reused trial {record.reused_from})"
+    elif record.borrowed_from is not None:
+        outcome += f" (from study {record.borrowed_from})"
     tag = " baseline" if record.baseline else ""
     best = f" | best {primary_value(ranked[0]):,.0f} (#{ranked[0].number})" if ranked else ""
     left_s = time_left(ranked, n, total, remaining_s)

@@ -79,6 +79,10 @@ class SweepSettings:
     confirm: ConfirmConf = field(default_factory=ConfirmConf)
     # stop after this many trials without a gain beyond the measured noise; null = never
     patience: Optional[int] = None
+    # stop before n_trials once the search has converged: the last trials the sampler chose all
+    # ran well behind the best (beyond the run-to-run noise), after each main knob was measured
+    # at two values at least (search/converge.py says the rule); false = every trial
+    converge: bool = True
     # stop a trial whose first two windows run below this share of the best samples/sec (racing
     # needs three): a floor for runs too far behind to be near misses; null = never
     prune_ratio: Optional[float] = 0.8
@@ -98,6 +102,11 @@ class SweepSettings:
     sweep_precision: Optional[float] = 0.10
     # measure a configuration again even when the study already holds its result
     remeasure: bool = False
+    # take the results of this storage's other studies of the same workload and hardware class
+    # (and the same fixed overrides) instead of measuring those configurations again: a study
+    # named per night, say. They rank as this study's own and count as reused, not measured;
+    # the confirmation measures the winner and the baseline again, side by side
+    reuse_studies: bool = False
     # one measurement per machine (per GPU): wait for another sweeper's trial, fail at once
     # when the machine is busy at the start (exit code 75), or off
     lock: LockMode = LockMode.wait

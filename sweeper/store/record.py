@@ -32,6 +32,8 @@ _QUEUED_FOR = "queued_for"  # the fixed overrides of the setup that queued the p
 _PROBE_KNOB, _PROBE_OF = "probe_knob", "probe_of"
 # a point measured in place of one the preset skipped (oversubscribed): that trial's number
 _IN_PLACE_OF = "in_place_of"
+# a result taken from another study of the same workload and hardware class: "<study>#<number>"
+_BORROWED_FROM = "borrowed_from"
 # the attributes of a result, copied when a result is reused for an identical configuration
 _RESULT_ATTRS = (_STATUS, _REASON, _FIGURES, _FINGERPRINT, _HARDWARE)
 
@@ -74,6 +76,9 @@ class TrialRecord:
     queued_for: tuple[str, ...] | None = None  # a queued point's setup (None: queued by hand, or not queued)
     recovered_from: int | None = None  # the failed trial whose job's late result this trial holds
     measured_again: str | None = None  # its first run was taken under load: what loaded it
+    # the result of another study's trial ("<study>#<number>", hydra.sweeper.reuse_studies): ranked
+    # here as this study's own (its source is not in this study), not counted as measured
+    borrowed_from: str | None = None
 
     @classmethod
     def of(cls, trial: Any) -> TrialRecord:
@@ -111,6 +116,7 @@ class TrialRecord:
             queued_for=tuple(attrs[_QUEUED_FOR]) if attrs.get(_QUEUED_FOR) is not None else None,
             recovered_from=attrs.get(_RECOVERED_FROM),
             measured_again=attrs.get(_MEASURED_AGAIN),
+            borrowed_from=attrs.get(_BORROWED_FROM),
         )
 
     # -- reading (the typed parts on first use: a sweep reads many records) --
@@ -146,7 +152,11 @@ class TrialRecord:
     def measured(self) -> bool:
         """Ran a measurement of its own (or is running one): not a reused result, not a trial
         answered without running, not interrupted (measured again when the sweep resumes)."""
-        return not self.reused and (self.status is None or (self.status.ran and self.status != Status.INTERRUPTED))
+        return (
+            not self.reused
+            and self.borrowed_from is None
+            and (self.status is None or (self.status.ran and self.status != Status.INTERRUPTED))
+        )
 
     # -- what to store --
     @staticmethod
@@ -230,6 +240,12 @@ class TrialRecord:
         and where it came from."""
         attrs = source.user_attrs
         return {_REUSED_FROM: source_number, **{k: attrs[k] for k in _RESULT_ATTRS if k in attrs}}
+
+    @staticmethod
+    def borrowed_result(source: Any, where: str) -> dict[str, Any]:
+        """The result another study measured for this configuration, and where."""
+        attrs = source.user_attrs
+        return {_BORROWED_FROM: where, **{k: attrs[k] for k in _RESULT_ATTRS if k in attrs}}
 
     @staticmethod
     def rerun(reason: str) -> dict[str, Any]:

@@ -102,9 +102,13 @@ class StoredStudy:
     def _span_key(fixed: Sequence[str]) -> str:
         return f"sweep:{json.dumps(list(fixed))}"
 
-    def save_sweep_span(self, fixed: Sequence[str], started_at: float, ended_at: float | None) -> None:
-        """When this setup's latest sweep started and ended (epoch seconds; None: running)."""
-        self.study.set_user_attr(self._span_key(fixed), {"started_at": started_at, "ended_at": ended_at})
+    def save_sweep_span(
+        self, fixed: Sequence[str], started_at: float, ended_at: float | None, stopped: str | None = None
+    ) -> None:
+        """When this setup's latest sweep started and ended (epoch seconds; None: running), and
+        why its search stopped."""
+        span = {"started_at": started_at, "ended_at": ended_at, "stopped": stopped}
+        self.study.set_user_attr(self._span_key(fixed), span)
 
     def sweep_span(self, fixed: Sequence[str]) -> dict[str, Any] | None:
         return self.study.user_attrs.get(self._span_key(fixed))
@@ -124,6 +128,25 @@ class StoredStudy:
         if machine:
             self.study.set_user_attr(_MACHINE, machine)
 
+    def kin_trials(self, workload: str, hardware_class: str) -> list[tuple[str, FrozenTrial]]:
+        """The finished trials of this storage's other studies of the same workload and hardware
+        class, each with its study's name (their own results, not ones they reused): what
+        hydra.sweeper.reuse_studies lets a sweep take instead of measuring."""
+        kin = []
+        for summary in optuna.get_all_study_summaries(self.storage, include_best_trial=False):
+            attrs = summary.user_attrs
+            if summary.study_name == self.name or (attrs.get(_WORKLOAD), attrs.get(_HARDWARE_CLASS)) != (
+                workload,
+                hardware_class,
+            ):
+                continue
+            study_id = self.storage.get_study_id_from_name(summary.study_name)
+            for t in current(self.storage.get_all_trials(study_id, deepcopy=False)):
+                record = TrialRecord.of(t)
+                if t.state.is_finished() and not record.reused and record.borrowed_from is None:
+                    kin.append((summary.study_name, t))
+        return kin
+
     def save_outcome(
         self,
         baseline: int | None,
@@ -140,6 +163,10 @@ class StoredStudy:
         self.study.set_user_attr(_WINNER_FIGURE, round(samples_per_sec) if samples_per_sec else None)
         self.study.set_user_attr(_WINNER_FIGURE_OF, figure)
         self.study.set_user_attr(_SPEEDUP, round(speedup, 2) if speedup is not None else None)
+
+    def outcome(self) -> tuple[int | None, float | None]:
+        """The last sweep's winner trial and confirmed speedup, as save_outcome stored them."""
+        return self.study.user_attrs.get(_WINNER), self.study.user_attrs.get(_SPEEDUP)
 
     def enqueue(
         self,

@@ -36,6 +36,7 @@ def trial_row(trial: FrozenTrial) -> dict[str, Any]:
     row["hardware_class"] = record.hardware_class
     row["fixed_overrides"] = " ".join(record.fixed_overrides)
     row["sweep_dir"] = record.sweep_dir
+    row["borrowed_from"] = record.borrowed_from
     row["scheduler_job"] = record.scheduler_job
     row["queue_wait_s"] = record.queue_wait_s
     row["duration_s"] = trial.duration.total_seconds() if trial.duration else None

@@ -163,13 +163,13 @@ class Counts:
 
 def count(trials: Sequence[FrozenTrial]) -> Counts:
     records = [(t, TrialRecord.of(t)) for t in trials]
-    statuses = [r.status for _, r in records if not r.reused]
+    statuses = [r.status for _, r in records if not r.reused and r.borrowed_from is None]
     return Counts(
         trials=len(records),
         measured=sum(was_measured(t) for t, _ in records),
         failed=sum(was_measured(t) and t.state not in (TrialState.COMPLETE, TrialState.PRUNED) for t, _ in records),
         stopped_early=sum(was_measured(t) and t.state == TrialState.PRUNED for t, _ in records),
-        reused=sum(r.reused for _, r in records),
+        reused=sum(r.reused or r.borrowed_from is not None for _, r in records),
         skipped=statuses.count(Status.SKIPPED),
         predicted_oom=statuses.count(Status.OOM_PREDICTED),
         surplus=statuses.count(Status.SURPLUS),

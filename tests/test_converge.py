@@ -1,0 +1,194 @@
+"""The convergence stop: the rule on hand-made trials, and the ask/tell loop ending on it."""
+
+from __future__ import annotations
+
+import contextlib
+
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import TrialState, create_trial
+from test_sweep_logic import _cpu_plan
+
+from sweeper.measurement import Measurement, Memory, RunFacts, Throughput
+from sweeper.result import RunResult, Status
+from sweeper.search import loop
+from sweeper.search.converge import Converged
+from sweeper.store.study import StoredStudy
+from sweeper.store.trials import count, ranked
+
+BATCH, WORKERS = "loader.batch_size", "loader.num_workers"
+SPACE = {BATCH: CategoricalDistribution([64, 256]), WORKERS: CategoricalDistribution([0, 2])}
+MAIN = (BATCH, WORKERS)
+
+
+def made(number, sps, *, batch=64, workers=0, status="ok", state=TrialState.COMPLETE, **attrs):
+    knobs = {BATCH: batch, WORKERS: workers}
+    t = create_trial(
+        state=state,
+        values=[sps] if state == TrialState.COMPLETE else None,
+        params=knobs,
+        distributions={k: CategoricalDistribution([v]) for k, v in knobs.items()},
+        user_attrs={"knobs": knobs, "status": status, "metrics": {"samples_per_sec": sps}, **attrs},
+    )
+    t.number = number
+    return t
+
+
+def study_of(behind_figures, best=100.0):
+    """A baseline at 80, a recipe (queued) as the best, then sampled trials at these figures."""
+    trials = [made(0, 80.0, baseline=True), made(1, best, batch=256, workers=2, origin="recipe")]
+    return trials + [made(2 + i, f, batch=64, workers=2) for i, f in enumerate(behind_figures)]
+
+
+def test_six_sampled_trials_behind_the_best_end_the_search_with_its_rule_said():
+    rule = Converged(after=6, behind=0.15, doubled=False)
+    assert rule.reason(study_of([84.0] * 5), SPACE, MAIN) is None  # five: one more to go
+    line = rule.reason(study_of([84.0] * 6), SPACE, MAIN)
+    assert line == (
+        "converged: the last 6 sampled trials all ran at least 15% behind the best before them, now #1 "
+        "(hydra.sweeper.converge=false runs every trial)"
+    )
+
+
+def test_a_best_found_late_earns_the_search_as_long_again():
+    """The best at trial 10 of 10 measured: the search goes on until as many were measured since."""
+    late = [84.0] * 8 + [150.0] + [84.0] * 8  # #10 the best, 8 behind it: 11 measured before it, 8 since
+    assert Converged(8, 0.15, doubled=False).reason(study_of(late), SPACE, MAIN) is not None
+    assert Converged(8, 0.15, doubled=True).reason(study_of(late), SPACE, MAIN) is None
+    assert Converged(8, 0.15, doubled=True).reason(study_of(late + [84.0] * 3), SPACE, MAIN) is not None
+
+
+def test_none_faster_than_the_noise_is_the_rule_with_a_negative_margin():
+    near = study_of([95.0, 104.0, 99.0, 101.0, 97.0, 103.0])  # none beyond 8% of the best before it
+    assert Converged(6, -0.08, doubled=False).reason(near, SPACE, MAIN) == (
+        "converged: the last 6 sampled trials ran none more than 8% faster than the best before them, now #3 "
+        "(hydra.sweeper.converge=false runs every trial)"
+    )
+    assert Converged(6, 0.15, doubled=False).reason(near, SPACE, MAIN) is None
+
+
+def test_one_sampled_trial_within_the_noise_of_the_best_keeps_the_search_going():
+    assert Converged(6, 0.15, doubled=False).reason(study_of([84.0] * 3 + [90.0] + [84.0] * 2), SPACE, MAIN) is None
+    # ... until six more have fallen behind after it
+    assert Converged(6, 0.15, doubled=False).reason(study_of([84.0] * 3 + [90.0] + [84.0] * 6), SPACE, MAIN) is not None
+
+
+def test_a_new_best_among_the_sampled_trials_starts_the_count_again():
+    figures = [84.0] * 6 + [120.0] + [84.0] * 5
+    assert Converged(6, 0.15, doubled=False).reason(study_of(figures), SPACE, MAIN) is None
+
+
+def test_pruned_and_failed_trials_count_as_behind_skipped_ones_do_not_count():
+    trials = study_of([84.0] * 3)
+    trials.append(made(5, 95.0, status="pruned", state=TrialState.PRUNED))  # the race put it behind
+    trials.append(made(6, 0.0, status="oom", state=TrialState.FAIL))
+    trials.append(made(7, 0.0, status="skipped", state=TrialState.PRUNED))  # no answer about the space
+    assert Converged(6, 0.15, doubled=False).reason(trials, SPACE, MAIN) is None  # 5 sampled so far
+    trials.append(made(8, 70.0))
+    assert Converged(6, 0.15, doubled=False).reason(trials, SPACE, MAIN) is not None
+
+
+def test_never_before_each_main_knob_was_measured_at_two_values():
+    trials = [made(0, 80.0, baseline=True)] + [made(i, 50.0) for i in range(1, 8)]
+    trials[1] = made(1, 100.0, workers=2)  # workers tried at two values, the batch at one
+    assert Converged(6, 0.15, doubled=False).reason(trials, SPACE, MAIN) is None
+    trials.append(made(8, 50.0, batch=256))
+    assert Converged(6, 0.15, doubled=False).reason(trials, SPACE, MAIN) is not None
+    # a knob with a single value in the space asks for nothing
+    one = {**SPACE, "backend.threads": CategoricalDistribution([1])}
+    assert Converged(6, 0.15, doubled=False).reason(trials, one, (*MAIN, "backend.threads")) is not None
+
+
+def test_a_trial_on_the_pareto_front_of_several_objectives_is_no_trial_behind():
+    trials = study_of([84.0] * 6)
+    assert Converged(6, 0.15, doubled=False).reason(trials, SPACE, MAIN, front={1, 4}) is None
+
+
+class Figures:
+    """Answers every job: the baseline (#0) 100 samples/s, the first recipe (#1) 300, any other 60."""
+
+    def batch(self, jobs):
+        return [
+            RunResult(
+                Status.OK,
+                None,
+                Measurement(
+                    throughput=Throughput(samples_per_sec={0: 100.0, 1: 300.0}.get(job.trial_number, 60.0)),
+                    memory=Memory(peak_memory_mb=1.0),
+                    run=RunFacts(device="cpu"),
+                ),
+            )
+            for job in jobs
+        ]
+
+    def on_node(self, host):
+        return contextlib.nullcontext()
+
+
+@pytest.mark.parametrize("converge", [True, False])
+def test_the_loop_stops_once_converged_and_runs_every_trial_when_told_not_to(tmp_path, converge):
+    plan = _cpu_plan(tmp_path, {"n_trials": 30, "converge": converge, "sampler": {"seed": 3}}, [])
+    storage = optuna.storages.InMemoryStorage()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    stored = StoredStudy(
+        optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)), storage
+    )
+    why = loop.optimize(stored, plan, Figures(), stopped=lambda: None, remaining=lambda: None)
+    trials = stored.trials(plan.fixed)
+    if converge:
+        assert why.startswith("converged: the last 8 sampled trials all ran at least 15% behind the best before them")
+        assert count(trials).measured < 30
+        assert not [t for t in trials if t.state == TrialState.WAITING]  # nothing left queued to run unasked
+    else:
+        assert why == "n_trials=30 reached" and count(trials).measured == 30
+
+
+def test_a_configuration_asked_again_is_nothing_new():
+    trials = study_of([84.0] * 5)
+    trials.append(made(7, 100.0, batch=256, workers=2, reused_from=1))  # the best's own figure, again
+    assert Converged(6, 0.15, doubled=False).reason(trials, SPACE, MAIN) is not None
+
+
+@pytest.mark.parametrize("reuse_studies", [True, False])
+def test_another_studys_result_for_the_same_workload_and_hardware_is_taken_when_asked(tmp_path, reuse_studies):
+    """hydra.sweeper.reuse_studies: a configuration another study of the same workload and
+    hardware class measured (here the baseline, at 100) answers the trial without a run, ranks as
+    this study's own and counts as reused; a study of another workload lends nothing."""
+    plan = _cpu_plan(tmp_path, {"n_trials": 2, "recipes": False, "reuse_studies": reuse_studies}, [])
+    storage = optuna.storages.InMemoryStorage()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+    def study(name, workload):
+        stored = StoredStudy(optuna.create_study(storage=storage, study_name=name), storage)
+        stored.describe(plan.objectives, plan.hardware_class, workload=workload)
+        return stored
+
+    night1, other = study("night1@x", plan.workload), study("lm@x", "language_model train")
+    for lender, figure in ((night1, 100.0), (other, 5.0)):
+        t = create_trial(
+            state=TrialState.COMPLETE,
+            values=[figure],
+            params={},
+            distributions={},
+            user_attrs={"knobs": dict(plan.baseline_knobs), "status": "ok", "fixed_overrides": list(plan.fixed)}
+            | {"metrics": {"samples_per_sec": figure}},
+        )
+        lender.study.add_trial(t)
+    night2 = study("night2@x", plan.workload)
+    runs = []
+
+    class Counting(Figures):
+        def batch(self, jobs):
+            runs.extend(jobs)
+            return super().batch(jobs)
+
+    loop.optimize(night2, plan, Counting(), stopped=lambda: None, remaining=lambda: None)
+    trials = night2.trials(plan.fixed)
+    baseline = trials[0]
+    if reuse_studies:
+        assert baseline.user_attrs["borrowed_from"] == "night1@x#0" and baseline.values == [100.0]
+        assert count(trials).reused == 1 and count(trials).measured == 2 and len(runs) == 2
+        assert baseline.number in [t.number for t in ranked(trials)]  # ranked as this study's own
+    else:
+        assert "borrowed_from" not in baseline.user_attrs and count(trials).reused == 0 and len(runs) == 2
