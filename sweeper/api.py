@@ -1,0 +1,165 @@
+"""sweeper from Python (a notebook, another program), on the command line's own code paths, with
+typed results and the command line's one-line errors as exceptions.
+
+`measure` composes the config with Hydra's compose API and measures it in an isolated process,
+as `sweeper` does. `sweep` runs `sweeper -m` in a process of its own (a Hydra multirun owns its
+process: the launcher, the sweeper plugin, the signal handlers) and reads back what it wrote.
+`load` reads a finished sweep's directory, or a study in its storage. Nothing here imports torch,
+Hydra or pandas until it is called.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import EXIT_BAD_CONFIG, EXIT_LOCKED, ConfigError, Interrupted, MachineBusy, SweeperError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .result import RunResult
+    from .store.summary import SweepSummary
+
+SUMMARY_FILE, TRIALS_FILE = "summary.json", "trials.csv"
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """A sweep's outcome: its summary (the winner, the confirmation, why it stopped), every trial
+    as a table, and where its files are."""
+
+    study: str
+    storage: str
+    trials: pd.DataFrame  # one row per trial: every knob, every figure, status and reason
+    winner: int | None  # the winner's trial number
+    speedup: float | None  # the confirmed speedup over the baseline (None: not confirmed)
+    summary: SweepSummary | None = None  # summary.json (None: loaded from a study, not a sweep's directory)
+    sweep_dir: Path | None = None
+    report: Path | None = None
+
+    @property
+    def winner_knobs(self) -> dict[str, Any]:
+        """The winner's knobs, as its row of the table has them."""
+        if self.winner is None:
+            return {}
+        row = self.trials.loc[self.trials["number"] == self.winner].iloc[0]
+        return {k: _plain(v) for k, v in row.items() if str(k).split(".")[0] in _KNOB_GROUPS}
+
+
+_KNOB_GROUPS = ("loader", "backend", "dist", "train", "task")
+
+
+def measure(overrides: Sequence[str] = (), *, out_dir: str | Path | None = None) -> RunResult:
+    """Measure one configuration (`sweeper` with these overrides) and return its result, whatever
+    the run ended as (ok, oom, crash, ...). A configuration that cannot run raises ConfigError
+    with the line `sweeper` prints, before anything is measured."""
+    from . import preflight, resolvers
+    from .runner.lock import claim_for, held
+    from .runner.run import checked_spec, measure_spec
+
+    resolvers.register()
+    preflight.check(list(overrides))
+    try:
+        cfg = preflight.compose(tuple(overrides))
+    except Exception as exc:  # Hydra's own message names the bad key (preflight has checked most)
+        raise ConfigError(" ".join(str(exc).split())) from exc
+    spec = checked_spec(cfg)
+    where = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="sweeper-run-"))
+    where.mkdir(parents=True, exist_ok=True)
+    claim = claim_for(str(spec.backend.device))
+    with held(claim.resource, "sweeper.measure", on_wait=lambda line: print(line, file=sys.stderr, flush=True)):
+        result = measure_spec(spec, where, env=claim.env)
+    return result.replace(job_dir=str(where))
+
+
+def sweep(
+    overrides: Sequence[str] = (),
+    *,
+    n_trials: int | None = None,
+    timeout: str | None = None,
+    sweep_dir: str | Path | None = None,
+    echo: bool = False,
+) -> SweepResult:
+    """Sweep (`sweeper -m` with these overrides) and return what it found. `echo` prints the
+    sweep's progress lines as they come; they are in its sweep.log either way. Raises ConfigError
+    for bad input (the line `sweeper -m` prints), MachineBusy, Interrupted, or SweeperError."""
+    where = Path(sweep_dir) if sweep_dir is not None else Path(tempfile.mkdtemp(prefix="sweeper-sweep-"))
+    argv = [*overrides, f"hydra.sweep.dir={where}"]
+    argv += [f"hydra.sweeper.n_trials={n_trials}"] if n_trials is not None else []
+    argv += [f"hydra.sweeper.timeout={timeout}"] if timeout is not None else []
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sweeper", "-m", *argv],
+        stdout=None if echo else subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _, stderr = proc.communicate()
+    if proc.returncode != 0:
+        raise _error(proc.returncode, stderr)
+    return load(where)
+
+
+def load(where: str | Path, *, storage: str | None = None) -> SweepResult:
+    """A finished sweep: its directory (summary.json, trials.csv), or a study's name in `storage`
+    (default: outputs/sweeper.db under the working directory, as a sweep's default)."""
+    import pandas as pd
+
+    from .store.summary import SweepSummary
+
+    path = Path(where)
+    if (path / SUMMARY_FILE).is_file():
+        summary = SweepSummary.from_json(json.loads((path / SUMMARY_FILE).read_text()))
+        return SweepResult(
+            study=summary.study,
+            storage=summary.storage,
+            trials=pd.read_csv(path / TRIALS_FILE),
+            winner=summary.winner,
+            speedup=summary.confirmation.speedup if summary.confirmation is not None else None,
+            summary=summary,
+            sweep_dir=path,
+            report=Path(summary.report) if summary.report else None,
+        )
+    if path.exists():
+        raise ConfigError(f"{str(where)!r} holds no {SUMMARY_FILE}: expected a finished sweep's directory")
+    return _load_study(str(where), storage)
+
+
+def _load_study(name: str, storage: str | None) -> SweepResult:
+    from .store.storage import default_storage
+    from .store.study import StoredStudy
+    from .store.table import trials_frame
+
+    url = storage or default_storage()
+    try:
+        stored = StoredStudy.open(url, name, create=False)
+    except KeyError as exc:
+        raise ConfigError(f"no study {name!r} in {url}: expected a sweep's directory or a study's name") from exc
+    outcome = stored.outcome()
+    return SweepResult(
+        study=name, storage=url, trials=trials_frame(stored.trials()), winner=outcome[0], speedup=outcome[1]
+    )
+
+
+def _error(code: int, stderr: str) -> SweeperError:
+    """The exception for `sweeper -m`'s exit code, with the line it printed last."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    line = next((ln.removeprefix("error: ") for ln in reversed(lines) if ln.startswith("error: ")), None)
+    line = line or (lines[-1] if lines else f"sweeper -m ended with exit code {code}")
+    if code == EXIT_BAD_CONFIG:
+        return ConfigError(line)
+    if code == EXIT_LOCKED:
+        return MachineBusy(line)
+    if code > 128:
+        return Interrupted(code - 128)
+    return SweeperError(line)
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
