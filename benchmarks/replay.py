@@ -53,8 +53,8 @@ from record_grid import GRIDS, GridSpec, csv_path  # noqa: E402
 
 from sweeper import resolvers  # noqa: E402
 from sweeper.config import TrialConf  # noqa: E402
-from sweeper.measure import timing  # noqa: E402
 from sweeper.measurement import Measurement, Memory, RunFacts, Stopped  # noqa: E402
+from sweeper.measuring import timing  # noqa: E402
 from sweeper.preflight import compose as _compose  # noqa: E402
 from sweeper.result import RunResult, Status  # noqa: E402
 from sweeper.search import space as sp  # noqa: E402

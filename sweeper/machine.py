@@ -1,7 +1,7 @@
 """The machine a figure was measured on (no torch): numbers from different hardware never mix.
 
 `Fingerprint` is what a run records of the machine; `Machine` is what the probe
-(sweeper.runner.probe, answered by sweeper.measure.probe in a child) found out before a
+(sweeper.runner.probe, answered by sweeper.measuring.probe in a child) found out before a
 sweep's first trial.
 """
 

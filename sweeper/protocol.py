@@ -1,6 +1,6 @@
 """The wire between the sweep's side and the measuring child (no torch).
 
-The parent starts `python -m sweeper.measure.worker` with the run's spec as JSON on stdin and
+The parent starts `python -m sweeper.measuring.worker` with the run's spec as JSON on stdin and
 an inherited pipe whose number is in $SWEEPER_EVENT_FD; the child writes JSON lines on it
 (phases, windows) and last {"event": "result", ...}.
 """
@@ -20,10 +20,10 @@ PARENT_PID_ENV = "SWEEPER_PARENT_PID"
 RUN_ROOT_ENV = "SWEEPER_RUN_ROOT"
 # a mark every process of one run inherits: escapees from its process group are found by it
 RUN_MARK_ENV = "SWEEPER_RUN_MARK"
-WORKER_MODULE = "sweeper.measure.worker"
-PROBE_MODULE = "sweeper.measure.probe"
+WORKER_MODULE = "sweeper.measuring.worker"
+PROBE_MODULE = "sweeper.measuring.probe"
 # the fork server of forked trials (measure.isolation=fork) and its socket's fd number
-ZYGOTE_MODULE = "sweeper.measure.zygote"
+ZYGOTE_MODULE = "sweeper.measuring.zygote"
 ZYGOTE_FD_ENV = "SWEEPER_ZYGOTE_FD"
 # fixed before torch is imported in the child: OpenMP/MKL read them once
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")

@@ -1,7 +1,7 @@
-"""The public name of the Workload type a task factory returns (see sweeper.measure.workload)."""
+"""The public name of the Workload type a task factory returns (see sweeper.measuring.workload)."""
 
 from __future__ import annotations
 
-from .measure.workload import Workload
+from .measuring.workload import Workload
 
 __all__ = ["Workload"]

@@ -1,4 +1,4 @@
-"""A stand-in for sweeper.measure.worker: behaves as the spec's "mode" says, in milliseconds."""
+"""A stand-in for sweeper.measuring.worker: behaves as the spec's "mode" says, in milliseconds."""
 
 import json
 import os

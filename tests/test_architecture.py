@@ -18,11 +18,11 @@ PACKAGE = ROOT / "sweeper"
 ENTRY_POINTS = {
     "__main__.py",
     "report/__main__.py",
-    "measure/worker.py",
-    "measure/probe.py",
-    "measure/lifeline.py",
-    "measure/zygote.py",
-    "measure/ranks.py",
+    "measuring/worker.py",
+    "measuring/probe.py",
+    "measuring/lifeline.py",
+    "measuring/zygote.py",
+    "measuring/ranks.py",
 }
 
 
@@ -83,10 +83,12 @@ def test_hydra_loads_the_plugin_config_without_optuna():
 @pytest.mark.parametrize(
     ("package", "forbidden"),
     [
-        pytest.param("measure", ("sweeper.search", "sweeper.store", "sweeper.runner", "sweeper.report"), id="measure"),
-        pytest.param("report", ("sweeper.search", "sweeper.runner", "sweeper.measure"), id="report"),
-        pytest.param("store", ("sweeper.search", "sweeper.runner", "sweeper.measure", "sweeper.report"), id="store"),
-        pytest.param("runner", ("sweeper.search", "sweeper.store", "sweeper.measure", "sweeper.report"), id="runner"),
+        pytest.param(
+            "measuring", ("sweeper.search", "sweeper.store", "sweeper.runner", "sweeper.report"), id="measure"
+        ),
+        pytest.param("report", ("sweeper.search", "sweeper.runner", "sweeper.measuring"), id="report"),
+        pytest.param("store", ("sweeper.search", "sweeper.runner", "sweeper.measuring", "sweeper.report"), id="store"),
+        pytest.param("runner", ("sweeper.search", "sweeper.store", "sweeper.measuring", "sweeper.report"), id="runner"),
     ],
 )
 def test_each_side_imports_only_what_it_may(package, forbidden):

@@ -147,7 +147,7 @@ def test_the_old_name_of_the_workloads_still_resolves_with_a_warning():
     """`tasks` moved to `sweeper.tasks`; a saved config that names tasks.mnist_mlp:build keeps
     working for one release, and says so."""
     code = (
-        "import warnings; warnings.simplefilter('always'); from sweeper.measure.workload import load_factory; "
+        "import warnings; warnings.simplefilter('always'); from sweeper.measuring.workload import load_factory; "
         "import sweeper.tasks.mnist_mlp as new; print(load_factory('tasks.mnist_mlp:build') is new.build)"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -209,7 +209,7 @@ def test_a_forked_trial_knows_its_intermediate_however_soon_that_exits(tmp_path)
     that was the sweep's, and the trial waited out the full 5 s (4 runs in 100 of a race)."""
     import socket
 
-    from sweeper.measure import zygote as child_side
+    from sweeper.measuring import zygote as child_side
 
     def become(request, event_fd, intermediate, channel):
         deadline = time.monotonic() + 2

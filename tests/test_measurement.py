@@ -14,8 +14,8 @@ import types
 import pytest
 
 from sweeper.config import MeasureConf, TrialConf
-from sweeper.measure import timing, utilization, warmup
 from sweeper.measurement import Throughput, Utilization
+from sweeper.measuring import timing, utilization, warmup
 
 
 class FakeGpu:
@@ -125,7 +125,7 @@ def _stream(dataset_len: int, batch: int, clock: Clock, step_s: float):
     import torch
     from torch.utils.data import DataLoader, TensorDataset
 
-    from sweeper.measure import loader
+    from sweeper.measuring import loader
 
     stored = TensorDataset(torch.arange(dataset_len))
     return (
@@ -563,8 +563,8 @@ def test_gradient_accumulation_makes_the_step_of_the_whole_batch():
     import torch
     from torch import nn
 
-    from sweeper.measure.steps import make_step
-    from sweeper.measure.workload import Workload
+    from sweeper.measuring.steps import make_step
+    from sweeper.measuring.workload import Workload
 
     def trained(accum: int) -> torch.Tensor:
         torch.manual_seed(0)
@@ -589,7 +589,7 @@ def test_gradient_accumulation_makes_the_step_of_the_whole_batch():
 
 
 def test_a_worker_closes_the_event_pipe_only_when_it_inherited_it(monkeypatch):
-    from sweeper.measure import loader
+    from sweeper.measuring import loader
     from sweeper.protocol import EVENT_FD_ENV
 
     read_fd, write_fd = os.pipe()

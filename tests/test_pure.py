@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sweeper import outcome
-from sweeper.measure import timing
+from sweeper.measuring import timing
 from sweeper.resolvers import powers_of_two_upto
 from sweeper.stats import Spread, quantile
 
@@ -73,7 +73,7 @@ def test_measure_splits_wait_and_compute_on_a_fake_clock():
 
 
 def test_measure_prunes_a_slow_run_after_two_windows_and_a_far_slower_one_after_one():
-    from sweeper.measure.stages import pruned_reason
+    from sweeper.measuring.stages import pruned_reason
 
     def run(step_s, **rule):
         clock = FakeClock()

@@ -12,9 +12,9 @@ from hydra import compose, initialize_config_dir
 
 from conftest import ROOT, TINY
 from sweeper import topology
-from sweeper.measure import timing
-from sweeper.measure.ranks import RANK_MODULE, RankResult, combine, forks_ranks
 from sweeper.measurement import Measurement, Memory, RunFacts, Throughput, Utilization
+from sweeper.measuring import timing
+from sweeper.measuring.ranks import RANK_MODULE, RankResult, combine, forks_ranks
 from sweeper.result import RunResult, Status
 from sweeper.search.plan import Learned
 
@@ -328,7 +328,7 @@ def test_search_cpu_grows_ranks_and_openmp_binding_and_skips_what_it_should_not_
     storage = optuna.storages.InMemoryStorage()
     stored = StoredStudy(optuna.create_study(storage=storage), storage)
     said: list[str] = []
-    told = _answer(stored, plan, stored.study.ask(), over, [], lambda key, line: said.append(line))
+    told = _answer(stored, plan, stored.study.ask(), over, [], say=lambda key, line: said.append(line))
     assert said == [
         "#0 skipped (2 ranks x (2 threads, 2 loader workers) oversubscribe the 2 cores): its point with "
         "num_workers=1, threads=1 queued instead"

@@ -205,8 +205,8 @@ def _spec(*overrides: str) -> dict:
 )
 def test_a_script_that_misbehaves_is_one_line_and_leaves_nothing(monkeypatch, mode, status, reason):
     """The measuring side in this process (the run's isolation is sweeper's own, tested apart)."""
-    from sweeper.measure.events import Events
-    from sweeper.measure.scripted import measure_script
+    from sweeper.measuring.events import Events
+    from sweeper.measuring.scripted import measure_script
 
     monkeypatch.chdir(ROOT)
     monkeypatch.delenv(protocol.DEADLINE_ENV, raising=False)

@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from sweeper.measure.workload import build_workload  # noqa: E402
+from sweeper.measuring.workload import build_workload  # noqa: E402
 
 task_name, batch, workers, pin, precision, channels_last, seconds = sys.argv[1:8]
 batch, workers, seconds = int(batch), int(workers), float(seconds)

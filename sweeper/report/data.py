@@ -255,7 +255,7 @@ def _headline(
         sweep_finished=bool(sweep_span.get("ended_at")),
         queue_wait_s=sum(records[t.number].queue_wait_s or 0.0 for t in shown),
         scheduled=sum(records[t.number].scheduler_job is not None for t in shown),
-        stopped=sweep_span.get("stopped"),
+        stopped=sweep_span.get("stopped_because"),
     )
 
 

@@ -1,5 +1,5 @@
 """What this machine can run, asked in a child process (torch stays out of the sweep's own
-process; the child is sweeper.measure.probe) and kept per host and hardware: a later sweep on
+process; the child is sweeper.measuring.probe) and kept per host and hardware: a later sweep on
 the same machine, torch build and visible GPUs reads the answer instead of importing torch again."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ MAX_ZYGOTES, and the trials it forks handled like our own children.
 
 A forked trial skips the interpreter start, the torch import and the workload module's import
 (seconds per trial); it is re-parented to this process (a child subreaper), so its exit status,
-its session and its kill are ours exactly as for a spawned worker (sweeper.measure.zygote).
+its session and its kill are ours exactly as for a spawned worker (sweeper.measuring.zygote).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class ForkedTrial:
 
 
 class Zygote:
-    """A running fork server (sweeper.measure.zygote) that has imported `modules`; started with
+    """A running fork server (sweeper.measuring.zygote) that has imported `modules`; started with
     None, it imports torch at once and the modules when `load` names them."""
 
     def __init__(self, modules: Sequence[str] | None, env: Mapping[str, str]) -> None:

@@ -18,7 +18,7 @@ from ..measurement import PRIMARY
 from ..result import Status
 from ..stats import with_run_noise
 from ..store.record import TrialRecord
-from ..store.study import StoredStudy
+from ..store.study import StoredStudy, kin_trials
 from ..store.trials import (
     baseline_of,
     config_of,
@@ -144,7 +144,7 @@ def optimize(
     settings = plan.settings
     settle(stored, plan, give_up=lambda: stopped() is not None or (remaining() or 1.0) <= 0)
     state = LoopState()
-    kin = stored.kin_trials(plan.workload, plan.hardware_class) if settings.reuse_studies else []
+    kin = kin_trials(stored, plan.workload, plan.hardware_class) if settings.reuse_studies else []
     while True:
         if (signal_stop := stopped()) is not None:
             return signal_stop

@@ -147,10 +147,7 @@ def tell_result(stored: StoredStudy, trial: Trial, result: RunResult, plan: Swee
 def reuse(stored: StoredStudy, trial: Trial, source: FrozenTrial, study: str | None = None) -> Told:
     """Answer with the result of an identical configuration measured before: in this study, or
     in another `study` of the same workload and hardware class (hydra.sweeper.reuse_studies)."""
-    if study is None:
-        _set(trial, TrialRecord.reused_result(source, source.number))
-    else:
-        _set(trial, TrialRecord.borrowed_result(source, f"{study}#{source.number}"))
+    _set(trial, TrialRecord.reused_result(source, source.number, study))
     if source.state == TrialState.COMPLETE:
         for key, value in source.constraints.items():
             trial.set_constraint(key, value)

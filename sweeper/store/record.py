@@ -76,9 +76,7 @@ class TrialRecord:
     queued_for: tuple[str, ...] | None = None  # a queued point's setup (None: queued by hand, or not queued)
     recovered_from: int | None = None  # the failed trial whose job's late result this trial holds
     measured_again: str | None = None  # its first run was taken under load: what loaded it
-    # the result of another study's trial ("<study>#<number>", hydra.sweeper.reuse_studies): ranked
-    # here as this study's own (its source is not in this study), not counted as measured
-    borrowed_from: str | None = None
+    borrowed_from: str | None = None  # "<study>#<n>": another study's result, ranked here as our own
 
     @classmethod
     def of(cls, trial: Any) -> TrialRecord:
@@ -152,11 +150,8 @@ class TrialRecord:
     def measured(self) -> bool:
         """Ran a measurement of its own (or is running one): not a reused result, not a trial
         answered without running, not interrupted (measured again when the sweep resumes)."""
-        return (
-            not self.reused
-            and self.borrowed_from is None
-            and (self.status is None or (self.status.ran and self.status != Status.INTERRUPTED))
-        )
+        own = not self.reused and self.borrowed_from is None
+        return own and (self.status is None or (self.status.ran and self.status != Status.INTERRUPTED))
 
     # -- what to store --
     @staticmethod
@@ -220,14 +215,8 @@ class TrialRecord:
         if result.fingerprint is not None:
             attrs[_FINGERPRINT] = json.dumps(result.fingerprint.to_dict())
             attrs[_HARDWARE] = result.fingerprint.hardware_class
-        for key, value in (
-            (_JOB_DIR, result.job_dir),
-            (_SCHEDULER_JOB, result.scheduler_job),
-            (_QUEUE_WAIT, result.queue_wait_s),
-        ):
-            if value is not None:
-                attrs[key] = value
-        return attrs
+        optional = {_JOB_DIR: result.job_dir, _SCHEDULER_JOB: result.scheduler_job, _QUEUE_WAIT: result.queue_wait_s}
+        return attrs | {key: value for key, value in optional.items() if value is not None}
 
     @staticmethod
     def ended(status: Status, reason: str) -> dict[str, Any]:
@@ -235,17 +224,11 @@ class TrialRecord:
         return {_STATUS: status.value, _REASON: reason}
 
     @staticmethod
-    def reused_result(source: Any, source_number: int) -> dict[str, Any]:
+    def reused_result(source: Any, source_number: int, study: str | None = None) -> dict[str, Any]:
         """An identical configuration measured before (its Trial or FrozenTrial): its result,
-        and where it came from."""
-        attrs = source.user_attrs
-        return {_REUSED_FROM: source_number, **{k: attrs[k] for k in _RESULT_ATTRS if k in attrs}}
-
-    @staticmethod
-    def borrowed_result(source: Any, where: str) -> dict[str, Any]:
-        """The result another study measured for this configuration, and where."""
-        attrs = source.user_attrs
-        return {_BORROWED_FROM: where, **{k: attrs[k] for k in _RESULT_ATTRS if k in attrs}}
+        and where it came from (another `study`: borrowed, ranked in this one as its own)."""
+        where = {_REUSED_FROM: source_number} if study is None else {_BORROWED_FROM: f"{study}#{source_number}"}
+        return where | {k: source.user_attrs[k] for k in _RESULT_ATTRS if k in source.user_attrs}
 
     @staticmethod
     def rerun(reason: str) -> dict[str, Any]:

@@ -24,6 +24,7 @@ _OBJECTIVES, _HARDWARE_CLASS = "objectives", "hardware_class"
 _WORKLOAD, _MACHINE, _BASELINE, _WINNER = "workload", "machine", "baseline_trial", "winner_trial"
 # the winner's one figure, which it is, and the confirmed speedup (summary.json says the same)
 _WINNER_FIGURE, _WINNER_FIGURE_OF, _SPEEDUP = "winner_samples_per_sec", "winner_figure", "confirmed_speedup"
+_STOPPED_BECAUSE = "stopped_because"  # in a sweep's span: why its search stopped
 
 
 @dataclass
@@ -107,7 +108,7 @@ class StoredStudy:
     ) -> None:
         """When this setup's latest sweep started and ended (epoch seconds; None: running), and
         why its search stopped."""
-        span = {"started_at": started_at, "ended_at": ended_at, "stopped": stopped}
+        span = {"started_at": started_at, "ended_at": ended_at, _STOPPED_BECAUSE: stopped}
         self.study.set_user_attr(self._span_key(fixed), span)
 
     def sweep_span(self, fixed: Sequence[str]) -> dict[str, Any] | None:
@@ -127,25 +128,6 @@ class StoredStudy:
             self.study.set_user_attr(_WORKLOAD, workload)
         if machine:
             self.study.set_user_attr(_MACHINE, machine)
-
-    def kin_trials(self, workload: str, hardware_class: str) -> list[tuple[str, FrozenTrial]]:
-        """The finished trials of this storage's other studies of the same workload and hardware
-        class, each with its study's name (their own results, not ones they reused): what
-        hydra.sweeper.reuse_studies lets a sweep take instead of measuring."""
-        kin = []
-        for summary in optuna.get_all_study_summaries(self.storage, include_best_trial=False):
-            attrs = summary.user_attrs
-            if summary.study_name == self.name or (attrs.get(_WORKLOAD), attrs.get(_HARDWARE_CLASS)) != (
-                workload,
-                hardware_class,
-            ):
-                continue
-            study_id = self.storage.get_study_id_from_name(summary.study_name)
-            for t in current(self.storage.get_all_trials(study_id, deepcopy=False)):
-                record = TrialRecord.of(t)
-                if t.state.is_finished() and not record.reused and record.borrowed_from is None:
-                    kin.append((summary.study_name, t))
-        return kin
 
     def save_outcome(
         self,
@@ -248,3 +230,23 @@ def stored_name(storage: Any, name: str) -> str:
     if classes:
         raise ConfigError(f"study {name!r} is kept per hardware class: {', '.join(classes)}; name one of them.")
     raise KeyError(name)
+
+
+def kin_trials(stored: StoredStudy, workload: str, hardware_class: str) -> list[tuple[str, FrozenTrial]]:
+    """The finished trials of the storage's other studies of the same workload and hardware
+    class, each with its study's name (their own results, not ones they reused): what
+    hydra.sweeper.reuse_studies lets a sweep take instead of measuring."""
+    kin = []
+    for summary in optuna.get_all_study_summaries(stored.storage, include_best_trial=False):
+        attrs = summary.user_attrs
+        if summary.study_name == stored.name or (attrs.get(_WORKLOAD), attrs.get(_HARDWARE_CLASS)) != (
+            workload,
+            hardware_class,
+        ):
+            continue
+        study_id = stored.storage.get_study_id_from_name(summary.study_name)
+        for t in current(stored.storage.get_all_trials(study_id, deepcopy=False)):
+            record = TrialRecord.of(t)
+            if t.state.is_finished() and not record.reused and record.borrowed_from is None:
+                kin.append((summary.study_name, t))
+    return kin

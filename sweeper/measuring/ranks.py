@@ -5,7 +5,7 @@ starts one process per rank, each measuring the same spec as one rank of a
 DistributedDataParallel job, and its agent stops every rank when one fails. On the CPU the
 ranks are forked from the launcher (torch is already imported there: a fresh interpreter per
 rank cost seconds of start-up a trial); on a GPU, or bound to NUMA nodes with numactl, each
-rank is a fresh interpreter, `python -m sweeper.measure.ranks <dir>` (CUDA cannot be used in a
+rank is a fresh interpreter, `python -m sweeper.measuring.ranks <dir>` (CUDA cannot be used in a
 forked child of a process that touched it, and numactl must exec). The
 launcher then combines the ranks' results: the total rate (the ranks measured in common
 windows, see warmup.Group), each rank's own figure, memory summed over ranks and workers.
@@ -37,7 +37,7 @@ from ..result import RunResult, Status
 from ..spec import RunSpec
 from .group import NUMA_NODE_ENV, Rank
 
-RANK_MODULE = "sweeper.measure.ranks"
+RANK_MODULE = "sweeper.measuring.ranks"
 # how a rank finds the run's event pipe: the launcher's fd, opened by path (a started
 # subprocess inherits no fd of the launcher's)
 EVENT_PATH_ENV = "SWEEPER_EVENT_PATH"
@@ -278,7 +278,7 @@ def forked_rank(out_dir: str) -> None:
 
 
 def main() -> None:
-    """A rank started as `python -m sweeper.measure.ranks <dir>`; exits non-zero when it failed."""
+    """A rank started as `python -m sweeper.measuring.ranks <dir>`; exits non-zero when it failed."""
     os._exit(0 if measure_rank(Path(sys.argv[1])) else 1)
 
 

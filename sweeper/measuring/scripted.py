@@ -24,7 +24,7 @@ from .events import Events
 from .rule import Rule
 from .script import Script, ScriptFailed, ScriptSteps, first_step_deadline
 
-BIND_MODULE = "sweeper.measure.bind"
+BIND_MODULE = "sweeper.measuring.bind"
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The child side of the machine probe: `python -m sweeper.measure.probe <device> [factory]`
+"""The child side of the machine probe: `python -m sweeper.measuring.probe <device> [factory]`
 prints what this machine can run as one JSON line (sweeper.machine.Machine), or one error line
 and exit 2. Given a task factory it imports its module too: a broken one is found before trial 1."""
 

@@ -1,7 +1,7 @@
-"""The child process of one measured run: `python -m sweeper.measure.worker`, spec as JSON on stdin.
+"""The child process of one measured run: `python -m sweeper.measuring.worker`, spec as JSON on stdin.
 
 The parent (sweeper.runner.isolation) has already set the thread environment; this module
-measures the spec (sweeper.measure.stages, or the ranks of sweeper.measure.ranks) and sends
+measures the spec (sweeper.measuring.stages, or the ranks of sweeper.measuring.ranks) and sends
 JSON-line events on $SWEEPER_EVENT_FD, the last one the result. Exceptions become results
 (`oom`, `invalid`, `error`); signals are seen by the parent.
 """

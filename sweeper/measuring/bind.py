@@ -1,5 +1,5 @@
 """What each rank of a script started under torch's elastic launcher runs first (task=script,
-dist.nproc_per_node > 1): `python -m sweeper.measure.bind <the script's command>` takes the
+dist.nproc_per_node > 1): `python -m sweeper.measuring.bind <the script's command>` takes the
 rank's share of the cores (backend.affinity places its compute threads and loader workers in
 it, as for sweeper's own ranks), or its NUMA node under numactl (backend.numa=node), then
 becomes the script (exec: same pid, so the launcher watches the script itself).
