@@ -1,9 +1,10 @@
 """sweeper from Python (a notebook, another program), on the command line's own code paths, with
 typed results and the command line's one-line errors as exceptions.
 
-`measure` composes the config with Hydra's compose API and measures it in an isolated process,
-as `sweeper` does. `sweep` runs `sweeper -m` in a process of its own (a Hydra multirun owns its
-process: the launcher, the sweeper plugin, the signal handlers) and reads back what it wrote.
+`measure` and `sweep` run `sweeper` and `sweeper -m` in a process of their own and read back
+what they wrote: a run's parent becomes a child subreaper, keeps a fork server and installs
+signal handlers, and a Hydra multirun owns its process, none of which belongs in a notebook's
+kernel or another program.
 `load` reads a finished sweep's directory, or a study in its storage. Nothing here imports torch,
 Hydra or pandas until it is called.
 """
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import EXIT_BAD_CONFIG, EXIT_LOCKED, ConfigError, Interrupted, MachineBusy, SweeperError
+from .errors import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_LOCKED, ConfigError, Interrupted, MachineBusy, SweeperError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -56,27 +57,21 @@ class SweepResult:
 _KNOB_GROUPS = ("loader", "backend", "dist", "train", "task")
 
 
-def measure(overrides: Sequence[str] = (), *, out_dir: str | Path | None = None) -> RunResult:
-    """Measure one configuration (`sweeper` with these overrides) and return its result, whatever
-    the run ended as (ok, oom, crash, ...). A configuration that cannot run raises ConfigError
-    with the line `sweeper` prints, before anything is measured."""
-    from . import preflight, resolvers
-    from .runner.lock import claim_for, held
-    from .runner.run import checked_spec, measure_spec
+def measure(overrides: Sequence[str] = (), *, out_dir: str | Path | None = None, echo: bool = False) -> RunResult:
+    """Measure one configuration (`sweeper` with these overrides, in a process of its own) and
+    return its result, whatever the run ended as (ok, oom, crash, ...); its files stay in
+    `out_dir`. A configuration that cannot run raises ConfigError with the line `sweeper`
+    prints, before anything is measured. The calling process is left as it was: no fork server,
+    no child subreaper, no signal handlers of sweeper's in a notebook's kernel."""
+    from .result import RunResult
+    from .runner.run import RESULT_FILE
 
-    resolvers.register()
-    preflight.check(list(overrides))
-    try:
-        cfg = preflight.compose(tuple(overrides))
-    except Exception as exc:  # Hydra's own message names the bad key (preflight has checked most)
-        raise ConfigError(" ".join(str(exc).split())) from exc
-    spec = checked_spec(cfg)
     where = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="sweeper-run-"))
-    where.mkdir(parents=True, exist_ok=True)
-    claim = claim_for(str(spec.backend.device))
-    with held(claim.resource, "sweeper.measure", on_wait=lambda line: print(line, file=sys.stderr, flush=True)):
-        result = measure_spec(spec, where, env=claim.env)
-    return result.replace(job_dir=str(where))
+    code, stderr = _cli([*overrides, f"hydra.run.dir={where}"], multirun=False, echo=echo)
+    result = where / RESULT_FILE
+    if code not in (0, EXIT_FAILED) or not result.is_file():  # a run that failed has its result.json
+        raise _error(code, stderr)
+    return RunResult.from_json(json.loads(result.read_text()))
 
 
 def sweep(
@@ -94,16 +89,22 @@ def sweep(
     argv = [*overrides, f"hydra.sweep.dir={where}"]
     argv += [f"hydra.sweeper.n_trials={n_trials}"] if n_trials is not None else []
     argv += [f"hydra.sweeper.timeout={timeout}"] if timeout is not None else []
+    code, stderr = _cli(argv, multirun=True, echo=echo)
+    if code != 0:
+        raise _error(code, stderr)
+    return load(where)
+
+
+def _cli(argv: Sequence[str], *, multirun: bool, echo: bool) -> tuple[int, str]:
+    """`sweeper [-m] argv` in a process of its own: its exit code and what it wrote to stderr."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sweeper", "-m", *argv],
+        [sys.executable, "-m", "sweeper", *(["-m"] if multirun else []), *argv],
         stdout=None if echo else subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
     _, stderr = proc.communicate()
-    if proc.returncode != 0:
-        raise _error(proc.returncode, stderr)
-    return load(where)
+    return proc.returncode, stderr
 
 
 def load(where: str | Path, *, storage: str | None = None) -> SweepResult:

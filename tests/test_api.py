@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +28,9 @@ def test_measure_returns_the_run_result_and_keeps_its_files(tmp_path):
     assert result.status == Status.OK and result.measurement is not None
     assert result.measurement.throughput.samples_per_sec > 0
     assert (tmp_path / "run" / "result.json").is_file()
+    # the caller is left as it was: no fork server or run left as its child (a notebook's kernel)
+    me = os.getpid()
+    assert Path(f"/proc/{me}/task/{me}/children").read_text().split() == []
 
 
 def test_bad_input_raises_the_line_the_command_line_prints(tmp_path):
