@@ -8,10 +8,8 @@ import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
-from test_sweep_logic import _cpu_plan
+from test_sweep_logic import _cpu_plan, ok_result
 
-from sweeper.measurement import Measurement, Memory, RunFacts, Throughput
-from sweeper.result import RunResult, Status
 from sweeper.search import loop
 from sweeper.search.converge import Converged
 from sweeper.store.study import StoredStudy
@@ -109,18 +107,7 @@ class Figures:
     """Answers every job: the baseline (#0) 100 samples/s, the first recipe (#1) 300, any other 60."""
 
     def batch(self, jobs):
-        return [
-            RunResult(
-                Status.OK,
-                None,
-                Measurement(
-                    throughput=Throughput(samples_per_sec={0: 100.0, 1: 300.0}.get(job.trial_number, 60.0)),
-                    memory=Memory(peak_memory_mb=1.0),
-                    run=RunFacts(device="cpu"),
-                ),
-            )
-            for job in jobs
-        ]
+        return [ok_result({0: 100.0, 1: 300.0}.get(job.trial_number, 60.0)) for job in jobs]
 
     def on_node(self, host):
         return contextlib.nullcontext()

@@ -557,6 +557,19 @@ def test_points_still_queued_when_n_trials_is_reached_end_as_surplus(tmp_path, c
     assert "not measured: #1 " in capsys.readouterr().out
 
 
+def ok_result(samples_per_sec):
+    """A run that measured this figure (a loop's fake runner answers with it)."""
+    from sweeper.measurement import Measurement, Memory, RunFacts, Throughput
+    from sweeper.result import RunResult, Status
+
+    measured = Measurement(
+        throughput=Throughput(samples_per_sec=samples_per_sec),
+        memory=Memory(peak_memory_mb=1.0),
+        run=RunFacts(device="cpu"),
+    )
+    return RunResult(Status.OK, None, measured)
+
+
 def test_a_point_still_queued_is_measured_before_n_trials_counts_it(tmp_path):
     """A queued point (here: in place of a skipped one) is not a measured trial until it runs: it
     once counted, and the sweep stopped at n_trials=20 with 19 measured and the point ended as
@@ -565,8 +578,6 @@ def test_a_point_still_queued_is_measured_before_n_trials_counts_it(tmp_path):
 
     import optuna
 
-    from sweeper.measurement import Measurement, Memory, RunFacts, Throughput
-    from sweeper.result import RunResult, Status
     from sweeper.search import loop
     from sweeper.store.study import StoredStudy
     from sweeper.store.trials import count
@@ -584,18 +595,7 @@ def test_a_point_still_queued_is_measured_before_n_trials_counts_it(tmp_path):
 
     class Runner:
         def batch(self, jobs):
-            return [
-                RunResult(
-                    Status.OK,
-                    None,
-                    Measurement(
-                        throughput=Throughput(samples_per_sec=150.0),
-                        memory=Memory(peak_memory_mb=1.0),
-                        run=RunFacts(device="cpu"),
-                    ),
-                )
-                for _ in jobs
-            ]
+            return [ok_result(150.0) for _ in jobs]
 
         def on_node(self, host):
             return contextlib.nullcontext()
