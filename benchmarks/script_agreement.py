@@ -7,7 +7,7 @@ clock around its own loop). Its figure is its samples over its time after the fi
 run's samples_per_sec (windows of equal steps after a warm-up until steady: their samples over
 their time).
 
-    python benchmarks/script_agreement.py [rounds]
+    python benchmarks/script_agreement.py [rounds] [steps] [log-every]    defaults: 3 400 25
 """
 
 from __future__ import annotations
@@ -81,7 +81,10 @@ def under_sweeper(batch: int, workers: int, out: Path) -> float:
 
 
 def main() -> None:
+    global STEPS, LOG_EVERY
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    STEPS = int(sys.argv[2]) if len(sys.argv) > 2 else STEPS
+    LOG_EVERY = int(sys.argv[3]) if len(sys.argv) > 3 else LOG_EVERY
     tmp = Path(tempfile.mkdtemp())
     figures: dict[tuple[str, str], list[float]] = {(c, w): [] for c in CONFIGS for w in ("script", "sweeper")}
     for r in range(rounds):

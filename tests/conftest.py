@@ -25,6 +25,12 @@ TINY = [
 ]
 
 
+def child_pythonpath() -> str:
+    """tests/ and the checkout first, then the caller's own PYTHONPATH: on a server where sweeper's
+    needs were installed into a target folder (benchmarks/gpu/install.sh), that folder stays."""
+    return os.pathsep.join(p for p in (str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+
+
 @dataclass
 class Run:
     returncode: int
@@ -49,7 +55,7 @@ def run_sweeper(
     proc = subprocess.run(
         [sys.executable, "-m", "sweeper", *args],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "tests"), **(env or {})},
+        env={**os.environ, "PYTHONPATH": child_pythonpath(), **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -74,7 +80,7 @@ def run_multirun(
         capture_output=True,
         text=True,
         timeout=600,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])},
+        env={**os.environ, "PYTHONPATH": child_pythonpath()},
     )
     if check:
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

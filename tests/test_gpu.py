@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, TINY, load_study, run_multirun
+from conftest import ROOT, TINY, child_pythonpath, load_study, run_multirun
 from sweeper.measurement import Measurement
 from sweeper.runner.lock import visible_gpus
 
@@ -113,7 +113,7 @@ def test_the_lock_is_per_gpu(tmp_path):
     env = {
         **os.environ,
         "SWEEPER_LOCK_DIR": str(tmp_path),
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)]),
+        "PYTHONPATH": child_pythonpath(),
     }
     holder = subprocess.Popen(
         [

@@ -2,7 +2,7 @@
 per window (the default) and per step (measure.sync=step), against a plain loop
 with no synchronization inside it, interleaved in fresh processes.
 
-    python benchmarks/gpu/truth.py [rounds] [out.json]
+    python benchmarks/gpu/truth.py [rounds] [out.json] [seconds measured per run, default 10]
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ CONFIGS = {
 
 def sweeper_run(cfg: tuple, out: Path, sync: str = "window") -> float:
     task, batch, workers, pin, precision, cl, extra = cfg
-    subprocess.run(
+    proc = subprocess.run(
         [
             sys.executable,
             "-m",
@@ -54,15 +54,18 @@ def sweeper_run(cfg: tuple, out: Path, sync: str = "window") -> float:
             f"backend.cudnn_benchmark={str(cl).lower()}",
             f"loader.persistent_workers={str(workers > 0).lower()}",
             "measure.windows=5",
-            "measure.window_s=2",
+            f"measure.window_s={SECONDS / 5}",
             f"measure.sync={sync}",
             *extra,
             f"hydra.run.dir={out}",
         ],
         cwd=ROOT,
-        check=True,
         capture_output=True,
+        text=True,
     )
+    if proc.returncode != 0:  # said, and the round goes on: one failed configuration is a finding
+        print(f"sweeper failed ({proc.returncode}) on {cfg}:\n{proc.stderr[-1500:]}", file=sys.stderr)
+        return float("nan")
     return float(RunResult.from_json(json.loads((out / "result.json").read_text())).samples_per_sec or 0.0)
 
 
@@ -91,7 +94,9 @@ def plain_run(cfg: tuple) -> float:
 
 
 def main() -> None:
+    global SECONDS
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    SECONDS = float(sys.argv[3]) if len(sys.argv) > 3 else SECONDS
     tmp = Path(tempfile.mkdtemp())
     ours = {k: [] for k in CONFIGS}
     per_step = {k: [] for k in CONFIGS}

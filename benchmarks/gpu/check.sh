@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The GPU checks in one command, for a GPU server held for a few minutes: each stage runs under
+# its own time limit inside a total budget, a stage that fails does not stop the next, and the
+# results are packed into OUT_DIR/gpu-check.tgz after every stage (so that a command cut short
+# still leaves what was measured).
+#
+#   bash benchmarks/gpu/check.sh OUT_DIR BUDGET_S STAGE...
+#
+# stages: smoke (one run on CUDA; the others are skipped if it fails), tests (pytest -m gpu),
+# truth (benchmarks/gpu/truth.py, one round), script (task=script against the script's own log),
+# sweep:TASK (a search=gpu sweep of mnist_mlp, image_classification or language_model).
+# With the wheels in .whl/ (pack_wheels.sh) they are installed first (install.sh).
+set -uo pipefail
+out=$(realpath -m "$1")
+budget=$2
+shift 2
+mkdir -p "$out"
+work=$(mktemp -d)
+export TMPDIR=$work PYTHONUNBUFFERED=1
+started=$SECONDS
+summary=$work/summary.txt
+
+left() { echo $((budget - (SECONDS - started))); }
+pack() { tar czf "$out/gpu-check.tgz" -C "$work" . 2>/dev/null; }
+note() { echo "$*" | tee -a "$summary"; }
+
+# run NAME LIMIT_S COMMAND...: under `timeout`, its output in $work/NAME.log
+run() {
+    local name=$1 limit=$2
+    shift 2
+    local have
+    have=$(left)
+    if ((have < 30)); then
+        note "$name: skipped, ${have}s of the budget left"
+        return 1
+    fi
+    ((limit > have - 10)) && limit=$((have - 10))
+    local t0=$SECONDS
+    timeout -k 10 "$limit" "$@" >"$work/$name.log" 2>&1
+    local rc=$?
+    note "$name: exit $rc after $((SECONDS - t0))s (limit ${limit}s)"
+    pack
+    return $rc
+}
+
+if [[ -d .whl ]]; then
+    bash benchmarks/gpu/install.sh >"$work/install.log" 2>&1 || {
+        cat "$work/install.log"
+        exit 1
+    }
+    export PYTHONPATH=/tmp/site:$PWD
+    tail -1 "$work/install.log"
+fi
+{
+    nvidia-smi
+    nproc
+    free -g
+    python3 -c "import torch, sys; print(sys.version); print('torch', torch.__version__, torch.version.cuda, \
+torch.cuda.get_device_name(0), 'cudnn', torch.backends.cudnn.version())"
+} >"$work/machine.txt" 2>&1
+grep -m1 -E "NVIDIA|torch" "$work/machine.txt"
+
+for stage in "$@"; do
+    case $stage in
+    smoke)
+        if ! run smoke 90 python3 -m sweeper backend.device=cuda measure.windows=3 "hydra.run.dir=$work/smoke"; then
+            tail -30 "$work/smoke.log"
+            break
+        fi
+        python3 -c "import json,sys; r=json.load(open('$work/smoke/result.json')); \
+print({k: r.get(k) for k in ('status','samples_per_sec','wall_s')})" | tee -a "$summary"
+        ;;
+    tests)
+        run tests 240 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py --durations=0 -rfEs
+        grep -E "passed|failed|error" "$work/tests.log" | tail -3 | tee -a "$summary"
+        ;;
+    truth)
+        run truth 200 python3 benchmarks/gpu/truth.py 1 "$work/truth.json" 5
+        grep -E "^\|" "$work/truth.log" | tee -a "$summary"
+        ;;
+    script)
+        run script 80 python3 benchmarks/script_agreement.py 1 600 50
+        grep -E "^\|" "$work/script.log" | tee -a "$summary"
+        ;;
+    sweep:*)
+        task=${stage#sweep:}
+        limit=$(($(left) - 10))
+        ((limit > 200)) && limit=200
+        # the search stops itself 45 s before the limit, leaving time to confirm the winner
+        run "sweep-$task" "$limit" python3 -m sweeper -m "task=$task" "hydra.sweeper.timeout=$((limit - 45))s" \
+            hydra.sweeper.n_trials=40 "hydra.sweep.dir=$work/sweeps/$task" \
+            "hydra.sweeper.storage=sqlite:///$work/sweeper.db"
+        grep -iE "confirmed|winner|stopped" "$work/sweep-$task.log" | tail -4 | tee -a "$summary"
+        ;;
+    *) note "unknown stage $stage" ;;
+    esac
+done
+pack
+echo "---- summary ($((SECONDS - started))s)"
+cat "$summary"
