@@ -16,12 +16,20 @@ budget=$2
 shift 2
 mkdir -p "$out"
 work=$(mktemp -d)
-export TMPDIR=$work PYTHONUNBUFFERED=1
+mkdir "$work/tmp"
+export TMPDIR=$work/tmp PYTHONUNBUFFERED=1
 started=$SECONDS
 summary=$work/summary.txt
 
 left() { echo $((budget - (SECONDS - started))); }
-pack() { tar czf "$out/gpu-check.tgz" -C "$work" . 2>/dev/null; }
+# without compiler caches and scratch; if still too large to carry, the text files alone
+pack() {
+    tar czf "$out/gpu-check.tgz" -C "$work" --exclude=./tmp --exclude='torchinductor*' . 2>/dev/null
+    if (($(stat -c %s "$out/gpu-check.tgz") > 15000000)); then
+        (cd "$work" && find . -path ./tmp -prune -o -type f \( -name '*.log' -o -name '*.json' -o -name '*.txt' \
+            -o -name '*.csv' -o -name '*.yaml' \) -size -1M -print | tar czf "$out/gpu-check.tgz" -T -)
+    fi
+}
 note() { echo "$*" | tee -a "$summary"; }
 
 # run NAME LIMIT_S COMMAND...: under `timeout`, its output in $work/NAME.log
@@ -71,12 +79,13 @@ for stage in "$@"; do
 print({k: r.get(k) for k in ('status','samples_per_sec','wall_s')})" | tee -a "$summary"
         ;;
     tests)
-        run tests 240 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py --durations=0 -rfEs
-        grep -E "passed|failed|error" "$work/tests.log" | tail -3 | tee -a "$summary"
+        run tests 240 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py --durations=0 -rfEs \
+            ${SWEEPER_GPU_TESTS:+-k "$SWEEPER_GPU_TESTS"}
+        grep -E "^(FAILED|ERROR)|passed|failed" "$work/tests.log" | tail -8 | tee -a "$summary"
         ;;
     truth)
-        run truth 200 python3 benchmarks/gpu/truth.py 1 "$work/truth.json" 5
-        grep -E "^\|" "$work/truth.log" | tee -a "$summary"
+        run truth 200 python3 benchmarks/gpu/truth.py 1 "$work/truth.json" 4
+        grep -E "^(\||round)" "$work/truth.log" | tee -a "$summary"
         ;;
     script)
         run script 80 python3 benchmarks/script_agreement.py 1 600 50
@@ -85,7 +94,7 @@ print({k: r.get(k) for k in ('status','samples_per_sec','wall_s')})" | tee -a "$
     sweep:*)
         task=${stage#sweep:}
         limit=$(($(left) - 10))
-        ((limit > 200)) && limit=200
+        ((limit > ${SWEEPER_SWEEP_S:-200})) && limit=${SWEEPER_SWEEP_S:-200}
         # the search stops itself 45 s before the limit, leaving time to confirm the winner
         run "sweep-$task" "$limit" python3 -m sweeper -m "task=$task" "hydra.sweeper.timeout=$((limit - 45))s" \
             hydra.sweeper.n_trials=40 "hydra.sweep.dir=$work/sweeps/$task" \

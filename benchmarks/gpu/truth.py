@@ -85,11 +85,13 @@ def plain_run(cfg: tuple) -> float:
             *extra,
         ],
         cwd=ROOT,
-        check=True,
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
     )
+    if proc.returncode != 0:
+        print(f"the plain loop failed ({proc.returncode}) on {cfg}:\n{proc.stderr[-1500:]}", file=sys.stderr)
+        return float("nan")
     return float(proc.stdout.strip().splitlines()[-1])
 
 
@@ -97,7 +99,8 @@ def main() -> None:
     global SECONDS
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     SECONDS = float(sys.argv[3]) if len(sys.argv) > 3 else SECONDS
-    tmp = Path(tempfile.mkdtemp())
+    # each run's result.json is kept beside out.json (what a run paid before measuring is in it)
+    tmp = Path(sys.argv[2]).parent / "truth_runs" if len(sys.argv) > 2 else Path(tempfile.mkdtemp())
     ours = {k: [] for k in CONFIGS}
     per_step = {k: [] for k in CONFIGS}
     plain = {k: [] for k in CONFIGS}
@@ -106,6 +109,11 @@ def main() -> None:
             ours[name].append(sweeper_run(cfg, tmp / f"{r}-{i}"))
             per_step[name].append(sweeper_run(cfg, tmp / f"{r}-{i}-step", sync="step"))
             plain[name].append(plain_run(cfg))
+            print(
+                f"round {r + 1}, {name}: sweeper {ours[name][-1]:,.0f}, per step {per_step[name][-1]:,.0f}, "
+                f"plain {plain[name][-1]:,.0f} samples/s",
+                flush=True,
+            )
     print(f"median of {rounds} interleaved rounds")
     print(
         "| configuration | sweeper (sync per window) | sweeper (sync per step) | plain loop, no sync | "
