@@ -12,9 +12,10 @@ from hydra import compose, initialize_config_dir
 
 from conftest import ROOT, TINY
 from sweeper import topology
+from sweeper.errors import InvalidConfig
 from sweeper.measurement import Measurement, Memory, RunFacts, Throughput, Utilization
 from sweeper.measuring import timing
-from sweeper.measuring.ranks import RANK_MODULE, RankResult, combine, forks_ranks
+from sweeper.measuring.ranks import RANK_MODULE, RankResult, check_gpus, combine, forks_ranks
 from sweeper.result import RunResult, Status
 from sweeper.search.plan import Learned
 
@@ -344,3 +345,16 @@ def test_search_cpu_grows_ranks_and_openmp_binding_and_skips_what_it_should_not_
     assert TrialRecord.of(again.trial).reason.endswith(
         "its nearest point within the cores (num_workers=1, threads=1) is in the study already"
     )
+
+
+def test_more_ranks_than_gpus_is_a_config_error(monkeypatch):
+    """One rank per GPU: the launcher refuses more ranks than the driver reports GPUs, with the
+    one line the command line prints (on a real GPU: tests/test_gpu.py)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    check_gpus("cuda", 1)
+    check_gpus("cpu", 4)  # CPU ranks are processes, not GPUs
+    with pytest.raises(InvalidConfig, match=r"dist.nproc_per_node=2 runs one rank per GPU and 1 are visible"):
+        check_gpus("cuda", 2)
