@@ -94,12 +94,14 @@ def leading_dimension(batch: Any) -> int | None:
     return None
 
 
-def _counter(iterable: Any, samples: Samples) -> Callable[[Any], int]:
+def count_samples(samples: Samples, fallback: int | None = None) -> Callable[[Any], int]:
+    """The function that counts a batch's samples: `samples` itself, a constant, or the batch's
+    leading dimension (then `fallback`, a loader's batch_size); a ValueError that says what to
+    pass where none of these tells."""
     if callable(samples):
         return samples
     if isinstance(samples, int):
         return lambda batch: samples
-    fallback = getattr(iterable, "batch_size", None)
 
     def count(batch: Any) -> int:
         found = leading_dimension(batch)
@@ -108,7 +110,7 @@ def _counter(iterable: Any, samples: Samples) -> Callable[[Any], int]:
         if isinstance(fallback, int):
             return fallback
         raise ValueError(
-            f"sweeper.track: cannot tell how many samples a {type(batch).__name__} batch holds: "
+            f"sweeper: cannot tell how many samples a {type(batch).__name__} batch holds: "
             "pass samples=<int> or samples=<function of the batch>"
         )
 
@@ -138,7 +140,9 @@ class _Tracked(Generic[T]):
     has ended."""
 
     def __init__(self, iterable: Iterable[T], samples: Samples, sender: _Sender) -> None:
-        self._iterable, self._count, self._sender = iterable, _counter(iterable, samples), sender
+        fallback = getattr(iterable, "batch_size", None)
+        self._iterable, self._sender = iterable, sender
+        self._count = count_samples(samples, fallback if isinstance(fallback, int) else None)
         _pin_workers(iterable)
 
     def __len__(self) -> int:
@@ -166,6 +170,34 @@ def track(iterable: Iterable[T], samples: Samples = None) -> Iterable[T]:
     if _SENDER is None:
         return iterable
     return _Tracked(iterable, samples, _SENDER)
+
+
+class StepClock:
+    """For loops sweeper does not own, told of their steps by hooks (sweeper.integrations):
+    `began()` once a step's batch is in hand, `ended(samples)` when its optimizer step is done.
+    The loader's wait is the time from the last step's end to this one's beginning (what the
+    framework did in between included). Outside sweeper both return at once."""
+
+    def __init__(self) -> None:
+        self._last_end: float | None = None
+        self._began: float | None = None
+
+    def start(self) -> None:
+        """Training starts: the first step's wait is counted from here."""
+        self._last_end = time.monotonic()
+
+    def began(self) -> None:
+        if _SENDER is not None:
+            _FirstStep.apply()
+            self._began = time.monotonic()
+
+    def ended(self, samples: int) -> None:
+        if _SENDER is None:
+            return
+        now = time.monotonic()
+        wait = None if self._began is None or self._last_end is None else max(0.0, self._began - self._last_end)
+        _SENDER.send(now, wait, int(samples))
+        self._last_end, self._began = now, None
 
 
 def step(samples: int) -> None:
