@@ -51,8 +51,10 @@ class GeneratedTokens(Dataset):
 
 def main() -> None:
     parser = HfArgumentParser((TrainingArguments, DataArguments))
-    # what a throughput run wants unless told otherwise: no checkpoints, no reporting services
+    # what a throughput run wants unless told otherwise: no checkpoints, no reporting services;
+    # on a machine without a GPU, use_cpu (without it the Trainer refuses --bf16 there)
     parser.set_defaults(
+        use_cpu=not torch.cuda.is_available(),
         output_dir=str(Path(tempfile.gettempdir()) / "hf_trainer_output"),
         save_strategy="no",
         report_to="none",
