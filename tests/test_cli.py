@@ -24,7 +24,7 @@ BAD_INPUTS = [
     pytest.param(["task=mnist_mlp_schema"], "is not a task option", id="schema-is-no-option"),
     pytest.param(
         ["search=cpux"],
-        "search=cpux is not a search option: choose one of auto, cpu, gpu, none, quick",
+        "search=cpux is not a search option: choose one of auto, cpu, gpu, hf_trainer, lightning, none, quick",
         id="unknown-preset",
     ),
     pytest.param(["-m", "task=choice(mnist_mlp,foo)"], "task=foo is not a task option", id="unknown-task-swept"),
