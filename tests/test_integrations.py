@@ -79,22 +79,29 @@ def test_an_optimizer_step_of_accumulated_batches_counts_their_samples(sweeper_r
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("framework", "extra", "reason"),
+    ("framework", "extra", "status", "reason"),
     [
         # a Trainer that stops before its figure is known
-        ("lightning", " --trainer.max_steps 4", "ended (exit code 0) after 4 steps, before its figure was known"),
+        (
+            "lightning",
+            " --trainer.max_steps 4",
+            "error",
+            "ended (exit code 0) after 4 steps, before its figure was known",
+        ),
+        # one that runs out of memory (its data set, here, would take 31 TB)
+        ("lightning", " --data.num_samples 10000000000", "oom", "DefaultCPUAllocator: can't allocate memory"),
         # a Trainer that raises (its arguments refuse a prefetch factor without workers): its last line
         (
             "transformers",
             " --dataloader_prefetch_factor 2",
+            "error",
             "ValueError: --dataloader_prefetch_factor can only be set when data is loaded in a different process",
         ),
     ],
 )
-def test_a_trainer_that_fails_is_one_line(sweeper_run, framework, extra, reason):
-    run = sweeper_run("task=script", script(framework, extra))
-    result = run.result
-    assert result.status == "error" and reason in result.reason and "\n" not in result.reason, result.reason
+def test_a_trainer_that_fails_is_one_line(sweeper_run, framework, extra, status, reason):
+    result = sweeper_run("task=script", script(framework, extra)).result
+    assert result.status == status and reason in result.reason and "\n" not in result.reason, result.reason
 
 
 @pytest.mark.slow
