@@ -8,7 +8,10 @@
 #
 # stages: smoke (one run on CUDA; the others are skipped if it fails), tests (pytest -m gpu),
 # truth (benchmarks/gpu/truth.py, one round), script (task=script against the script's own log),
+# frameworks (benchmarks/framework_agreement.py: the Lightning and Trainer examples on the GPU),
 # sweep:TASK (a search=gpu sweep of mnist_mlp, image_classification or language_model).
+# SWEEPER_TRUTH_ROUNDS (1) and SWEEPER_TRUTH_S (4: seconds measured per run) size truth;
+# SWEEPER_SWEEP_S (200) caps each sweep; SWEEPER_GPU_TESTS picks tests by pytest's -k.
 # With the wheels in .whl/ (pack_wheels.sh) they are installed first (install.sh).
 set -uo pipefail
 out=$(realpath -m "$1")
@@ -84,12 +87,17 @@ print({k: r.get(k) for k in ('status','samples_per_sec','wall_s')})" | tee -a "$
         grep -E "^(FAILED|ERROR)|passed|failed" "$work/tests.log" | tail -8 | tee -a "$summary"
         ;;
     truth)
-        run truth 200 python3 benchmarks/gpu/truth.py 1 "$work/truth.json" 4
+        run truth $((200 * ${SWEEPER_TRUTH_ROUNDS:-1})) python3 benchmarks/gpu/truth.py "${SWEEPER_TRUTH_ROUNDS:-1}" \
+            "$work/truth.json" "${SWEEPER_TRUTH_S:-4}"
         grep -E "^(\||round)" "$work/truth.log" | tee -a "$summary"
         ;;
     script)
         run script 80 python3 benchmarks/script_agreement.py 1 600 50
         grep -E "^\|" "$work/script.log" | tee -a "$summary"
+        ;;
+    frameworks)
+        run frameworks 200 python3 benchmarks/framework_agreement.py 1
+        grep -E "^\|" "$work/frameworks.log" | tee -a "$summary"
         ;;
     sweep:*)
         task=${stage#sweep:}
