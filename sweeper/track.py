@@ -140,9 +140,8 @@ class _Tracked(Generic[T]):
     has ended."""
 
     def __init__(self, iterable: Iterable[T], samples: Samples, sender: _Sender) -> None:
-        fallback = getattr(iterable, "batch_size", None)
         self._iterable, self._sender = iterable, sender
-        self._count = count_samples(samples, fallback if isinstance(fallback, int) else None)
+        self._count = count_samples(samples, getattr(iterable, "batch_size", None))
         _pin_workers(iterable)
 
     def __len__(self) -> int:
