@@ -102,20 +102,32 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "TPE, speed+memory, staged 0.5": {"sampler": TPE, **TWO, "staged": 0.5},
     "TPE, samples/sec (the default)": {"sampler": TPE},
     "TPE, samples/sec, every trial (converge=false)": {"sampler": TPE, "converge": False},
-    "TPE, samples/sec, converge after 4 at 15%": {"sampler": TPE, "_converge": (4, 0.15)},
-    "TPE, samples/sec, converge after 5 at 15%": {"sampler": TPE, "_converge": (5, 0.15)},
-    "TPE, samples/sec, converge after 8 at 15%": {"sampler": TPE, "_converge": (8, 0.15)},
-    "TPE, samples/sec, converge after 6 at 10%": {"sampler": TPE, "_converge": (6, 0.10)},
-    "TPE, samples/sec, converge after 6 at 20%": {"sampler": TPE, "_converge": (6, 0.20)},
-    "TPE, samples/sec, converge after 6 at 0%": {"sampler": TPE, "_converge": (6, 0.0)},
-    "TPE, samples/sec, converge after 6, none 8% faster": {"sampler": TPE, "_converge": (6, -0.08)},
-    "TPE, samples/sec, converge after 8, none 8% faster": {"sampler": TPE, "_converge": (8, -0.08)},
-    "TPE, samples/sec, converge after 10, none 8% faster": {"sampler": TPE, "_converge": (10, -0.08)},
-    "TPE, samples/sec, converge after 4, none 8% faster": {"sampler": TPE, "_converge": (4, -0.08)},
-    "TPE, samples/sec, converge after 6 at 15%, doubled": {"sampler": TPE, "_converge": (6, 0.15, True)},
-    "TPE, samples/sec, converge after 8 at 15%, doubled": {"sampler": TPE, "_converge": (8, 0.15, True)},
-    "TPE, samples/sec, converge after 6, none 8% faster, doubled": {"sampler": TPE, "_converge": (6, -0.08, True)},
-    "TPE, samples/sec, converge after 4 at 15%, doubled": {"sampler": TPE, "_converge": (4, 0.15, True)},
+    "TPE, samples/sec, the earlier rule: last 8 sampled 15% behind, as many since the best as before": {
+        "sampler": TPE,
+        "_converge": {"after": 8, "ties": 0, "noise": 0.0, "sampled_best": 1.0, "baseline_trusted": True},
+    },
+    "TPE, samples/sec, converge: last 6, no near-tie, a proposal's level": {"sampler": TPE, "_converge": {"ties": 0}},
+    "TPE, samples/sec, converge: last 6, two near-ties, a proposal's level": {"sampler": TPE, "_converge": {"ties": 2}},
+    "TPE, samples/sec, converge: last 8, two near-ties, a proposal's level": {
+        "sampler": TPE,
+        "_converge": {"after": 8, "ties": 2},
+    },
+    "TPE, samples/sec, converge: last 4, no near-tie, a proposal's level": {
+        "sampler": TPE,
+        "_converge": {"after": 4, "ties": 0},
+    },
+    "TPE, samples/sec, converge: last 6, one near-tie, any level (a sampled best as long again)": {
+        "sampler": TPE,
+        "_converge": {"sampled_best": 1.0, "baseline_trusted": True},
+    },
+    "TPE, samples/sec, converge: last 6, one near-tie, your configuration's level too": {
+        "sampler": TPE,
+        "_converge": {"baseline_trusted": True},
+    },
+    "TPE, samples/sec, converge: last 6, all near-ties allowed, a proposal's level": {
+        "sampler": TPE,
+        "_converge": {"ties": 6},
+    },
     "TPE, samples/sec, patience 6": {"sampler": TPE, "converge": False, "patience": 6},
     "TPE, samples/sec, patience 10": {"sampler": TPE, "converge": False, "patience": 10},
     "TPE, samples/sec, Optuna's regret-bound terminator": {"sampler": TPE, "_terminator": True},
@@ -409,7 +421,7 @@ def replay_sweeper(
     )
     plan = _with_settings(plan, seeded)
     if "_converge" in strategy:
-        plan = replace(plan, converge=Converged(*strategy["_converge"]))
+        plan = replace(plan, converge=Converged(**strategy["_converge"]))
     if strategy.get("_terminator"):
         plan = replace(plan, converge=TerminatorRule())  # type: ignore[arg-type]
     storage = optuna.storages.InMemoryStorage()

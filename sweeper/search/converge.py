@@ -1,12 +1,16 @@
-"""When the search has converged: the sampler's own recent trials have all fallen behind the best
-by more than the run-to-run noise, so that further trials are unlikely to beat it.
+"""When the search has converged: a point the recipes (or a warm start) proposed is still the best,
+and the sampler's recent trials have found nothing beyond the run-to-run noise, most of them
+falling well behind it, so that further trials are unlikely to beat it.
 
-The rule was chosen on the replay bench (benchmarks/replay.py, docs/benchmarks.md) against a
-patience on gains and Optuna's regret-bound terminator. It is pure: it reads the study's trials.
+The rule was chosen on the replay bench (benchmarks/replay.py, docs/benchmarks.md) against
+patience on gains, Optuna's regret-bound terminator and stricter and looser forms of itself, on
+every recorded grid and on grids made so that the recipes miss. It is pure: it reads the
+study's trials.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -17,22 +21,34 @@ from ..result import Status
 from ..store.record import TrialRecord
 from ..store.trials import config_of, ranked, was_measured
 
+_HINT = "(hydra.sweeper.converge=false runs every trial)"
+
 
 @dataclass(frozen=True)
 class Converged:
-    """The sweep stops when the last `after` trials the sampler chose (not the baseline, the warm
-    start, the recipes or a later knob's try) each ran at least `behind` below the best figure
-    measured before it (a negative `behind`: none ran faster than it by more than that, no gain
-    beyond the noise), or were stopped behind it by the race, or failed, or asked again for a
-    configuration measured before; and never before each of the space's main knobs has been
-    measured at more than one value. Where the sweep has more objectives
-    than samples/sec, a trial that joined their Pareto front (`front`) is no trial behind."""
+    """The sweep stops when
+    - each of the space's main knobs has been measured at more than one value;
+    - the best's level (the first trial within `noise` of the best figure) was reached by a point
+      proposed before the sampler had learned anything: a recipe or a warm start. A best the
+      sampler found itself says the proposals missed and it is still learning the space; it
+      needs `sampled_best` times as many trials measured since it as before it (inf: the sweep
+      runs n_trials);
+    - of the last `after` trials the sampler chose (not the baseline, the warm start, the recipes
+      or a later knob's try), none ran more than `noise` faster than the best measured before it,
+      and all but `ties` of them ran at least `behind` below it, were stopped behind it by the
+      race, failed, or asked again for a configuration measured before. A near-tie (within the
+      noise) is the sampler finding the best's region again: a few are allowed, many are a
+      plateau still worth searching.
+    Where the sweep has more objectives than samples/sec, a sampled trial that joined their Pareto
+    front (`front`) is a gain."""
 
-    after: int = 8
-    behind: float = 0.15
-    # and at least as many trials measured since the best as before it: a best found late (the
-    # recipes missed, the sampler is still learning the space) earns the search as long again
-    doubled: bool = True
+    after: int = 6
+    behind: float = 0.15  # about twice the run-to-run noise
+    ties: int = 1
+    noise: float = 0.08  # hydra.sweeper.run_noise's default: one configuration's spread between runs
+    sampled_best: float = math.inf
+    # whether the baseline (your own configuration) reaching the best's level counts as a proposal
+    baseline_trusted: bool = False
 
     def reason(
         self,
@@ -48,27 +64,48 @@ class Converged:
         recent = [t for t in trials if _sampled(t)][-self.after :]
         if len(recent) < self.after:
             return None
-        if self.doubled:
+        found = self._found(trials, best)
+        if not self._trusted(found):
             measured = [t for t in trials if was_measured(t)]
-            since = sum(t.number > best.number for t in measured)
-            if since < len(measured) - since:
+            since = sum(t.number > found.number for t in measured)
+            if since < self.sampled_best * (len(measured) - since):
                 return None
+        far = 0
         for t in recent:
             before = next(iter(ranked([u for u in trials if u.number < t.number])), None)
             figure = TrialRecord.of(before).samples_per_sec if before is not None else None
-            if figure is None or t.number in front or not _no_gain(t, figure * (1 - self.behind)):
+            if figure is None or t.number in front or not _no_gain(t, figure * (1 + self.noise)):
                 return None
+            far += _no_gain(t, figure * (1 - self.behind))
+        if far < self.after - self.ties:
+            return None
+        near = self.after - far
+        ties = f", {near} within {self.noise:.0%} of it" if near else ""
         return (
-            f"converged: the last {self.after} sampled trials {self._ran()} the best before them, now "
-            f"#{best.number} (hydra.sweeper.converge=false runs every trial)"
+            f"converged: the best is #{best.number}{self._whose(found, best)}; the last {self.after} sampled trials "
+            f"found nothing beyond the noise ({far} ran at least {self.behind:.0%} behind the best before them{ties}) "
+            + _HINT
         )
 
-    def _ran(self) -> str:
-        if self.behind > 0:
-            return f"all ran at least {self.behind:.0%} behind"
-        if self.behind == 0:
-            return "all ran behind"
-        return f"ran none more than {-self.behind:.0%} faster than"
+    def _found(self, trials: Sequence[FrozenTrial], best: FrozenTrial) -> FrozenTrial:
+        """The first trial that reached the best's level: within the noise of the best figure."""
+        bar = (TrialRecord.of(best).samples_per_sec or 0.0) / (1 + self.noise)
+        reached = [t for t in ranked(trials) if (TrialRecord.of(t).samples_per_sec or 0.0) >= bar]
+        return min(reached, key=lambda t: t.number, default=best)
+
+    def _trusted(self, trial: FrozenTrial) -> bool:
+        """A recipe or a warm start (or the baseline, where trusted): a proposal, not a sampled point."""
+        record = TrialRecord.of(trial)
+        proposed = record.origin is not None and record.probe_knob is None and record.in_place_of is None
+        return proposed or (self.baseline_trusted and record.baseline)
+
+    def _whose(self, found: FrozenTrial, best: FrozenTrial) -> str:
+        """Where the best's level came from, for the log line."""
+        record, origin = TrialRecord.of(found), TrialRecord.of(found).origin or ""
+        what = "your configuration" if record.baseline else "the sampler's"
+        if self._trusted(found) and not record.baseline:
+            what = "a recipe" if origin.startswith("recipe") else "a warm start"
+        return f", {what}" if found.number == best.number else f", within the noise of #{found.number}, {what}"
 
 
 def _sampled(trial: FrozenTrial) -> bool:
@@ -81,8 +118,8 @@ def _sampled(trial: FrozenTrial) -> bool:
 
 
 def _no_gain(trial: FrozenTrial, bar: float) -> bool:
-    """Ran below `bar`, or was stopped behind the best, or failed (no gain either way), or was a
-    configuration measured before (the sampler had nothing new to ask)."""
+    """Ran at or below `bar`, or was stopped behind the best, or failed (no gain either way), or was
+    a configuration measured before (the sampler had nothing new to ask)."""
     record = TrialRecord.of(trial)
     if record.status == Status.PRUNED or record.reused or record.borrowed_from is not None:
         return True

@@ -79,9 +79,10 @@ class SweepSettings:
     confirm: ConfirmConf = field(default_factory=ConfirmConf)
     # stop after this many trials without a gain beyond the measured noise; null = never
     patience: Optional[int] = None
-    # stop before n_trials once the search has converged: the last trials the sampler chose all
-    # ran well behind the best (beyond the run-to-run noise), after each main knob was measured
-    # at two values at least (search/converge.py says the rule); false = every trial
+    # stop before n_trials once the search has converged: the best is still at the level a recipe
+    # or a warm start reached, and the last trials the sampler chose found nothing beyond the
+    # run-to-run noise, most of them well behind it, after each main knob was measured at two
+    # values at least (search/converge.py says the rule); false = every trial
     converge: bool = True
     # stop a trial whose first two windows run below this share of the best samples/sec (racing
     # needs three): a floor for runs too far behind to be near misses; null = never
