@@ -102,9 +102,13 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "TPE, speed+memory, staged 0.5": {"sampler": TPE, **TWO, "staged": 0.5},
     "TPE, samples/sec (the default)": {"sampler": TPE},
     "TPE, samples/sec, every trial (converge=false)": {"sampler": TPE, "converge": False},
-    "TPE, samples/sec, the earlier rule: last 8 sampled 15% behind, as many since the best as before": {
+    "TPE, samples/sec, converge: last 8 all 15% behind, a best found late as long again (the earlier thresholds)": {
         "sampler": TPE,
         "_converge": {"after": 8, "ties": 0, "noise": 0.0, "sampled_best": 1.0, "baseline_trusted": True},
+    },
+    "TPE, samples/sec, converge: last 7, one near-tie, a proposal's level": {
+        "sampler": TPE,
+        "_converge": {"after": 7},
     },
     "TPE, samples/sec, converge: last 6, no near-tie, a proposal's level": {"sampler": TPE, "_converge": {"ties": 0}},
     "TPE, samples/sec, converge: last 6, two near-ties, a proposal's level": {"sampler": TPE, "_converge": {"ties": 2}},

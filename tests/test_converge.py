@@ -155,10 +155,14 @@ def test_the_loop_stops_once_converged_and_runs_every_trial_when_told_not_to(tmp
         assert why == "n_trials=30 reached" and count(trials).measured == 30
 
 
-def test_a_configuration_asked_again_is_nothing_new():
+def test_a_configuration_asked_again_is_judged_by_its_figure():
+    """The best's point asked again is a near-tie (the sampler's model sits on it), not a trial behind."""
     trials = study_of([84.0] * 5)
     trials.append(made(7, 100.0, batch=256, workers=2, reused_from=1))  # the best's own figure, again
     assert RULE.reason(trials, SPACE, MAIN) is not None
+    assert Converged(ties=0).reason(trials, SPACE, MAIN) is None
+    behind = study_of([84.0] * 5) + [made(7, 84.0, reused_from=2)]  # a point behind, asked again
+    assert Converged(ties=0).reason(behind, SPACE, MAIN) is not None
 
 
 @pytest.mark.parametrize("reuse_studies", [True, False])

@@ -36,9 +36,9 @@ class Converged:
     - of the last `after` trials the sampler chose (not the baseline, the warm start, the recipes
       or a later knob's try), none ran more than `noise` faster than the best measured before it,
       and all but `ties` of them ran at least `behind` below it, were stopped behind it by the
-      race, failed, or asked again for a configuration measured before. A near-tie (within the
-      noise) is the sampler finding the best's region again: a few are allowed, many are a
-      plateau still worth searching.
+      race, or failed (a configuration asked again counts with the figure it was answered
+      with). A near-tie (within the noise) is the sampler finding the best's region again: a
+      few are allowed, many are a plateau still worth searching.
     Where the sweep has more objectives than samples/sec, a sampled trial that joined their Pareto
     front (`front`) is a gain."""
 
@@ -118,10 +118,11 @@ def _sampled(trial: FrozenTrial) -> bool:
 
 
 def _no_gain(trial: FrozenTrial, bar: float) -> bool:
-    """Ran at or below `bar`, or was stopped behind the best, or failed (no gain either way), or was
-    a configuration measured before (the sampler had nothing new to ask)."""
+    """Ran at or below `bar`, or was stopped behind the best, or failed (no gain either way). A
+    configuration asked again is judged by the figure it was answered with: asking again for the
+    best is a near-tie (the sampler's model sits on the best's point), not a trial behind it."""
     record = TrialRecord.of(trial)
-    if record.status == Status.PRUNED or record.reused or record.borrowed_from is not None:
+    if record.status == Status.PRUNED:
         return True
     figure = record.samples_per_sec
     if trial.state == TrialState.COMPLETE and figure is not None:
