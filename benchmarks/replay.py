@@ -110,27 +110,19 @@ STRATEGIES: dict[str, dict[str, Any]] = {
         "sampler": TPE,
         "_converge": {"after": 7},
     },
-    "TPE, samples/sec, converge: last 6, no near-tie, a proposal's level": {"sampler": TPE, "_converge": {"ties": 0}},
-    "TPE, samples/sec, converge: last 6, two near-ties, a proposal's level": {"sampler": TPE, "_converge": {"ties": 2}},
-    "TPE, samples/sec, converge: last 8, two near-ties, a proposal's level": {
+    "TPE, samples/sec, converge: last 6, one near-tie, a proposal's level": {
         "sampler": TPE,
-        "_converge": {"after": 8, "ties": 2},
+        "_converge": {"after": 6},
     },
-    "TPE, samples/sec, converge: last 4, no near-tie, a proposal's level": {
-        "sampler": TPE,
-        "_converge": {"after": 4, "ties": 0},
-    },
-    "TPE, samples/sec, converge: last 6, one near-tie, any level (a sampled best as long again)": {
+    "TPE, samples/sec, converge: last 8, no near-tie, a proposal's level": {"sampler": TPE, "_converge": {"ties": 0}},
+    "TPE, samples/sec, converge: last 8, two near-ties, a proposal's level": {"sampler": TPE, "_converge": {"ties": 2}},
+    "TPE, samples/sec, converge: last 8, one near-tie, any level (a sampled best as long again)": {
         "sampler": TPE,
         "_converge": {"sampled_best": 1.0, "baseline_trusted": True},
     },
-    "TPE, samples/sec, converge: last 6, one near-tie, your configuration's level too": {
+    "TPE, samples/sec, converge: last 8, one near-tie, your configuration's level too": {
         "sampler": TPE,
         "_converge": {"baseline_trusted": True},
-    },
-    "TPE, samples/sec, converge: last 6, all near-ties allowed, a proposal's level": {
-        "sampler": TPE,
-        "_converge": {"ties": 6},
     },
     "TPE, samples/sec, patience 6": {"sampler": TPE, "converge": False, "patience": 6},
     "TPE, samples/sec, patience 10": {"sampler": TPE, "converge": False, "patience": 10},

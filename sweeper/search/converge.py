@@ -33,16 +33,16 @@ class Converged:
       sampler found itself says the proposals missed and it is still learning the space; it
       needs `sampled_best` times as many trials measured since it as before it (inf: the sweep
       runs n_trials);
-    - of the last `after` trials the sampler chose (not the baseline, the warm start, the recipes
-      or a later knob's try), none ran more than `noise` faster than the best measured before it,
-      and all but `ties` of them ran at least `behind` below it, were stopped behind it by the
-      race, or failed (a configuration asked again counts with the figure it was answered
-      with). A near-tie (within the noise) is the sampler finding the best's region again: a
-      few are allowed, many are a plateau still worth searching.
+    - of the last `after` new configurations the sampler chose (not the baseline, the warm start,
+      the recipes or a later knob's try, nor a configuration asked again, which the study
+      answers without new evidence), none ran more than `noise` faster than the best measured
+      before it, and all but `ties` of them ran at least `behind` below it, were stopped behind
+      it by the race, or failed. A near-tie (within the noise) is the sampler finding the best's
+      region again: one is allowed, many are a plateau still worth searching.
     Where the sweep has more objectives than samples/sec, a sampled trial that joined their Pareto
     front (`front`) is a gain."""
 
-    after: int = 6
+    after: int = 8
     behind: float = 0.15  # about twice the run-to-run noise
     ties: int = 1
     noise: float = 0.08  # hydra.sweeper.run_noise's default: one configuration's spread between runs
@@ -109,18 +109,19 @@ class Converged:
 
 
 def _sampled(trial: FrozenTrial) -> bool:
-    """A trial the sampler chose and the sweep answered: measured, reused or failed, not a queued
-    point, not a point skipped as outside the preset (no answer about the space)."""
+    """A new configuration the sampler chose and the sweep answered: measured or failed; not a
+    configuration asked again (answered from the study: no new evidence about the space), not a
+    queued point, not a point skipped as outside the preset (no answer about the space)."""
     record = TrialRecord.of(trial)
     if record.baseline or record.origin is not None or trial.state in (TrialState.RUNNING, TrialState.WAITING):
+        return False
+    if record.reused or record.borrowed_from is not None:
         return False
     return record.status not in (Status.SKIPPED, Status.SURPLUS, Status.UNDER_LOAD, Status.OTHER_HARDWARE)
 
 
 def _no_gain(trial: FrozenTrial, bar: float) -> bool:
-    """Ran at or below `bar`, or was stopped behind the best, or failed (no gain either way). A
-    configuration asked again is judged by the figure it was answered with: asking again for the
-    best is a near-tie (the sampler's model sits on the best's point), not a trial behind it."""
+    """Ran at or below `bar`, or was stopped behind the best, or failed (no gain either way)."""
     record = TrialRecord.of(trial)
     if record.status == Status.PRUNED:
         return True
