@@ -69,6 +69,23 @@ def test_a_near_tie_that_ran_a_little_faster_keeps_the_recipes_level():
     assert line is not None and line.startswith("converged: the best is #4, within the noise of #1, a recipe;")
 
 
+def test_a_later_knobs_try_at_a_recipe_is_trusted_as_the_recipe():
+    """A later knob tried at the recipe's point (forkserver workers, say) reached the best's level
+    first: it is the recipe's point with that knob changed, trusted as the recipe is."""
+    trials = study_of([84.0] * 3)
+    trials.append(
+        made(5, 103.0, batch=256, workers=2, origin="later", probe_knob="loader.multiprocessing_context", probe_of=1)
+    )
+    trials.append(made(6, 110.0, batch=256, workers=2))  # the best: 6.8% above #5, 10% above the recipe
+    trials += [made(7 + i, 84.0) for i in range(6)]
+    line = RULE.reason(trials, SPACE, MAIN)
+    assert line is not None and line.startswith(
+        "converged: the best is #6, within the noise of #5, a later knob's try at #1;"
+    )
+    sampled = [t for t in trials if t.number != 5]  # without the try, #6 is the sampler's own gain
+    assert RULE.reason(sampled, SPACE, MAIN) is None
+
+
 def test_a_best_the_sampler_found_itself_runs_n_trials_or_as_long_again_when_told():
     """A gain beyond the noise by a sampled trial: the proposals missed, the sampler is still learning."""
     late = [84.0] * 3 + [150.0] + [84.0] * 8  # #5 the best: 6 measured up to it, 8 since

@@ -65,7 +65,7 @@ class Converged:
         if len(recent) < self.after:
             return None
         found = self._found(trials, best)
-        if not self._trusted(found):
+        if not self._trusted(found, trials):
             measured = [t for t in trials if was_measured(t)]
             since = sum(t.number > found.number for t in measured)
             if since < self.sampled_best * (len(measured) - since):
@@ -81,10 +81,10 @@ class Converged:
             return None
         near = self.after - far
         ties = f", {near} within {self.noise:.0%} of it" if near else ""
+        whose = self._whose(found, best, trials)
         return (
-            f"converged: the best is #{best.number}{self._whose(found, best)}; the last {self.after} sampled trials "
-            f"found nothing beyond the noise ({far} ran at least {self.behind:.0%} behind the best before them{ties}) "
-            + _HINT
+            f"converged: the best is #{best.number}{whose}; the last {self.after} sampled trials found nothing "
+            f"beyond the noise ({far} ran at least {self.behind:.0%} behind the best before them{ties}) " + _HINT
         )
 
     def _found(self, trials: Sequence[FrozenTrial], best: FrozenTrial) -> FrozenTrial:
@@ -93,17 +93,24 @@ class Converged:
         reached = [t for t in ranked(trials) if (TrialRecord.of(t).samples_per_sec or 0.0) >= bar]
         return min(reached, key=lambda t: t.number, default=best)
 
-    def _trusted(self, trial: FrozenTrial) -> bool:
-        """A recipe or a warm start (or the baseline, where trusted): a proposal, not a sampled point."""
+    def _trusted(self, trial: FrozenTrial, trials: Sequence[FrozenTrial]) -> bool:
+        """A recipe or a warm start (or the baseline, where trusted): a proposal, not a sampled
+        point. A later knob's try is the point it was tried at with that knob changed: trusted
+        as that point is."""
         record = TrialRecord.of(trial)
-        proposed = record.origin is not None and record.probe_knob is None and record.in_place_of is None
+        if record.probe_of is not None:
+            tried_at = next((t for t in trials if t.number == record.probe_of), None)
+            return tried_at is not None and tried_at.number != trial.number and self._trusted(tried_at, trials)
+        proposed = record.origin is not None and record.in_place_of is None
         return proposed or (self.baseline_trusted and record.baseline)
 
-    def _whose(self, found: FrozenTrial, best: FrozenTrial) -> str:
+    def _whose(self, found: FrozenTrial, best: FrozenTrial, trials: Sequence[FrozenTrial]) -> str:
         """Where the best's level came from, for the log line."""
         record, origin = TrialRecord.of(found), TrialRecord.of(found).origin or ""
         what = "your configuration" if record.baseline else "the sampler's"
-        if self._trusted(found) and not record.baseline:
+        if record.probe_of is not None:
+            what = f"a later knob's try at #{record.probe_of}"
+        elif self._trusted(found, trials) and not record.baseline:
             what = "a recipe" if origin.startswith("recipe") else "a warm start"
         return f", {what}" if found.number == best.number else f", within the noise of #{found.number}, {what}"
 
