@@ -215,7 +215,9 @@ def test_a_forked_trial_knows_its_intermediate_however_soon_that_exits(tmp_path)
         deadline = time.monotonic() + 2
         while os.getppid() == intermediate and time.monotonic() < deadline:  # re-parented once it exits
             time.sleep(0.001)
-        Path(request["out"]).write_text(f"{intermediate} {os.getppid()}")
+        written = Path(request["out"] + ".part")  # renamed whole: the test never reads it half-written
+        written.write_text(f"{intermediate} {os.getppid()}")
+        written.replace(request["out"])
 
     ours, _ = socket.socketpair()
     forks = 20
