@@ -885,7 +885,7 @@ def test_a_staged_search_asks_the_main_knobs_first_then_the_whole_space(tmp_path
 
 
 def _later_study(tmp_path, best_knobs):
-    """A search=cpu plan past its later share, and a study with the baseline and a best."""
+    """A search=cpu plan past its later share, and a study with the baseline (#0) and a best (#1)."""
     import optuna
 
     from sweeper.store.study import StoredStudy
@@ -894,7 +894,9 @@ def _later_study(tmp_path, best_knobs):
     storage = optuna.storages.InMemoryStorage()
     stored = StoredStudy(optuna.create_study(storage=storage, directions=list(plan.directions)), storage)
     base = dict(plan.baseline_knobs)
-    stored.study.add_trial(trial(0, base, sps=100.0, fixed=plan.fixed))
+    yours = trial(0, base, sps=100.0, fixed=plan.fixed)
+    yours.user_attrs["baseline"] = True
+    stored.study.add_trial(yours)
     stored.study.add_trial(trial(1, {**base, **best_knobs}, sps=200.0, fixed=plan.fixed))
     return plan, stored
 
@@ -934,6 +936,55 @@ def test_a_later_knob_is_tried_at_the_best_and_searched_only_if_that_was_a_gain(
     else:
         assert held() == frozenset()
         assert said[-1].endswith("forkserver 260: a gain, so the sampler searches it now")
+
+
+@pytest.mark.parametrize(("tried", "first"), [(203.0, 1), (260.0, 2)])
+def test_a_later_knobs_try_that_was_no_gain_is_not_confirmed_the_point_it_was_tried_at_is(
+    tmp_path, capsys, tried, first
+):
+    """Forkserver workers tried at the best (#1, 200) read 203: within the runs' spread, no gain,
+    so the knob stays at your value. Though the search's fastest, that try is no candidate: #1
+    stands for it in the confirmation (a winner that keeps your value, and no confirmation run
+    paying forkserver's start-up). A try that was a gain (260) is confirmed as any trial."""
+    import contextlib
+
+    from sweeper.measurement import Measurement, Memory, RunFacts, Throughput
+    from sweeper.result import RunResult, Status
+    from sweeper.search.later import held_later, kept_tries
+    from sweeper.search.trials import ask
+
+    knob = "loader.multiprocessing_context"
+    plan, stored = _later_study(tmp_path, {"loader.num_workers": 2, "loader.batch_size": 512})
+    ctx = plan.context(Learned(convolutional=False))
+    held_later(stored, plan, stored.trials(plan.fixed), ctx, plan.later, lambda key, line: None)
+    t, knobs = ask(stored, plan, ctx, baseline=False, held_back=frozenset({knob}))
+    assert knobs[knob] == "forkserver" and t.number == 2
+    _tell(stored, t, tried)
+    assert set(kept_tries(stored.trials(plan.fixed), plan)) == ({2} if first == 1 else set())
+    asked = []
+
+    class Runner:
+        def __call__(self, overrides, job_idx, trial_number=None, subdir=None):
+            asked.append(job_idx)
+            figure = Throughput(samples_per_sec={0: 100.0, 1: 200.0, 2: tried}[job_idx])
+            return RunResult(
+                Status.OK,
+                None,
+                Measurement(throughput=figure, memory=Memory(peak_memory_mb=1.0), run=RunFacts(device="cpu")),
+            )
+
+        def on_node(self, host):
+            return contextlib.nullcontext()
+
+    capsys.readouterr()
+    decision = confirm.run_confirmation(
+        stored, plan, Runner(), remaining=lambda: None, typical_wall_s=1.0, stopped=lambda: False
+    )
+    out = capsys.readouterr().out
+    assert decision is not None and decision.winner == first and asked[0] == first
+    if first == 1:
+        assert 2 not in asked
+        assert f"not confirmed: trial #2, {knob}=forkserver at #1, no gain there: #1 stands for it" in out
 
 
 def test_a_later_knob_that_means_nothing_at_the_best_waits_for_a_best_it_changes(tmp_path):

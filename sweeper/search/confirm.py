@@ -19,6 +19,7 @@ from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import config_of, primary_value, ranked, search_interval
 from . import progress
+from .later import kept_tries
 from .launch import JobRunner, measure_overrides
 from .plan import SweepPlan
 from .settings import RunnersUp
@@ -240,16 +241,19 @@ def run_confirmation(
     plans them; store and return the decision. None when there is nothing to confirm (the
     baseline is the fastest found: the sweep says so). With `confirm.runners_up=if_in_doubt` the
     first round runs the search's fastest and the baseline alone, and the others join (that round
-    first) only when it leaves doubt (in_doubt)."""
+    first) only when it leaves doubt (in_doubt). A later knob's try that was no gain is not a
+    candidate: the point it was tried at stands for it (later.kept_tries)."""
     settings = plan.settings.confirm
-    trials = stored.trials(plan.fixed)
+    every = stored.trials(plan.fixed)
+    by_number = {t.number: t for t in every}
+    kept = kept_tries(every, plan)  # a later knob's try that was no gain: its point stands for it
+    trials = [t for t in every if t.number not in kept]
     baseline = next((t for t in trials if TrialRecord.of(t).baseline and t.state == TrialState.COMPLETE), None)
     beat = beat_baseline(trials, baseline, settings.top_k) if baseline else []
     behind = [t.number for t in left_behind(beat, plan.settings.run_spread)]
     chosen = [t.number for t in beat if t.number not in behind]
     if baseline is None or settings.top_k < 1 or settings.rounds < 1 or not chosen:
         return None
-    by_number = {t.number: t for t in trials}
     planner = Rounds(
         chosen=chosen,
         baseline=baseline.number,
@@ -260,6 +264,12 @@ def run_confirmation(
         min_rounds=settings.min_rounds,
     )
     _say_plan(planner, behind, plan.settings.run_spread)
+    for number, tries in kept.items():
+        assert tries.at is not None
+        progress.say(
+            f"  not confirmed: trial #{number}, {tries.knob}={config_of(by_number[number]).get(tries.knob)} "
+            f"at #{tries.at.number}, no gain there: #{tries.at.number} stands for it"
+        )
     node = baseline_record.fingerprint.hostname if (baseline_record := TrialRecord.of(baseline)).fingerprint else None
     with run.on_node(node):  # side by side: every run on the machine the baseline ran on
         while not stopped() and (step := planner.next_run()) is not None:

@@ -72,6 +72,19 @@ def tries_of(knob: str, trials: Sequence[FrozenTrial], setup: Sequence[FrozenTri
     return Tries(knob, Verdict.OPEN if gain else Verdict.KEPT, at, tried)
 
 
+def kept_tries(trials: Sequence[FrozenTrial], plan: SweepPlan) -> dict[int, Tries]:
+    """The later knobs' tries that were no gain (the knob kept at your config's value). Each is
+    the configuration it was tried at with workers that start slower and run no faster, so the
+    point it was tried at stands for it in the confirmation: a winner that keeps your value, and
+    no run paying that start-up again."""
+    kept: dict[int, Tries] = {}
+    for knob in sorted(plan.later):
+        tries = tries_of(knob, trials, trials)
+        if tries.verdict == Verdict.KEPT:
+            kept.update({t.number: tries for t in tries.tried})
+    return kept
+
+
 def first_other(best: FrozenTrial, knob: str, plan: SweepPlan, ctx: sp.Context) -> dict[str, Any] | None:
     """The best so far with the knob's first other value; None where the knob means nothing
     there (how workers start, without workers)."""

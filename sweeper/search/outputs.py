@@ -32,6 +32,7 @@ from ..store.trials import (
     ranked,
 )
 from . import progress
+from .later import kept_tries
 from .plan import SweepPlan
 
 
@@ -70,7 +71,9 @@ def write_outputs(
     out = plan.sweep_dir
     write_table(trials_frame(trials), out)
     by_number = {t.number: t for t in trials}
-    best = ranked(trials)
+    # unconfirmed, the winner is the search's fastest, a later knob's try that was no gain aside
+    kept = kept_tries(trials, plan)
+    best = [t for t in ranked(trials) if t.number not in kept]
     winner = by_number[decision.winner] if decision else (best[0] if best else None)
     baseline = baseline_of(trials)
     # the same Optuna call as the report's Pareto chart: the two never disagree
