@@ -129,6 +129,30 @@ def test_zygotes_past_the_cap_close_the_least_recently_used(monkeypatch):
         assert b"KMP_BLOCKTIME=0" in environ.read().split(b"\0")
 
 
+def test_zygotes_kept_alive_are_nine_at_most_fewer_where_memory_is_short(monkeypatch):
+    """Each idle zygote holds its private memory (an imported torch): they may hold a quarter of
+    what is available, as the live ones measure, never fewer than two."""
+
+    class Live:
+        def __init__(self, pid):
+            self.pid = pid
+
+    gib = 1 << 30
+    available = {"MemAvailable": 22 * gib}
+    monkeypatch.setattr(zygote, "_meminfo_bytes", lambda field, path="/proc/meminfo": available[field])
+    monkeypatch.setattr(zygote, "_private_bytes", lambda pid: gib // 2)
+    assert zygote.zygote_room([]) == 9  # a 24 GB machine: all nine start environments
+    available["MemAvailable"] = 3 * gib
+    assert zygote.zygote_room([Live(1), Live(2)]) == 2  # (3 + 1) / 4 GB: two of 0.5 GB
+    available["MemAvailable"] = 5 * gib
+    assert zygote.zygote_room([Live(1), Live(2), Live(3)]) == 3  # (5 + 1.5) / 4: three
+    available["MemAvailable"] = gib // 4
+    assert zygote.zygote_room([]) == 2
+    # the real machine's figures: a number in range
+    monkeypatch.undo()
+    assert 2 <= zygote.zygote_room([]) <= zygote.MAX_ZYGOTES
+
+
 def test_a_workload_that_starts_threads_at_import_is_spawned_and_says_so(tmp_path):
     result = measure_spec(spec("task=custom", "task.factory=threads_at_import:build"), tmp_path)
     assert result.status == "ok", result.reason

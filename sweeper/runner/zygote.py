@@ -1,7 +1,8 @@
 """The warm trial engine's parent side: one fork server per set of preloaded modules and
 start-time environment (an allocator's LD_PRELOAD, OpenMP's binding: read once, when a process
 starts), started on first use, replaced when it dies, the least recently used closed past
-MAX_ZYGOTES, and the trials it forks handled like our own children.
+zygote_room (nine, fewer where memory is short), and the trials it forks handled like our own
+children.
 
 A forked trial skips the interpreter start, the torch import and the workload module's import
 (seconds per trial); it is re-parented to this process (a child subreaper), so its exit status,
@@ -165,9 +166,41 @@ def zygote_env(started_with: Mapping[str, str] | None = None) -> dict[str, str]:
     return {**env, **(started_with or {})}
 
 
-# zygotes kept alive at once (each holds an imported torch, a few hundred MB): a search over
-# allocators and OpenMP bindings meets a handful of start environments
-MAX_ZYGOTES = 4
+# zygotes kept alive at once: a search over the three allocators and three OpenMP bindings
+# meets up to nine start environments, and a zygote closed for room costs the next trial that
+# needs it a torch import (seconds) again
+MAX_ZYGOTES = 9
+# what an idle zygote is taken to hold (its private memory: an imported torch and torchvision,
+# about 0.4 GB) until a live one says
+_ZYGOTE_BYTES = 512 << 20
+
+
+def _meminfo_bytes(field: str, path: str = "/proc/meminfo") -> int | None:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open(path) as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    return None
+
+
+def _private_bytes(pid: int) -> int | None:
+    return _meminfo_bytes("RssAnon", f"/proc/{pid}/status")
+
+
+def zygote_room(alive: Sequence[Zygote]) -> int:
+    """How many zygotes may live at once: MAX_ZYGOTES, fewer where idle ones would hold more than
+    a quarter of the memory available to trials (each one's private memory as the live ones hold
+    it), and at least two (the plain one and the trial's)."""
+    available = _meminfo_bytes("MemAvailable")
+    if available is None:
+        return MAX_ZYGOTES
+    held = [b for z in alive if (b := _private_bytes(z.pid))]
+    each = max(sum(held) / len(held), 1 << 20) if held else _ZYGOTE_BYTES
+    # the live ones' memory is not available now, but is theirs to keep
+    fits = int((available + sum(held)) / 4 // each)
+    return max(2, min(MAX_ZYGOTES, fits))
+
 
 _ZYGOTES: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], Zygote] = {}
 # a zygote started before the workload was known (start_early), adopted by the first zygote_for
@@ -194,7 +227,7 @@ def zygote_for(modules: Sequence[str], started_with: Mapping[str, str] | None = 
         return found
     if found is not None:
         found.close()
-    while len(_ZYGOTES) >= MAX_ZYGOTES:
+    while _ZYGOTES and len(_ZYGOTES) >= zygote_room(list(_ZYGOTES.values())):
         _ZYGOTES.pop(next(iter(_ZYGOTES))).close()
     env = zygote_env(started_with)
     _ZYGOTES[key] = _adopted(modules, env) or Zygote(modules, env)
