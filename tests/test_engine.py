@@ -129,6 +129,47 @@ def test_zygotes_past_the_cap_close_the_least_recently_used(monkeypatch):
         assert b"KMP_BLOCKTIME=0" in environ.read().split(b"\0")
 
 
+def test_a_zygote_that_starts_brings_the_expected_ones_up_beside_it_one_per_idle_core(monkeypatch):
+    """A start environment's zygote is a torch import on one core while the others wait: the
+    sweep's other expected environments start beside it, one per idle core, and are ready
+    (imported, idle) when it returns; a later run in one of them forks at once."""
+    zygote.close_all()
+    monkeypatch.setattr(zygote.os, "sched_getaffinity", lambda pid: {0, 1, 2})  # two idle cores
+    envs = [{}, {"KMP_BLOCKTIME": "1"}, {"KMP_BLOCKTIME": "2"}, {"KMP_BLOCKTIME": "3"}]
+    zygote.expect(envs)
+    try:
+        needed = zygote.zygote_for([], {"KMP_BLOCKTIME": "2"})
+        alive = {dict(key[1]).get("KMP_BLOCKTIME"): z for key, z in zygote._ZYGOTES.items()}
+        # the needed one, and the first two expected ones without a zygote: your config's and "1"
+        assert set(alive) == {None, "1", "2"} and all(z.alive() for z in alive.values())
+        assert alive["2"] is needed and list(zygote._ZYGOTES.values())[-1] is needed  # the most recent
+        assert zygote.zygote_for([], {"KMP_BLOCKTIME": "1"}) is alive["1"]  # no new start
+        with open(f"/proc/{alive['1'].pid}/environ", "rb") as environ:
+            assert b"KMP_BLOCKTIME=1" in environ.read().split(b"\0")
+        # room for no more than the needed one: nothing starts beside it
+        monkeypatch.setattr(zygote, "MAX_ZYGOTES", 4)
+        zygote.zygote_for([], {"KMP_BLOCKTIME": "3"})
+        assert len(zygote._ZYGOTES) == 4
+    finally:
+        zygote.expect([])
+        zygote.close_all()
+
+
+def test_no_two_zygotes_that_bind_openmp_start_side_by_side(monkeypatch):
+    """With OMP_PROC_BIND set, libgomp pins the importing process to the first place: two such
+    zygotes started together would import one after the other on one core."""
+    close, spread = {"OMP_PROC_BIND": "close"}, {"OMP_PROC_BIND": "spread"}
+    pre = {"LD_PRELOAD": "libjemalloc.so.2"}
+    monkeypatch.setattr(zygote.os, "sched_getaffinity", lambda pid: set(range(8)))
+    monkeypatch.setattr(zygote, "zygote_room", lambda alive: 9)
+    monkeypatch.setattr(zygote, "_ZYGOTES", {})
+    monkeypatch.setattr(zygote, "_EXPECTED", [{}, close, spread, pre, {**pre, **close}, {**pre, **spread}])
+    assert zygote._spare_environments([], spread) == [{}, pre]
+    assert zygote._spare_environments([], pre) == [{}, close]
+    monkeypatch.setattr(zygote.os, "sched_getaffinity", lambda pid: {0, 1})
+    assert zygote._spare_environments([], pre) == [{}]  # one idle core
+
+
 def test_zygotes_kept_alive_are_nine_at_most_fewer_where_memory_is_short(monkeypatch):
     """Each idle zygote holds its private memory (an imported torch): they may hold a quarter of
     what is available, as the live ones measure, never fewer than two."""

@@ -827,6 +827,35 @@ def test_a_sweeps_runs_measure_to_the_sweep_precision_single_runs_to_the_configs
     assert measure_overrides(plan, None, None)[: len(expected)] == expected  # the trials' and the confirmation's
 
 
+def test_the_start_environments_a_sweep_expects_are_its_spaces_allocators_by_openmp_bindings(tmp_path):
+    """Every value of the knobs read at a process's start, combined, your config's first; none
+    where runs are not forked here."""
+    from dataclasses import replace
+
+    from sweeper import topology
+
+    spread = topology.openmp_env("spread")
+    plan = _cpu_plan(tmp_path, {"n_trials": 4}, ["search=none", "backend.omp_bind=choice(default,spread)"])
+    assert plan.start_environments() == [{}, spread]
+    yours = _cpu_plan(
+        tmp_path, {"n_trials": 4}, ["search=none", "backend.omp_bind=spread", "loader.batch_size=choice(32,64)"]
+    )
+    assert yours.start_environments() == [spread]
+    spawned = _cpu_plan(
+        tmp_path, {"n_trials": 4}, ["search=none", "backend.omp_bind=choice(default,spread)", "measure.isolation=spawn"]
+    )
+    assert spawned.start_environments() == []
+    assert replace(plan, runs_here=False).start_environments() == []  # a scheduler's nodes start their own
+    if (jemalloc := topology.allocator_library("jemalloc")) is not None:
+        both = _cpu_plan(
+            tmp_path,
+            {"n_trials": 4},
+            ["search=none", "backend.omp_bind=choice(default,spread)", "backend.allocator=choice(default,jemalloc)"],
+        )
+        preload = {"LD_PRELOAD": jemalloc}
+        assert both.start_environments() == [{}, spread, preload, {**preload, **spread}]
+
+
 def test_the_presets_later_knobs_open_after_their_share_of_n_trials_unless_swept(tmp_path):
     """How workers start costs seconds a trial and leaves the steady rate alone: by default it
     stays at your config's value for the first half of the trials, then the sampler has it too."""

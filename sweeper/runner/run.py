@@ -28,12 +28,17 @@ def preload_modules(spec: RunSpec) -> list[str]:
     return [factory] if ":" in factory else []
 
 
-def allocator_env(spec: RunSpec) -> dict[str, str]:
+def allocator_env(allocator: str) -> dict[str, str]:
     """LD_PRELOAD for backend.allocator (before anything the run already preloads)."""
-    library = topology.allocator_library(str(spec.backend.allocator))
+    library = topology.allocator_library(allocator)
     if library is None:
         return {}
     return {"LD_PRELOAD": " ".join(p for p in (library, os.environ.get("LD_PRELOAD", "")) if p)}
+
+
+def start_env_of(allocator: str, omp_bind: str, kmp_blocktime: int | None) -> dict[str, str]:
+    """The environment a process must start with for these knobs (read only at its start)."""
+    return {**allocator_env(allocator), **topology.openmp_env(omp_bind, kmp_blocktime)}
 
 
 def start_env(spec: RunSpec) -> tuple[dict[str, str], str | None]:
@@ -41,7 +46,7 @@ def start_env(spec: RunSpec) -> tuple[dict[str, str], str | None]:
     that a fork of the sweep's plain zygote would miss; else the run is forked from a zygote
     started with it, or spawned)."""
     back = spec.backend
-    preloaded = allocator_env(spec)
+    preloaded = allocator_env(str(back.allocator))
     omp = topology.openmp_env(str(back.omp_bind), back.kmp_blocktime)
     why = None
     if preloaded:

@@ -63,9 +63,10 @@ class ForkedTrial:
 
 class Zygote:
     """A running fork server (sweeper.measuring.zygote) that has imported `modules`; started with
-    None, it imports torch at once and the modules when `load` names them."""
+    None, it imports torch at once and the modules when `load` names them. With wait=False it is
+    started and not waited for: wait_ready before its first fork."""
 
-    def __init__(self, modules: Sequence[str] | None, env: Mapping[str, str]) -> None:
+    def __init__(self, modules: Sequence[str] | None, env: Mapping[str, str], wait: bool = True) -> None:
         self.env = dict(env)
         self.modules: tuple[str, ...] | None = None
         # why forking it is unsafe (threads or CUDA at import), or None
@@ -86,7 +87,17 @@ class Zygote:
             pass_fds=(theirs.fileno(),),
         )
         theirs.close()
+        # the modules it was started with, until its ready line is read (wait_ready)
+        self._pending: tuple[str, ...] | None = None
         if modules is not None:
+            self._pending = tuple(modules)
+            if wait:
+                self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Wait until a zygote started with its modules has imported them (at once when it has)."""
+        if self._pending is not None:
+            modules, self._pending = self._pending, None
             self._ready(modules)
 
     def load(self, modules: Sequence[str]) -> None:
@@ -202,7 +213,12 @@ def zygote_room(alive: Sequence[Zygote]) -> int:
     return max(2, min(MAX_ZYGOTES, fits))
 
 
-_ZYGOTES: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], Zygote] = {}
+# a zygote's key: the modules it imported, and its start environment
+_Key = tuple[tuple[str, ...], tuple[tuple[str, str], ...]]
+_ZYGOTES: dict[_Key, Zygote] = {}
+# the start environments a sweep's space can ask for (expect): a zygote that has to start starts
+# some of these beside it, on the cores that would wait idle meanwhile
+_EXPECTED: list[dict[str, str]] = []
 # a zygote started before the workload was known (start_early), adopted by the first zygote_for
 # whose environment it has
 _EARLY: list[Zygote] = []
@@ -217,10 +233,23 @@ def start_early() -> None:
             _EARLY.append(Zygote(None, zygote_env()))
 
 
+def expect(environments: Sequence[Mapping[str, str]]) -> None:
+    """The start environments this process's runs may ask for (a sweep's space: its allocators
+    by its OpenMP bindings), most likely first."""
+    _EXPECTED[:] = [dict(e) for e in environments]
+
+
+def _key(modules: Sequence[str], started_with: Mapping[str, str] | None) -> _Key:
+    return tuple(modules), tuple(sorted((started_with or {}).items()))
+
+
 def zygote_for(modules: Sequence[str], started_with: Mapping[str, str] | None = None) -> Zygote:
     """The live zygote that has imported `modules` and started with `started_with` in its
-    environment, started (again) when there is none."""
-    key = (tuple(modules), tuple(sorted((started_with or {}).items())))
+    environment, started (again) when there is none. A zygote that has to start is a torch import
+    on one core while the others wait: zygotes of the expected environments not yet alive start
+    beside it, one per idle core (within zygote_room, _spare_environments), and all are waited
+    for before it is returned, so that none is still importing while a run is measured."""
+    key = _key(modules, started_with)
     found = _ZYGOTES.pop(key, None)
     if found is not None and found.alive():
         _ZYGOTES[key] = found  # the most recently used last
@@ -230,8 +259,49 @@ def zygote_for(modules: Sequence[str], started_with: Mapping[str, str] | None = 
     while _ZYGOTES and len(_ZYGOTES) >= zygote_room(list(_ZYGOTES.values())):
         _ZYGOTES.pop(next(iter(_ZYGOTES))).close()
     env = zygote_env(started_with)
-    _ZYGOTES[key] = _adopted(modules, env) or Zygote(modules, env)
-    return _ZYGOTES[key]
+    needed = _adopted(modules, env) or Zygote(modules, env, wait=False)
+    spares = []
+    for other in _spare_environments(modules, started_with or {}):
+        with contextlib.suppress(OSError):
+            spares.append((_key(modules, other), Zygote(modules, zygote_env(other), wait=False)))
+    try:
+        needed.wait_ready()
+    except ZygoteUnavailable:
+        needed.close()
+        raise
+    finally:
+        for spare_key, spare in spares:  # one that fails is left out: a run that needs it starts it
+            try:
+                spare.wait_ready()
+            except ZygoteUnavailable:
+                spare.close()
+            else:
+                _ZYGOTES[spare_key] = spare
+    _ZYGOTES[key] = needed  # the most recently used last
+    return needed
+
+
+def _bound(env: Mapping[str, str]) -> bool:
+    """Whether OpenMP binds threads in this environment: GNU's libgomp then pins the process's
+    own thread to the first place as torch loads it, so two such zygotes import on one core."""
+    return env.get("OMP_PROC_BIND", "false").lower() not in ("false", "")
+
+
+def _spare_environments(modules: Sequence[str], needed: Mapping[str, str]) -> list[dict[str, str]]:
+    """The expected environments to start beside a needed zygote: those without a live zygote,
+    as many as the cores beyond one, within the room left (the needed one counted), at most one
+    of them and the needed one binding OpenMP's threads (they would share a core)."""
+    room = min(len(os.sched_getaffinity(0)) - 1, zygote_room(list(_ZYGOTES.values())) - len(_ZYGOTES) - 1)
+    chosen: list[dict[str, str]] = []
+    bound = _bound(needed)
+    for env in _EXPECTED:
+        if len(chosen) >= room:
+            break
+        if _key(modules, env) in _ZYGOTES or env == dict(needed) or (bound and _bound(env)):
+            continue
+        bound = bound or _bound(env)
+        chosen.append(env)
+    return chosen
 
 
 def _adopted(modules: Sequence[str], env: Mapping[str, str]) -> Zygote | None:

@@ -6,6 +6,7 @@ that can be wrong with the input is found here and raised as one ConfigError lin
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,6 +24,7 @@ from ..machine import Machine
 from ..overrides import to_overrides
 from ..runner.lock import DeviceClaim, claim_for
 from ..runner.probe import probe
+from ..runner.run import start_env_of
 from ..spec import GROUPS, RunSpec
 from ..store.storage import default_storage
 from ..validation import check_config
@@ -142,6 +144,28 @@ class SweepPlan:
     def base_value(self, key: str) -> Any:
         """The baseline's value of a key, as plain data (a choice as its string)."""
         return plain(OmegaConf.select(self.base, key))
+
+    def start_environments(self) -> list[dict[str, str]]:
+        """The environments the trials' processes can start with: every allocator, OpenMP binding
+        and KMP_BLOCKTIME the space holds (your config's where it holds none), combined; your
+        config's first. Empty where runs are not forked here (spawned, or a scheduler's jobs)."""
+        if not (self.own_app and self.runs_here and self.base_value(Knob.MEASURE_ISOLATION) == "fork"):
+            return []
+
+        def values(knob: str) -> list[Any]:
+            dist, yours = self.space.get(knob), self.base_value(knob)
+            if not isinstance(dist, CategoricalDistribution):
+                return [yours]
+            return [yours, *(v for v in dist.choices if v != yours)]
+
+        found: list[dict[str, str]] = []
+        for allocator, bind, blocktime in itertools.product(
+            values(Knob.BACKEND_ALLOCATOR), values(Knob.BACKEND_OMP_BIND), values(Knob.BACKEND_KMP_BLOCKTIME)
+        ):
+            env = start_env_of(str(allocator), str(bind), blocktime)
+            if env not in found:
+                found.append(env)
+        return found
 
     def overrides_for(self, knobs: Mapping[str, Any]) -> list[str]:
         """The command-line overrides of a trial with these knobs."""

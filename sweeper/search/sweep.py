@@ -27,6 +27,7 @@ from ..errors import EXIT_LOCKED, ConfigError, Interrupted, MachineBusy, signal_
 from ..knobs import Knob
 from ..runner.lock import MeasureLock, describe
 from ..runner.signals import stop_on_signals
+from ..runner.zygote import expect
 from ..store.storage import redact, scrub_files
 from ..store.study import StoredStudy
 from ..store.summary import SweepSummary
@@ -198,6 +199,7 @@ class Sweep:
             )
         for note in plan.notes:
             progress.say(note)
+        expect(plan.start_environments())  # a zygote that starts brings others up beside it
         check_lock_at_start(plan)
         if (busy := busy_at_start(plan)) is not None:
             progress.say(busy)
