@@ -145,7 +145,11 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     },
     "TPE, samples/sec, at most 6 windows a search trial": {"sampler": TPE, "_measure": {"windows": 6}},
     "TPE, samples/sec, at most 5 windows a search trial": {"sampler": TPE, "_measure": {"windows": 5}},
-    "TPE, samples/sec, at most 6 windows a run": {"sampler": TPE, "_measure": {"windows": 6}, "_confirm_measure": {"windows": 6}},
+    "TPE, samples/sec, at most 6 windows a run": {
+        "sampler": TPE,
+        "_measure": {"windows": 6},
+        "_confirm_measure": {"windows": 6},
+    },
     "TPE, samples/sec, confirm top 3": {"sampler": TPE, "confirm": {"top_k": 3}},
     "TPE, samples/sec, confirm top 1": {"sampler": TPE, "confirm": {"top_k": 1}},
     "TPE, samples/sec, runners-up confirmed every round": {"sampler": TPE, "confirm": {"runners_up": "always"}},

@@ -68,7 +68,8 @@ def test_a_trial_cannot_change_the_zygote_and_a_dead_zygote_is_replaced(tmp_path
 def test_knobs_read_at_process_start_fork_from_a_zygote_started_with_them(tmp_path):
     """OMP_PROC_BIND is read by OpenMP when the process loads it: a trial forked from the plain
     zygote would run unbound; one forked from a zygote started with it runs bound, as a spawned
-    process would. Each start environment keeps its zygote (the second bound trial reuses it)."""
+    process would, its thread pinned as one (the zygote imports the rest unpinned, then pins
+    itself again). Each start environment keeps its zygote (the second bound trial reuses it)."""
     out = tmp_path / "bind.txt"
 
     def run(name, *extra):
@@ -79,7 +80,8 @@ def test_knobs_read_at_process_start_fork_from_a_zygote_started_with_them(tmp_pa
 
     plain, bound, again = run("plain"), run("bound", "backend.omp_bind=spread"), run("again", "backend.omp_bind=spread")
     assert [r.isolation for r in (plain, bound, again)] == ["fork"] * 3, [r.reason for r in (plain, bound, again)]
-    assert out.read_text().split() == ["0", "4", "4"]  # omp_proc_bind_false, then omp_proc_bind_spread
+    binds = [line.split() for line in out.read_text().splitlines()]
+    assert [b for b, _ in binds] == ["0", "4", "4"]  # omp_proc_bind_false, then omp_proc_bind_spread
     assert plain.isolation_note is None and "backend.omp_bind=spread" in bound.isolation_note
     assert len(zygote._ZYGOTES) == 2
     spawned = measure_spec(
@@ -92,7 +94,9 @@ def test_knobs_read_at_process_start_fork_from_a_zygote_started_with_them(tmp_pa
         ),
         tmp_path / "spawned",
     )
-    assert spawned.isolation == "spawn" and out.read_text().split()[-1] == "4"  # the same as a fresh process
+    # the same as a fresh process: bound, and pinned where libgomp put it as torch loaded
+    assert spawned.isolation == "spawn" and out.read_text().splitlines()[-1].split() == binds[1]
+    assert binds[0][1] == ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))  # unbound: every CPU
 
 
 def test_an_early_zygote_is_adopted_by_the_first_run_with_its_environment(tmp_path, monkeypatch):

@@ -156,7 +156,14 @@ def main() -> None:
     requests = _lines(channel)
     failed = preload(["numpy"])
     allowed = thread_count()
-    failed.update(preload(["torch", "torchvision"]))
+    free = os.sched_getaffinity(0)
+    failed.update(preload(["torch"]))
+    # with OMP_PROC_BIND set, libgomp pinned this thread to the first place as torch loaded: the
+    # rest imports on any core (beside other zygotes starting), and the trials start pinned
+    # where the binding put them, as the user's process would (below)
+    bound = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, free)
+    failed.update(preload(["torchvision"]))
     if len(sys.argv) > 1:
         modules = json.loads(sys.argv[1])
     else:  # started early, before the sweep knew its workload: its modules come as the first request
@@ -165,6 +172,7 @@ def main() -> None:
             return
         modules = first[0]["preload"]
     failed.update(preload(modules))
+    os.sched_setaffinity(0, bound)
     hazard = fork_hazard(allowed)
     # the imports' objects, collected once and frozen here rather than scanned again by every
     # trial's collection before its warm-up (stages.time_windows: 0.2-0.35 s a trial): a steady

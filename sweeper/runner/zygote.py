@@ -283,7 +283,8 @@ def zygote_for(modules: Sequence[str], started_with: Mapping[str, str] | None = 
 
 def _bound(env: Mapping[str, str]) -> bool:
     """Whether OpenMP binds threads in this environment: GNU's libgomp then pins the process's
-    own thread to the first place as torch loads it, so two such zygotes import on one core."""
+    own thread to the first place as torch loads it, so two such zygotes import torch on one
+    core, one after the other (the rest of their imports run unpinned: measuring.zygote)."""
     return env.get("OMP_PROC_BIND", "false").lower() not in ("false", "")
 
 
