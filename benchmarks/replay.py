@@ -104,25 +104,43 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "TPE, samples/sec, every trial (converge=false)": {"sampler": TPE, "converge": False},
     "TPE, samples/sec, converge: last 8 all 15% behind, a best found late as long again (the earlier thresholds)": {
         "sampler": TPE,
-        "_converge": {"after": 8, "ties": 0, "noise": 0.0, "sampled_best": 1.0, "baseline_trusted": True},
+        "_converge": {
+            "after": 8,
+            "behind": 0.15,
+            "ties": 0,
+            "noise": 0.0,
+            "sampled_best": 1.0,
+            "baseline_trusted": True,
+        },
+    },
+    # the rules replayed while behind was 15% (the last shipped), then the same at 10% (shipped now)
+    "TPE, samples/sec, converge: last 8, one near-tie, behind at 15% (the last shipped)": {
+        "sampler": TPE,
+        "_converge": {"behind": 0.15},
     },
     "TPE, samples/sec, converge: last 7, one near-tie, a proposal's level": {
         "sampler": TPE,
-        "_converge": {"after": 7},
+        "_converge": {"after": 7, "behind": 0.15},
     },
     "TPE, samples/sec, converge: last 6, one near-tie, a proposal's level": {
         "sampler": TPE,
-        "_converge": {"after": 6},
+        "_converge": {"after": 6, "behind": 0.15},
     },
-    "TPE, samples/sec, converge: last 8, no near-tie, a proposal's level": {"sampler": TPE, "_converge": {"ties": 0}},
-    "TPE, samples/sec, converge: last 8, two near-ties, a proposal's level": {"sampler": TPE, "_converge": {"ties": 2}},
+    "TPE, samples/sec, converge: last 8, no near-tie, a proposal's level": {
+        "sampler": TPE,
+        "_converge": {"ties": 0, "behind": 0.15},
+    },
+    "TPE, samples/sec, converge: last 8, two near-ties, a proposal's level": {
+        "sampler": TPE,
+        "_converge": {"ties": 2, "behind": 0.15},
+    },
     "TPE, samples/sec, converge: last 8, one near-tie, any level (a sampled best as long again)": {
         "sampler": TPE,
-        "_converge": {"sampled_best": 1.0, "baseline_trusted": True},
+        "_converge": {"sampled_best": 1.0, "baseline_trusted": True, "behind": 0.15},
     },
     "TPE, samples/sec, converge: last 8, one near-tie, your configuration's level too": {
         "sampler": TPE,
-        "_converge": {"baseline_trusted": True},
+        "_converge": {"baseline_trusted": True, "behind": 0.15},
     },
     "TPE, samples/sec, patience 6": {"sampler": TPE, "converge": False, "patience": 6},
     "TPE, samples/sec, patience 10": {"sampler": TPE, "converge": False, "patience": 10},
