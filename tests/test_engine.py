@@ -159,6 +159,13 @@ def test_a_zygote_that_starts_brings_the_expected_ones_up_beside_it_one_per_idle
         zygote.close_all()
 
 
+def test_a_sweeps_expected_environments_last_as_long_as_it():
+    with pytest.raises(RuntimeError), zygote.expecting([{"KMP_BLOCKTIME": "1"}]):
+        assert zygote._EXPECTED == [{"KMP_BLOCKTIME": "1"}]
+        raise RuntimeError("the sweep failed")
+    assert zygote._EXPECTED == []  # a later run in this process starts no spares
+
+
 def test_no_two_zygotes_that_bind_openmp_start_side_by_side(monkeypatch):
     """With OMP_PROC_BIND set, libgomp pins the importing process to the first place: two such
     zygotes started together would import one after the other on one core."""

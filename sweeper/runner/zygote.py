@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ..protocol import PARENT_PID_ENV, THREAD_ENV_VARS, ZYGOTE_FD_ENV, ZYGOTE_MODULE, pythonpath_with_cwd
@@ -237,6 +237,16 @@ def expect(environments: Sequence[Mapping[str, str]]) -> None:
     """The start environments this process's runs may ask for (a sweep's space: its allocators
     by its OpenMP bindings), most likely first."""
     _EXPECTED[:] = [dict(e) for e in environments]
+
+
+@contextlib.contextmanager
+def expecting(environments: Sequence[Mapping[str, str]]) -> Iterator[None]:
+    """expect these for the block's runs (a sweep's), and nothing after it."""
+    expect(environments)
+    try:
+        yield
+    finally:
+        expect([])
 
 
 def _key(modules: Sequence[str], started_with: Mapping[str, str] | None) -> _Key:

@@ -27,7 +27,7 @@ from ..errors import EXIT_LOCKED, ConfigError, Interrupted, MachineBusy, signal_
 from ..knobs import Knob
 from ..runner.lock import MeasureLock, describe
 from ..runner.signals import stop_on_signals
-from ..runner.zygote import expect
+from ..runner.zygote import expecting
 from ..store.storage import redact, scrub_files
 from ..store.study import StoredStudy
 from ..store.summary import SweepSummary
@@ -199,7 +199,6 @@ class Sweep:
             )
         for note in plan.notes:
             progress.say(note)
-        expect(plan.start_environments())  # a zygote that starts brings others up beside it
         check_lock_at_start(plan)
         if (busy := busy_at_start(plan)) is not None:
             progress.say(busy)
@@ -207,7 +206,8 @@ class Sweep:
         def remaining() -> float | None:
             return None if plan.deadline_s is None else plan.deadline_s - (time.monotonic() - started)
 
-        with stop_on_signals("the sweep") as stop:
+        # a zygote that starts brings the space's other start environments up beside it
+        with expecting(plan.start_environments()), stop_on_signals("the sweep") as stop:
             run = JobRunner(self.launcher, plan, stored, stop, remaining)
             progress.start_bar(plan.settings.n_trials)
             try:
