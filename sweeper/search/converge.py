@@ -43,8 +43,7 @@ class Converged:
     front (`front`) is a gain."""
 
     after: int = 8
-    # clearly behind: beyond the run-to-run noise (replayed: 0.15 kept the picks too, but counted
-    # the README's main job's 10-12%-behind draws as near-ties and ran it to n_trials)
+    # clearly behind: beyond the run-to-run noise; a draw closer to the best is a near-tie
     behind: float = 0.10
     ties: int = 1
     noise: float = 0.08  # hydra.sweeper.run_noise's default: one configuration's spread between runs
