@@ -306,12 +306,9 @@ def _confirming(tmp_path, settings, searched, measured, capsys):
     """The real confirmation on a real study: the baseline (#0, 100 samples/s in the search) and
     trials at `searched` (number -> samples/sec), each confirmation run measuring `measured`'s
     figure; returns the decision, the runs asked for in order, and the log."""
-    import contextlib
 
     import optuna
 
-    from sweeper.measurement import Measurement, Memory, RunFacts, Throughput
-    from sweeper.result import RunResult, Status
     from sweeper.store.study import StoredStudy
 
     plan = _cpu_plan(tmp_path, {"n_trials": 3, **settings}, ["search=quick"])
@@ -324,6 +321,17 @@ def _confirming(tmp_path, settings, searched, measured, capsys):
         stored.study.add_trial(
             trial(number, {**plan.baseline_knobs, "loader.batch_size": batch}, sps=sps, fixed=plan.fixed)
         )
+    return _run_confirmation(stored, plan, measured, capsys)
+
+
+def _run_confirmation(stored, plan, measured, capsys):
+    """The real confirmation, each run measuring `measured[trial]`: the decision, the runs asked
+    for in order, and the log."""
+    import contextlib
+
+    from sweeper.measurement import Measurement, Memory, RunFacts, Throughput
+    from sweeper.result import RunResult, Status
+
     asked = []
 
     class Runner:
@@ -975,10 +983,6 @@ def test_a_later_knobs_try_that_was_no_gain_is_not_confirmed_the_point_it_was_tr
     so the knob stays at your value. Though the search's fastest, that try is no candidate: #1
     stands for it in the confirmation (a winner that keeps your value, and no confirmation run
     paying forkserver's start-up). A try that was a gain (260) is confirmed as any trial."""
-    import contextlib
-
-    from sweeper.measurement import Measurement, Memory, RunFacts, Throughput
-    from sweeper.result import RunResult, Status
     from sweeper.search.later import held_later, kept_tries
     from sweeper.search.trials import ask
 
@@ -990,26 +994,7 @@ def test_a_later_knobs_try_that_was_no_gain_is_not_confirmed_the_point_it_was_tr
     assert knobs[knob] == "forkserver" and t.number == 2
     _tell(stored, t, tried)
     assert set(kept_tries(stored.trials(plan.fixed), plan)) == ({2} if first == 1 else set())
-    asked = []
-
-    class Runner:
-        def __call__(self, overrides, job_idx, trial_number=None, subdir=None):
-            asked.append(job_idx)
-            figure = Throughput(samples_per_sec={0: 100.0, 1: 200.0, 2: tried}[job_idx])
-            return RunResult(
-                Status.OK,
-                None,
-                Measurement(throughput=figure, memory=Memory(peak_memory_mb=1.0), run=RunFacts(device="cpu")),
-            )
-
-        def on_node(self, host):
-            return contextlib.nullcontext()
-
-    capsys.readouterr()
-    decision = confirm.run_confirmation(
-        stored, plan, Runner(), remaining=lambda: None, typical_wall_s=1.0, stopped=lambda: False
-    )
-    out = capsys.readouterr().out
+    decision, asked, out = _run_confirmation(stored, plan, {0: 100.0, 1: 200.0, 2: tried}, capsys)
     assert decision is not None and decision.winner == first and asked[0] == first
     if first == 1:
         assert 2 not in asked
