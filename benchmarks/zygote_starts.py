@@ -11,6 +11,7 @@ OpenMP imports what follows torch unpinned.)
 
 from __future__ import annotations
 
+import os
 import random
 import statistics
 import sys
@@ -60,7 +61,7 @@ def main(repeats: int) -> None:
             total = sum(waited(order, spares))
             rows[name].append(total)
             print(f"seed {seed}, {name}: {total:.1f} s waited over 12 asks", flush=True)
-    cores = len(__import__("os").sched_getaffinity(0))
+    cores = len(os.sched_getaffinity(0))
     print(f"\n{len(envs)} start environments, {cores} cores; seconds waited for zygotes over 12 asks:")
     print("| zygotes | median (min-max) |")
     print("|---|---|")
