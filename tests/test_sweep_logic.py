@@ -1021,6 +1021,36 @@ def test_a_later_knob_that_means_nothing_at_the_best_waits_for_a_best_it_changes
     ]
 
 
+def test_how_workers_start_is_not_tried_at_a_best_whose_workers_are_persistent(tmp_path):
+    """Persistent workers start once, before warm-up ends: forkserver or spawn could not move
+    such a best's figure, so no run is spent on it; a best whose workers restart each epoch
+    (the restarts are in its figure) gets the try."""
+    from sweeper.search.later import held_later
+    from sweeper.search.trials import ask
+
+    knob = "loader.multiprocessing_context"
+    best = {"loader.num_workers": 2, "loader.batch_size": 512, "loader.persistent_workers": True}
+    plan, stored = _later_study(tmp_path, best)
+    ctx, said = plan.context(Learned(convolutional=False)), []
+
+    def held():
+        return held_later(stored, plan, stored.trials(plan.fixed), ctx, plan.later, lambda key, line: said.append(line))
+
+    assert held() == plan.later and len(stored.trials()) == 2  # nothing queued
+    assert said == [
+        f"{knob} cannot move the figure (persistent workers start once, before the first window) at the best "
+        "so far (#1): kept at your config's value until a best it changes"
+    ]
+    # a new best whose workers restart at each epoch end: the try is queued there
+    stored.study.add_trial(
+        trial(2, {**plan.baseline_knobs, **best, "loader.persistent_workers": False}, sps=300.0, fixed=plan.fixed)
+    )
+    assert held() == {knob}
+    assert said[-1] == f"trying {knob}=forkserver at the best so far (#2) before the sampler searches it"
+    _, knobs = ask(stored, plan, ctx, baseline=False, held_back=frozenset({knob}))
+    assert knobs[knob] == "forkserver" and knobs["loader.persistent_workers"] is False
+
+
 def test_a_point_the_preset_does_not_measure_is_told_as_pruned_so_tpe_leaves_its_region():
     """Told as failed, TPE left such points out and kept drawing them: an 8-trial sweep drew
     143 oversubscribed points around a 2-rank best and stopped after 100 in a row."""

@@ -7,9 +7,11 @@ are measured, the knob's first other value is tried once at the best configurati
 the sampler searches the knob only if that try was a gain there (beyond both runs' spread); else
 the knob stays at your config's value. One try, not one per value: forkserver and spawn workers
 differ from forked ones in the same way (each imports its modules and holds its own copy of
-what the parent had), and trying both cost 40 s of a 212 s main job. Everything is read from
-the study's trials (a try carries its knob and the trial it was tried at), so every process
-of a shared study agrees.
+what the parent had), and trying both cost 40 s of a 212 s main job. No try at a best whose
+workers are persistent: they start once, before warm-up ends, so how they start cannot move its
+figure (the try read within the noise and cost 7.5 s of a 72 s main job). Everything is read
+from the study's trials (a try carries its knob and the trial it was tried at), so every
+process of a shared study agrees.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from ..knobs import Knob
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import config_of, primary_value, ranked
@@ -87,12 +90,28 @@ def kept_tries(trials: Sequence[FrozenTrial], plan: SweepPlan) -> dict[int, Trie
 
 def first_other(best: FrozenTrial, knob: str, plan: SweepPlan, ctx: sp.Context) -> dict[str, Any] | None:
     """The best so far with the knob's first other value; None where the knob means nothing
-    there (how workers start, without workers)."""
+    there (idle_reason)."""
     dist = plan.space[knob]
-    knobs = {k: v for k, v in config_of(best).items() if k in plan.space and sp.contains(plan.space[k], v)}
-    if not isinstance(dist, CategoricalDistribution) or not sp.is_active(knob, knobs, ctx):
+    knobs = _knobs_of(best, plan)
+    if not isinstance(dist, CategoricalDistribution) or idle_reason(knob, knobs, plan, ctx) is not None:
         return None
     return next(({**knobs, knob: value} for value in dist.choices if value != knobs.get(knob)), None)
+
+
+def idle_reason(knob: str, knobs: dict[str, Any], plan: SweepPlan, ctx: sp.Context) -> str | None:
+    """Why a try of the knob at these knobs could not move the figure, or None: how workers start
+    means nothing without workers, and nothing the figure sees with persistent ones (they start
+    once, before warm-up ends: warm-up waits for a batch from each)."""
+    if not sp.is_active(knob, knobs, ctx):
+        return "means nothing at"
+    persistent = knobs.get(Knob.LOADER_PERSISTENT_WORKERS, plan.base_value(Knob.LOADER_PERSISTENT_WORKERS))
+    if knob == Knob.LOADER_MULTIPROCESSING_CONTEXT and persistent:
+        return "cannot move the figure (persistent workers start once, before the first window) at"
+    return None
+
+
+def _knobs_of(trial: FrozenTrial, plan: SweepPlan) -> dict[str, Any]:
+    return {k: v for k, v in config_of(trial).items() if k in plan.space and sp.contains(plan.space[k], v)}
 
 
 def held_later(
@@ -124,10 +143,11 @@ def held_later(
         elif tries.verdict == Verdict.UNTRIED and (best := next(iter(ranked(setup)), None)) is not None:
             point = first_other(best, knob, plan, ctx)
             if point is None:
+                why = idle_reason(knob, _knobs_of(best, plan), plan, ctx) or "means nothing at"
                 say(
-                    f"{knob}:idle",
-                    f"{knob} means nothing at the best so far (#{best.number}): "
-                    "kept at your config's value until a best it changes",
+                    f"{knob}:idle:{why}",
+                    f"{knob} {why} the best so far (#{best.number}): kept at your config's value "
+                    "until a best it changes",
                 )
                 continue
             stored.enqueue(
