@@ -142,6 +142,12 @@ STRATEGIES: dict[str, dict[str, Any]] = {
         "sampler": TPE,
         "_converge": {"baseline_trusted": True, "behind": 0.15},
     },
+    # near-ties at the shipped 10%: how many of the last 8 may come within the noise of the best
+    "TPE, samples/sec, converge: last 8, three near-ties": {"sampler": TPE, "_converge": {"ties": 3}},
+    "TPE, samples/sec, converge: last 8, any near-ties (none beyond the noise)": {
+        "sampler": TPE,
+        "_converge": {"ties": 8},
+    },
     "TPE, samples/sec, patience 6": {"sampler": TPE, "converge": False, "patience": 6},
     "TPE, samples/sec, patience 10": {"sampler": TPE, "converge": False, "patience": 10},
     "TPE, samples/sec, Optuna's regret-bound terminator": {"sampler": TPE, "_terminator": True},
