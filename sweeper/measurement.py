@@ -130,6 +130,9 @@ class Timing:
     warmup_s: float = 0.0
     warmup_steps: int = 0
     warmup_steady: bool = False  # warm-up ended on a steady step rate, not at its maximum
+    # warm-up ended early on two blocks far below the best (a sweep's run): its first window
+    # then confirms that as a quarter window
+    warmup_far_below: bool = False
     # samples/s over the warm-up's steady span (this process's, in a group), or None
     warmup_samples_per_sec: float | None = None
     first_step_s: float = 0.0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from sweeper import outcome
@@ -100,6 +102,38 @@ def test_measure_prunes_a_slow_run_after_two_windows_and_a_far_slower_one_after_
     )
     assert len(run(0.1, first_window_floor=None).window_samples_per_sec) == 2  # the floor that waits for two windows
     assert not run(1 / 60).pruned  # above the floor
+
+
+def test_a_warm_up_far_below_the_best_ends_on_two_blocks_steady_or_not():
+    """A loop whose blocks swing 40% (bursts) needs four blocks for a steady rate; in a sweep
+    whose floor it runs far under, two blocks under 0.7 of the floor end the warm-up, and a
+    quarter window confirms it pruned. Near the floor, or outside a sweep, warm-up waits."""
+
+    def run(slow_s, fast_s, **rule):
+        clock = FakeClock()
+
+        def step(batch):
+            clock.now += slow_s if int(clock.now / 0.5) % 2 == 0 else fast_s
+
+        return timing.measure(
+            lambda: None,
+            step,
+            lambda b: 1,
+            lambda: None,
+            clock=clock,
+            rule=timing.Rule(warmup_s=0.5, warmup_steps=1, max_windows=10, window_s=1.0, warmup_max_s=5.0, **rule),
+        )
+
+    far = run(0.1, 0.07, prune_below=50.0)  # 10-14 samples/s, the bar 35
+    assert far.warmup_far_below and not far.warmup_steady and far.pruned
+    assert far.warmup_s < 1.3 and far.window_s[0] < 0.5  # two blocks, then a quarter window
+    assert far.timing().warmup_far_below
+    alone = run(0.1, 0.07)  # no sweep, no best: a steady rate, four blocks
+    assert alone.warmup_steady and not alone.warmup_far_below and alone.warmup_s > 2.0
+    near = run(1 / 45, 1 / 65, prune_below=50.0)  # 45-65 samples/s: above the bar
+    assert not near.warmup_far_below and near.warmup_steady
+    bare = timing.Rule(warmup_s=0, warmup_steps=1, max_windows=1, window_s=1, prune_below=50.0)
+    assert bare.warmup_bar == 35.0 and replace(bare, warmup_floor=None).warmup_bar is None
 
 
 def test_the_first_batch_wait_is_not_compile_time():

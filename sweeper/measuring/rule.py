@@ -25,7 +25,10 @@ class Rule:
     floor; the lowest of those read 0.72, a bursty run that ended at 0.96). When the warm-up's
     steady span already read under that bar, the first window is a quarter window (in three
     sweeps' 57 trials no span under 0.56 of the best was a run's that ended above the floor; the
-    lowest of those read 0.65). Every
+    lowest of those read 0.65). Two successive warm-up blocks under `warmup_floor` of the floor
+    (0.56 of the best) end the warm-up there, steady or not, and the quarter window follows
+    (in three sweeps' 45 raced trials no run that ended above the floor read under it twice;
+    such runs had waited up to 3 s for a steady rate). Every
     rule reads the same statistic as the figure: the rate over the windows (samples over time)
     and its 95% interval (stats.rate_interval). A window is at least `window_s` of whole loader
     cycles (`cycle` steps: one batch from each worker, which arrive in bursts); a group's is rank
@@ -41,6 +44,7 @@ class Rule:
     rel_precision: float | None = None  # None: always max_windows
     prune_below: float | None = None
     first_window_floor: float | None = 0.8  # None: the floor waits for two windows
+    warmup_floor: float | None = 0.7  # None: warm-up waits for a steady rate however far below
     race: tuple[float, float] | None = None
     behind: float | None = None
     cycle: int = 1
@@ -51,6 +55,13 @@ class Rule:
     # windows left out of the figure, until steady or `max_s` seconds of windows; None: no check
     drift_tol: float | None = None
     max_s: float | None = None
+
+    @property
+    def warmup_bar(self) -> float | None:
+        """samples/s under which two successive warm-up blocks end the warm-up (None: never)."""
+        if self.prune_below is None or self.warmup_floor is None:
+            return None
+        return self.warmup_floor * self.prune_below
 
     @classmethod
     def of(

@@ -59,6 +59,7 @@ class Timings:
     window_epoch_ends: list[int] = field(default_factory=list)  # epoch ends inside each window
     utilization: Utilization = field(default_factory=Utilization)
     warmup_steady: bool = False  # warm-up ended on a steady step rate, not on its maximum
+    warmup_far_below: bool = False  # warm-up ended on two blocks far below the best (warmup.far_below)
     stopped: Stopped = Stopped.NOT
     pruned: bool = False
     window_steps: list[int] = field(default_factory=list)  # rank 0's steps in each window
@@ -166,6 +167,7 @@ class Timings:
             warmup_s=self.warmup_s,
             warmup_steps=self.warmup_steps,
             warmup_steady=self.warmup_steady,
+            warmup_far_below=self.warmup_far_below,
             warmup_samples_per_sec=self.warmup_samples_per_sec,
             first_step_s=self.first_step_s,
             first_batch_wait_s=self.first_wait_s,
@@ -251,6 +253,7 @@ def measure(
     w = warm_up(rule, next_batch, step, sync, sync_every_step, clock, group, epochs_started, samples_of)
     t.warmup_s, t.warmup_steps, t.first_step_s, t.first_wait_s = w.seconds, w.steps, w.first_step_s, w.first_wait_s
     t.warmup_step_rate, t.warmup_steady, t.warmup_samples_per_sec = w.step_rate, w.steady, w.samples_per_sec
+    t.warmup_far_below = w.far_below
     window_steps = group.agree(max(1, math.ceil(rule.window_s * t.warmup_step_rate))) if group is not None else 0
     if group is not None:
         window_steps = rule.cycle * math.ceil(window_steps / rule.cycle)

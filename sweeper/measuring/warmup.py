@@ -1,6 +1,7 @@
 """Warm-up: steps until the loop runs at a steady rate, before any window is timed. The rate is
 read in blocks of half a window; the steady span's rate is kept (a sweep's far-off run is
-confirmed by a quarter window on its word: timing.measure)."""
+confirmed by a quarter window on its word: timing.measure). In a sweep, a run whose blocks
+already read far below the best ends its warm-up there, steady or not (far_below)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ class WarmUpRule(Protocol):
     def steady_tol(self) -> float: ...
     @property
     def restarts_apart(self) -> bool: ...
+    @property
+    def warmup_bar(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class WarmUp:
     step_rate: float  # steps/s at its end
     steady: bool  # it ended on a steady step rate, not on its maximum
     samples_per_sec: float | None  # over the steady span (the blocks the steady test compared)
+    far_below: bool = False  # it ended on two blocks under the rule's warmup_bar (far_below)
 
 
 def step_once(
@@ -95,6 +99,15 @@ def steady(blocks: Sequence[tuple[int, float]], tol: float) -> bool:
     return steady_span(blocks, tol) > 0
 
 
+def far_below(rates: Sequence[float], bar: float | None) -> bool:
+    """Whether the warm-up's last two blocks (samples/s each, oldest first) both ran under `bar`:
+    a run that far below the best is not worth a steady rate. Two, not one: a loop whose
+    workers deliver in bursts can read one slow block; and the bar sits below the lowest ratio
+    of an early block to the final figure seen while a loop ramps up (0.73 of it), so a run
+    that would end above the prune floor does not read under it twice."""
+    return bar is not None and len(rates) >= 2 and all(r < bar for r in rates[-2:])
+
+
 def warm_up(
     rule: WarmUpRule,
     next_batch: Callable[[], Any],
@@ -110,11 +123,13 @@ def warm_up(
     minimum and maximum time count from the end of the first step, which holds compilation, a
     loader's start or a script's start-up, however long that takes. Blocks of half a window are
     compared (`steady`); with workers restarting at epoch ends, a block that held one is left
-    out, as the windows leave it out."""
+    out, as the windows leave it out. A single process's warm-up also ends once its last two
+    blocks read under `rule.warmup_bar` (far_below): its rate is then theirs."""
     agree = group.agree if group is not None else (lambda value: value)
     start = clock()
     settled = block_start = start
     steps, first_step_s, first_wait_s, step_rate, steady_rate, is_steady = 0, 0.0, 0.0, 0.0, None, False
+    ended_far_below = False
     block_steps, block_samples, block_epochs = 0, 0, epochs_started()
     blocks: list[tuple[int, float]] = []
     block_sample_counts: list[int] = []
@@ -154,9 +169,14 @@ def warm_up(
                     seconds = sum(s for _, s in blocks[-2 * span :])
                     steady_rate = sum(block_sample_counts[-2 * span :]) / max(1e-12, seconds)
                 break
+            rates = [n / max(1e-12, s) for n, (_, s) in zip(block_sample_counts, blocks)]
+            if group is None and far_below(rates, rule.warmup_bar):
+                ended_far_below = True
+                steady_rate = sum(block_sample_counts[-2:]) / max(1e-12, sum(s for _, s in blocks[-2:]))
+                break
             block_start, block_steps, block_samples, block_epochs = now, 0, 0, epochs_started()
     sync()
     seconds = clock() - start
     if not step_rate and steps > 1:
         step_rate = (steps - 1) / max(1e-9, seconds - first_step_s)
-    return WarmUp(seconds, steps, first_step_s, first_wait_s, step_rate, is_steady, steady_rate)
+    return WarmUp(seconds, steps, first_step_s, first_wait_s, step_rate, is_steady, steady_rate, ended_far_below)

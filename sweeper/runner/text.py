@@ -161,6 +161,7 @@ def format_result(result: RunResult) -> str:
             "warm-up",
             f"{t.warmup_s:.1f} s, {t.warmup_steps} steps"
             + (", steady" if t.warmup_steady else "")
+            + (", ended far below the best" if t.warmup_far_below else "")
             + (
                 f" (the script's start to its first step {t.first_step_s:.2f} s)"
                 if run.command
