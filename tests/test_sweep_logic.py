@@ -921,6 +921,45 @@ def test_a_staged_search_asks_the_main_knobs_first_then_the_whole_space(tmp_path
     assert rest & set(trial.params)  # the whole space
 
 
+def test_a_space_whose_choices_the_study_holds_otherwise_gets_its_own_study_said_before_trial_1(tmp_path):
+    """Optuna keeps one set of choices per knob in a study. A sweep after the default one with
+    backend.threads=1 in the base (so null leaves the thread choices) ended in a traceback at
+    its second trial; its space now keeps its trials in a study of its own beside it, named the
+    same way every time, and the default space goes on in the first."""
+    from optuna.trial import create_trial
+
+    from sweeper.search.sweep import open_study
+    from sweeper.store.study import space_study_name
+
+    settings = {"n_trials": 3, "storage": f"sqlite:///{tmp_path / 's.db'}"}
+    default = _cpu_plan(tmp_path, settings, ["search=cpu"])
+    stored, same = open_study(default)
+    assert same == default
+    knobs = {k: v for k, v in default.baseline_knobs.items() if k in default.space}
+
+    def measured(plan):
+        return create_trial(
+            params=knobs if plan is default else {**knobs, "backend.threads": 1},
+            distributions={k: plan.space[k] for k in knobs},
+            value=100.0,
+        )
+
+    stored.study.add_trial(measured(default))
+    one_thread = _cpu_plan(tmp_path, settings, ["search=cpu", "backend.threads=1"])
+    with pytest.raises(ValueError, match="dynamic value space"):  # what Optuna says, unasked
+        stored.study.add_trial(measured(one_thread))
+    own, plan = open_study(one_thread)
+    assert plan.study_name == space_study_name(default.study_name, one_thread.space) != default.study_name
+    assert plan.notes[-1] == (
+        f"study {default.study_name!r} holds backend.threads as choice(1,2,null), this sweep's space as "
+        f"choice(1,2); Optuna keeps one set of choices per study, so this space's trials go to study "
+        f"{plan.study_name!r} in the same storage"
+    )
+    own.study.add_trial(measured(one_thread))
+    assert open_study(one_thread)[1].study_name == plan.study_name  # the same space: the same study
+    assert open_study(default)[1] == default  # the default space: the first study, nothing said
+
+
 def _later_study(tmp_path, best_knobs):
     """A search=cpu plan past its later share, and a study with the baseline (#0) and a best (#1)."""
     import optuna

@@ -252,6 +252,23 @@ def include_value(dist: BaseDistribution, value: Any) -> BaseDistribution:
     return FloatDistribution(min(dist.low, value), max(dist.high, value), log=dist.log, step=dist.step)
 
 
+def spelled(dist: BaseDistribution) -> str:
+    """A distribution in the sweep grammar it came from (for messages): choice(32,64), range(0,5),
+    interval(0.1,1.0)."""
+
+    def value(v: Any) -> str:
+        return "null" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+
+    if isinstance(dist, CategoricalDistribution):
+        return f"choice({','.join(value(c) for c in dist.choices)})"
+    if isinstance(dist, IntDistribution):
+        step = f",{dist.step}" if dist.step != 1 else ""
+        return f"range({dist.low},{dist.high + dist.step}{step})"
+    if isinstance(dist, FloatDistribution):
+        return f"interval({dist.low},{dist.high})"
+    return repr(dist)
+
+
 def contains(dist: BaseDistribution, value: Any) -> bool:
     """Whether a suggestion from `dist` can be `value` (null and words never fit a number range)."""
     if isinstance(dist, CategoricalDistribution):

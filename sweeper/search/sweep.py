@@ -12,6 +12,7 @@ import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,10 @@ from ..runner.lock import MeasureLock, describe
 from ..runner.signals import stop_on_signals
 from ..runner.zygote import expecting
 from ..store.storage import redact, scrub_files
-from ..store.study import StoredStudy
+from ..store.study import StoredStudy, space_conflict, space_study_name
 from ..store.summary import SweepSummary
 from . import progress, quiet
+from . import space as sp
 from .confirm import run_confirmation
 from .launch import JobRunner
 from .loop import optimize, typical_wall
@@ -78,7 +80,28 @@ def make_sampler(plan: SweepPlan) -> Any:
         ) from exc
 
 
-def open_study(plan: SweepPlan) -> StoredStudy:
+def open_study(plan: SweepPlan) -> tuple[StoredStudy, SweepPlan]:
+    """The plan's study, opened (created the first time), and the plan: where the study holds a
+    knob of this space under other choices (Optuna keeps one set per study), the space's own
+    study beside it instead, said before trial 1."""
+    stored = _open_checked(plan)
+    if (conflict := space_conflict(stored.study.get_trials(deepcopy=False), plan.space)) is not None:
+        knob, held, asked = conflict
+        own = space_study_name(plan.study_name, plan.space)
+        note = (
+            f"study {plan.study_name!r} holds {knob} as {sp.spelled(held)}, this sweep's space as "
+            f"{sp.spelled(asked)}; Optuna keeps one set of choices per study, so this space's trials "
+            f"go to study {own!r} in the same storage"
+        )
+        plan = replace(plan, study_name=own, notes=(*plan.notes, note))
+        stored = _open_checked(plan)
+    stored.describe(
+        plan.objectives, plan.hardware_class, workload=plan.workload, machine=plan.machine.fingerprint.describe()
+    )
+    return stored, plan
+
+
+def _open_checked(plan: SweepPlan) -> StoredStudy:
     sampler = make_sampler(plan)
     try:
         stored = StoredStudy.open(plan.storage_url, plan.study_name, directions=plan.directions, sampler=sampler)
@@ -97,9 +120,6 @@ def open_study(plan: SweepPlan) -> StoredStudy:
             f"study {plan.study_name!r} optimises {existing}, not {list(plan.directions)}: "
             "use another hydra.sweeper.study_name or the same objectives."
         )
-    stored.describe(
-        plan.objectives, plan.hardware_class, workload=plan.workload, machine=plan.machine.fingerprint.describe()
-    )
     return stored
 
 
@@ -166,7 +186,7 @@ class Sweep:
             sweep_dir=Path(str(self.config.hydra.sweep.dir)),
             launcher=str(self.config.hydra.launcher.get("_target_", "")),
         )
-        stored = open_study(plan)  # a storage or sampler it cannot open: one line, no sweep directory yet
+        stored, plan = open_study(plan)  # a storage or sampler it cannot open: one line, no sweep directory yet
         try:
             write_sweep_info(plan)
         except OSError as exc:

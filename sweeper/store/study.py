@@ -3,6 +3,7 @@ a trial by number, fail a trial with its reason."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import warnings
 from collections.abc import Mapping, Sequence
@@ -11,6 +12,7 @@ from functools import cached_property
 from typing import Any
 
 import optuna
+from optuna.distributions import BaseDistribution, check_distribution_compatibility, distribution_to_json
 from optuna.trial import FrozenTrial, TrialState
 
 from ..result import Status
@@ -213,6 +215,34 @@ class StoredStudy:
         """End a RUNNING trial as failed, with why."""
         self.set_attrs(number, TrialRecord.ended(status, reason))
         self.study.tell(number, state=TrialState.FAIL)
+
+
+def space_conflict(
+    trials: Sequence[FrozenTrial], space: Mapping[str, BaseDistribution]
+) -> tuple[str, BaseDistribution, BaseDistribution] | None:
+    """The first knob of `space` that the study's trials hold under a distribution Optuna does not
+    let a study mix with the space's (other choices, another kind): (knob, the study's, the
+    space's); None when every knob fits. A base config with another value of a swept knob makes
+    one too: your value is always among the choices."""
+    held: dict[str, BaseDistribution] = {}
+    for t in trials:
+        for name, dist in t.distributions.items():
+            held.setdefault(name, dist)
+    for name, asked in space.items():
+        if (study := held.get(name)) is None:
+            continue
+        try:
+            check_distribution_compatibility(study, asked)
+        except ValueError:
+            return name, study, asked
+    return None
+
+
+def space_study_name(name: str, space: Mapping[str, BaseDistribution]) -> str:
+    """Where a space that conflicts with study `name` keeps its trials: `name~<digest of the
+    space>`, the same study for the same space every time it is swept."""
+    spelled = json.dumps({k: distribution_to_json(d) for k, d in sorted(space.items())}, sort_keys=True)
+    return f"{name}~{hashlib.sha1(spelled.encode()).hexdigest()[:8]}"
 
 
 def stored_name(storage: Any, name: str) -> str:
