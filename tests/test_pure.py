@@ -74,22 +74,23 @@ def test_measure_splits_wait_and_compute_on_a_fake_clock():
     assert figures.windows_measured == 3
 
 
+def _one_sample_steps(step_s, rule):
+    """timing.measure on a fake clock: steps of one sample, each taking step_s(now) seconds."""
+    clock = FakeClock()
+
+    def step(batch):
+        clock.now += step_s(clock.now)
+
+    return timing.measure(lambda: None, step, lambda b: 1, lambda: None, clock=clock, rule=rule)
+
+
 def test_measure_prunes_a_slow_run_after_two_windows_and_a_far_slower_one_after_one():
     from sweeper.measuring.stages import pruned_reason
 
     def run(step_s, **rule):
-        clock = FakeClock()
-
-        def step(batch):
-            clock.now += step_s
-
-        return timing.measure(
-            lambda: None,
-            step,
-            lambda b: 1,
-            lambda: None,
-            clock=clock,
-            rule=timing.Rule(warmup_s=0.1, warmup_steps=1, max_windows=10, window_s=1.0, prune_below=50.0, **rule),
+        return _one_sample_steps(
+            lambda now: step_s,
+            timing.Rule(warmup_s=0.1, warmup_steps=1, max_windows=10, window_s=1.0, prune_below=50.0, **rule),
         )
 
     near = run(1 / 45)  # 45 samples/s: 0.9 of the floor
@@ -110,18 +111,9 @@ def test_a_warm_up_far_below_the_best_ends_on_two_blocks_steady_or_not():
     quarter window confirms it pruned. Near the floor, or outside a sweep, warm-up waits."""
 
     def run(slow_s, fast_s, **rule):
-        clock = FakeClock()
-
-        def step(batch):
-            clock.now += slow_s if int(clock.now / 0.5) % 2 == 0 else fast_s
-
-        return timing.measure(
-            lambda: None,
-            step,
-            lambda b: 1,
-            lambda: None,
-            clock=clock,
-            rule=timing.Rule(warmup_s=0.5, warmup_steps=1, max_windows=10, window_s=1.0, warmup_max_s=5.0, **rule),
+        return _one_sample_steps(
+            lambda now: slow_s if int(now / 0.5) % 2 == 0 else fast_s,
+            timing.Rule(warmup_s=0.5, warmup_steps=1, max_windows=10, window_s=1.0, warmup_max_s=5.0, **rule),
         )
 
     far = run(0.1, 0.07, prune_below=50.0)  # 10-14 samples/s, the bar 35
