@@ -11,7 +11,7 @@
 # frameworks (benchmarks/framework_agreement.py: the Lightning and Trainer examples on the GPU),
 # sweep:TASK (a search=gpu sweep of mnist_mlp, image_classification or language_model).
 # SWEEPER_TRUTH_ROUNDS (1) and SWEEPER_TRUTH_S (4: seconds measured per run) size truth;
-# SWEEPER_SWEEP_S (200) caps each sweep; SWEEPER_GPU_TESTS picks tests by pytest's -k.
+# SWEEPER_TRUTH_WINDOW_ONLY=1 leaves out truth's per-step runs; SWEEPER_SWEEP_S (200) caps each sweep; SWEEPER_GPU_TESTS picks tests by pytest's -k.
 # With the wheels in .whl/ (pack_wheels.sh) they are installed first (install.sh).
 set -uo pipefail
 out=$(realpath -m "$1")
@@ -88,7 +88,7 @@ print({k: r.get(k) for k in ('status','samples_per_sec','wall_s')})" | tee -a "$
         ;;
     truth)
         run truth $((200 * ${SWEEPER_TRUTH_ROUNDS:-1})) python3 benchmarks/gpu/truth.py "${SWEEPER_TRUTH_ROUNDS:-1}" \
-            "$work/truth.json" "${SWEEPER_TRUTH_S:-4}"
+            "$work/truth.json" "${SWEEPER_TRUTH_S:-4}" ${SWEEPER_TRUTH_WINDOW_ONLY:+window}
         grep -E "^(\||round)" "$work/truth.log" | tee -a "$summary"
         ;;
     script)
