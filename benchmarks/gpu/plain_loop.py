@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from sweeper.measuring.loader import with_epoch_length  # noqa: E402
 from sweeper.measuring.workload import build_workload  # noqa: E402
 
 task_name, batch, workers, pin, precision, channels_last, seconds = sys.argv[1:8]
@@ -46,8 +47,10 @@ opt = (
 )
 scaler = torch.amp.GradScaler(device) if precision == "fp16" else None
 dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+# the epoch of the data the stored set stands for (ImageNet's 1.28 M images for the FakeData of
+# image_classification), as a user's loop over their whole dataset would see its epoch ends
 data = DataLoader(
-    workload.dataset,
+    with_epoch_length(workload.dataset, task.get("epoch_samples")),
     batch_size=batch,
     shuffle=True,
     num_workers=workers,

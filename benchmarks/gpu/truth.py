@@ -4,7 +4,8 @@ with no synchronization inside it, interleaved in fresh processes.
 
     python benchmarks/gpu/truth.py [rounds] [out.json] [seconds measured per run, default 10] [window]
 
-"window" leaves out the per-step runs (a third of a round's time) once their cost is known.
+"window" leaves out the per-step runs (a third of a round's time) once their cost is known;
+SWEEPER_TRUTH_ONLY=WORD runs the configurations whose names hold WORD alone.
 """
 
 from __future__ import annotations
@@ -102,6 +103,10 @@ def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     SECONDS = float(sys.argv[3]) if len(sys.argv) > 3 else SECONDS
     with_per_step = not (len(sys.argv) > 4 and sys.argv[4] == "window")
+    only = os.environ.get("SWEEPER_TRUTH_ONLY")  # a word of the configurations' names: those alone
+    if only:
+        for name in [n for n in CONFIGS if only not in n]:
+            del CONFIGS[name]
     # each run's result.json is kept beside out.json (what a run paid before measuring is in it)
     tmp = Path(sys.argv[2]).parent / "truth_runs" if len(sys.argv) > 2 else Path(tempfile.mkdtemp())
     ours = {k: [] for k in CONFIGS}
