@@ -29,6 +29,9 @@ class Stopped(Choice):
     BEHIND = "behind"  # wholly below the best's own low end: stopped, its figure complete
     PRUNED = "pruned"  # under the floor (hydra.sweeper.prune_ratio of the best)
     DRIFTING = "drifting"  # still changing when measure.max_s of windows was reached
+    # the run's time limit (measure.timeout_s) would have come before its next window ended: the
+    # figure is of the windows it measured, rather than none
+    TIME_LIMIT = "time limit"
 
     @property
     def pruned(self) -> bool:

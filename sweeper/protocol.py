@@ -8,6 +8,7 @@ an inherited pipe whose number is in $SWEEPER_EVENT_FD; the child writes JSON li
 from __future__ import annotations
 
 import os
+import time
 
 EVENT_FD_ENV = "SWEEPER_EVENT_FD"
 # when the parent kills the run (time.monotonic(), which every process of the machine shares):
@@ -27,6 +28,12 @@ ZYGOTE_MODULE = "sweeper.measuring.zygote"
 ZYGOTE_FD_ENV = "SWEEPER_ZYGOTE_FD"
 # fixed before torch is imported in the child: OpenMP/MKL read them once
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def seconds_until_killed() -> float | None:
+    """How long until the parent kills this run ($SWEEPER_DEADLINE); None outside a run."""
+    killed_at = os.environ.get(DEADLINE_ENV)
+    return float(killed_at) - time.monotonic() if killed_at else None
 
 
 def process_name(mark: str) -> str:

@@ -177,6 +177,27 @@ def test_hang_is_killed_with_its_dataloader_workers(sweeper_run):
     assert _processes_with_marker(marker) == []
 
 
+def test_a_run_whose_windows_outlast_its_time_limit_ends_with_those_it_measured(sweeper_run):
+    """100 windows of half a second cannot fit in 20 s: the run stops before the kill with the
+    windows it has, a figure and status ok, where it used to end a timeout with none."""
+    run = sweeper_run(
+        "measure.timeout_s=20",
+        "measure.windows=100",
+        "measure.min_windows=100",
+        "measure.window_s=0.5",
+        "measure.rel_precision=null",
+        "measure.drift_tol=null",
+        "backend.threads=1",
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    result = run.result
+    assert result.status == "ok" and result.wall_s < 20
+    figures = result.measurement.throughput
+    assert figures.stopped == "time limit" and 3 <= figures.windows_measured < 100
+    assert figures.samples_per_sec > 0
+    assert "at the run's time limit (measure.timeout_s)" in run.stdout
+
+
 def test_abort_is_a_crash(sweeper_run):
     run = sweeper_run("task=custom", "task.factory=misbehaving:abort")
     assert run.returncode == 1

@@ -74,14 +74,48 @@ def test_measure_splits_wait_and_compute_on_a_fake_clock():
     assert figures.windows_measured == 3
 
 
-def _one_sample_steps(step_s, rule):
-    """timing.measure on a fake clock: steps of one sample, each taking step_s(now) seconds."""
+def _one_sample_steps(step_s, rule, killed_at=None):
+    """timing.measure on a fake clock: steps of one sample, each taking step_s(now) seconds; the
+    run killed at `killed_at` on that clock (None: no time limit)."""
     clock = FakeClock()
 
     def step(batch):
         clock.now += step_s(clock.now)
 
-    return timing.measure(lambda: None, step, lambda b: 1, lambda: None, clock=clock, rule=rule)
+    def time_left():
+        return None if killed_at is None else killed_at - clock.now
+
+    return timing.measure(lambda: None, step, lambda b: 1, lambda: None, clock=clock, rule=rule, time_left=time_left)
+
+
+def test_a_run_its_time_limit_would_cut_ends_with_the_windows_it_measured():
+    """No window is begun that would end within AFTER_WINDOWS_S of the kill: the run stops with
+    the windows it has (time limit), its figure theirs. A warm-up whose minimum would pass the
+    kill ends with room for two windows; windows a loader cycle long are foreseen as long."""
+    from sweeper.measurement import Stopped
+    from sweeper.measuring.warmup import AFTER_WINDOWS_S
+
+    rule = timing.Rule(warmup_s=0.5, warmup_steps=1, max_windows=10, window_s=1.0)
+    free = _one_sample_steps(lambda now: 0.01, rule)
+    assert free.stopped == Stopped.MAX_WINDOWS and len(free.window_s) == 10
+    cut = _one_sample_steps(lambda now: 0.01, rule, killed_at=10.0)
+    assert cut.stopped == Stopped.TIME_LIMIT and 3 <= len(cut.window_s) < 10
+    assert cut.warmup_s + sum(cut.window_s) <= 10.0 - AFTER_WINDOWS_S
+    assert cut.throughput().samples_per_sec == pytest.approx(100.0, rel=0.02)
+    assert cut.throughput().stopped == Stopped.TIME_LIMIT
+
+    long_warm_up = _one_sample_steps(lambda now: 0.01, replace(rule, warmup_s=30.0), killed_at=12.0)
+    assert long_warm_up.stopped == Stopped.TIME_LIMIT and not long_warm_up.warmup_steady
+    assert long_warm_up.warmup_s <= 12.0 - AFTER_WINDOWS_S - 2 * 1.0 + 0.02
+    assert len(long_warm_up.window_s) >= 1
+
+    # 16 workers: a window is a whole cycle of 16 half-second steps (8 s), not window_s
+    cycles = _one_sample_steps(lambda now: 0.5, replace(rule, cycle=16), killed_at=40.0)
+    assert cycles.stopped == Stopped.TIME_LIMIT and len(cycles.window_s) >= 2
+    assert cycles.warmup_s + sum(cycles.window_s) <= 40.0 - AFTER_WINDOWS_S
+    # a run already pruned stays pruned, whatever its time
+    slow = _one_sample_steps(lambda now: 0.1, replace(rule, prune_below=50.0), killed_at=10.0)
+    assert slow.pruned and slow.stopped == Stopped.PRUNED
 
 
 def test_measure_prunes_a_slow_run_after_two_windows_and_a_far_slower_one_after_one():

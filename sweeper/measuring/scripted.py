@@ -17,7 +17,7 @@ from .. import procs, topology
 from ..command import PYTHONS, knob_env
 from ..machine import Fingerprint
 from ..measurement import Measurement, Memory, RunFacts
-from ..protocol import FIRST_STEP_ENV, LOADER_CPUS_ENV
+from ..protocol import FIRST_STEP_ENV, LOADER_CPUS_ENV, seconds_until_killed
 from ..result import RunResult, Status
 from ..spec import RunSpec
 from .events import Events
@@ -161,6 +161,7 @@ def measure_script(spec: RunSpec, events: Events) -> RunResult:
                     event="window", phase=f"window {i + 1}", index=i, samples_per_sec=rate
                 ),
                 clock=steps.clock,
+                time_left=seconds_until_killed,
             )
             facts = _run_facts(spec, script, how.user_words)
     except ScriptFailed as failed:

@@ -17,6 +17,7 @@ from .. import procs, topology
 from ..errors import InvalidConfig
 from ..machine import Fingerprint
 from ..measurement import Measurement, Memory, RunFacts, Stopped, Throughput, Timing, Utilization
+from ..protocol import seconds_until_killed
 from ..result import RunResult, Status
 from ..spec import RunSpec
 from .events import Events
@@ -215,6 +216,7 @@ def time_windows(spec: RunSpec, ready: Prepared, built: Built, events: Events) -
         epochs_started=lambda: built.stream.epochs_started,
         on_window=lambda i, rate: events.send(event="window", phase=f"window {i + 1}", index=i, samples_per_sec=rate),
         group=ready.group,
+        time_left=seconds_until_killed,
     )
     return Timed(t.throughput(rule.restarts_apart), t.timing(), t.utilization)
 
@@ -252,7 +254,7 @@ def extras(spec: RunSpec, ready: Prepared, built: Built, figures: Throughput, ev
             events.phase("epoch_restart")
             restart = built.stream.restart_cost_s()
         figures = timing.with_epoch_restarts(figures, built.epoch_samples, restart)
-    if meas.compute_bound:
+    if meas.compute_bound and figures.stopped != Stopped.TIME_LIMIT:  # no time left for a second loop
         events.phase("compute_bound")
         held = built.next_batch()  # one batch kept on the device: no loader in the loop
         rule = replace(Rule.of(meas), warmup_steps=1, prune_below=None, race=None, behind=None)

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from ..measurement import Stopped, Throughput, Timing, Utilization, bottleneck
 from ..stats import Spread, quantile, rate_interval, trend
 from .rule import Rule
-from .warmup import Group, StepTimer, step_once, warm_up
+from .warmup import AFTER_WINDOWS_S, Group, StepTimer, no_time_for_windows, step_once, warm_up
 
 
 class Monitor(Protocol):
@@ -205,6 +205,16 @@ def _still_changing(t: Timings, rule: Rule) -> int:
     return len(rates) // 2
 
 
+def _out_of_time(t: Timings, rule: Rule, seconds_left: float | None) -> bool:
+    """Whether the next window (as long as the last, at least window_s) would end too close to
+    the run's time limit for what follows it: AFTER_WINDOWS_S, and where workers restart at epoch
+    ends and no window held one, a loader start for the restart timed apart (stages.extras)."""
+    restart_s = t.first_wait_s if rule.restarts_apart and not t.epoch_ends else 0.0
+    return no_time_for_windows(
+        seconds_left, max(rule.window_s, t.window_s[-1]), windows=1, after_s=AFTER_WINDOWS_S + restart_s
+    )
+
+
 def _verdict(t: Timings, rule: Rule) -> Stopped | None:
     """After a window: why to stop now, or None to go on."""
     counted = t.counted_totals(rule.restarts_apart)
@@ -244,13 +254,17 @@ def measure(
     on_window: Callable[[int, float], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
     group: Group | None = None,
+    time_left: Callable[[], float | None] = lambda: None,
 ) -> Timings:
     """Warm up, then measure windows until `rule` says stop. `sync` runs after the first step
     (its time is compile time), at warm-up block edges and at each window's end; after every
     step too with `sync_every_step` (a pessimistic bound: every step waits for the device). With a
-    `group`, the window's steps are rank 0's count and rates are the group's."""
+    `group`, the window's steps are rank 0's count and rates are the group's. `time_left` says
+    how long until the run is killed (protocol.seconds_until_killed; None: no limit): no window is
+    begun that would end too close to it, and the run stops with the windows it has
+    (Stopped.TIME_LIMIT), as its warm-up ends early to leave room for two (warm_up)."""
     t = Timings()
-    w = warm_up(rule, next_batch, step, sync, sync_every_step, clock, group, epochs_started, samples_of)
+    w = warm_up(rule, next_batch, step, sync, sync_every_step, clock, group, epochs_started, samples_of, time_left)
     t.warmup_s, t.warmup_steps, t.first_step_s, t.first_wait_s = w.seconds, w.steps, w.first_step_s, w.first_wait_s
     t.warmup_step_rate, t.warmup_steady, t.warmup_samples_per_sec = w.step_rate, w.steady, w.samples_per_sec
     t.warmup_far_below = w.far_below
@@ -301,16 +315,21 @@ def measure(
         t.stopped = _verdict(t, rule) or Stopped.NOT
         if t.stopped.pruned:
             break
-        if not t.stopped and index < budget:
-            continue
-        left_out = _still_changing(t, rule)
-        if not left_out:
+        if t.stopped or index >= budget:
+            left_out = _still_changing(t, rule)
+            if not left_out:
+                break
+            if sum(t.window_s) >= (rule.max_s or 0.0):
+                t.stopped = Stopped.DRIFTING
+                break
+            t.stopped, budget = Stopped.NOT, index + left_out  # measured on until steady
+        out_of_time = _out_of_time(t, rule, time_left())
+        if group.agree(int(out_of_time)) if group is not None else out_of_time:
+            t.stopped = Stopped.TIME_LIMIT
             break
-        if sum(t.window_s) >= (rule.max_s or 0.0):
-            t.stopped = Stopped.DRIFTING
-            break
-        t.stopped, budget = Stopped.NOT, index + left_out  # measured on until steady
     t.pruned = t.stopped.pruned
+    if w.out_of_time and not t.pruned:
+        t.stopped = Stopped.TIME_LIMIT  # its warm-up was cut short too
     t.stopped = t.stopped or Stopped.MAX_WINDOWS
     for monitor in monitors:
         t.utilization = t.utilization.merged(monitor.stop())

@@ -42,6 +42,13 @@ class WarmUpRule(Protocol):
     def restarts_apart(self) -> bool: ...
     @property
     def warmup_bar(self) -> float | None: ...
+    @property
+    def cycle(self) -> int: ...
+
+
+# what a run needs after its last window before it is killed: the loader's workers shut down,
+# the run described and its result written (seconds; a loaded machine's, with room to spare)
+AFTER_WINDOWS_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,7 @@ class WarmUp:
     steady: bool  # it ended on a steady step rate, not on its maximum
     samples_per_sec: float | None  # over the steady span (the blocks the steady test compared)
     far_below: bool = False  # it ended on two blocks under the rule's warmup_bar (far_below)
+    out_of_time: bool = False  # it ended early to leave time for two windows before the run's time limit
 
 
 def step_once(
@@ -74,7 +82,15 @@ def step_once(
 
 
 # what warm-up does after a step (rank 0's choice in a group)
-_GO_ON, _STOP, _BLOCK_END = 0, 1, 2
+_GO_ON, _STOP, _BLOCK_END, _OUT_OF_TIME = 0, 1, 2, 3
+
+
+def no_time_for_windows(
+    seconds_left: float | None, window_s: float, windows: int = 2, after_s: float = AFTER_WINDOWS_S
+) -> bool:
+    """Whether `windows` more windows of `window_s` and what the run does after them no longer
+    fit in the `seconds_left` before the run is killed (None: no limit)."""
+    return seconds_left is not None and windows * window_s + after_s > seconds_left
 
 
 def steady_span(blocks: Sequence[tuple[int, float]], tol: float) -> int:
@@ -118,13 +134,17 @@ def warm_up(
     group: Group | None = None,
     epochs_started: Callable[[], int] = lambda: 0,
     samples_of: Callable[[Any], int] = lambda batch: 1,
+    time_left: Callable[[], float | None] = lambda: None,
 ) -> WarmUp:
     """Until the minimums are met and the step rate is steady (or the maximum is reached). The
     minimum and maximum time count from the end of the first step, which holds compilation, a
     loader's start or a script's start-up, however long that takes. Blocks of half a window are
     compared (`steady`); with workers restarting at epoch ends, a block that held one is left
     out, as the windows leave it out. A single process's warm-up also ends once its last two
-    blocks read under `rule.warmup_bar` (far_below): its rate is then theirs."""
+    blocks read under `rule.warmup_bar` (far_below): its rate is then theirs. Whatever its
+    minimums, it ends when two windows (at least a loader cycle each, at the rate since the first
+    step) would no longer fit in the `time_left` before the run is killed: a run cut short by
+    its time limit then has a figure, not none."""
     agree = group.agree if group is not None else (lambda value: value)
     start = clock()
     settled = block_start = start
@@ -146,14 +166,17 @@ def warm_up(
             block_samples += samples_of(batch)
         steps += 1
         now = clock()
-        if steps < rule.warmup_steps or now - settled < rule.warmup_s:
+        cycle_s = rule.cycle * (now - settled) / (steps - 1) if steps > 1 else 0.0
+        if steps > 1 and no_time_for_windows(time_left(), max(rule.window_s, cycle_s)):
+            action = _OUT_OF_TIME
+        elif steps < rule.warmup_steps or now - settled < rule.warmup_s:
             action = _GO_ON
         elif rule.warmup_max_s is None or now - settled >= rule.warmup_max_s:
             action = _STOP
         else:
             action = _BLOCK_END if block_steps and now - block_start >= rule.window_s / 2 else _GO_ON
         action = agree(action)
-        if action == _STOP:
+        if action in (_STOP, _OUT_OF_TIME):
             break
         if action == _BLOCK_END:
             sync()
@@ -179,4 +202,14 @@ def warm_up(
     seconds = clock() - start
     if not step_rate and steps > 1:
         step_rate = (steps - 1) / max(1e-9, seconds - first_step_s)
-    return WarmUp(seconds, steps, first_step_s, first_wait_s, step_rate, is_steady, steady_rate, ended_far_below)
+    return WarmUp(
+        seconds,
+        steps,
+        first_step_s,
+        first_wait_s,
+        step_rate,
+        is_steady,
+        steady_rate,
+        ended_far_below,
+        out_of_time=action == _OUT_OF_TIME,
+    )

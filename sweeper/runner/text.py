@@ -15,6 +15,7 @@ _STOPPED = {
     Stopped.BEHIND: "behind the best",
     Stopped.PRUNED: "below the floor",
     Stopped.DRIFTING: "still drifting at the cap (measure.max_s)",
+    Stopped.TIME_LIMIT: "at the run's time limit (measure.timeout_s): the figure is of the windows it measured",
 }
 
 

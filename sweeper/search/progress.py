@@ -11,6 +11,7 @@ from typing import Any
 
 from optuna.trial import FrozenTrial
 
+from ..measurement import Stopped
 from ..result import RunResult, Status
 from ..store.record import TrialRecord
 from ..store.storage import dashboard_command
@@ -112,6 +113,8 @@ def trial_line(
     measured = record.measurement
     if value is not None and measured is not None:
         outcome = f"{value:,.0f} samples/s, {measured.memory.peak_memory_mb:,.0f} MB"
+        if measured.throughput.stopped == Stopped.TIME_LIMIT:
+            outcome += f" (cut at its time limit after {measured.throughput.windows_measured} windows)"
     elif record.status == Status.PRUNED:
         outcome = f"pruned ({record.samples_per_sec or 0:,.0f} samples/s)"
     else:
