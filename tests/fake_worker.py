@@ -39,6 +39,12 @@ elif mode == "hang_with_children":
     send(event="phase", phase="window 1")
     while True:
         time.sleep(1)
+elif mode == "windows_then_hang":
+    for i, rate in enumerate((100.0, 120.0, 110.0)):
+        send(event="window", phase=f"window {i + 1}", index=i, samples_per_sec=rate)
+    send(event="phase", phase="window 4")
+    while True:
+        time.sleep(1)
 elif mode == "abort":
     os.abort()
 elif mode == "oom_message":

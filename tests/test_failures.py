@@ -45,6 +45,15 @@ def test_a_result_received_stands_when_a_stop_comes_after(tmp_path):
     assert later.status == "interrupted" and later.reason == "the sweep was stopped by SIGTERM"
 
 
+def test_a_run_killed_after_some_windows_says_what_they_read(tmp_path):
+    result = run_isolated({"mode": "windows_then_hang"}, timeout_s=3, log_path=tmp_path / "w.log", command=FAKE)
+    assert result.status == "timeout"
+    assert result.reason == (
+        "no result within measure.timeout_s=3 s (last phase: window 4; 3 windows had read 110 samples/s "
+        "(median)); its process group was killed"
+    )
+
+
 def test_a_stop_right_after_the_child_starts_does_not_wait_for_the_timeout(tmp_path, monkeypatch):
     real_popen = subprocess.Popen
     flight = isolation.InFlight()

@@ -15,6 +15,7 @@ import json
 import os
 import select
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -138,13 +139,15 @@ def _read_tail(path: Path) -> str:
 
 
 class _EventReader:
-    """JSON lines from the child's event pipe: phases and windows to `on_event`, the result kept."""
+    """JSON lines from the child's event pipe: phases and windows to `on_event`, the result kept,
+    and each window's rate (what a run killed before its result had measured)."""
 
     def __init__(self, fd: int, on_event: Callable[[dict[str, Any]], None] | None) -> None:
         self.fd, self.on_event = fd, on_event
         self.buffer = b""
         self.result: dict[str, Any] | None = None
         self.phase = "start"
+        self.window_rates: list[float] = []
 
     def feed(self, chunk: bytes) -> None:
         self.buffer += chunk
@@ -154,7 +157,10 @@ class _EventReader:
             self.phase = event.get("phase", self.phase)
             if event.get("event") == "result":
                 self.result = event
-            elif self.on_event is not None:
+                continue
+            if event.get("event") == "window" and isinstance(event.get("samples_per_sec"), (int, float)):
+                self.window_rates.append(float(event["samples_per_sec"]))
+            if self.on_event is not None:
                 self.on_event(event)
 
     def drain(self) -> None:
@@ -325,10 +331,14 @@ def outcome(
     elif stopped is not None:
         result = RunResult(Status.INTERRUPTED, stopped)
     elif timed_out:
+        measured = ""
+        if reader.window_rates:  # said, so that what the run measured before it hung is not lost
+            n, median = len(reader.window_rates), statistics.median(reader.window_rates)
+            measured = f"; {n} window{'s' * (n > 1)} had read {median:,.0f} samples/s (median)"
         result = RunResult(
             Status.TIMEOUT,
             f"no result within measure.timeout_s={timeout_s:g} s "
-            f"(last phase: {reader.phase}); its process group was killed",
+            f"(last phase: {reader.phase}{measured}); its process group was killed",
         )
     else:
         exited = classify_exit(run.proc.returncode, _read_tail(log_path))
