@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 
 EVENT_FD_ENV = "SWEEPER_EVENT_FD"
 # when the parent kills the run (time.monotonic(), which every process of the machine shares):
@@ -30,10 +31,14 @@ ZYGOTE_FD_ENV = "SWEEPER_ZYGOTE_FD"
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
-def seconds_until_killed() -> float | None:
-    """How long until the parent kills this run ($SWEEPER_DEADLINE); None outside a run."""
+def seconds_until_killed() -> Callable[[], float | None]:
+    """The seconds left, when called, before the parent kills this run ($SWEEPER_DEADLINE, read
+    once here); None outside a run."""
     killed_at = os.environ.get(DEADLINE_ENV)
-    return float(killed_at) - time.monotonic() if killed_at else None
+    if not killed_at:
+        return lambda: None
+    at = float(killed_at)
+    return lambda: at - time.monotonic()
 
 
 def process_name(mark: str) -> str:

@@ -161,7 +161,7 @@ def measure_script(spec: RunSpec, events: Events) -> RunResult:
                     event="window", phase=f"window {i + 1}", index=i, samples_per_sec=rate
                 ),
                 clock=steps.clock,
-                time_left=seconds_until_killed,
+                time_left=seconds_until_killed(),
             )
             facts = _run_facts(spec, script, how.user_words)
     except ScriptFailed as failed:

@@ -216,7 +216,7 @@ def time_windows(spec: RunSpec, ready: Prepared, built: Built, events: Events) -
         epochs_started=lambda: built.stream.epochs_started,
         on_window=lambda i, rate: events.send(event="window", phase=f"window {i + 1}", index=i, samples_per_sec=rate),
         group=ready.group,
-        time_left=seconds_until_killed,
+        time_left=seconds_until_killed(),
     )
     return Timed(t.throughput(rule.restarts_apart), t.timing(), t.utilization)
 
