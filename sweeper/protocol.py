@@ -12,6 +12,9 @@ import time
 from collections.abc import Callable
 
 EVENT_FD_ENV = "SWEEPER_EVENT_FD"
+# a measured window's event, and its key for the window's samples/s: the parent keeps the rates,
+# so that a run killed before its result still says what it had measured
+WINDOW_EVENT, WINDOW_RATE = "window", "rate"
 # when the parent kills the run (time.monotonic(), which every process of the machine shares):
 # what the child must have said by then, it says a little before
 DEADLINE_ENV = "SWEEPER_DEADLINE"

@@ -18,7 +18,7 @@ def send(**event):
 
 if mode == "ok":
     send(event="phase", phase="measure")
-    send(event="window", index=0, samples_per_sec=10.0)
+    send(event="window", index=0, rate=10.0)
     send(
         event="result",
         format=2,
@@ -41,7 +41,7 @@ elif mode == "hang_with_children":
         time.sleep(1)
 elif mode == "windows_then_hang":
     for i, rate in enumerate((100.0, 120.0, 110.0)):
-        send(event="window", phase=f"window {i + 1}", index=i, samples_per_sec=rate)
+        send(event="window", phase=f"window {i + 1}", index=i, rate=rate)
     send(event="phase", phase="window 4")
     while True:
         time.sleep(1)

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any, TextIO
 
-from ..protocol import EVENT_FD_ENV
+from ..protocol import EVENT_FD_ENV, WINDOW_EVENT, WINDOW_RATE
 
 
 class Events:
@@ -30,3 +30,7 @@ class Events:
 
     def phase(self, name: str) -> None:
         self.send(event="phase", phase=name)
+
+    def window(self, index: int, rate: float) -> None:
+        """Window `index` (from 0) measured, at `rate` samples/s."""
+        self.send(**{"event": WINDOW_EVENT, "phase": f"window {index + 1}", "index": index, WINDOW_RATE: rate})

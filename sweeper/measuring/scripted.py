@@ -157,9 +157,7 @@ def measure_script(spec: RunSpec, events: Events) -> RunResult:
                 lambda: None,
                 Rule.of(meas, spec.loader.num_workers, trial=spec.trial),
                 monitors=monitors,
-                on_window=lambda i, rate: events.send(
-                    event="window", phase=f"window {i + 1}", index=i, samples_per_sec=rate
-                ),
+                on_window=events.window,
                 clock=steps.clock,
                 time_left=seconds_until_killed(),
             )

@@ -214,7 +214,7 @@ def time_windows(spec: RunSpec, ready: Prepared, built: Built, events: Events) -
         step_timer=backend.step_timer(device),
         monitors=monitors,
         epochs_started=lambda: built.stream.epochs_started,
-        on_window=lambda i, rate: events.send(event="window", phase=f"window {i + 1}", index=i, samples_per_sec=rate),
+        on_window=events.window,
         group=ready.group,
         time_left=seconds_until_killed(),
     )

@@ -34,6 +34,8 @@ from ..protocol import (
     PARENT_PID_ENV,
     RUN_MARK_ENV,
     RUN_ROOT_ENV,
+    WINDOW_EVENT,
+    WINDOW_RATE,
     WORKER_MODULE,
     process_name,
     pythonpath_with_cwd,
@@ -158,8 +160,8 @@ class _EventReader:
             if event.get("event") == "result":
                 self.result = event
                 continue
-            if event.get("event") == "window" and isinstance(event.get("samples_per_sec"), (int, float)):
-                self.window_rates.append(float(event["samples_per_sec"]))
+            if event.get("event") == WINDOW_EVENT and isinstance(event.get(WINDOW_RATE), (int, float)):
+                self.window_rates.append(float(event[WINDOW_RATE]))
             if self.on_event is not None:
                 self.on_event(event)
 
