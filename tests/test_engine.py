@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -311,3 +313,26 @@ def test_a_forked_trial_knows_its_intermediate_however_soon_that_exits(tmp_path)
             os.waitpid(trial, 0)  # re-parented here when this process is a subreaper
         except ChildProcessError:
             pass
+
+
+def test_no_zygote_outlives_the_command_that_started_it(tmp_path):
+    """At the exit of the process that started them, its zygotes are killed and reaped, not left
+    to their parent-death signal, which comes a moment after the command has returned. A hook
+    registered before the module's runs after its own, while the process still lives."""
+    program = """
+import atexit, os, sys
+seen = {}
+def check():
+    try:
+        os.kill(seen["pid"], 0)
+        print("alive at exit")
+    except ProcessLookupError:
+        print("gone at exit")
+atexit.register(check)
+from sweeper.runner import zygote
+seen["pid"] = zygote.zygote_for(["torch"]).pid
+print("started", seen["pid"])
+"""
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[0] == "started" and proc.stdout.strip().endswith("gone at exit"), proc.stdout

@@ -11,6 +11,7 @@ its session and its kill are ours exactly as for a spawned worker (sweeper.measu
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -168,6 +169,13 @@ class Zygote:
             self._proc.wait()
         self._stderr.close()
 
+    def kill(self) -> None:
+        """Now, without waiting for it to finish its requests: the process is leaving."""
+        self._proc.kill()
+        self._proc.wait()
+        self._channel.close()
+        self._stderr.close()
+
 
 def zygote_env(started_with: Mapping[str, str] | None = None) -> dict[str, str]:
     """The fork server's environment: ours, the working directory importable, no per-run
@@ -222,6 +230,7 @@ _EXPECTED: list[dict[str, str]] = []
 # a zygote started before the workload was known (start_early), adopted by the first zygote_for
 # whose environment it has
 _EARLY: list[Zygote] = []
+_OWNER = os.getpid()  # the process whose zygotes these are
 
 
 def start_early() -> None:
@@ -331,7 +340,21 @@ def _adopted(modules: Sequence[str], env: Mapping[str, str]) -> Zygote | None:
 
 
 def close_all() -> None:
+    """Every zygote closed once its requests are done (a test's clean slate)."""
     while _EARLY:
         _EARLY.pop().close()
     while _ZYGOTES:
         _ZYGOTES.popitem()[1].close()
+
+
+@atexit.register
+def kill_all() -> None:
+    """At exit, every zygote killed and reaped: none outlives the command that started it (their
+    parent-death signal alone comes a moment after the command has returned). Not in a process
+    forked from this one: the zygotes are not its own."""
+    if os.getpid() != _OWNER:
+        return
+    while _EARLY:
+        _EARLY.pop().kill()
+    while _ZYGOTES:
+        _ZYGOTES.popitem()[1].kill()
