@@ -92,7 +92,7 @@ print({k: r.get(k) for k in ('status','samples_per_sec','wall_s')})" | tee -a "$
         grep -E "^(\||round)" "$work/truth.log" | tee -a "$summary"
         ;;
     script)
-        run script 80 python3 benchmarks/script_agreement.py 1 600 50
+        run script 150 python3 benchmarks/script_agreement.py 1 600 50
         grep -E "^\|" "$work/script.log" | tee -a "$summary"
         ;;
     frameworks)
