@@ -199,7 +199,9 @@ def test_a_cancelled_job_says_so_and_a_rerun_after_kill_9_waits_for_the_running_
     if by_job[f"slurm:{cancelled}"].state.name == "COMPLETE":
         assert said.startswith("cancelled by the scheduler after measuring")
     recovered = by_job[f"slurm:{orphan}"]
-    assert recovered.state.name == "COMPLETE" and "its job finished after its sweep stopped" in out, out
+    # its job's own outcome, read: complete, or pruned where its configuration ran behind the best
+    assert recovered.state.name in ("COMPLETE", "PRUNED") and "its job finished after its sweep stopped" in out, out
+    assert TrialRecord.of(recovered).samples_per_sec, TrialRecord.of(recovered).reason
     measured = [t for t in trials if TrialRecord.of(t).measured and t.state.name != "FAIL"]
     knobs = [json.dumps(TrialRecord.of(t).knobs, sort_keys=True) for t in measured]
     assert len(set(knobs)) == len(knobs)  # no configuration measured twice
