@@ -166,8 +166,11 @@ def warm_up(
             block_samples += samples_of(batch)
         steps += 1
         now = clock()
-        cycle_s = rule.cycle * (now - settled) / (steps - 1) if steps > 1 else 0.0
-        if steps > 1 and no_time_for_windows(time_left(), max(rule.window_s, cycle_s)):
+        left = time_left() if steps > 1 else None
+        # a window is at least a loader cycle, at the rate since the first step
+        if left is not None and no_time_for_windows(
+            left, max(rule.window_s, rule.cycle * (now - settled) / (steps - 1))
+        ):
             action = _OUT_OF_TIME
         elif steps < rule.warmup_steps or now - settled < rule.warmup_s:
             action = _GO_ON
