@@ -179,6 +179,8 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "TPE, samples/sec, runners-up confirmed every round": {"sampler": TPE, "confirm": {"runners_up": "always"}},
     "TPE, samples/sec, confirm at least 2 rounds": {"sampler": TPE, "confirm": {"min_rounds": 2}},
     "TPE, samples/sec, floor 0.5 of the best": {"sampler": TPE, "prune_ratio": 0.5},
+    "TPE, samples/sec, floor 0.85 of the best": {"sampler": TPE, "prune_ratio": 0.85},
+    "TPE, samples/sec, floor 0.9 of the best": {"sampler": TPE, "prune_ratio": 0.9},
     "TPE, samples/sec, no stop behind the best": {"sampler": TPE, "_no_behind": True},
     "TPE, samples/sec, floor after two windows only": {"sampler": TPE, "_two_window_floor": True},
     "TPE, samples/sec, neither": {"sampler": TPE, "_no_behind": True, "_two_window_floor": True},
