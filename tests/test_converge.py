@@ -80,6 +80,20 @@ def test_a_near_tie_that_ran_a_little_faster_keeps_the_recipes_level():
     assert line is not None and line.startswith("converged: the best is #4, within the noise of #1, a recipe;")
 
 
+def test_a_recipe_run_that_read_low_sets_the_level_only_within_the_level_band():
+    """The race's recipe read 15,054 samples/s in one sweep and 17,813 in another; a sampled
+    point's 17,297 then set the best's level (the recipe 13% below it, beyond the 8% noise) and
+    the sweep ran n_trials. `level` widens the band a proposal's run may read below the best."""
+    low = study_of([84.0, 84.0, 115.0] + [84.0] * 6, best=100.0)  # #4 15% above the recipe, then 6 behind
+    low[4] = made(4, 113.0, batch=64, workers=2)
+    low += [made(11, 84.0, batch=64, workers=2) for _ in range(2)]
+    for i, t in enumerate(low):
+        t.number = i
+    assert RULE.reason(low, SPACE, MAIN) is None  # the sampler's level: n_trials
+    line = Converged(level=0.16).reason(low, SPACE, MAIN)
+    assert line is not None and line.startswith("converged: the best is #4, within the noise of #1, a recipe;")
+
+
 def test_a_later_knobs_try_at_a_recipe_is_trusted_as_the_recipe():
     """A later knob tried at the recipe's point (forkserver workers, say) reached the best's level
     first: it is the recipe's point with that knob changed, trusted as the recipe is."""

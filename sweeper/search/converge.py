@@ -47,6 +47,8 @@ class Converged:
     behind: float = 0.10
     ties: int = 1
     noise: float = 0.08  # hydra.sweeper.run_noise's default: one configuration's spread between runs
+    # a trial within this of the best figure reached the best's level (None: `noise`)
+    level: float | None = None
     sampled_best: float = math.inf
     # whether the baseline (your own configuration) reaching the best's level counts as a proposal
     baseline_trusted: bool = False
@@ -90,7 +92,7 @@ class Converged:
 
     def _found(self, trials: Sequence[FrozenTrial], best: FrozenTrial) -> FrozenTrial:
         """The first trial that reached the best's level: within the noise of the best figure."""
-        bar = (TrialRecord.of(best).samples_per_sec or 0.0) / (1 + self.noise)
+        bar = (TrialRecord.of(best).samples_per_sec or 0.0) / (1 + (self.noise if self.level is None else self.level))
         reached = [t for t in ranked(trials) if (TrialRecord.of(t).samples_per_sec or 0.0) >= bar]
         return min(reached, key=lambda t: t.number, default=best)
 
