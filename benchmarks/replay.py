@@ -150,7 +150,6 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     },
     # how far below the best a proposal's run may read and still count as reaching its level
     "TPE, samples/sec, converge: a proposal's level within 12%": {"sampler": TPE, "_converge": {"level": 0.12}},
-    "TPE, samples/sec, converge: a proposal's level within 16%": {"sampler": TPE, "_converge": {"level": 0.16}},
     "TPE, samples/sec, converge: a proposal's level within 22%": {"sampler": TPE, "_converge": {"level": 0.22}},
     "TPE, samples/sec, patience 6": {"sampler": TPE, "converge": False, "patience": 6},
     "TPE, samples/sec, patience 10": {"sampler": TPE, "converge": False, "patience": 10},

@@ -91,7 +91,7 @@ class Converged:
         )
 
     def _found(self, trials: Sequence[FrozenTrial], best: FrozenTrial) -> FrozenTrial:
-        """The first trial that reached the best's level: within the noise of the best figure."""
+        """The first trial that reached the best's level: within `level` (else the noise) of the best figure."""
         bar = (TrialRecord.of(best).samples_per_sec or 0.0) / (1 + (self.noise if self.level is None else self.level))
         reached = [t for t in ranked(trials) if (TrialRecord.of(t).samples_per_sec or 0.0) >= bar]
         return min(reached, key=lambda t: t.number, default=best)
