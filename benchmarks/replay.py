@@ -151,6 +151,25 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     # how far below the best a proposal's run may read and still count as reaching its level
     "TPE, samples/sec, converge: a proposal's level within 12%": {"sampler": TPE, "_converge": {"level": 0.12}},
     "TPE, samples/sec, converge: a proposal's level within 22%": {"sampler": TPE, "_converge": {"level": 0.22}},
+    # a proposal a sampled best beat beyond the noise, measured once more (the default: within 60%,
+    # 6 sampled trials after the best)
+    "TPE, samples/sec, converge: no proposal measured twice": {"sampler": TPE, "_converge": {"recheck": None}},
+    "TPE, samples/sec, converge: a proposal within 25% measured twice at once": {
+        "sampler": TPE,
+        "_converge": {"recheck": 0.25, "recheck_after": 0},
+    },
+    "TPE, samples/sec, converge: a proposal within 60% measured twice at once": {
+        "sampler": TPE,
+        "_converge": {"recheck_after": 0},
+    },
+    "TPE, samples/sec, converge: any proposal measured twice at once": {
+        "sampler": TPE,
+        "_converge": {"recheck": math.inf, "recheck_after": 0},
+    },
+    "TPE, samples/sec, converge: a proposal measured twice 3 sampled trials after the best": {
+        "sampler": TPE,
+        "_converge": {"recheck_after": 3},
+    },
     "TPE, samples/sec, patience 6": {"sampler": TPE, "converge": False, "patience": 6},
     "TPE, samples/sec, patience 10": {"sampler": TPE, "converge": False, "patience": 10},
     "TPE, samples/sec, Optuna's regret-bound terminator": {"sampler": TPE, "_terminator": True},
@@ -215,6 +234,10 @@ class TerminatorRule:
         best = max(t.values[0] for t in done)
         bound = RegretBoundEvaluator().evaluate(done, StudyDirection.MAXIMIZE)
         return f"converged: regret bound {bound:,.0f} below the noise" if bound < self.noise * best else None
+
+    def recheck_due(self, trials: Sequence[Any]) -> None:
+        """No proposal is measured twice under this rule."""
+        return None
 
 
 def _contending_verdict(t: timing.Timings, rule: timing.Rule) -> Stopped | None:

@@ -10,10 +10,12 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 from test_sweep_logic import _cpu_plan, ok_result
 
+from sweeper.result import Status
 from sweeper.search import loop
 from sweeper.search.converge import Converged
+from sweeper.store.record import TrialRecord
 from sweeper.store.study import StoredStudy
-from sweeper.store.trials import count, ranked
+from sweeper.store.trials import config_of, count, ranked
 
 BATCH, WORKERS = "loader.batch_size", "loader.num_workers"
 SPACE = {BATCH: CategoricalDistribution([64, 256]), WORKERS: CategoricalDistribution([0, 2])}
@@ -37,6 +39,14 @@ def study_of(behind_figures, best=100.0):
     """A baseline at 80, a recipe (queued) as the best, then sampled trials at these figures."""
     trials = [made(0, 80.0, baseline=True), made(1, best, batch=256, workers=2, origin="recipe: the largest batch")]
     return trials + [made(2 + i, f, batch=64, workers=2) for i, f in enumerate(behind_figures)]
+
+
+def second_run(number, sps, *, of):
+    """The recipe's point (#`of`) measured once more: told as failed, so that the sampler leaves it out."""
+    origin = "recipe: the largest batch; measured once more"
+    return made(
+        number, sps, batch=256, workers=2, status="second-run", state=TrialState.FAIL, origin=origin, recheck_of=of
+    )
 
 
 RULE = Converged()  # the default: the last 8 sampled, one near-tie allowed, a proposal's level
@@ -92,6 +102,44 @@ def test_a_recipe_run_that_read_low_sets_the_level_only_within_the_level_band():
     assert RULE.reason(low, SPACE, MAIN) is None  # the sampler's level: n_trials
     line = Converged(level=0.16).reason(low, SPACE, MAIN)
     assert line is not None and line.startswith("converged: the best is #4, within the noise of #1, a recipe;")
+
+
+def test_a_recipe_a_sampled_point_beat_beyond_the_noise_is_measured_once_more_at_its_own_place():
+    """The recipe (#1) read 100, a sampled point (#4) 115: beyond the noise, so the sampler's
+    level, and the sweep would run n_trials. Once 6 sampled trials since #4 found nothing faster,
+    the recipe is measured once more (#11), and that run (112, within the noise of #4) stands at
+    the recipe's place: #4 found nothing beyond the best before it, and the sweep stops on the
+    recipe's level."""
+    first = study_of([84.0, 84.0, 115.0] + [84.0] * 6)
+    assert RULE.recheck_due(first[:4]) is None  # the recipe is still the best
+    assert RULE.recheck_due(first[:-1]) is None  # 5 sampled trials since #4: the sampler may still move it
+    assert RULE.recheck_due(first).number == 1 and Converged(recheck_after=0).recheck_due(first[:5]).number == 1
+    again = second_run(11, 112.0, of=1)
+    assert RULE.reason(first + [made(12, 84.0)], SPACE, MAIN) is None  # without the second run: n_trials
+    line = RULE.reason(first + [again, made(12, 84.0)], SPACE, MAIN)
+    assert line is not None and line.startswith(
+        "converged: the best is #4, within the noise of #11, a recipe measured once more (#1's point); "
+        "the last 8 sampled trials found nothing beyond the noise (7 ran at least 10% behind the best before them, "
+        "1 within 8% of it)"
+    )
+    assert RULE.recheck_due(first + [again]) is None  # once a setup
+    # read low again: the sampler's level stays, and no third run
+    low = second_run(11, 101.0, of=1)
+    assert RULE.reason(first + [low, made(12, 84.0)], SPACE, MAIN) is None
+    assert RULE.recheck_due(first + [low]) is None
+
+
+def test_only_a_proposal_within_the_recheck_band_of_the_sampled_best_is_measured_once_more():
+    rule = Converged(recheck_after=0)
+    far = study_of([84.0, 84.0, 155.0])  # #4 55% above the recipe: within 60%
+    assert rule.recheck_due(far).number == 1
+    farther = study_of([84.0, 84.0, 170.0])  # 70% above: the recipe is slower
+    assert rule.recheck_due(farther) is None
+    assert Converged(recheck=0.8, recheck_after=0).recheck_due(farther).number == 1
+    assert Converged(recheck=0.5, recheck_after=0).recheck_due(far) is None
+    assert Converged(recheck=None, recheck_after=0).recheck_due(far) is None
+    sampled_only = [made(0, 80.0, baseline=True), made(1, 100.0, batch=256, workers=2)]  # no proposal
+    assert rule.recheck_due(sampled_only) is None
 
 
 def test_a_later_knobs_try_at_a_recipe_is_trusted_as_the_recipe():
@@ -196,6 +244,58 @@ def test_the_loop_stops_once_converged_and_runs_every_trial_when_told_not_to(tmp
         assert not [t for t in trials if t.state == TrialState.WAITING]  # nothing left queued to run unasked
     else:
         assert why == "n_trials=30 reached" and count(trials).measured == 30
+
+
+class RecipeReadLow:
+    """The baseline 100; the first recipe 150 in its first run and 175 in its second; the first
+    sampled point 180; anything else 60."""
+
+    def __init__(self, stored):
+        self.stored, self.runs, self.sampled = stored, [], None
+
+    def batch(self, jobs):
+        self.runs.extend(job.trial_number for job in jobs)
+        return [ok_result(self.figure(job.trial_number)) for job in jobs]
+
+    def figure(self, number):
+        record = TrialRecord.of(self.stored.trial(number))
+        if record.baseline:
+            return 100.0
+        if record.recheck_of is not None:
+            return 175.0
+        if number == 1:
+            return 150.0
+        if record.origin is None and self.sampled in (None, number):
+            self.sampled = number
+            return 180.0
+        return 60.0
+
+    def on_node(self, host):
+        return contextlib.nullcontext()
+
+
+def test_the_loop_measures_a_recipe_that_read_low_once_more_and_stops_on_its_level(tmp_path, capsys):
+    plan = _cpu_plan(tmp_path, {"n_trials": 30, "sampler": {"seed": 3}}, [])
+    storage = optuna.storages.InMemoryStorage()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    stored = StoredStudy(
+        optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)), storage
+    )
+    runner = RecipeReadLow(stored)
+    why = loop.optimize(stored, plan, runner, stopped=lambda: None, remaining=lambda: None)
+    trials = stored.trials(plan.fixed)
+    again = [t for t in trials if TrialRecord.of(t).recheck_of is not None]
+    assert len(again) == 1 and again[0].number in runner.runs  # measured, not answered from #1's run
+    second = TrialRecord.of(again[0])
+    assert second.recheck_of == 1 and config_of(again[0]) == config_of(trials[1]) and second.origin.startswith("recipe")
+    # kept from the sampler (told as failed), not ranked, not counted toward n_trials
+    assert again[0].state == TrialState.FAIL and second.status == Status.SECOND_RUN and second.samples_per_sec == 175.0
+    assert again[0] not in ranked(trials) and count(trials).measured == len(runner.runs) - 1
+    out = capsys.readouterr().out
+    assert "measuring #1 once more (150 samples/s, recipe" in out
+    assert f"#{again[0].number}, #1's point measured once more -> 175 samples/s (its first run: 150)" in out
+    assert why.startswith(f"converged: the best is #{runner.sampled}, within the noise of #{again[0].number}, ")
+    assert count(trials).measured < 30
 
 
 def test_a_configuration_asked_again_is_no_new_evidence():

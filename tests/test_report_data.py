@@ -236,6 +236,18 @@ def test_queued_points_the_later_knobs_tries_and_points_in_place_of_skipped_ones
     ) in d.notes.search
 
 
+def test_a_proposals_second_run_is_noted_with_both_figures_and_is_no_failure():
+    second = make(4, 256, 2450.0, status="second-run", reason="#1's point measured once more: kept from the sampler")
+    second.user_attrs.update(TrialRecord.queued("recipe: the largest batch; measured once more", [], recheck_of=1))
+    d = build_report_data([*TRIALS, second], study_name="s", workload="w", fixed=[], confirmation=None)
+    assert (
+        "Measured once more, a sampled point having run beyond the noise of its first run: #1's point as #4 "
+        "(2,450 samples/s against 2,500 samples/s)."
+    ) in " ".join(d.notes.search)
+    assert 4 not in [f.number for f in d.charts.failures] and not any("Queued after" in n for n in d.notes.search)
+    assert "#1&#x27;s point as #4 (2,450 samples/s" in render(d)  # escaped
+
+
 def test_every_string_is_escaped():
     evil = "<script>alert(1)</script>"
     trials = [TRIALS[0], make(1, 256, 2500.0, 600.0, wait=0.1), make(3, 1024, status="error", reason=evil)]

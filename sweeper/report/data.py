@@ -286,7 +286,9 @@ def build_report_data(
     failures = tuple(
         Failure(t.number, str(records[t.number].status or t.state.name.lower()), str(records[t.number].reason or ""))
         for t in shown
-        if t.state != TrialState.COMPLETE and not _stopped_early(t, records)
+        if t.state != TrialState.COMPLETE
+        and not _stopped_early(t, records)
+        and records[t.number].status != Status.SECOND_RUN  # a figure, in the notes: no failure
     )
     headline = _headline(trials, shown, records, study=study_name, workload=workload, sweep_span=sweep_span or {})
     first = min((t.datetime_start for t in shown if t.datetime_start), default=None)

@@ -105,11 +105,12 @@ def advice(
 
 
 def search_notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial], records: Records) -> tuple[str, ...]:
-    """How the search went: points it queued, substituted or tried later, trials on other
-    hardware, noisy trials."""
+    """How the search went: points it queued, substituted, tried later or measured once more,
+    trials on other hardware, noisy trials."""
     notes: list[str] = []
     queued = [(t.number, r) for t in trials if (r := records[t.number]).origin]
-    if started := [f"#{n} ({r.origin})" for n, r in queued if r.probe_knob is None and r.in_place_of is None]:
+    proposed = [(n, r) for n, r in queued if r.probe_knob is None and r.in_place_of is None and r.recheck_of is None]
+    if started := [f"#{n} ({r.origin})" for n, r in proposed]:
         notes.append(f"Queued after the baseline, before the sampler's own picks: {'; '.join(started)}.")
     if fitted := [f"#{n} ({r.origin})" for n, r in queued if r.in_place_of is not None]:
         notes.append(
@@ -118,6 +119,16 @@ def search_notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial], rec
         )
     if tried := [f"#{n} ({r.origin})" for n, r in queued if r.probe_knob is not None]:
         notes.append(f"Knobs searched only later, tried first at the best so far: {'; '.join(tried)}.")
+    if second := [(n, r, first) for n, r in queued if (first := r.recheck_of) is not None]:
+        notes.append(
+            "Measured once more, a sampled point having run beyond the noise of its first run: "
+            + "; ".join(
+                f"#{first}'s point as #{n} ({_rate(r)} against {_rate(records[first]) if first in records else '?'})"
+                for n, r, first in second
+            )
+            + ". A second run is kept from the sampler and not ranked; the convergence rule counts it at the "
+            "first run's place."
+        )
     foreign = [records[t.number] for t in trials if records[t.number].status == Status.OTHER_HARDWARE]
     if foreign:
         hosts = sorted({r.fingerprint.hostname for r in foreign if r.fingerprint is not None})
@@ -138,3 +149,7 @@ def search_notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial], rec
             "(noisy machine): " + ", ".join(f"#{n}" for n in noisy[:10]) + ("..." if len(noisy) > 10 else "")
         )
     return tuple(notes)
+
+
+def _rate(record: TrialRecord) -> str:
+    return f"{record.samples_per_sec:,.0f} samples/s" if record.samples_per_sec is not None else str(record.status)

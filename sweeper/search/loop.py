@@ -30,6 +30,7 @@ from ..store.trials import (
 )
 from . import history, progress
 from . import space as sp
+from .converge import Converged
 from .later import held_later
 from .launch import Job, JobRunner, measure_overrides
 from .plan import Learned, SweepPlan
@@ -203,7 +204,9 @@ def _tell(
 ) -> None:
     _note(state, told, best)
     done, record = told.trial, TrialRecord.of(told.trial)
-    if was_measured(done) or record.status in (Status.OOM, Status.OOM_PREDICTED):
+    if record.recheck_of is not None:
+        progress.second_run_line(done, stored.trial(record.recheck_of))
+    elif was_measured(done) or record.status in (Status.OOM, Status.OOM_PREDICTED):
         trials = stored.trials(plan.fixed)
         count = sum(was_measured(t) for t in trials if t.number <= done.number and t.state != TrialState.RUNNING)
         progress.trial_line(done, count, plan.settings.n_trials, ranked(trials), remaining(), plan.baseline_knobs)
@@ -268,6 +271,8 @@ def _ask_batch(
         if state.start_points_due and not first:  # the baseline has run: what the workload is, is known
             state.start_points_due = False
             _queue_start_points(stored, plan, ctx)
+        if plan.converge is not None and not first:
+            _queue_recheck(stored, plan, trials, plan.converge)
         trial, knobs = ask(stored, plan, ctx, baseline=first, held_back=held_back)
         state.start_points_due |= first  # after the baseline: the other classes' winners and the recipes
         ahead = [t for t in stored.trials(plan.fixed) if t.number < trial.number and was_measured(t)]
@@ -307,6 +312,31 @@ def _ask_batch(
     return batch
 
 
+def _queue_recheck(stored: StoredStudy, plan: SweepPlan, trials: list[FrozenTrial], rule: Converged) -> None:
+    """The proposal a sampled point beat beyond the noise, queued to be measured once more
+    (Converged.recheck_due), with a line saying why."""
+    proposal = rule.recheck_due(trials)
+    setup = tuple(plan.fixed)
+    queued = (
+        r.recheck_of is not None and setup in (r.fixed_overrides, r.queued_for)
+        for r in map(TrialRecord.of, stored.trials())
+    )
+    if proposal is None or any(queued):
+        return  # nothing due, or already queued (a batch asks several times before any is told)
+    best = ranked(trials)[0]
+    origin = TrialRecord.of(proposal).origin or f"#{proposal.number}"
+    stored.enqueue(
+        config_of(proposal),
+        f"{origin}; measured once more: #{best.number} read beyond the noise of its run",
+        plan.fixed,
+        recheck_of=proposal.number,
+    )
+    progress.say(
+        f"measuring #{proposal.number} once more ({primary_value(proposal):,.0f} samples/s, {origin}): "
+        f"#{best.number} read {primary_value(best):,.0f}, and one run can read low"
+    )
+
+
 def _say_first_step(plan: SweepPlan, known: Learned, state: LoopState) -> None:
     """Once a script's baseline has said whether sweeper.track runs in it: whether the knobs it
     applies at the first step are searched."""
@@ -334,10 +364,11 @@ def _answer(
     """Answer the trial from the study, without measuring: an identical configuration's result
     (of this study, or of a `kin` study: the same workload and hardware class), a point the preset
     does not measure, a predicted OOM; None when it must be measured."""
-    source = None if plan.settings.remeasure else history.find_measured(trials, knobs, plan.fixed)
+    again = plan.settings.remeasure or TrialRecord.of(trial).recheck_of is not None
+    source = None if again else history.find_measured(trials, knobs, plan.fixed)
     if source is not None:
         return reuse(stored, trial, source)
-    elsewhere = None if plan.settings.remeasure else history.find_measured([t for _, t in kin], knobs, plan.fixed)
+    elsewhere = None if again else history.find_measured([t for _, t in kin], knobs, plan.fixed)
     if elsewhere is not None:
         study = next(name for name, t in kin if t is elsewhere)
         progress.say(f"#{trial.number}: the result of study {study!r} #{elsewhere.number}, the same configuration")

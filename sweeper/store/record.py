@@ -32,6 +32,9 @@ _QUEUED_FOR = "queued_for"  # the fixed overrides of the setup that queued the p
 _PROBE_KNOB, _PROBE_OF = "probe_knob", "probe_of"
 # a point measured in place of one the preset skipped (oversubscribed): that trial's number
 _IN_PLACE_OF = "in_place_of"
+# a proposal measured once more because a sampled point beat its run beyond the noise
+# (search/converge.py): the proposal's trial number
+_RECHECK_OF = "recheck_of"
 # a result taken from another study of the same workload and hardware class: "<study>#<number>"
 _BORROWED_FROM = "borrowed_from"
 # the attributes of a result, copied when a result is reused for an identical configuration
@@ -73,6 +76,7 @@ class TrialRecord:
     probe_knob: str | None = None  # a later knob tried at the best so far: which
     probe_of: int | None = None  # ... and the best's trial number
     in_place_of: int | None = None  # the skipped trial whose nearest point within the cores this is
+    recheck_of: int | None = None  # the proposal this run measures once more
     queued_for: tuple[str, ...] | None = None  # a queued point's setup (None: queued by hand, or not queued)
     recovered_from: int | None = None  # the failed trial whose job's late result this trial holds
     measured_again: str | None = None  # its first run was taken under load: what loaded it
@@ -111,6 +115,7 @@ class TrialRecord:
             probe_knob=attrs.get(_PROBE_KNOB),
             probe_of=attrs.get(_PROBE_OF),
             in_place_of=attrs.get(_IN_PLACE_OF),
+            recheck_of=attrs.get(_RECHECK_OF),
             queued_for=tuple(attrs[_QUEUED_FOR]) if attrs.get(_QUEUED_FOR) is not None else None,
             recovered_from=attrs.get(_RECOVERED_FROM),
             measured_again=attrs.get(_MEASURED_AGAIN),
@@ -120,8 +125,8 @@ class TrialRecord:
     # -- reading (the typed parts on first use: a sweep reads many records) --
     @cached_property
     def measurement(self) -> Measurement | None:
-        """What the run measured (ok and pruned trials)."""
-        if not self.figures or self.status not in (Status.OK, Status.PRUNED):
+        """What the run measured (ok and pruned trials, and a proposal's second run)."""
+        if not self.figures or self.status not in (Status.OK, Status.PRUNED, Status.SECOND_RUN):
             return None
         return Measurement.from_flat(self.figures)
 
@@ -149,8 +154,10 @@ class TrialRecord:
     @property
     def measured(self) -> bool:
         """Ran a measurement of its own (or is running one): not a reused result, not a trial
-        answered without running, not interrupted (measured again when the sweep resumes)."""
-        own = not self.reused and self.borrowed_from is None
+        answered without running, not interrupted (measured again when the sweep resumes), not a
+        proposal's second run (like the confirmation's runs, no trial of the search: n_trials
+        does not count it)."""
+        own = not self.reused and self.borrowed_from is None and self.recheck_of is None
         return own and (self.status is None or (self.status.ran and self.status != Status.INTERRUPTED))
 
     # -- what to store --
@@ -197,15 +204,18 @@ class TrialRecord:
         probe_knob: str | None = None,
         probe_of: int | None = None,
         in_place_of: int | None = None,
+        recheck_of: int | None = None,
     ) -> dict[str, Any]:
         """A point queued for its setup's next ask (enqueue_trial's user_attrs): for which setup
         and why (none: the baseline; for a later knob tried at the best so far, which knob at
-        which trial; for a point measured in place of a skipped one, which trial)."""
+        which trial; for a point measured in place of a skipped one, which trial; for a proposal
+        measured once more, its trial)."""
         return {
             _QUEUED_FOR: list(fixed),
             **({_ORIGIN: origin} if origin is not None else {}),
             **({_PROBE_KNOB: probe_knob, _PROBE_OF: probe_of} if probe_knob else {}),
             **({_IN_PLACE_OF: in_place_of} if in_place_of is not None else {}),
+            **({_RECHECK_OF: recheck_of} if recheck_of is not None else {}),
         }
 
     @staticmethod

@@ -161,15 +161,17 @@ class StoredStudy:
         probe_knob: str | None = None,
         probe_of: int | None = None,
         in_place_of: int | None = None,
+        recheck_of: int | None = None,
     ) -> bool:
         """Queue a point for this setup's next ask, with why: once (not if the setup's trials hold
-        it, the baseline's own point included), except the baseline (no origin) and a later knob's
-        try, which must be trials of their own (answered from an identical run when there is one).
+        it, the baseline's own point included), except the baseline (no origin), a later knob's
+        try, which must be trials of their own (answered from an identical run when there is one),
+        and a proposal measured once more (`recheck_of`: a run of its own).
         False: the setup held it, so nothing was queued."""
-        if origin is not None and probe_knob is None and self.holds(knobs, fixed):
+        if origin is not None and probe_knob is None and recheck_of is None and self.holds(knobs, fixed):
             return False
         self.study.enqueue_trial(
-            dict(knobs), user_attrs=TrialRecord.queued(origin, fixed, probe_knob, probe_of, in_place_of)
+            dict(knobs), user_attrs=TrialRecord.queued(origin, fixed, probe_knob, probe_of, in_place_of, recheck_of)
         )
         return True
 
