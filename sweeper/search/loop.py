@@ -28,9 +28,8 @@ from ..store.trials import (
     search_interval,
     was_measured,
 )
-from . import history, progress
+from . import history, progress, second_run
 from . import space as sp
-from .converge import Converged
 from .later import held_later
 from .launch import Job, JobRunner, measure_overrides
 from .plan import Learned, SweepPlan
@@ -272,7 +271,7 @@ def _ask_batch(
             state.start_points_due = False
             _queue_start_points(stored, plan, ctx)
         if plan.converge is not None and not first:
-            _queue_recheck(stored, plan, trials, plan.converge)
+            second_run.queue(stored, plan, trials, plan.converge)
         trial, knobs = ask(stored, plan, ctx, baseline=first, held_back=held_back)
         state.start_points_due |= first  # after the baseline: the other classes' winners and the recipes
         ahead = [t for t in stored.trials(plan.fixed) if t.number < trial.number and was_measured(t)]
@@ -310,31 +309,6 @@ def _ask_batch(
         if baseline is None:
             break  # the baseline is measured alone: every trial after it races against it
     return batch
-
-
-def _queue_recheck(stored: StoredStudy, plan: SweepPlan, trials: list[FrozenTrial], rule: Converged) -> None:
-    """The proposal a sampled point beat beyond the noise, queued to be measured once more
-    (Converged.recheck_due), with a line saying why."""
-    proposal = rule.recheck_due(trials)
-    setup = tuple(plan.fixed)
-    queued = (
-        r.recheck_of is not None and setup in (r.fixed_overrides, r.queued_for)
-        for r in map(TrialRecord.of, stored.trials())
-    )
-    if proposal is None or any(queued):
-        return  # nothing due, or already queued (a batch asks several times before any is told)
-    best = ranked(trials)[0]
-    origin = TrialRecord.of(proposal).origin or f"#{proposal.number}"
-    stored.enqueue(
-        config_of(proposal),
-        f"{origin}; measured once more: #{best.number} read beyond the noise of its run",
-        plan.fixed,
-        recheck_of=proposal.number,
-    )
-    progress.say(
-        f"measuring #{proposal.number} once more ({primary_value(proposal):,.0f} samples/s, {origin}): "
-        f"#{best.number} read {primary_value(best):,.0f}, and one run can read low"
-    )
 
 
 def _say_first_step(plan: SweepPlan, known: Learned, state: LoopState) -> None:

@@ -153,10 +153,8 @@ class TrialRecord:
 
     @property
     def measured(self) -> bool:
-        """Ran a measurement of its own (or is running one): not a reused result, not a trial
-        answered without running, not interrupted (measured again when the sweep resumes), not a
-        proposal's second run (like the confirmation's runs, no trial of the search: n_trials
-        does not count it)."""
+        """Ran a measurement of its own (or is running one): not reused, not answered without running, not
+        interrupted (measured again on resume), not a proposal's second run (like a confirmation's: not a trial)."""
         own = not self.reused and self.borrowed_from is None and self.recheck_of is None
         return own and (self.status is None or (self.status.ran and self.status != Status.INTERRUPTED))
 
@@ -206,10 +204,9 @@ class TrialRecord:
         in_place_of: int | None = None,
         recheck_of: int | None = None,
     ) -> dict[str, Any]:
-        """A point queued for its setup's next ask (enqueue_trial's user_attrs): for which setup
-        and why (none: the baseline; for a later knob tried at the best so far, which knob at
-        which trial; for a point measured in place of a skipped one, which trial; for a proposal
-        measured once more, its trial)."""
+        """A point queued for its setup's next ask (enqueue_trial's user_attrs): for which setup and why (none: the
+        baseline; for a later knob tried at the best so far, which knob at which trial; for a point measured in
+        place of a skipped one, which trial; for a proposal measured once more, its trial)."""
         return {
             _QUEUED_FOR: list(fixed),
             **({_ORIGIN: origin} if origin is not None else {}),
@@ -235,8 +232,7 @@ class TrialRecord:
 
     @staticmethod
     def reused_result(source: Any, source_number: int, study: str | None = None) -> dict[str, Any]:
-        """An identical configuration measured before (its Trial or FrozenTrial): its result,
-        and where it came from (another `study`: borrowed, ranked in this one as its own)."""
+        """An identical configuration's result (its Trial or FrozenTrial) and its source (another `study`: borrowed)."""
         where = {_REUSED_FROM: source_number} if study is None else {_BORROWED_FROM: f"{study}#{source_number}"}
         return where | {k: source.user_attrs[k] for k in _RESULT_ATTRS if k in source.user_attrs}
 
