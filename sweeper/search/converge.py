@@ -116,14 +116,15 @@ class Converged:
         noise of every proposal, `recheck_after` sampled trials since it found nothing faster, it
         ran at most `recheck` above the fastest proposal, and no proposal of this setup was
         measured again yet."""
-        best = next(iter(ranked(trials)), None)
+        order = ranked(trials)
+        best = next(iter(order), None)
         if self.recheck is None or best is None or any(TrialRecord.of(t).recheck_of is not None for t in trials):
             return None
         if self._trusted(self._found(trials, best), trials):
             return None
         if sum(_sampled(t) for t in trials if t.number > best.number) < self.recheck_after:
             return None
-        proposal = next((t for t in ranked(trials) if self._trusted(t, trials)), None)
+        proposal = next((t for t in order if self._trusted(t, trials)), None)
         figure = TrialRecord.of(proposal).samples_per_sec if proposal is not None else None
         bar = (TrialRecord.of(best).samples_per_sec or 0.0) / (1 + self.recheck)
         return proposal if figure is not None and figure >= bar else None
