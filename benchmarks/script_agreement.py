@@ -5,9 +5,17 @@ The script is examples/train_script.py, which prints its samples/s every --log-e
 clock around its own loop). Its figure is its samples over its time after the first two lines
 (its warm-up): the lines hold equal steps, so the harmonic mean of their rates. sweeper's is the
 run's samples_per_sec (windows of equal steps after a warm-up until steady: their samples over
-their time).
+their time). The script's own log under sweeper (its lines teed to the run's worker.log) is the
+third figure: where sweeper's figure and the script's own log disagree, it says whether the
+script ran slower under sweeper (the two figures of that run agree) or sweeper read its steps
+wrong (they differ).
 
     python benchmarks/script_agreement.py [rounds] [steps] [log-every]    defaults: 3 400 25
+
+SWEEPER_AGREEMENT_DIR keeps sweeper's runs there (result.json, worker.log); with
+SWEEPER_AGREEMENT_NO_NVML=1 each configuration also runs under sweeper with nvidia-ml-py hidden
+from it (no GPU utilization or per-process memory sampled), to tell whether that sampling slows
+a script on a GPU.
 """
 
 from __future__ import annotations
@@ -52,11 +60,26 @@ def alone(batch: int, workers: int) -> float:
         check=True,
         env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
     )
-    rates = [float(m.group(1).replace(",", "")) for m in RATE.finditer(proc.stdout)]
-    return statistics.harmonic_mean(rates[2:])
+    return own_rate(proc.stdout)
 
 
-def under_sweeper(batch: int, workers: int, out: Path) -> float:
+def own_rate(lines: str, skip: int = 2) -> float:
+    """The script's figure from its log: the lines after its first `skip` (its warm-up; under
+    sweeper, which stops it once its figure is known, the first alone)."""
+    rates = [float(m.group(1).replace(",", "")) for m in RATE.finditer(lines)]
+    return statistics.harmonic_mean(rates[skip:]) if len(rates) > skip else float("nan")
+
+
+def hidden_nvml(tmp: Path) -> dict[str, str]:
+    """An environment in which `import pynvml` fails (a module of that name first on the path)."""
+    folder = tmp / "no_nvml"
+    folder.mkdir(exist_ok=True)
+    (folder / "pynvml.py").write_text('raise ImportError("hidden by script_agreement.py")\n')
+    return {"PYTHONPATH": os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)}
+
+
+def under_sweeper(batch: int, workers: int, out: Path, env: dict[str, str] | None = None) -> tuple[float, float]:
+    """sweeper's figure for the script, and the script's own log of that run."""
     command = (
         f"python {SCRIPT} --batch-size ${{loader.batch_size}} --workers ${{loader.num_workers}} --log-every {LOG_EVERY}"
     )
@@ -76,8 +99,10 @@ def under_sweeper(batch: int, workers: int, out: Path) -> float:
         capture_output=True,
         text=True,
         check=True,
+        env={**os.environ, **(env or {})},
     )
-    return RunResult.from_json(json.loads((out / "result.json").read_text())).samples_per_sec or 0.0
+    figure = RunResult.from_json(json.loads((out / "result.json").read_text())).samples_per_sec or 0.0
+    return figure, own_rate((out / "worker.log").read_text(errors="replace"), skip=1)
 
 
 def main() -> None:
@@ -85,28 +110,39 @@ def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     STEPS = int(sys.argv[2]) if len(sys.argv) > 2 else STEPS
     LOG_EVERY = int(sys.argv[3]) if len(sys.argv) > 3 else LOG_EVERY
-    tmp = Path(tempfile.mkdtemp())
-    figures: dict[tuple[str, str], list[float]] = {(c, w): [] for c in CONFIGS for w in ("script", "sweeper")}
+    kept = os.environ.get("SWEEPER_AGREEMENT_DIR")
+    tmp = Path(kept) if kept else Path(tempfile.mkdtemp())
+    tmp.mkdir(parents=True, exist_ok=True)
+    ways = {"sweeper": None}
+    if os.environ.get("SWEEPER_AGREEMENT_NO_NVML"):
+        ways["sweeper, NVML hidden"] = hidden_nvml(tmp)
+    figures: dict[tuple[str, str], list[float]] = {}
     for r in range(rounds):
         for i, name in enumerate(CONFIGS):
             batch, workers = CONFIGS[name]
-            runs = [
-                ("script", lambda: alone(batch, workers)),
-                ("sweeper", lambda: under_sweeper(batch, workers, tmp / f"{r}-{i}")),
-            ]
-            for who, run in runs[r % 2 :] + runs[: r % 2]:  # who goes first alternates
-                figures[(name, who)].append(run())
+            runs = [("script", None)] + list(ways.items())
+            for who, env in runs[r % len(runs) :] + runs[: r % len(runs)]:  # who goes first rotates
+                if env is None and who == "script":
+                    figures.setdefault((name, who), []).append(alone(batch, workers))
+                    continue
+                figure, own = under_sweeper(batch, workers, tmp / f"{r}-{i}-{len(who)}", env)
+                figures.setdefault((name, who), []).append(figure)
+                figures.setdefault((name, f"{who}: the script's log"), []).append(own)
         print(f"round {r + 1} of {rounds} done", flush=True)
     print(f"median of {rounds} interleaved rounds (each round's ratio in brackets)")
-    print("| configuration | the script's own log | sweeper (task=script) | sweeper / script |")
-    print("|---|---:|---:|---:|")
+    columns = [who for way in ways for who in (way, f"{way}: the script's log")]
+    print("| configuration | the script's own log, alone | " + " | ".join(f"{c} / alone" for c in columns) + " |")
+    print("|---|---:|" + "---:|" * len(columns))
     for name in CONFIGS:
-        own, ours = figures[(name, "script")], figures[(name, "sweeper")]
-        each = ", ".join(f"{b / a:.3f}" for a, b in zip(own, ours))
-        print(
-            f"| {name} | {statistics.median(own):,.0f} | {statistics.median(ours):,.0f} | "
-            f"{statistics.median(ours) / statistics.median(own):.3f} ({each}) |"
-        )
+        own = figures[(name, "script")]
+        cells = []
+        for column in columns:
+            theirs = figures[(name, column)]
+            each = ", ".join(f"{b / a:.3f}" for a, b in zip(own, theirs))
+            cells.append(
+                f"{statistics.median(theirs):,.0f} = {statistics.median(theirs) / statistics.median(own):.3f} ({each})"
+            )
+        print(f"| {name} | {statistics.median(own):,.0f} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

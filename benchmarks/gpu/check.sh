@@ -7,7 +7,8 @@
 #   bash benchmarks/gpu/check.sh OUT_DIR BUDGET_S STAGE...
 #
 # stages: smoke (one run on CUDA; the others are skipped if it fails), tests (pytest -m gpu),
-# truth (benchmarks/gpu/truth.py, one round), script (task=script against the script's own log),
+# truth (benchmarks/gpu/truth.py, one round), script (task=script against the script's own log,
+# alone and under sweeper, and with sweeper's NVML sampling hidden),
 # frameworks (benchmarks/framework_agreement.py: the Lightning and Trainer examples on the GPU),
 # sweep:TASK (a search=gpu sweep of mnist_mlp, image_classification or language_model).
 # SWEEPER_TRUTH_ROUNDS (1) and SWEEPER_TRUTH_S (4: seconds measured per run) size truth;
@@ -92,7 +93,10 @@ print({k: r.get(k) for k in ('status','samples_per_sec','wall_s')})" | tee -a "$
         grep -E "^(\||round)" "$work/truth.log" | tee -a "$summary"
         ;;
     script)
-        run script 150 python3 benchmarks/script_agreement.py 1 600 50
+        # a line every 10 steps, so that sweeper's short runs hold a few of the script's own; sweeper's
+        # runs kept, and each also with NVML's sampling hidden (whether it slows a script on a GPU)
+        SWEEPER_AGREEMENT_DIR=$work/script_runs SWEEPER_AGREEMENT_NO_NVML=1 \
+            run script 240 python3 benchmarks/script_agreement.py 1 300 10
         grep -E "^\|" "$work/script.log" | tee -a "$summary"
         ;;
     frameworks)
