@@ -123,10 +123,30 @@ def test_a_recipe_a_sampled_point_beat_beyond_the_noise_is_measured_once_more_at
         "1 within 8% of it)"
     )
     assert RULE.recheck_due(first + [again]) is None  # once a setup
-    # read low again: the sampler's level stays, and no third run
+    # read low again: the sampler's level stays, and the recipe is not measured a third time
     low = second_run(11, 101.0, of=1)
     assert RULE.reason(first + [low, made(12, 84.0)], SPACE, MAIN) is None
-    assert RULE.recheck_due(first + [low]) is None
+    assert RULE.recheck_due(first + [low]).number == 4  # the best's own point next
+    assert Converged(recheck_best=False).recheck_due(first + [low]) is None
+
+
+def test_a_sampled_best_still_beyond_the_proposals_is_measured_once_more_and_stands_at_its_mean():
+    """The recipe (#1) read 100 and 101, a sampled point (#4) 115: the recipe read low twice, or
+    #4 read high once. #4's point is measured once more (#12): at 100, its level is the mean of
+    its runs (107.5), within the noise of the recipe's, and the sweep stops on the recipe's level;
+    at 114, #4 stands apart and the sweep goes on (no third run of either)."""
+    first = study_of([84.0, 84.0, 115.0] + [84.0] * 6) + [second_run(11, 101.0, of=1)]
+    sampled_again = made(12, 100.0, batch=64, workers=2, status="second-run", state=TrialState.FAIL, recheck_of=4)
+    waiting = made(12, 0.0, batch=64, workers=2, state=TrialState.WAITING, recheck_of=1)
+    assert RULE.recheck_due(first[:-1] + [waiting]) is None  # the recipe's second run is not in yet
+    line = RULE.reason(first + [sampled_again, made(13, 84.0)], SPACE, MAIN)
+    assert line is not None and line.startswith(
+        "converged: the best is #4 (measured twice: 115 and 100 samples/s), within the noise of #1, a recipe;"
+    )
+    assert RULE.recheck_due(first + [sampled_again]) is None
+    high = made(12, 114.0, batch=64, workers=2, status="second-run", state=TrialState.FAIL, recheck_of=4)
+    assert RULE.reason(first + [high, made(13, 84.0)], SPACE, MAIN) is None
+    assert RULE.recheck_due(first + [high]) is None
 
 
 def test_only_a_proposal_within_the_recheck_band_of_the_sampled_best_is_measured_once_more():
@@ -247,11 +267,12 @@ def test_the_loop_stops_once_converged_and_runs_every_trial_when_told_not_to(tmp
 
 
 class RecipeReadLow:
-    """The baseline 100; the first recipe 150 in its first run and 175 in its second; the first
-    sampled point 180; anything else 60."""
+    """The baseline 100; the first recipe 150 in its first run and `recipe_again` in its second;
+    the first sampled point 180, and `sampled_again` in a second run; anything else 60."""
 
-    def __init__(self, stored):
+    def __init__(self, stored, recipe_again=175.0, sampled_again=180.0):
         self.stored, self.runs, self.sampled = stored, [], None
+        self.recipe_again, self.sampled_again = recipe_again, sampled_again
 
     def batch(self, jobs):
         self.runs.extend(job.trial_number for job in jobs)
@@ -262,7 +283,7 @@ class RecipeReadLow:
         if record.baseline:
             return 100.0
         if record.recheck_of is not None:
-            return 175.0
+            return self.recipe_again if record.recheck_of == 1 else self.sampled_again
         if number == 1:
             return 150.0
         if record.origin is None and self.sampled in (None, number):
@@ -295,6 +316,33 @@ def test_the_loop_measures_a_recipe_that_read_low_once_more_and_stops_on_its_lev
     assert "measuring #1 once more (150 samples/s, recipe" in out
     assert f"#{again[0].number}, #1's point measured once more -> 175 samples/s (its first run: 150)" in out
     assert why.startswith(f"converged: the best is #{runner.sampled}, within the noise of #{again[0].number}, ")
+    assert count(trials).measured < 30
+
+
+def test_the_loop_measures_a_sampled_best_once_more_when_the_recipe_read_low_twice(tmp_path, capsys):
+    """The recipe read 150 and 152, the sampled best 180 once: its point is measured once more,
+    reads 140, and the best's level (160, the mean) is within the noise of the recipe's."""
+    plan = _cpu_plan(tmp_path, {"n_trials": 30, "sampler": {"seed": 3}}, [])
+    storage = optuna.storages.InMemoryStorage()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    stored = StoredStudy(
+        optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)), storage
+    )
+    runner = RecipeReadLow(stored, recipe_again=152.0, sampled_again=140.0)
+    why = loop.optimize(stored, plan, runner, stopped=lambda: None, remaining=lambda: None)
+    trials = stored.trials(plan.fixed)
+    again = {TrialRecord.of(t).recheck_of: t for t in trials if TrialRecord.of(t).recheck_of is not None}
+    assert sorted(again) == [1, runner.sampled] and all(t.number in runner.runs for t in again.values())
+    assert all(TrialRecord.of(t).status == Status.SECOND_RUN for t in again.values())
+    out = capsys.readouterr().out
+    assert (
+        f"measuring #{runner.sampled} once more (180 samples/s, the sampler's): the proposal's second run read 152, "
+        "and one run can read high"
+    ) in out
+    assert why.startswith(
+        f"converged: the best is #{runner.sampled} (measured twice: 180 and 140 samples/s), within the noise of #1, "
+        "a recipe;"
+    )
     assert count(trials).measured < 30
 
 

@@ -121,7 +121,8 @@ def search_notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial], rec
         notes.append(f"Knobs searched only later, tried first at the best so far: {'; '.join(tried)}.")
     if second := [(n, r, first) for n, r in queued if (first := r.recheck_of) is not None]:
         notes.append(
-            "Measured once more, a sampled point having run beyond the noise of its first run: "
+            "Measured once more, a sampled point having run beyond the noise of a proposal's run (one run can "
+            "read low, or high): "
             + "; ".join(
                 f"#{first}'s point as #{n} ({_rate(r)} against {_rate(records[first]) if first in records else '?'})"
                 for n, r, first in second

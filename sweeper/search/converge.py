@@ -47,7 +47,9 @@ class Converged:
     level, runs to n_trials. So when a sampled best stands beyond the noise of every proposal
     and `recheck_after` sampled trials since it found nothing faster, the fastest proposal within
     `recheck` of it is measured once more (`recheck_due`), once a setup; that second run counts
-    at the proposal's place in the order of the trials."""
+    at the proposal's place in the order of the trials. One run can read high as well: if the
+    best still stands beyond the proposals after that, its own point is measured once more
+    (`recheck_best`), and its level is the mean of its two runs."""
 
     after: int = 8
     # clearly behind: beyond the run-to-run noise; a draw closer to the best is a near-tie
@@ -67,6 +69,8 @@ class Converged:
     # is the sampler learning, and a second run then only costs a run (and, replayed where the
     # recipes miss, 0.005-0.009 of the mean pick when made at once)
     recheck_after: int = 6
+    # ... and then, if the best still stands beyond every proposal, the best's own point
+    recheck_best: bool = True
 
     def reason(
         self,
@@ -107,27 +111,33 @@ class Converged:
 
     def _found(self, trials: Sequence[FrozenTrial], best: FrozenTrial) -> FrozenTrial:
         """The first trial that reached the best's level: within `level` (else the noise) of the best figure."""
-        bar = (TrialRecord.of(best).samples_per_sec or 0.0) / (1 + (self.noise if self.level is None else self.level))
+        bar = _level(best, trials) / (1 + (self.noise if self.level is None else self.level))
         reached = [t for t in _levels(trials) if (TrialRecord.of(t).samples_per_sec or 0.0) >= bar]
         return min(reached, key=lambda t: (_place(t), t.number), default=best)
 
     def recheck_due(self, trials: Sequence[FrozenTrial]) -> FrozenTrial | None:
-        """The proposal to measure once more, or None: the best is a sampled point beyond the
-        noise of every proposal, `recheck_after` sampled trials since it found nothing faster, it
-        ran at most `recheck` above the fastest proposal, and no proposal of this setup was
-        measured again yet."""
+        """The trial whose point to measure once more, or None: the best is a sampled point beyond
+        the noise of every proposal and `recheck_after` sampled trials since it found nothing
+        faster; then first the fastest proposal, if it ran at most `recheck` below the best, and
+        once that proposal's second run is in and the best still stands apart, the best itself
+        (`recheck_best`). Each once a setup."""
         order = ranked(trials)
         best = next(iter(order), None)
-        if self.recheck is None or best is None or any(TrialRecord.of(t).recheck_of is not None for t in trials):
-            return None
-        if self._trusted(self._found(trials, best), trials):
+        if self.recheck is None or best is None or self._trusted(self._found(trials, best), trials):
             return None
         if sum(_sampled(t) for t in trials if t.number > best.number) < self.recheck_after:
             return None
+        again = {TrialRecord.of(t).recheck_of: t for t in trials if TrialRecord.of(t).recheck_of is not None}
         proposal = next((t for t in order if self._trusted(t, trials)), None)
-        figure = TrialRecord.of(proposal).samples_per_sec if proposal is not None else None
-        bar = (TrialRecord.of(best).samples_per_sec or 0.0) / (1 + self.recheck)
-        return proposal if figure is not None and figure >= bar else None
+        if not again:
+            figure = TrialRecord.of(proposal).samples_per_sec if proposal is not None else None
+            bar = (TrialRecord.of(best).samples_per_sec or 0.0) / (1 + self.recheck)
+            return proposal if figure is not None and figure >= bar else None
+        proposal_again = [t for t in again.values() if self._trusted(t, trials)]
+        done = all(t.state not in (TrialState.RUNNING, TrialState.WAITING) for t in proposal_again)
+        if self.recheck_best and proposal_again and done and len(proposal_again) == len(again):
+            return best
+        return None
 
     def _trusted(self, trial: FrozenTrial, trials: Sequence[FrozenTrial]) -> bool:
         """A recipe or a warm start (or the baseline, where trusted): a proposal, not a sampled
@@ -144,7 +154,15 @@ class Converged:
     def _whose(self, found: FrozenTrial, best: FrozenTrial, trials: Sequence[FrozenTrial]) -> str:
         """Where the best's level came from, for the log line."""
         what = self._what(found, trials)
-        return f", {what}" if found.number == best.number else f", within the noise of #{found.number}, {what}"
+        runs = [TrialRecord.of(t).samples_per_sec for t in _runs_of(best, trials)]
+        twice = (
+            f" (measured twice: {' and '.join(f'{r:,.0f}' for r in runs if r is not None)} samples/s)"
+            if len(runs) > 1
+            else ""
+        )
+        if found.number == best.number:
+            return f"{twice}, {what}"
+        return f"{twice}, within the noise of #{found.number}, {what}"
 
     def _what(self, trial: FrozenTrial, trials: Sequence[FrozenTrial]) -> str:
         record = TrialRecord.of(trial)
@@ -165,6 +183,17 @@ def _levels(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
     a figure of the proposal's point), fastest first."""
     again = [t for t in trials if TrialRecord.of(t).status == Status.SECOND_RUN]
     return sorted([*ranked(trials), *again], key=lambda t: -(TrialRecord.of(t).samples_per_sec or 0.0))
+
+
+def _runs_of(trial: FrozenTrial, trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
+    """The trial and the second runs of its point."""
+    return [trial, *(t for t in trials if t.number != trial.number and TrialRecord.of(t).recheck_of == trial.number)]
+
+
+def _level(trial: FrozenTrial, trials: Sequence[FrozenTrial]) -> float:
+    """What the trial's point runs at: the mean of its runs' figures (one run, or with its second)."""
+    figures = [f for t in _runs_of(trial, trials) if (f := TrialRecord.of(t).samples_per_sec) is not None]
+    return sum(figures) / len(figures) if figures else 0.0
 
 
 def _place(trial: FrozenTrial) -> int:

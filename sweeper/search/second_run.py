@@ -1,7 +1,8 @@
-"""A proposal measured once more: when a sampled point has beaten a recipe's or a warm start's
+"""A point measured once more: when a sampled point has beaten a recipe's or a warm start's
 single run beyond the noise, and the sampler has found nothing faster since, that run may have
 read low, and the convergence rule (converge.py) cannot trust the level until it is measured
-again. Queued once a setup, with a line saying why; told as a `second-run` (trials.py).
+again; if the best still stands apart after that, its own run may have read high. Queued once a
+setup each, with a line saying why; told as a `second-run` (trials.py).
 """
 
 from __future__ import annotations
@@ -17,24 +18,24 @@ from .plan import SweepPlan
 
 
 def queue(stored: StoredStudy, plan: SweepPlan, trials: list[FrozenTrial], rule: Converged) -> None:
-    """The proposal the rule says is due (Converged.recheck_due), queued once for this setup."""
-    proposal = rule.recheck_due(trials)
+    """The point the rule says is due (Converged.recheck_due), queued once for this setup."""
+    due = rule.recheck_due(trials)
     setup = tuple(plan.fixed)
-    queued = (
-        r.recheck_of is not None and setup in (r.fixed_overrides, r.queued_for)
+    if due is None or any(
+        r.recheck_of == due.number and setup in (r.fixed_overrides, r.queued_for)
         for r in map(TrialRecord.of, stored.trials())
-    )
-    if proposal is None or any(queued):
+    ):
         return  # nothing due, or already queued (a batch asks several times before any is told)
     best = ranked(trials)[0]
-    origin = TrialRecord.of(proposal).origin or f"#{proposal.number}"
+    origin = TrialRecord.of(due).origin
+    again = [r.samples_per_sec or 0.0 for r in map(TrialRecord.of, trials) if r.recheck_of is not None]
+    if again:  # the proposal's second run is in: now the sampled best's own point
+        why = "it stood beyond the noise of the proposals' runs"
+        said = f"the sampler's): the proposal's second run read {max(again):,.0f}, and one run can read high"
+    else:
+        why = f"#{best.number} read beyond the noise of its run"
+        said = f"{origin}): #{best.number} read {primary_value(best):,.0f}, and one run can read low"
     stored.enqueue(
-        config_of(proposal),
-        f"{origin}; measured once more: #{best.number} read beyond the noise of its run",
-        plan.fixed,
-        recheck_of=proposal.number,
+        config_of(due), f"{origin or f'#{due.number}'}; measured once more: {why}", plan.fixed, recheck_of=due.number
     )
-    progress.say(
-        f"measuring #{proposal.number} once more ({primary_value(proposal):,.0f} samples/s, {origin}): "
-        f"#{best.number} read {primary_value(best):,.0f}, and one run can read low"
-    )
+    progress.say(f"measuring #{due.number} once more ({primary_value(due):,.0f} samples/s, {said}")
