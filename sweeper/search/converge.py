@@ -135,7 +135,8 @@ class Converged:
             return proposal if figure is not None and figure >= bar else None
         proposal_again = [t for t in again.values() if self._trusted(t, trials)]
         done = all(t.state not in (TrialState.RUNNING, TrialState.WAITING) for t in proposal_again)
-        if self.recheck_best and proposal_again and done and len(proposal_again) == len(again):
+        once = len(proposal_again) == len(again) and best.number not in again
+        if self.recheck_best and proposal_again and done and once:
             return best
         return None
 
