@@ -120,12 +120,12 @@ def main() -> None:
     for r in range(rounds):
         for i, name in enumerate(CONFIGS):
             batch, workers = CONFIGS[name]
-            runs = [("script", None)] + list(ways.items())
-            for who, env in runs[r % len(runs) :] + runs[: r % len(runs)]:  # who goes first rotates
-                if env is None and who == "script":
+            runs = [("script", None, -1)] + [(way, env, k) for k, (way, env) in enumerate(ways.items())]
+            for who, env, k in runs[r % len(runs) :] + runs[: r % len(runs)]:  # who goes first rotates
+                if who == "script":
                     figures.setdefault((name, who), []).append(alone(batch, workers))
                     continue
-                figure, own = under_sweeper(batch, workers, tmp / f"{r}-{i}-{len(who)}", env)
+                figure, own = under_sweeper(batch, workers, tmp / f"{r}-{i}-{k}", env)
                 figures.setdefault((name, who), []).append(figure)
                 figures.setdefault((name, f"{who}: the script's log"), []).append(own)
         print(f"round {r + 1} of {rounds} done", flush=True)
