@@ -615,6 +615,22 @@ def test_a_point_still_queued_is_measured_before_n_trials_counts_it(tmp_path):
         (0, "ok", plan.baseline_knobs["loader.batch_size"]),
         (1, "ok", 256),
     ]
+    # the same sweep again: its study is full, so it measures nothing and says why and what to do
+    Runner.batch = lambda self, jobs: pytest.fail("a full study measured again")
+    why = loop.optimize(stored, plan, Runner(), stopped=lambda: None, remaining=lambda: None)
+    assert why == (
+        "n_trials=2 reached; the study's earlier sweeps had reached this, so nothing new was measured "
+        "(hydra.sweeper.n_trials above 2 measures more; another study: hydra.sweeper.study_name=<name>)"
+    )
+
+
+def test_a_sweep_that_measured_nothing_says_so_only_where_its_study_had_stopped():
+    from sweeper.search.stops import nothing_new
+
+    converged = nothing_new("converged: the best is #1, a recipe; ...", measured=12, n_trials=20)
+    assert "nothing new was measured (another study: hydra.sweeper.study_name=<name>)" in converged
+    timeout = "timeout budget reached (time kept for the confirmation)"
+    assert nothing_new(timeout, measured=3, n_trials=20) == timeout
 
 
 @pytest.mark.parametrize(
@@ -688,7 +704,7 @@ def test_optimization_results_single_objective():
     ],
 )
 def test_stop_rules(state, kw, why):
-    from sweeper.search.loop import LoopState, stop_reason
+    from sweeper.search.stops import LoopState, stop_reason
 
     args = {"measured": 1, "n_trials": 5, "patience": None, "remaining_s": None, "reserve_s": 0.0, **kw}
     got = stop_reason(LoopState(**state), **args)

@@ -1,7 +1,7 @@
 """The ask/tell loop over isolated trials: baseline first, failures recorded as data, identical
 configurations reused, batches that must run out of memory skipped, stop rules applied.
 
-`optimize` is a function over its inputs (as Optuna's `_optimize`); `stop_reason` is pure.
+`optimize` is a function over its inputs (as Optuna's `_optimize`); its stop rules are stops.py's.
 """
 
 from __future__ import annotations
@@ -35,58 +35,8 @@ from .launch import Job, JobRunner, measure_overrides
 from .plan import Learned, SweepPlan
 from .settle import settle
 from .start import Queued, queue_start
+from .stops import EXHAUSTED_AFTER, SKIPPED_AFTER, LoopState, nothing_new, stop_reason
 from .trials import Told, ask, reuse, skip, tell_result
-
-# suggestions in a row that were all measured before: the space has nothing new left
-EXHAUSTED_AFTER = 20
-# suggestions in a row that the preset does not measure: the sampler finds nothing else
-SKIPPED_AFTER = 100
-
-
-@dataclass
-class LoopState:
-    """What the stop rules look at besides the study."""
-
-    since_gain: int = 0  # trials since the last gain beyond the noise
-    unmeasured_in_a_row: int = 0  # suggestions in a row answered without measuring
-    skipped_in_a_row: int = 0  # suggestions in a row the preset does not measure (not answers)
-    sampler_done: bool = False
-    opened: frozenset[str] = frozenset()  # held-back knobs already said to be open
-    said: set[str] = field(default_factory=set)  # what the later knobs' tries already told
-    start_points_due: bool = False  # this process asked the baseline: queue the start points next
-
-    def say_once(self, key: str, line: str) -> None:
-        if key not in self.said:
-            self.said.add(key)
-            progress.say(line)
-
-
-def stop_reason(
-    state: LoopState,
-    *,
-    measured: int,
-    n_trials: int,
-    patience: int | None,
-    remaining_s: float | None,
-    reserve_s: float,
-    converged: str | None = None,
-) -> str | None:
-    """Why the sweep stops before the next trial, or None to go on (pure)."""
-    if measured >= n_trials:
-        return f"n_trials={n_trials} reached"
-    if state.sampler_done:
-        return "the sampler has tried everything it had (grid exhausted)"
-    if state.unmeasured_in_a_row >= EXHAUSTED_AFTER:
-        return f"search space exhausted: the last {EXHAUSTED_AFTER} suggestions were all measured already"
-    if state.skipped_in_a_row >= SKIPPED_AFTER:
-        return f"the last {SKIPPED_AFTER} suggestions were all points the preset does not measure (oversubscribed)"
-    if patience is not None and state.since_gain >= patience:
-        return f"patience: {state.since_gain} trials without a gain beyond the noise"
-    if converged is not None:
-        return converged
-    if remaining_s is not None and (remaining_s <= reserve_s or remaining_s <= 0):
-        return "timeout budget reached (time kept for the confirmation)"
-    return None
 
 
 def _converged(trials: list[FrozenTrial], plan: SweepPlan) -> str | None:
@@ -161,6 +111,8 @@ def optimize(
             converged=_converged(trials, plan),
         )
         if why is not None:
+            if not state.launched and measured:  # a rerun of a study that had already stopped
+                why = nothing_new(why, measured, settings.n_trials)
             if measured >= settings.n_trials:
                 _end_queued(stored, plan, f"n_trials={settings.n_trials} was reached", "as n_trials is reached")
             elif why.startswith("converged"):
@@ -175,6 +127,7 @@ def optimize(
             remaining_s=remaining_s,
             kin=kin,
         )
+        state.launched = True
         if batch.jobs:
             results = run.batch([job for job, _ in batch.jobs])
             for (job, trial), result in zip(batch.jobs, results):

@@ -1,0 +1,74 @@
+"""Why a sweep stops before its next trial: n_trials, an exhausted sampler or space, patience,
+convergence (converge.py), the time budget. `stop_reason` is pure; `LoopState` is what the rules
+read besides the study."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import progress
+
+# suggestions in a row that were all measured before: the space has nothing new left
+EXHAUSTED_AFTER = 20
+# suggestions in a row that the preset does not measure: the sampler finds nothing else
+SKIPPED_AFTER = 100
+
+
+@dataclass
+class LoopState:
+    """What the stop rules look at besides the study."""
+
+    since_gain: int = 0  # trials since the last gain beyond the noise
+    unmeasured_in_a_row: int = 0  # suggestions in a row answered without measuring
+    skipped_in_a_row: int = 0  # suggestions in a row the preset does not measure (not answers)
+    sampler_done: bool = False
+    opened: frozenset[str] = frozenset()  # held-back knobs already said to be open
+    said: set[str] = field(default_factory=set)  # what the later knobs' tries already told
+    start_points_due: bool = False  # this process asked the baseline: queue the start points next
+    launched: bool = False  # this process has measured (or answered) a trial
+
+    def say_once(self, key: str, line: str) -> None:
+        if key not in self.said:
+            self.said.add(key)
+            progress.say(line)
+
+
+def stop_reason(
+    state: LoopState,
+    *,
+    measured: int,
+    n_trials: int,
+    patience: int | None,
+    remaining_s: float | None,
+    reserve_s: float,
+    converged: str | None = None,
+) -> str | None:
+    """Why the sweep stops before the next trial, or None to go on (pure)."""
+    if measured >= n_trials:
+        return f"n_trials={n_trials} reached"
+    if state.sampler_done:
+        return "the sampler has tried everything it had (grid exhausted)"
+    if state.unmeasured_in_a_row >= EXHAUSTED_AFTER:
+        return f"search space exhausted: the last {EXHAUSTED_AFTER} suggestions were all measured already"
+    if state.skipped_in_a_row >= SKIPPED_AFTER:
+        return f"the last {SKIPPED_AFTER} suggestions were all points the preset does not measure (oversubscribed)"
+    if patience is not None and state.since_gain >= patience:
+        return f"patience: {state.since_gain} trials without a gain beyond the noise"
+    if converged is not None:
+        return converged
+    if remaining_s is not None and (remaining_s <= reserve_s or remaining_s <= 0):
+        return "timeout budget reached (time kept for the confirmation)"
+    return None
+
+
+def nothing_new(why: str, measured: int, n_trials: int) -> str:
+    """The stop line of a sweep that measured nothing because its study's earlier sweeps had
+    already stopped it: n_trials counts the study's trials, and a converged study converges again
+    (pure; other reasons are returned as they are)."""
+    more = f"hydra.sweeper.n_trials above {n_trials} measures more; " if measured >= n_trials else ""
+    if not (more or why.startswith("converged")):
+        return why
+    return (
+        f"{why}; the study's earlier sweeps had reached this, so nothing new was measured "
+        f"({more}another study: hydra.sweeper.study_name=<name>)"
+    )
