@@ -129,6 +129,20 @@ def test_only_candidates_that_beat_the_baseline_in_the_search_are_confirmed():
     assert [t.number for t in confirm.beat_baseline(done, base, top_k=1)] == [1]
 
 
+def test_a_configuration_measured_twice_is_one_candidate():
+    """With hydra.sweeper.remeasure a study holds several runs of one configuration: its fastest
+    stands for it, and a run of the baseline's own configuration is no candidate."""
+    base = _baseline(100.0)
+    done = [
+        base,
+        trial(1, {"loader.batch_size": 128}, sps=130.0),
+        trial(2, {"loader.batch_size": 128}, sps=140.0),
+        trial(3, {"loader.batch_size": 64}, sps=120.0),
+        trial(4, {"loader.batch_size": 512}, sps=110.0),
+    ]
+    assert [t.number for t in confirm.beat_baseline(done, base, top_k=2)] == [2, 4]
+
+
 def test_candidates_the_leader_left_behind_beyond_the_run_noise_are_not_confirmed():
     """As racing judges: a candidate whose interval lies wholly below the leader's, widened for
     two runs' moods, could not win the rounds. Without intervals, nothing is left out."""

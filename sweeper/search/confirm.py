@@ -6,6 +6,7 @@ baseline is decided at 95%."""
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -81,10 +82,22 @@ def decide(rounds: Mapping[int, Sequence[float | None]], baseline: int) -> Confi
 
 
 def beat_baseline(trials: Sequence[FrozenTrial], baseline: FrozenTrial, top_k: int) -> list[FrozenTrial]:
-    """The fastest `top_k` trials that beat the baseline in the search (a slower one can only
-    lose the confirmation)."""
+    """The fastest `top_k` configurations that beat the baseline in the search (a slower one can
+    only lose the confirmation), each once: with hydra.sweeper.remeasure a study holds several
+    runs of one configuration, and its fastest stands for it (the baseline's own configuration is
+    the baseline)."""
     base = primary_value(baseline) or 0.0
-    return [t for t in ranked(trials) if t.number != baseline.number and (primary_value(t) or 0.0) > base][:top_k]
+    seen = {_key(baseline)}
+    chosen = []
+    for t in ranked(trials):
+        if (primary_value(t) or 0.0) > base and _key(t) not in seen:
+            seen.add(_key(t))
+            chosen.append(t)
+    return chosen[:top_k]
+
+
+def _key(trial: FrozenTrial) -> str:
+    return json.dumps(config_of(trial), sort_keys=True, default=str)
 
 
 def left_behind(beat: Sequence[FrozenTrial], run_noise: float) -> list[FrozenTrial]:
