@@ -7,6 +7,8 @@ sitting, alternated. (Both with the zygote's own imports as they are now: a zygo
 OpenMP imports what follows torch unpinned.)
 
     python benchmarks/zygote_starts.py [repeats]     # default 3
+    python benchmarks/zygote_starts.py 4 spares      # as a sweep does now only: run it at two
+                                                     # commits (git worktree), alternated
 """
 
 from __future__ import annotations
@@ -50,14 +52,16 @@ def waited(order: list[dict[str, str]], spares: bool) -> list[float]:
     return waits
 
 
-def main(repeats: int) -> None:
+def main(repeats: int, spares_only: bool = False) -> None:
     envs = environments()
     rows: dict[str, list[float]] = {"one at a time, 4 kept": [], "up to 9 kept, spares on the idle cores": []}
+    if spares_only:
+        del rows["one at a time, 4 kept"]
     for seed in range(repeats):
         # a sweep's trials ask for the non-plain environments in some order, some twice
         rng = random.Random(seed)
         order = [rng.choice(envs[1:]) for _ in range(12)]
-        for name, spares in zip(rows, (False, True)):
+        for name, spares in zip(rows, (True,) if spares_only else (False, True)):
             total = sum(waited(order, spares))
             rows[name].append(total)
             print(f"seed {seed}, {name}: {total:.1f} s waited over 12 asks", flush=True)
@@ -70,4 +74,4 @@ def main(repeats: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3, sys.argv[2:3] == ["spares"])

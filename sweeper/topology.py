@@ -6,6 +6,8 @@ preloads the allocator, the measuring child pins itself and its workers."""
 from __future__ import annotations
 
 import ctypes.util
+import glob
+import importlib.util
 import os
 import re
 from collections.abc import Sequence
@@ -196,6 +198,17 @@ def openmp_runtime(maps_text: str) -> str:
     if re.search(r"libgomp[\w.-]*\.so", maps_text):
         return "gnu"
     return "none"
+
+
+def torch_gnu_openmp() -> str | None:
+    """The GNU OpenMP runtime that torch ships in its own lib directory (PyPI's wheels), found
+    without importing torch; None where torch takes its OpenMP elsewhere (a system or conda
+    libgomp, Intel's runtime) or is not installed. Loaded by path before torch, it is the very
+    library torch's $ORIGIN run path would load (ld.so matches it by its soname)."""
+    spec = importlib.util.find_spec("torch")
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    found = sorted(glob.glob(os.path.join(roots[0], "lib", "libgomp*.so*"))) if roots else []
+    return found[0] if found else None
 
 
 def openmp_standard_env(bind: str) -> dict[str, str]:

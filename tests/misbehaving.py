@@ -185,13 +185,14 @@ def fails_on_rank(task: dict[str, Any]):
 def openmp_binding(task: dict[str, Any]):
     """Appends OpenMP's proc-bind setting as this process's runtime holds it (libgomp read
     OMP_PROC_BIND when it was loaded, not later: 0 false, 3 close, 4 spread) and the CPUs this
-    thread may run on (libgomp pins it as it loads, when bound) to params.out."""
+    thread may run on (libgomp pins it as it loads, when bound) to params.out, with how many
+    libgomp files the process has mapped."""
     import ctypes
     import os
 
     with open("/proc/self/maps") as maps:
-        gomp = next(line.split()[-1] for line in maps if "libgomp" in line)
+        gomps = sorted({line.split()[-1] for line in maps if "libgomp" in line})
     cpus = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
     with open(task["params"]["out"], "a") as f:
-        f.write(f"{ctypes.CDLL(gomp).omp_get_proc_bind()} {cpus}\n")
+        f.write(f"{ctypes.CDLL(gomps[0]).omp_get_proc_bind()} {cpus} {len(gomps)}\n")
     return nn.Linear(4, 1), _data(), nn.functional.mse_loss

@@ -83,7 +83,8 @@ def test_knobs_read_at_process_start_fork_from_a_zygote_started_with_them(tmp_pa
     plain, bound, again = run("plain"), run("bound", "backend.omp_bind=spread"), run("again", "backend.omp_bind=spread")
     assert [r.isolation for r in (plain, bound, again)] == ["fork"] * 3, [r.reason for r in (plain, bound, again)]
     binds = [line.split() for line in out.read_text().splitlines()]
-    assert [b for b, _ in binds] == ["0", "4", "4"]  # omp_proc_bind_false, then omp_proc_bind_spread
+    assert [b for b, _, _ in binds] == ["0", "4", "4"]  # omp_proc_bind_false, then omp_proc_bind_spread
+    assert {libgomps for _, _, libgomps in binds} == {"1"}  # the one torch loads, started early or not
     assert plain.isolation_note is None and "backend.omp_bind=spread" in bound.isolation_note
     assert len(zygote._ZYGOTES) == 2
     spawned = measure_spec(
@@ -168,17 +169,22 @@ def test_a_sweeps_expected_environments_last_as_long_as_it():
     assert zygote._EXPECTED == []  # a later run in this process starts no spares
 
 
-def test_no_two_zygotes_that_bind_openmp_start_side_by_side(monkeypatch):
-    """With OMP_PROC_BIND set, libgomp pins the importing process to the first place: two such
-    zygotes started together would import one after the other on one core."""
+def test_zygotes_that_bind_openmp_start_side_by_side_only_where_their_import_runs_unpinned(monkeypatch):
+    """With OMP_PROC_BIND set, libgomp pins the importing process to the first place as it starts.
+    Where torch ships its own libgomp, the zygote starts it first and unpins at once, so bound
+    zygotes import side by side like any; where it does not, two bound ones started together
+    would import one after the other on one core, and at most one starts beside another."""
     close, spread = {"OMP_PROC_BIND": "close"}, {"OMP_PROC_BIND": "spread"}
     pre = {"LD_PRELOAD": "libjemalloc.so.2"}
     monkeypatch.setattr(zygote.os, "sched_getaffinity", lambda pid: set(range(8)))
     monkeypatch.setattr(zygote, "zygote_room", lambda alive: 9)
     monkeypatch.setattr(zygote, "_ZYGOTES", {})
     monkeypatch.setattr(zygote, "_EXPECTED", [{}, close, spread, pre, {**pre, **close}, {**pre, **spread}])
+    monkeypatch.setattr(zygote, "_own_openmp", lambda: None)
     assert zygote._spare_environments([], spread) == [{}, pre]
     assert zygote._spare_environments([], pre) == [{}, close]
+    monkeypatch.setattr(zygote, "_own_openmp", lambda: "/site-packages/torch/lib/libgomp.so.1")
+    assert zygote._spare_environments([], spread) == [{}, close, pre, {**pre, **close}, {**pre, **spread}]
     monkeypatch.setattr(zygote.os, "sched_getaffinity", lambda pid: {0, 1})
     assert zygote._spare_environments([], pre) == [{}]  # one idle core
 

@@ -15,6 +15,7 @@ request ({"preload": [...]}).
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import importlib
 import json
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV, ZYGOTE_FD_ENV
+from ..topology import torch_gnu_openmp
 from .lifeline import die_with_parent, name_process
 
 # the trial waits at most this long to be re-parented to the sweep after the intermediate exits
@@ -68,6 +70,27 @@ def preload(modules: list[str]) -> dict[str, str]:
         except BaseException as exc:  # noqa: BLE001 - the trial reports it as data
             failed[name] = f"{type(exc).__name__}: {exc}"
     return failed
+
+
+def openmp_first() -> set[int] | None:
+    """Where an OpenMP binding is set, start torch's own GNU OpenMP runtime before torch: its
+    start pins this thread, which is unpinned at once, so that torch's import (seconds) runs on
+    any core and two bound zygotes import side by side rather than on one core. Returns the
+    affinity the binding gave, None where nothing was loaded (no binding, or no libgomp of
+    torch's own: torch's import then starts it, pinned)."""
+    if os.environ.get("OMP_PROC_BIND", "false").lower() in ("false", ""):
+        return None
+    library = torch_gnu_openmp()
+    if library is None:
+        return None
+    free = os.sched_getaffinity(0)
+    try:
+        ctypes.CDLL(library, mode=ctypes.RTLD_GLOBAL)
+    except OSError:
+        return None
+    bound = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, free)
+    return bound
 
 
 def _become_trial(request: dict[str, Any], event_fd: int, intermediate: int, channel: socket.socket) -> None:
@@ -157,11 +180,12 @@ def main() -> None:
     failed = preload(["numpy"])
     allowed = thread_count()
     free = os.sched_getaffinity(0)
-    failed.update(preload(["torch"]))
-    # with OMP_PROC_BIND set, libgomp pinned this thread to the first place as torch loaded: the
-    # rest imports on any core (beside other zygotes starting), and the trials start pinned
+    # with OMP_PROC_BIND set, libgomp pins this thread to the binding's first place as it starts:
+    # the imports run on any core (beside other zygotes starting), and the trials start pinned
     # where the binding put them, as the user's process would (below)
-    bound = os.sched_getaffinity(0)
+    bound = openmp_first()
+    failed.update(preload(["torch"]))
+    bound = bound or os.sched_getaffinity(0)  # libgomp started as torch loaded: pinned till here
     os.sched_setaffinity(0, free)
     failed.update(preload(["torchvision"]))
     if len(sys.argv) > 1:

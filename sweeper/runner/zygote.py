@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -24,6 +25,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from .. import topology
 from ..protocol import PARENT_PID_ENV, THREAD_ENV_VARS, ZYGOTE_FD_ENV, ZYGOTE_MODULE, pythonpath_with_cwd
 
 # starting the zygote imports torch: generous, it happens once per sweep
@@ -301,10 +303,17 @@ def zygote_for(modules: Sequence[str], started_with: Mapping[str, str] | None = 
 
 
 def _bound(env: Mapping[str, str]) -> bool:
-    """Whether OpenMP binds threads in this environment: GNU's libgomp then pins the process's
-    own thread to the first place as torch loads it, so two such zygotes import torch on one
-    core, one after the other (the rest of their imports run unpinned: measuring.zygote)."""
-    return env.get("OMP_PROC_BIND", "false").lower() not in ("false", "")
+    """Whether OpenMP binds threads in this environment and pins the zygote's import: GNU's
+    libgomp pins the process's own thread to the first place as it starts, so two such zygotes
+    would import torch on one core, one after the other. Not where torch ships its own libgomp:
+    the zygote starts it before torch and unpins at once (measuring.zygote.openmp_first)."""
+    binds = env.get("OMP_PROC_BIND", "false").lower() not in ("false", "")
+    return binds and _own_openmp() is None
+
+
+@functools.cache
+def _own_openmp() -> str | None:
+    return topology.torch_gnu_openmp()
 
 
 def _spare_environments(modules: Sequence[str], needed: Mapping[str, str]) -> list[dict[str, str]]:
