@@ -116,6 +116,12 @@ def between(start: Snapshot, end: Snapshot) -> ForeignLoad:
 
 def sample(seconds: float, cpus: Collection[int]) -> ForeignLoad:
     """Other processes' load over the next `seconds`, seen from here (a sweep between its runs)."""
-    start = snapshot(cpus, os.getpid())
-    time.sleep(seconds)
+    return since(snapshot(cpus, os.getpid()), cpus, seconds)
+
+
+def since(start: Snapshot, cpus: Collection[int], at_least_s: float) -> ForeignLoad:
+    """Other processes' load from `start` (a snapshot of the same `cpus`, taken here) to now, the
+    span slept out to at least `at_least_s`: a sweep reads its start's load over the seconds it
+    spent starting, rather than waiting for a sample of its own."""
+    time.sleep(max(0.0, at_least_s - (time.monotonic() - start.at)))
     return between(start, snapshot(cpus, os.getpid()))

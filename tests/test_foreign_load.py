@@ -55,6 +55,22 @@ def test_the_load_is_the_cores_busy_time_less_the_runs_own():
     assert foreign.between(start, Snapshot(12.0, 101.0, 53.0, {})).cpu_pct == 0.0
 
 
+def test_the_load_since_a_sweeps_start_counts_its_own_children_as_its_own():
+    """A sweep reads its start's load from its first snapshot on: its own children's work in that
+    span (the zygote's imports) is no one else's. (A neighbour's is: the sweep below, with one.)"""
+    cpus = topology.machine_cpus()
+    start = foreign.snapshot(cpus, os.getpid())
+    spin = "import time\nend = time.monotonic() + 0.8\nwhile time.monotonic() < end: pass"
+    children = [subprocess.Popen([sys.executable, "-c", spin]) for _ in cpus]  # every core, ours
+    for child in children:
+        child.wait()
+    assert foreign.since(start, cpus, 0.0).cpu_pct < 50
+    # a span shorter than asked is slept out
+    began = foreign.snapshot(cpus, os.getpid())
+    foreign.since(began, cpus, 0.3)
+    assert time.monotonic() - began.at >= 0.3
+
+
 def test_a_quiet_machine_ends_the_wait_and_a_busy_one_is_said_and_bounded():
     clock = iter(range(0, 1000, 1))
     said: list[str] = []

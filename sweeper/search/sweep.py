@@ -136,13 +136,14 @@ def check_lock_at_start(plan: SweepPlan) -> None:
     lock.release()
 
 
-def busy_at_start(plan: SweepPlan) -> str | None:
-    """One line when other processes load this machine's cores as the sweep starts (None: quiet,
-    not watched, or the jobs run elsewhere)."""
+def busy_at_start(plan: SweepPlan, started: foreign.Snapshot) -> str | None:
+    """One line when other processes loaded this machine's cores while the sweep started, from
+    `started` (its first snapshot) on: the span its start took anyway, at least half a sample
+    (None: quiet, not watched, or the jobs run elsewhere)."""
     limit = plan.base_value(Knob.MEASURE_FOREIGN_CPU_MAX_PCT)
     if not plan.runs_here or not plan.own_app or limit is None:
         return None
-    load = foreign.sample(quiet.SAMPLE_S / 2, topology.machine_cpus())
+    load = foreign.since(started, topology.machine_cpus(), quiet.SAMPLE_S / 2)
     if load.cpu_pct <= float(limit):
         return None
     return (
@@ -177,6 +178,9 @@ class Sweep:
 
     def sweep(self, arguments: Sequence[str]) -> SweepSummary:
         started, started_at = time.monotonic(), time.time()
+        # the machine's load from here to trial 1 (busy_at_start): the zygote's imports and the
+        # study's opening take the seconds a sample would
+        load_from = foreign.snapshot(topology.machine_cpus(), os.getpid())
         settings = SweepSettings.from_config(self.raw_settings)
         plan = make_plan(
             settings,
@@ -220,7 +224,7 @@ class Sweep:
         for note in plan.notes:
             progress.say(note)
         check_lock_at_start(plan)
-        if (busy := busy_at_start(plan)) is not None:
+        if (busy := busy_at_start(plan, load_from)) is not None:
             progress.say(busy)
 
         def remaining() -> float | None:
