@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -33,13 +34,18 @@ def test_measure_returns_the_run_result_and_keeps_its_files(tmp_path):
     assert Path(f"/proc/{me}/task/{me}/children").read_text().split() == []
 
 
-def test_bad_input_raises_the_line_the_command_line_prints(tmp_path):
+def test_bad_input_raises_the_line_the_command_line_prints(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # where a call's own directory goes
+    (tmp_path / "tmp").mkdir()
     with pytest.raises(sweeper.ConfigError) as bad:
         sweeper.measure(["loader.batch_size=0"], out_dir=tmp_path / "run")
     assert str(bad.value) == cli_error("loader.batch_size=0")
     with pytest.raises(sweeper.ConfigError) as unknown:
         sweeper.measure(["loader.batchsize=8"])
     assert str(unknown.value) == cli_error("loader.batchsize=8")
+    with pytest.raises(sweeper.ConfigError):
+        sweeper.sweep(["hydra.sweeper.n_trials=0"])
+    assert list((tmp_path / "tmp").iterdir()) == [], "bad input left a directory behind"
     with pytest.raises(sweeper.ConfigError) as swept:
         sweeper.sweep(["hydra.sweeper.n_trials=0"], sweep_dir=tmp_path / "s")
     assert str(swept.value) == cli_error("-m", "hydra.sweeper.n_trials=0")
