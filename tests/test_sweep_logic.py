@@ -371,8 +371,8 @@ def _run_confirmation(stored, plan, measured, capsys):
 def test_the_runner_up_is_confirmed_only_when_the_fastests_first_round_leaves_doubt(tmp_path, capsys):
     """The search's fastest (#1, 200) and a runner-up (#2, 185) both beat the baseline (100).
     When #1's first round agrees with the search (190 against 100), it decides alone: #2 never
-    runs. When #1 measures 170 (still decided, but below #2's search figure once scaled by the
-    baseline), or only 115 (a lucky search run: undecided), #2 joins that round, and wins it.
+    runs. When #1 measures 170 (still decided, but below #2's search figure by more than the
+    run-to-run noise), or only 115 (a lucky search run: undecided), #2 joins that round, and wins it.
     `runners_up=always` runs all three from the first round."""
     searched = {256: 200.0, 512: 185.0}
     decision, asked, out = _confirming(tmp_path, {}, searched, {0: 100.0, 1: 190.0, 2: 185.0}, capsys)
@@ -1240,15 +1240,26 @@ def _planned(planner, figures):
             id="runner-up-joins",
         ),
         pytest.param(
-            "a first round that decides, but leaves the fastest below a runner-up's search figure",
+            "a first round that decides, but leaves the fastest beyond the noise below a runner-up's search figure",
             [2],
             {1: [200.0, 200, 200], 2: [195.0, 195, 195], 0: [100.0, 100, 100]},
-            {1: 210.0, 2: 205.0, 0: 100.0},
+            {1: 230.0, 2: 225.0, 0: 100.0},
             [(0, 1), (0, 0), (0, 2)],
             ([2], "put the search's order in doubt"),
             1,
             1,
             id="in-doubt",
+        ),
+        pytest.param(
+            "a runner-up within the noise of the fastest's first round: a near-tie one round cannot rank",
+            [2],
+            {1: [200.0, 200, 200], 2: [195.0, 195, 195], 0: [100.0, 100, 100]},
+            {1: 210.0, 2: 205.0, 0: 100.0},
+            [(0, 1), (0, 0)],
+            None,
+            1,
+            1,
+            id="near-tie-stays-out",
         ),
         pytest.param(
             "runners_up=always: every candidate from the first round",

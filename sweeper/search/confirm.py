@@ -153,15 +153,18 @@ def in_doubt(
     baseline: int,
     searched: Mapping[int, float],
     waiting: Sequence[int],
+    run_noise: float = 0.0,
 ) -> list[int]:
     """The runners-up whose place behind the search's fastest its first round puts in doubt: its
-    round figure, scaled by the baseline's to the machine's mood in the search, below theirs in
-    the search (all of them when either round failed)."""
+    round figure below theirs in the search by more than the run-to-run noise (all of them when
+    either round failed). A runner-up within the noise of it is a near-tie that one round cannot
+    rank: its run would cost seconds and decide nothing. The round figure is not scaled by the
+    baseline's: the baseline's runs spread more from search to confirmation than the candidates'
+    do, so that scaling added noise (docs/benchmarks.md, "The confirmation's runners-up")."""
     lead, base = measured[leader][0], measured[baseline][0]
-    if not (lead and base and searched.get(baseline)):
+    if not (lead and base):
         return list(waiting)
-    scaled = lead * searched[baseline] / base
-    return [n for n in waiting if searched.get(n, 0.0) > scaled]
+    return [n for n in waiting if searched.get(n, 0.0) > lead * (1 + run_noise)]
 
 
 def plan_rounds(
@@ -214,11 +217,10 @@ class Rounds:
                 return r, pending[0]
             if self.waiting:  # the first round is in: do the runners-up join?
                 undecided = not self.settled(r + 1)
-                joining = (
-                    self.waiting
-                    if undecided
-                    else in_doubt(self.measured, self.chosen[0], self.baseline, self.searched, self.waiting)
+                doubt = in_doubt(
+                    self.measured, self.chosen[0], self.baseline, self.searched, self.waiting, self.run_noise
                 )
+                joining = self.waiting if undecided else doubt
                 self.waiting = []
                 if joining:
                     self.members += joining

@@ -41,8 +41,8 @@ class ConfirmConf:
     min_rounds: int = 1
     # the candidates after the search's fastest: if_in_doubt = they join the rounds only when the
     # fastest's first round leaves its place in doubt (the lead over the baseline undecided, or
-    # its figure, scaled by the baseline's to the search's conditions, below theirs in the
-    # search), which costs a run less than always; always = every round
+    # its figure below theirs in the search by more than run_noise), which costs a run less
+    # than always; always = every round
     runners_up: RunnersUp = RunnersUp.if_in_doubt
 
 
