@@ -66,7 +66,7 @@ def measure(overrides: Sequence[str] = (), *, out_dir: str | Path | None = None,
     from .result import RunResult
     from .runner.run import RESULT_FILE
 
-    where = Path(out_dir) if out_dir is not None else _temporary("sweeper-run-")
+    where = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="sweeper-run-"))
     code, stderr = _cli([*overrides, f"hydra.run.dir={where}"], multirun=False, echo=echo)
     result = where / RESULT_FILE
     if code not in (0, EXIT_FAILED) or not result.is_file():  # a run that failed has its result.json
@@ -86,7 +86,7 @@ def sweep(
     """Sweep (`sweeper -m` with these overrides) and return what it found. `echo` prints the
     sweep's progress lines as they come; they are in its sweep.log either way. Raises ConfigError
     for bad input (the line `sweeper -m` prints), MachineBusy, Interrupted, or SweeperError."""
-    where = Path(sweep_dir) if sweep_dir is not None else _temporary("sweeper-sweep-")
+    where = Path(sweep_dir) if sweep_dir is not None else Path(tempfile.mkdtemp(prefix="sweeper-sweep-"))
     argv = [*overrides, f"hydra.sweep.dir={where}"]
     argv += [f"hydra.sweeper.n_trials={n_trials}"] if n_trials is not None else []
     argv += [f"hydra.sweeper.timeout={timeout}"] if timeout is not None else []
@@ -95,10 +95,6 @@ def sweep(
         _drop_if_empty(where, sweep_dir is None)
         raise _error(code, stderr)
     return load(where)
-
-
-def _temporary(prefix: str) -> Path:
-    return Path(tempfile.mkdtemp(prefix=prefix))
 
 
 def _drop_if_empty(where: Path, ours: bool) -> None:

@@ -217,10 +217,13 @@ class Rounds:
                 return r, pending[0]
             if self.waiting:  # the first round is in: do the runners-up join?
                 undecided = not self.settled(r + 1)
-                doubt = in_doubt(
-                    self.measured, self.chosen[0], self.baseline, self.searched, self.waiting, self.run_noise
+                joining = (
+                    self.waiting
+                    if undecided
+                    else in_doubt(
+                        self.measured, self.chosen[0], self.baseline, self.searched, self.waiting, self.run_noise
+                    )
                 )
-                joining = self.waiting if undecided else doubt
                 self.waiting = []
                 if joining:
                     self.members += joining
