@@ -25,6 +25,10 @@ PARENT_PID_ENV = "SWEEPER_PARENT_PID"
 RUN_ROOT_ENV = "SWEEPER_RUN_ROOT"
 # a mark every process of one run inherits: escapees from its process group are found by it
 RUN_MARK_ENV = "SWEEPER_RUN_MARK"
+# a directory the parent makes for each run and removes after it, however the run ended: the
+# run's own temporary files (the ranks' logs, a script's step FIFO, multiprocessing's sockets)
+# go there, so that a run killed on a crash or a hang leaves nothing in the temporary directory
+SCRATCH_ENV = "SWEEPER_SCRATCH"
 WORKER_MODULE = "sweeper.measuring.worker"
 PROBE_MODULE = "sweeper.measuring.probe"
 # the fork server of forked trials (measure.isolation=fork) and its socket's fd number
@@ -42,6 +46,12 @@ def seconds_until_killed() -> Callable[[], float | None]:
         return lambda: None
     at = float(killed_at)
     return lambda: at - time.monotonic()
+
+
+def scratch_dir() -> str | None:
+    """The run's scratch directory ($SWEEPER_SCRATCH); None outside a run (the system's temporary
+    directory then)."""
+    return os.environ.get(SCRATCH_ENV) or None
 
 
 def process_name(mark: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -259,6 +260,7 @@ def test_a_rank_that_fails_takes_the_group_down_and_leaves_no_process(tests_on_p
     from sweeper.runner.run import measure_spec
 
     pids = tmp_path / "pids"
+    before = _temporaries()
     run = measure_spec(
         _spec(
             "task=custom",
@@ -276,6 +278,15 @@ def test_a_rank_that_fails_takes_the_group_down_and_leaves_no_process(tests_on_p
     assert len(ranks) == 2 and not any(_alive(int(pid)) for pid, _ in ranks)
     # on the CPU the ranks are forks of the launcher, not fresh interpreters
     assert not any(RANK_MODULE in cmdline for _, cmdline in ranks), ranks
+    # nor a file: the ranks' logs, the loader workers' sockets, the run's scratch directory
+    assert _temporaries() <= before, _temporaries() - before
+
+
+def _temporaries() -> set[str]:
+    """What a killed run's processes would leave in the temporary directory: sweeper's own
+    directories and multiprocessing's (a DataLoader worker's socket for passing tensors)."""
+    tmp = Path(tempfile.gettempdir())
+    return {p.name for pattern in ("pymp-*", "sweeper-*") for p in tmp.glob(pattern)}
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the preset offers ranks with two cores or more")

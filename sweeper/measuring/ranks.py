@@ -32,7 +32,7 @@ from typing import Any
 from .. import topology
 from ..config import BackendConf
 from ..measurement import Measurement, Utilization
-from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV, RUN_MARK_ENV, process_name, thread_env
+from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV, RUN_MARK_ENV, process_name, scratch_dir, thread_env
 from ..result import RunResult, Status
 from ..spec import RunSpec
 from .group import NUMA_NODE_ENV, Rank
@@ -192,7 +192,7 @@ def launch(spec: RunSpec, events: Any) -> RunResult:
     cores = len(topology.machine_cpus())
     threads = topology.threads_per_rank(back.threads, cores, nproc)
     events.phase(f"launch {nproc} ranks")
-    with tempfile.TemporaryDirectory(prefix="sweeper-ranks-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="sweeper-ranks-", dir=scratch_dir()) as tmp:
         ranks_spec = spec.replace(backend=dataclasses.replace(back, threads=threads))  # each rank's share
         (Path(tmp) / "spec.json").write_text(json.dumps(ranks_spec.to_json()))
         fd = os.environ.pop(EVENT_FD_ENV, None)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..outcome import last_line
-from ..protocol import DEADLINE_ENV, STEPS_ENV, parse_stdout_line, parse_step_line
+from ..protocol import DEADLINE_ENV, STEPS_ENV, parse_stdout_line, parse_step_line, scratch_dir
 from ..result import Status, looks_like_oom
 
 # after SIGTERM, a script gets this long to exit before its group is killed
@@ -68,7 +68,7 @@ class Script:
     def __init__(
         self, words: Sequence[str], env: Mapping[str, str], cwd: str | None, preexec: Callable[[], None] | None = None
     ) -> None:
-        self._dir = Path(tempfile.mkdtemp(prefix="sweeper-steps-"))
+        self._dir = Path(tempfile.mkdtemp(prefix="sweeper-steps-", dir=scratch_dir()))
         self.tracked = False  # its steps came through sweeper.track / sweeper.step (not printed lines)
         fifo = self._dir / "steps"
         os.mkfifo(fifo)

@@ -9,12 +9,13 @@ JSON-line events on $SWEEPER_EVENT_FD, the last one the result. Exceptions becom
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import sys
 from collections.abc import Mapping
 from typing import Any
 
-from ..protocol import PARENT_PID_ENV
+from ..protocol import PARENT_PID_ENV, scratch_dir
 from ..result import RunResult, Status
 from ..spec import RunSpec
 from .events import Events
@@ -53,7 +54,21 @@ def send_result(result: RunResult, events: Events) -> None:
 
 def serve(data: Mapping[str, Any], events: Events) -> None:
     """Measure the spec (its JSON) and send the result (or the failure) as the last event; never returns."""
+    multiprocessing_temporaries_in_scratch()
     send_result(run(data, events), events)
+
+
+def multiprocessing_temporaries_in_scratch() -> None:
+    """multiprocessing's temporary directory, for this process and the processes it forks
+    (DataLoader workers, the ranks), in the run's scratch directory: there a worker's socket for
+    passing tensors (a `pymp-*` directory, otherwise made in /tmp and removed only at a normal
+    exit) goes when the run is killed, and the parent removes it with the run. multiprocessing
+    keeps that directory in the process's `_config`, which a forked process copies; without that
+    attribute nothing changes."""
+    scratch = scratch_dir()
+    config = getattr(multiprocessing.current_process(), "_config", None)
+    if scratch and isinstance(config, dict):
+        config["tempdir"] = scratch
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import procs, topology
+from .. import topology
 from ..outcome import classify_exit
 from ..protocol import (
     DEADLINE_ENV,
@@ -34,6 +34,7 @@ from ..protocol import (
     PARENT_PID_ENV,
     RUN_MARK_ENV,
     RUN_ROOT_ENV,
+    SCRATCH_ENV,
     WINDOW_EVENT,
     WINDOW_RATE,
     WORKER_MODULE,
@@ -42,6 +43,7 @@ from ..protocol import (
 )
 from ..result import RunResult, Status
 from .evidence import oom_killed, oom_kills
+from .leftovers import become_subreaper, kill_group, kill_leftovers, make_scratch, remove_scratch
 from .zygote import ForkedTrial, ZygoteUnavailable, zygote_for
 
 _LOG_TAIL_BYTES = 8192
@@ -84,50 +86,6 @@ IN_FLIGHT = InFlight()
 def interrupt(reason: str) -> None:
     """Stop every run in flight (and any later one) now: called from a SIGTERM/SIGINT handler."""
     IN_FLIGHT.stop(reason)
-
-
-def kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def become_subreaper() -> None:
-    """Linux: orphaned descendants (a setsid'd helper whose parent died) are re-parented to this
-    process instead of init, so a run's escapees can still be found and killed."""
-    procs.prctl(procs.PR_SET_CHILD_SUBREAPER, 1)
-
-
-def kill_leftovers(session: int, mark: str, name: str | None = None, rounds: int = 5) -> list[int]:
-    """Kill and reap this process's children that belong to the run: in its session (the
-    group's members, re-parented here when the child died) or carrying its mark (escapees:
-    in their environment, or as the process name a forked trial's descendants inherit)."""
-    killed: list[int] = []
-    for _ in range(rounds):
-        found = []
-        for pid in procs.children(os.getpid()):
-            info = procs.stat(pid)
-            if info is not None and (
-                info.session == session
-                or procs.environ_has(pid, mark)
-                or (name is not None and procs.comm(pid) == name)
-            ):
-                found.append(pid)
-        if not found:
-            break
-        for pid in found:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        for pid in found:
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
-        killed += found
-    return killed
 
 
 def _read_tail(path: Path) -> str:
@@ -185,6 +143,7 @@ class Started:
     mark: str  # NAME=value every process of the run inherits
     note: str | None  # why a run asked to be forked was spawned
     deadline: float  # time.monotonic() when the run is killed
+    scratch: str  # the run's scratch directory (protocol.SCRATCH_ENV), removed with the run
 
     @property
     def pgid(self) -> int:
@@ -237,6 +196,7 @@ def start(
             zygote_for(preload, started_with)
     deadline = time.monotonic() + timeout_s
     mark = f"{RUN_MARK_ENV}={uuid.uuid4().hex}"
+    scratch = make_scratch()
     read_fd, write_fd = os.pipe()
     child_env = {
         **os.environ,
@@ -245,6 +205,7 @@ def start(
         PARENT_PID_ENV: str(os.getpid()),
         RUN_ROOT_ENV: str(os.getpid()),
         RUN_MARK_ENV: mark.partition("=")[2],
+        SCRATCH_ENV: scratch,
         "PYTHONPATH": pythonpath_with_cwd(),
         DEADLINE_ENV: f"{deadline:.3f}",
         MACHINE_CPUS_ENV: topology.cpulist(sorted(os.sched_getaffinity(0))),
@@ -272,7 +233,7 @@ def start(
         except BrokenPipeError:
             pass
     os.close(write_fd)
-    return Started(proc, read_fd, mark, note, deadline)
+    return Started(proc, read_fd, mark, note, deadline, scratch)
 
 
 def wait_for_result(run: Started, reader: _EventReader) -> bool:
@@ -304,7 +265,7 @@ def wait_for_result(run: Started, reader: _EventReader) -> bool:
 
 def clean_up(run: Started) -> None:
     """Kill the run's group (DataLoader workers and anything else the child started), reap the
-    child, and kill what escaped the group."""
+    child, kill what escaped the group, and remove the run's scratch directory."""
     kill_group(run.pgid)
     if run.proc.poll() is None:  # a forked trial stopped before it made its own group
         try:
@@ -314,6 +275,7 @@ def clean_up(run: Started) -> None:
     run.proc.wait()
     os.close(run.read_fd)
     kill_leftovers(run.pgid, run.mark, run.name)
+    remove_scratch(run.scratch)
 
 
 def outcome(
