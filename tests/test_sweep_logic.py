@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import yaml
@@ -645,6 +646,35 @@ def test_a_sweep_that_measured_nothing_says_so_only_where_its_study_had_stopped(
     assert "nothing new was measured (another study: hydra.sweeper.study_name=<name>)" in converged
     timeout = "timeout budget reached (time kept for the confirmation)"
     assert nothing_new(timeout, measured=3, n_trials=20) == timeout
+
+
+def test_the_last_lines_count_what_this_sweep_measured_apart_from_its_studys_earlier_sweeps(capsys):
+    import datetime
+
+    from sweeper.search.progress import final_summary
+    from sweeper.store.summary import SweepSummary
+
+    earlier, now = datetime.datetime(2026, 1, 1, 2, 0), datetime.datetime(2026, 1, 2, 2, 0)
+    study = [trial(n, {"loader.batch_size": 2**n}) for n in range(3)]
+    for t, began in zip(study, (earlier, earlier, now)):
+        t.datetime_start = began
+    started_at = (now - datetime.timedelta(minutes=1)).timestamp()
+    assert trials.measured_since(study, started_at) == 1
+    assert trials.measured_since(study, now.timestamp() + 1) == 0
+
+    def first_line(since):
+        summary = SweepSummary(
+            study="s", storage="sqlite://", stopped="n_trials=3 reached", counts=trials.count(study), winner=None,
+            baseline=None, confirmation=None, fixed_overrides=(), workload="w", hardware_class="h", machine="m",
+            measured_since_start=since,
+        )  # fmt: skip
+        final_summary(summary, None, None, Path("."))
+        return capsys.readouterr().out.splitlines()[0]
+
+    assert first_line(3) == "sweep done: 3 trials measured (3 complete); n_trials=3 reached"
+    assert first_line(1).startswith("sweep done: 3 trials measured, 1 of them since this sweep began (3 complete)")
+    assert first_line(0).startswith("sweep done: nothing new measured; the study holds 3 trials measured")
+    assert first_line(None).startswith("sweep done: 3 trials measured (3 complete)")  # an earlier version's summary
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ from ..store.trials import (
     changed_knobs,
     config_of,
     count,
+    measured_since,
     pareto_trials,
     primary_value,
     ranked,
@@ -105,6 +106,7 @@ def write_outputs(
         report=str(report_path) if report_path is not None else None,
         winner_samples_per_sec=figure,
         winner_figure=figure_of,
+        measured_since_start=measured_since(trials, started_at),
     )
     summary.write(out)
     stored.save_outcome(

@@ -191,11 +191,13 @@ def final_summary(
         )
         if k
     ]
-    say(
-        f"sweep done: {n.measured} trials measured ({', '.join(ran)})"
-        + (f"; {', '.join(unrun)}" if unrun else "")
-        + f"; {summary.stopped}"
-    )
+    new = summary.measured_since_start
+    head = f"{n.measured} trials measured"
+    if new == 0 and n.measured:  # a rerun of a study whose earlier sweeps had stopped it
+        head = f"nothing new measured; the study holds {n.measured} trials measured"
+    elif new is not None and new < n.measured:  # a study that earlier sweeps had begun
+        head = f"{n.measured} trials measured, {new} of them since this sweep began"
+    say(f"sweep done: {head} ({', '.join(ran)})" + (f"; {', '.join(unrun)}" if unrun else "") + f"; {summary.stopped}")
     decision = summary.confirmation
     if winner is None:
         say("no configuration completed: see trials.csv for the reasons")

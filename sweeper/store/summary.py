@@ -34,6 +34,9 @@ class SweepSummary:
     # else the winner's search run; `winner_figure` says which
     winner_samples_per_sec: float | None = None
     winner_figure: str | None = None  # "confirmed median" | "search run"
+    # of counts.measured, those that began since this sweep did (a rerun of a stopped study: 0);
+    # None in the summary of an earlier version
+    measured_since_start: int | None = None
 
     @staticmethod
     def winner_figure_of(

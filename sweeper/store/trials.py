@@ -177,6 +177,14 @@ def count(trials: Sequence[FrozenTrial]) -> Counts:
     )
 
 
+def measured_since(trials: Sequence[FrozenTrial], started_at: float) -> int:
+    """How many of the trials that ran a measurement began at or after `started_at` (time.time()):
+    a sweep's own, and those of other hosts that share its study meanwhile."""
+    return sum(
+        was_measured(t) and t.datetime_start is not None and t.datetime_start.timestamp() >= started_at for t in trials
+    )
+
+
 def changed_knobs(baseline: FrozenTrial | None, winner: FrozenTrial) -> dict[str, Any]:
     """The winner's knobs that differ from the baseline's: the rest of the winner is your config."""
     knobs = config_of(winner)
