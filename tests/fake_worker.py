@@ -26,6 +26,13 @@ if mode == "ok":
         throughput={"samples_per_sec": 10.0},
         machine={"threads": int(os.environ.get("OMP_NUM_THREADS") or 0)},
     )
+elif mode == "scratch":  # leaves a file in the run's scratch directory, says where, and is killed
+    scratch = os.environ.get("SWEEPER_SCRATCH", "")
+    if scratch:
+        with open(os.path.join(scratch, "left-behind"), "w") as f:
+            f.write("x")
+    send(event="phase", phase=scratch or "no scratch")
+    time.sleep(60)
 elif mode == "hang_with_children":
     pids = []
     for _ in range(2):

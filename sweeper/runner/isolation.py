@@ -143,7 +143,7 @@ class Started:
     mark: str  # NAME=value every process of the run inherits
     note: str | None  # why a run asked to be forked was spawned
     deadline: float  # time.monotonic() when the run is killed
-    scratch: str  # the run's scratch directory (protocol.SCRATCH_ENV), removed with the run
+    scratch: str | None  # the run's scratch directory (protocol.SCRATCH_ENV), removed with the run
 
     @property
     def pgid(self) -> int:
@@ -205,7 +205,7 @@ def start(
         PARENT_PID_ENV: str(os.getpid()),
         RUN_ROOT_ENV: str(os.getpid()),
         RUN_MARK_ENV: mark.partition("=")[2],
-        SCRATCH_ENV: scratch,
+        **({SCRATCH_ENV: scratch} if scratch else {}),
         "PYTHONPATH": pythonpath_with_cwd(),
         DEADLINE_ENV: f"{deadline:.3f}",
         MACHINE_CPUS_ENV: topology.cpulist(sorted(os.sched_getaffinity(0))),

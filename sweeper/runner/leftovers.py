@@ -13,14 +13,19 @@ import tempfile
 from .. import procs
 
 
-def make_scratch() -> str:
-    """A new scratch directory for one run, in the system's temporary directory."""
-    return tempfile.mkdtemp(prefix="sweeper-scratch-")
+def make_scratch() -> str | None:
+    """A new scratch directory for one run, in the system's temporary directory; None where none
+    can be made (a full or read-only disk): the run then makes its files where it would have."""
+    try:
+        return tempfile.mkdtemp(prefix="sweeper-scratch-")
+    except OSError:
+        return None
 
 
-def remove_scratch(path: str) -> None:
+def remove_scratch(path: str | None) -> None:
     """Remove a run's scratch directory and whatever its processes left there."""
-    shutil.rmtree(path, ignore_errors=True)
+    if path is not None:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def kill_group(pgid: int) -> None:
