@@ -369,6 +369,37 @@ def _run_confirmation(stored, plan, measured, capsys):
     return decision, asked, capsys.readouterr().out
 
 
+def test_a_point_measured_twice_stands_in_the_confirmation_at_its_two_runs_mean(tmp_path, capsys):
+    """The convergence stop measured the search's fastest (#1, 200 samples/s) once more, and its
+    second run (#3) read 150: its point runs at 175, behind #2's 185. The confirmation leads with
+    #2; #1 joins only as a runner-up, at 175, which #2's round (180) leaves in no doubt."""
+    import optuna
+
+    from sweeper.store.study import StoredStudy
+
+    plan = _cpu_plan(tmp_path, {"n_trials": 3}, ["search=quick"])
+    storage = optuna.storages.InMemoryStorage()
+    stored = StoredStudy(optuna.create_study(storage=storage, directions=list(plan.directions)), storage)
+    base = trial(0, dict(plan.baseline_knobs), sps=100.0, fixed=plan.fixed)
+    base.user_attrs["baseline"] = True
+    again = trial(
+        3, {**plan.baseline_knobs, "loader.batch_size": 256}, TrialState.FAIL, "second-run", 150.0, fixed=plan.fixed
+    )
+    again.user_attrs["recheck_of"] = 1
+    for t in (
+        base,
+        trial(1, {**plan.baseline_knobs, "loader.batch_size": 256}, sps=200.0, fixed=plan.fixed),
+        trial(2, {**plan.baseline_knobs, "loader.batch_size": 512}, sps=185.0, fixed=plan.fixed),
+        again,
+    ):
+        stored.study.add_trial(t)
+    assert trials.level(stored.trials(plan.fixed)[1], stored.trials(plan.fixed)) == 175.0
+    decision, asked, out = _run_confirmation(stored, plan, {0: 100.0, 1: 200.0, 2: 180.0}, capsys)
+    assert asked == [2, 0], out  # #2 first; #1 (175 in the search) is no doubt beside #2's 180
+    assert decision is not None and decision.winner == 2
+    assert "confirming: trial #2 (faster than the baseline in the search)" in out and "trial #1 (also faster)" in out
+
+
 def test_the_runner_up_is_confirmed_only_when_the_fastests_first_round_leaves_doubt(tmp_path, capsys):
     """The search's fastest (#1, 200) and a runner-up (#2, 185) both beat the baseline (100).
     When #1's first round agrees with the search (190 against 100), it decides alone: #2 never

@@ -18,7 +18,7 @@ from ..stats import Spread, ahead, quantile, with_run_noise
 from ..store.confirmation import Confirmation
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
-from ..store.trials import config_of, primary_value, ranked, search_interval
+from ..store.trials import config_of, level, primary_value, ranked, search_interval
 from . import progress
 from .later import kept_tries
 from .launch import JobRunner, measure_overrides
@@ -81,16 +81,26 @@ def decide(rounds: Mapping[int, Sequence[float | None]], baseline: int) -> Confi
     )
 
 
-def beat_baseline(trials: Sequence[FrozenTrial], baseline: FrozenTrial, top_k: int) -> list[FrozenTrial]:
-    """The fastest `top_k` configurations that beat the baseline in the search (a slower one can
-    only lose the confirmation), each once: with hydra.sweeper.remeasure a study holds several
-    runs of one configuration, and its fastest stands for it (the baseline's own configuration is
-    the baseline)."""
+def own_figure(trial: FrozenTrial) -> float:
+    """A trial's figure from its own run alone."""
+    return primary_value(trial) or 0.0
+
+
+def beat_baseline(
+    trials: Sequence[FrozenTrial],
+    baseline: FrozenTrial,
+    top_k: int,
+    figure: Callable[[FrozenTrial], float] = own_figure,
+) -> list[FrozenTrial]:
+    """The fastest `top_k` configurations by `figure` that beat the baseline in the search (a
+    slower one can only lose the confirmation), each once: with hydra.sweeper.remeasure a study
+    holds several runs of one configuration, and its fastest stands for it (the baseline's own
+    configuration is the baseline)."""
     base = primary_value(baseline) or 0.0
     seen = {_key(baseline)}
     chosen = []
-    for t in ranked(trials):
-        if (primary_value(t) or 0.0) > base and _key(t) not in seen:
+    for t in sorted(ranked(trials), key=lambda t: -figure(t)):
+        if figure(t) > base and _key(t) not in seen:
             seen.add(_key(t))
             chosen.append(t)
     return chosen[:top_k]
@@ -100,12 +110,19 @@ def _key(trial: FrozenTrial) -> str:
     return json.dumps(config_of(trial), sort_keys=True, default=str)
 
 
-def left_behind(beat: Sequence[FrozenTrial], run_noise: float) -> list[FrozenTrial]:
+def left_behind(
+    beat: Sequence[FrozenTrial], run_noise: float, figure: Callable[[FrozenTrial], float] = own_figure
+) -> list[FrozenTrial]:
     """Those the leader (the first) already left behind as racing judges: their interval wholly
-    below the leader's, widened for the run-to-run noise. They could not win the rounds."""
+    below the leader's, widened for the run-to-run noise. They could not win the rounds. A
+    leader whose point was measured twice has its interval moved to its `figure` (the two runs'
+    mean), the spread of its windows kept."""
     lead = search_interval(beat[0]) if beat else None
     if lead is None:
         return []
+    first = own_figure(beat[0])
+    if first and 0 < figure(beat[0]) < first:
+        lead = (lead[0] * figure(beat[0]) / first, lead[1] * figure(beat[0]) / first)
     floor = with_run_noise(lead, run_noise)[0]
     return [t for t in beat[1:] if (own := search_interval(t)) is not None and own[1] < floor]
 
@@ -267,8 +284,12 @@ def run_confirmation(
     kept = kept_tries(every, plan)  # a later knob's try that was no gain: its point stands for it
     trials = [t for t in every if t.number not in kept]
     baseline = next((t for t in trials if TrialRecord.of(t).baseline and t.state == TrialState.COMPLETE), None)
-    beat = beat_baseline(trials, baseline, settings.top_k) if baseline else []
-    behind = [t.number for t in left_behind(beat, plan.settings.run_spread)]
+
+    def figure(trial: FrozenTrial) -> float:  # a point measured twice by the convergence stop: its mean
+        return level(trial, every)
+
+    beat = beat_baseline(trials, baseline, settings.top_k, figure) if baseline else []
+    behind = [t.number for t in left_behind(beat, plan.settings.run_spread, figure)]
     chosen = [t.number for t in beat if t.number not in behind]
     if baseline is None or settings.top_k < 1 or settings.rounds < 1 or not chosen:
         return None
@@ -277,7 +298,7 @@ def run_confirmation(
         baseline=baseline.number,
         rounds=plan_rounds(chosen, baseline.number, settings.rounds, remaining(), typical_wall_s)[-1][0] + 1,
         waiting=chosen[1:] if settings.runners_up == RunnersUp.if_in_doubt else [],
-        searched={n: v for n in [*chosen, baseline.number] if (v := primary_value(by_number[n])) is not None},
+        searched={n: v for n in [*chosen, baseline.number] if (v := figure(by_number[n])) > 0},
         run_noise=plan.settings.run_spread,
         min_rounds=settings.min_rounds,
     )

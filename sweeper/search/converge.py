@@ -19,7 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ..result import Status
 from ..store.record import TrialRecord
-from ..store.trials import config_of, ranked, was_measured
+from ..store.trials import config_of, level, ranked, runs_of, was_measured
 
 _HINT = "(hydra.sweeper.converge=false runs every trial)"
 
@@ -111,7 +111,7 @@ class Converged:
 
     def _found(self, trials: Sequence[FrozenTrial], best: FrozenTrial) -> FrozenTrial:
         """The first trial that reached the best's level: within `level` (else the noise) of the best figure."""
-        bar = _level(best, trials) / (1 + (self.noise if self.level is None else self.level))
+        bar = level(best, trials) / (1 + (self.noise if self.level is None else self.level))
         reached = [t for t in _levels(trials) if (TrialRecord.of(t).samples_per_sec or 0.0) >= bar]
         return min(reached, key=lambda t: (_place(t), t.number), default=best)
 
@@ -155,7 +155,7 @@ class Converged:
     def _whose(self, found: FrozenTrial, best: FrozenTrial, trials: Sequence[FrozenTrial]) -> str:
         """Where the best's level came from, for the log line."""
         what = self._what(found, trials)
-        runs = [TrialRecord.of(t).samples_per_sec for t in _runs_of(best, trials)]
+        runs = [TrialRecord.of(t).samples_per_sec for t in runs_of(best, trials)]
         twice = (
             f" (measured twice: {' and '.join(f'{r:,.0f}' for r in runs if r is not None)} samples/s)"
             if len(runs) > 1
@@ -184,17 +184,6 @@ def _levels(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
     a figure of the proposal's point), fastest first."""
     again = [t for t in trials if TrialRecord.of(t).status == Status.SECOND_RUN]
     return sorted([*ranked(trials), *again], key=lambda t: -(TrialRecord.of(t).samples_per_sec or 0.0))
-
-
-def _runs_of(trial: FrozenTrial, trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
-    """The trial and the second runs of its point."""
-    return [trial, *(t for t in trials if t.number != trial.number and TrialRecord.of(t).recheck_of == trial.number)]
-
-
-def _level(trial: FrozenTrial, trials: Sequence[FrozenTrial]) -> float:
-    """What the trial's point runs at: the mean of its runs' figures (one run, or with its second)."""
-    figures = [f for t in _runs_of(trial, trials) if (f := TrialRecord.of(t).samples_per_sec) is not None]
-    return sum(figures) / len(figures) if figures else 0.0
 
 
 def _place(trial: FrozenTrial) -> int:

@@ -47,6 +47,18 @@ def search_interval(trial: FrozenTrial) -> tuple[float, float] | None:
     return measured.throughput.interval if measured is not None else None
 
 
+def runs_of(trial: FrozenTrial, trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
+    """The trial and the second runs of its point (the convergence stop's rechecks)."""
+    return [trial, *(t for t in trials if t.number != trial.number and TrialRecord.of(t).recheck_of == trial.number)]
+
+
+def level(trial: FrozenTrial, trials: Sequence[FrozenTrial]) -> float:
+    """What the trial's point runs at: the mean of its runs' figures (one run, or with its second):
+    of a point measured twice, its first run alone may be the one that read high."""
+    figures = [f for t in runs_of(trial, trials) if (f := TrialRecord.of(t).samples_per_sec) is not None]
+    return sum(figures) / len(figures) if figures else 0.0
+
+
 def feasible(trial: FrozenTrial) -> bool:
     return all(v <= 0 for v in trial.constraints.values()) if trial.constraints else True
 
