@@ -48,30 +48,24 @@ def test_ok_result_and_events(tmp_path):
 def test_a_killed_runs_scratch_directory_goes_with_it(tmp_path, monkeypatch):
     import tempfile
 
+    def killed_run_phases() -> list:
+        """A fake run that writes into its scratch directory, says where, and hangs until killed."""
+        phases = []
+        result = run_isolated(
+            {"mode": "scratch"}, timeout_s=3, log_path=tmp_path / "w.log", command=FAKE,
+            on_event=lambda e: phases.append(e.get("phase")),
+        )  # fmt: skip
+        assert result.status == "timeout"
+        return phases
+
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
-    phases = []
-    result = run_isolated(
-        {"mode": "scratch"},
-        timeout_s=3,
-        log_path=tmp_path / "w.log",
-        command=FAKE,
-        on_event=lambda e: phases.append(e.get("phase")),
-    )
-    assert result.status == "timeout"
+    phases = killed_run_phases()
     assert phases and phases[0].startswith(str(tmp_path / "tmp" / "sweeper-scratch-")), phases
     assert not any((tmp_path / "tmp").iterdir())  # the file the killed run left there, gone with its directory
     # where no scratch directory can be made, the run goes on without one
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
-    phases.clear()
-    result = run_isolated(
-        {"mode": "scratch"},
-        timeout_s=3,
-        log_path=tmp_path / "w.log",
-        command=FAKE,
-        on_event=lambda e: phases.append(e.get("phase")),
-    )
-    assert result.status == "timeout" and phases == ["no scratch"]
+    assert killed_run_phases() == ["no scratch"]
 
 
 def test_hang_is_killed_with_its_children(tmp_path):
