@@ -369,6 +369,25 @@ def _run_confirmation(stored, plan, measured, capsys):
     return decision, asked, capsys.readouterr().out
 
 
+def test_a_baseline_kept_as_under_load_still_says_what_the_model_is(tmp_path):
+    """A run taken under load is not ranked, but what it said about the workload holds: an MLP
+    has no convolutions, so the recipes leave channels_last at your value."""
+    import optuna
+
+    from sweeper.search.loop import learned
+    from sweeper.store.study import StoredStudy
+
+    plan = _cpu_plan(tmp_path, {"n_trials": 3}, ["search=quick"])
+    storage = optuna.storages.InMemoryStorage()
+    stored = StoredStudy(optuna.create_study(storage=storage, directions=list(plan.directions)), storage)
+    assert learned(stored, plan).convolutional is None  # no run has said yet
+    base = trial(0, dict(plan.baseline_knobs), TrialState.FAIL, "under-load", 100.0, fixed=plan.fixed)
+    base.user_attrs["baseline"] = True
+    base.user_attrs["metrics"]["convolutional"] = False
+    stored.study.add_trial(base)
+    assert learned(stored, plan).convolutional is False
+
+
 def test_a_point_measured_twice_stands_in_the_confirmation_at_its_two_runs_mean(tmp_path, capsys):
     """The convergence stop measured the search's fastest (#1, 200 samples/s) once more, and its
     second run (#3) read 150: its point runs at 175, behind #2's 185. The confirmation leads with

@@ -58,10 +58,10 @@ def learned(stored: StoredStudy, plan: SweepPlan) -> Learned:
     script's sweeper.track applies the first-step knobs (None until a run said)."""
     convolutional, applied = None, None
     for t in stored.trials(plan.fixed):
-        measured = TrialRecord.of(t).measurement
-        if measured is not None:
-            convolutional = convolutional if convolutional is not None else measured.run.convolutional
-            applied = applied if applied is not None else measured.run.applied_in_script
+        facts = TrialRecord.of(t).run_facts  # a run taken under load says them too
+        if facts is not None:
+            convolutional = convolutional if convolutional is not None else facts.convolutional
+            applied = applied if applied is not None else facts.applied_in_script
             if convolutional is not None and (applied is not None or not plan.script):
                 break  # the first measured run says it all: no need to read every trial at each ask
     return Learned(convolutional, applied)
