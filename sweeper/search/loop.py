@@ -25,6 +25,7 @@ from ..store.trials import (
     pareto_trials,
     primary_value,
     ranked,
+    run_facts,
     search_interval,
     was_measured,
 )
@@ -58,7 +59,7 @@ def learned(stored: StoredStudy, plan: SweepPlan) -> Learned:
     script's sweeper.track applies the first-step knobs (None until a run said)."""
     convolutional, applied = None, None
     for t in stored.trials(plan.fixed):
-        facts = TrialRecord.of(t).run_facts  # a run taken under load says them too
+        facts = run_facts(t)  # a run taken under load says them too
         if facts is not None:
             convolutional = convolutional if convolutional is not None else facts.convolutional
             applied = applied if applied is not None else facts.applied_in_script

@@ -12,7 +12,7 @@ from functools import cached_property
 from typing import Any
 
 from ..machine import Fingerprint
-from ..measurement import Measurement, RunFacts
+from ..measurement import Measurement
 from ..result import WALL_S, RunResult, Status
 
 _STATUS, _REASON, _FIGURES = "status", "reason", "metrics"
@@ -129,17 +129,6 @@ class TrialRecord:
         if not self.figures or self.status not in (Status.OK, Status.PRUNED, Status.SECOND_RUN):
             return None
         return Measurement.from_flat(self.figures)
-
-    @cached_property
-    def run_facts(self) -> RunFacts | None:
-        """What the run said about the workload and how it ran (a convolutional model, a script
-        that applied the first-step knobs), a run kept as under load too: load moves the figures,
-        not these."""
-        if self.measurement is not None:
-            return self.measurement.run
-        if self.figures and self.status == Status.UNDER_LOAD:
-            return Measurement.from_flat(self.figures).run
-        return None
 
     @cached_property
     def fingerprint(self) -> Fingerprint | None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
+from ..measurement import Measurement, RunFacts
 from ..result import Status
 from .confirmation import Confirmation
 from .record import TrialRecord
@@ -57,6 +58,18 @@ def level(trial: FrozenTrial, trials: Sequence[FrozenTrial]) -> float:
     of a point measured twice, its first run alone may be the one that read high."""
     figures = [f for t in runs_of(trial, trials) if (f := TrialRecord.of(t).samples_per_sec) is not None]
     return sum(figures) / len(figures) if figures else 0.0
+
+
+def run_facts(trial: FrozenTrial) -> RunFacts | None:
+    """What the trial's run said about the workload and how it ran (a convolutional model, a
+    script that applied the first-step knobs), a run kept as under load too: load moves the
+    figures, not these."""
+    record = TrialRecord.of(trial)
+    if record.measurement is not None:
+        return record.measurement.run
+    if record.figures and record.status == Status.UNDER_LOAD:
+        return Measurement.from_flat(record.figures).run
+    return None
 
 
 def feasible(trial: FrozenTrial) -> bool:
