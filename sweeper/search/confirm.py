@@ -285,8 +285,11 @@ def run_confirmation(
     trials = [t for t in every if t.number not in kept]
     baseline = next((t for t in trials if TrialRecord.of(t).baseline and t.state == TrialState.COMPLETE), None)
 
-    def figure(trial: FrozenTrial) -> float:  # a point measured twice by the convergence stop: its mean
-        return level(trial, every)
+    # a point measured twice by the convergence stop stands at its runs' mean (read once each)
+    levels = {t.number: level(t, every) for t in ranked(trials)}
+
+    def figure(trial: FrozenTrial) -> float:
+        return levels.get(trial.number) or own_figure(trial)
 
     beat = beat_baseline(trials, baseline, settings.top_k, figure) if baseline else []
     behind = [t.number for t in left_behind(beat, plan.settings.run_spread, figure)]
