@@ -208,6 +208,37 @@ def test_a_cancelled_job_says_so_and_a_rerun_after_kill_9_waits_for_the_running_
     assert all(t.state.name != "RUNNING" for t in trials)
 
 
+@pytest.mark.slow
+def test_sigterm_while_a_job_is_queued_exits_143_and_the_next_sweep_reads_the_job(tmp_path, slurm):
+    """A sweep stopped while the launcher waits on a queued job (for hours, on a busy
+    partition) stops at once: the trial is stored as interrupted with its job named, the
+    results are written, exit 143; the job stays queued, and the next sweep reads its result."""
+    command = [*SLURM, *QUICK, "hydra.sweeper.n_trials=1", "hydra.sweeper.confirm.top_k=0"]
+    _wait_for(lambda: not jobs(slurm), timeout=120)
+    first = sweep(tmp_path, slurm, *command, *HELD)
+    (queued,) = _wait_for(lambda: _tasks(slurm, "PENDING"), proc=first)
+    _wait_for(lambda: _trial_of(tmp_path, queued) is not None, proc=first)
+    time.sleep(1)  # into the launcher's wait
+    first.send_signal(signal.SIGTERM)
+    try:
+        out, err = first.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        first.kill()
+        raise AssertionError(f"the sweep ignored SIGTERM while {queued} was queued") from None
+    assert first.returncode == 143, out[-2000:] + err[-2000:]
+    (trial,) = load_study(tmp_path).trials
+    record = TrialRecord.of(trial)
+    assert trial.state.name == "FAIL" and record.scheduler_job == f"slurm:{queued}", record.reason
+    assert "still PENDING when the sweep stopped" in (record.reason or ""), record.reason
+    assert (tmp_path / "s" / "trials.csv").is_file()
+    assert queued in _tasks(slurm, "PENDING")  # left to run: the next sweep reads it
+    _release(slurm, queued)
+    out, _ = finished(sweep(tmp_path, slurm, *command, name="again"))
+    stand_in = [t for t in load_study(tmp_path).trials if t.number != trial.number]
+    assert [t.state.name for t in stand_in] == ["COMPLETE"], out
+    assert TrialRecord.of(stand_in[0]).samples_per_sec and f"trial #{trial.number}'s job wrote" in out, out
+
+
 def _tasks(env: dict[str, str], state: str) -> list[str]:
     """The queue's jobs in `state`, array tasks one by one (4242_0, 4242_1), in order."""
     out = subprocess.run(

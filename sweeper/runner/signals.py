@@ -1,5 +1,7 @@
 """SIGTERM/SIGINT while measuring: kill the running process group, remember the signal, let
-the caller write what was measured and exit 128 + the signal (errors.Interrupted)."""
+the caller write what was measured and exit 128 + the signal (errors.Interrupted). A wait inside
+library code that never reads the request (submitit polling a scheduler's queue) is broken by
+raising StopWaiting into it."""
 
 from __future__ import annotations
 
@@ -13,12 +15,27 @@ from ..errors import signal_name
 from .isolation import interrupt
 
 
+class StopWaiting(BaseException):
+    """Raised by the signal handler into a wait armed with StopRequest.break_waits. A
+    BaseException, as KeyboardInterrupt is: a library's `except Exception` (submitit passes
+    over a failed sacct call) must not swallow it."""
+
+
 @dataclass
 class StopRequest:
     """Set by the handler; read by whoever decides what to run next."""
 
     what: str
     signum: int | None = None
+    breaks_waits: bool = False  # armed: the next stop signal raises StopWaiting
+
+    def break_waits(self) -> None:
+        """Arm: until disarmed, a stop signal raises StopWaiting here in the main thread, into
+        whatever waits. Raises at once if the stop came already."""
+        self.breaks_waits = True
+        if self.requested:
+            self.breaks_waits = False
+            raise StopWaiting(self.reason)
 
     @property
     def requested(self) -> bool:
@@ -38,6 +55,9 @@ def stop_on_signals(what: str) -> Iterator[StopRequest]:
         if stop.signum is None:
             stop.signum = signum
             interrupt(stop.reason)
+        if stop.breaks_waits:  # once: the caller's own clean-up runs unbroken
+            stop.breaks_waits = False
+            raise StopWaiting(stop.reason)
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:

@@ -19,7 +19,7 @@ from ..knobs import Knob
 from ..result import RunResult, Status
 from ..runner.lock import held
 from ..runner.run import RESULT_FILE
-from ..runner.signals import StopRequest
+from ..runner.signals import StopRequest, StopWaiting
 from ..store.heartbeat import heartbeat
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
@@ -189,10 +189,12 @@ class JobRunner:
 
     def _launch(self, jobs: Sequence[Job]) -> list[RunResult]:
         submitted = time.time()
-        with scheduled.submitted(on_submit=lambda handles: self._record_jobs(jobs, handles)) as handles:
+        with scheduled.submitted(on_submit=lambda handles: self._on_submit(jobs, handles)) as handles:
             try:
-                returns = self.launcher.launch([job.launched() for job in jobs], initial_job_idx=jobs[0].job_idx)
-            except Exception as exc:  # noqa: BLE001 - a scheduler that lost a job (cancelled, timed out, node gone)
+                returns = self._launched(jobs)
+            # a scheduler that lost a job (cancelled, timed out, node gone), or a stop signal
+            # while the launcher waited on the queue: each job is then followed for itself
+            except (Exception, StopWaiting) as exc:  # noqa: BLE001
                 lost: BaseException = exc
             else:
                 results = [self._waited(self._returned(r), submitted) for r in returns]
@@ -204,12 +206,20 @@ class JobRunner:
         # one job lost: each of the batch followed to its own end, told from what it returned
         return [self._followed(job, handle, submitted) for job, handle in zip(jobs, handles)]
 
-    def _record_jobs(self, jobs: Sequence[Job], handles: Sequence[Any]) -> None:
+    def _launched(self, jobs: Sequence[Job]) -> list[Any]:
+        try:
+            return list(self.launcher.launch([job.launched() for job in jobs], initial_job_idx=jobs[0].job_idx))
+        finally:
+            self.stop.breaks_waits = False
+
+    def _on_submit(self, jobs: Sequence[Job], handles: Sequence[Any]) -> None:
         """Each trial names its scheduler job as soon as it is submitted: the next sweep asks
-        the scheduler about it if this one stops first."""
+        the scheduler about it if this one stops first. From then on a stop signal breaks the
+        launcher's wait on the queue (it polls for hours and never reads the stop request)."""
         for job, handle in zip(jobs, handles):
             if job.trial_number is not None:
                 self.stored.set_attrs(job.trial_number, TrialRecord.submitted(scheduled.name_of(handle)))
+        self.stop.break_waits()
 
     def _followed(self, job: Job, handle: Any, submitted: float) -> RunResult:
         ended = scheduled.follow(handle, give_up=lambda: self.stop.requested or self._out_of_time())
@@ -218,6 +228,10 @@ class JobRunner:
         if ended.raised is not None:
             return self._failed_job(ended.raised)
         self._keep_log(job, scheduled.launcher_log(handle))
+        if ended.still_active and job.trial_number is None:  # a confirmation run: nobody reads it later
+            with contextlib.suppress(Exception):
+                handle.cancel(check=False)
+            return RunResult(Status.INTERRUPTED, f"{ended.name} was cancelled: the sweep stopped before it ended")
         if ended.still_active:
             return RunResult(
                 Status.INTERRUPTED,
