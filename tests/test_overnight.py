@@ -347,6 +347,24 @@ def test_a_trial_failed_as_lost_whose_job_wrote_a_result_later_is_recovered_once
     assert len(stored.study.get_trials()) == 3  # the failed one is still in the storage, as Optuna keeps it
 
 
+def test_a_trial_names_its_sweep_process_as_it_turns_running(tmp_path):
+    """A sweep killed in the instant after a trial turns RUNNING, before its knobs are chosen,
+    leaves a trial that the next sweep on this host fails at once (its process is dead), not
+    one it must leave RUNNING for the heartbeat's 2 minutes: a queued point and a new trial."""
+    import socket
+
+    from sweeper.store.heartbeat import DIED, orphans
+    from sweeper.store.study import StoredStudy
+
+    stored = StoredStudy.open(f"sqlite:///{tmp_path / 'study.db'}", "s")
+    stored.enqueue({"loader.batch_size": 64}, "a recipe", ["task.epochs=1"])
+    owner = TrialRecord.owner(socket.gethostname(), 4242, None)
+    queued, new = stored.ask(["task.epochs=1"], owner), stored.ask(["task.epochs=1"], owner)
+    found = orphans(stored.trials(), host=socket.gethostname(), now=time.time(), alive=lambda pid, started: False)
+    assert sorted((t.number, why) for t, why in found) == [(queued.number, DIED), (new.number, DIED)]
+    assert TrialRecord.of(stored.trial(queued.number)).origin == "a recipe"
+
+
 def test_on_its_own_host_a_dead_sweeps_trial_waits_for_the_beat_when_its_job_cannot_be_asked_about():
     """A dead sweep process fails its trial at once, unless the trial's scheduler job is one
     nobody here can ask about: then only after the heartbeat window, as on another host."""
@@ -364,11 +382,8 @@ def test_on_its_own_host_a_dead_sweeps_trial_waits_for_the_beat_when_its_job_can
             fixed=[],
             workload="w",
             sweep_dir="d",
-            host="here",
-            pid=4242,
-            pid_started=None,
             hardware_class="h",
-        )
+        ) | TrialRecord.owner("here", 4242, None)
         trial = create_trial(
             state=TrialState.RUNNING,
             user_attrs={**attrs, **TrialRecord.heartbeat(beat), **(TrialRecord.submitted(job) if job else {})},
@@ -403,10 +418,7 @@ def _started_on_the_login_node(trial, sweep_dir, extra, host: str = "login-node"
         fixed=[],
         workload="w",
         sweep_dir=str(sweep_dir),
-        host=host,
-        pid=1,
-        pid_started=None,
         hardware_class="h",
-    )
+    ) | TrialRecord.owner(host, 1, None)
     for key, value in {**attrs, **extra}.items():
         trial.set_user_attr(key, value)

@@ -820,11 +820,8 @@ def test_orphans_by_process_here_and_by_heartbeat_elsewhere():
             fixed=[],
             workload="w",
             sweep_dir="d",
-            host=host,
-            pid=pid,
-            pid_started=None,
             hardware_class="h",
-        )
+        ) | TrialRecord.owner(host, pid, None)
         if beat is not None:
             attrs.update(TrialRecord.heartbeat(beat))
         t = create_trial(state=TrialState.RUNNING, user_attrs=attrs)

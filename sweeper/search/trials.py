@@ -71,7 +71,7 @@ def ask(
         inside = {k: v for k, v in plan.baseline_knobs.items() if sp.contains(plan.space[k], v)}
         outside = {k: v for k, v in plan.baseline_knobs.items() if k not in inside}
         stored.enqueue(inside, None, plan.fixed)
-    trial = stored.ask(plan.fixed)
+    trial = stored.ask(plan.fixed, TrialRecord.owner(socket.gethostname(), os.getpid(), process_started(os.getpid())))
     if not baseline and TrialRecord.of(trial).origin is None:
         outside = {k: plan.baseline_knobs[k] for k in held_back}
     knobs = choose_knobs(plan, ctx, lambda key, dist: outside[key] if key in outside else suggest(trial, key, dist))
@@ -81,9 +81,6 @@ def ask(
         fixed=list(plan.fixed),
         workload=plan.workload,
         sweep_dir=str(plan.sweep_dir),
-        host=socket.gethostname(),
-        pid=os.getpid(),
-        pid_started=process_started(os.getpid()),
         hardware_class=plan.hardware_class,
     )
     for key, value in attrs.items():

@@ -167,23 +167,23 @@ class TrialRecord:
         fixed: list[str],
         workload: str,
         sweep_dir: str,
-        host: str,
-        pid: int,
-        pid_started: float | None,
         hardware_class: str,
     ) -> dict[str, Any]:
-        """When a trial is asked for: what it is and which sweep process runs it."""
+        """When a trial's knobs are chosen: what it measures, and for which setup."""
         return {
             _BASELINE: baseline,
             _KNOBS: dict(knobs),
             _FIXED: list(fixed),
             _WORKLOAD: workload,
             _SWEEP_DIR: sweep_dir,
-            _HOST: host,
-            _PID: pid,
-            _PID_STARTED: pid_started,
             _HARDWARE: hardware_class,
         }
+
+    @staticmethod
+    def owner(host: str, pid: int, pid_started: float | None) -> dict[str, Any]:
+        """Which sweep process runs the trial: stored with the trial as it turns RUNNING, so that
+        a sweep killed in the same instant leaves no RUNNING trial that nobody can tell is dead."""
+        return {_HOST: host, _PID: pid, _PID_STARTED: pid_started}
 
     @staticmethod
     def recovered(number: int) -> dict[str, Any]:

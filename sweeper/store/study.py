@@ -185,25 +185,32 @@ class StoredStudy:
             if fixed in ((r := TrialRecord.of(t)).fixed_overrides, r.queued_for)
         )
 
-    def ask(self, fixed: Sequence[str]) -> optuna.Trial:
-        """Optuna's Study.ask, except that a queued point goes only to the setup that queued it.
-        A study holds several setups (fixed overrides) and Optuna keeps one queue per study, so
-        Study.ask would hand one setup's queued point to whichever sweep asks first. A point
-        queued by hand (no setup recorded) goes to any."""
+    def ask(self, fixed: Sequence[str], owner: Mapping[str, Any]) -> optuna.Trial:
+        """Optuna's Study.ask, except that a queued point goes only to the setup that queued it,
+        and the trial carries `owner` (TrialRecord.owner) from the moment it is RUNNING. A study
+        holds several setups (fixed overrides) and Optuna keeps one queue per study, so Study.ask
+        would hand one setup's queued point to whichever sweep asks first. A point queued by hand
+        (no setup recorded) goes to any."""
         # Study.ask's own steps, through the storage the study reads (Optuna puts a cache in front
         # of an RDB, which must see the trial it hands out)
         storage = self.study._storage
         for waiting in storage.get_all_trials(self.study_id, deepcopy=False, states=(TrialState.WAITING,)):
-            owner = TrialRecord.of(waiting).queued_for
-            if owner is not None and owner != tuple(fixed):
+            setup = TrialRecord.of(waiting).queued_for
+            if setup is not None and setup != tuple(fixed):
                 continue
             try:  # another process may take it first: then it is not ours
                 if not storage.set_trial_state_values(waiting._trial_id, state=TrialState.RUNNING):
                     continue
             except optuna.exceptions.UpdateFinishedTrialError:
                 continue
+            # the owner right after the claim (written before it, a lost race would leave ours
+            # on another process's trial)
+            for key, value in owner.items():
+                storage.set_trial_user_attr(waiting._trial_id, key, value)
             return optuna.Trial(self.study, waiting._trial_id)
-        return optuna.Trial(self.study, storage.create_new_trial(self.study_id))
+        # a new trial is created RUNNING with its owner in one write
+        template = optuna.trial.create_trial(state=TrialState.RUNNING, user_attrs=dict(owner))
+        return optuna.Trial(self.study, storage.create_new_trial(self.study_id, template_trial=template))
 
     def last_winner(self) -> int | None:
         """The winner trial of the study's last sweep (None: no sweep has ended with one)."""
