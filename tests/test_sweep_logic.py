@@ -419,6 +419,44 @@ def test_a_point_measured_twice_stands_in_the_confirmation_at_its_two_runs_mean(
     assert "confirming: trial #2 (faster than the baseline in the search)" in out and "trial #1 (also faster)" in out
 
 
+def test_unconfirmed_the_winner_is_the_point_at_the_highest_level_in_the_summary_the_console_and_the_report(
+    tmp_path, capsys
+):
+    """No confirmation (confirm.top_k=0): #1 read 200 once and 150 when measured again (175),
+    #2 read 185. The winner is #2 at 185 everywhere: summary.json, the last lines, and the report,
+    whether the sweep writes it or it is regenerated from a study that does not name the winner."""
+    from sweeper.report.load import load_report_data
+    from sweeper.search.outputs import write_outputs
+    from sweeper.store.study import StoredStudy
+
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    plan = _cpu_plan(tmp_path, {"n_trials": 3, "storage": url, "confirm": {"top_k": 0}}, ["search=quick"])
+    stored = StoredStudy.open(url, plan.study_name, directions=list(plan.directions))
+    base = trial(0, dict(plan.baseline_knobs), sps=100.0, fixed=plan.fixed)
+    base.user_attrs["baseline"] = True
+    again = trial(
+        3, {**plan.baseline_knobs, "loader.batch_size": 256}, TrialState.FAIL, "second-run", 150.0, fixed=plan.fixed
+    )
+    again.user_attrs["recheck_of"] = 1
+    batches = CategoricalDistribution(sorted({plan.baseline_knobs["loader.batch_size"], 256, 512}))
+    for t in (
+        base,
+        trial(1, {**plan.baseline_knobs, "loader.batch_size": 256}, sps=200.0, fixed=plan.fixed),
+        trial(2, {**plan.baseline_knobs, "loader.batch_size": 512}, sps=185.0, fixed=plan.fixed),
+        again,
+    ):
+        t.distributions = {**t.distributions, "loader.batch_size": batches}  # one space: a stored study checks it
+        stored.study.add_trial(t)
+    summary = write_outputs(stored, plan, None, "n_trials=3 reached", 0.0)
+    out = capsys.readouterr().out
+    assert summary.winner == 2 and summary.winner_samples_per_sec == 185.0
+    assert "winner: trial #2" in out and "185 samples/s (search run)" in out and "unconfirmed): 1.85x" in out
+    report = load_report_data(url, plan.study_name, list(plan.fixed))
+    assert report.winner.number == 2 and report.verdict.winner_samples_per_sec == 185.0
+    stored.save_sweep_span(plan.fixed, 0.0, 1.0, "n_trials=3 reached")  # a study that names no winner
+    assert load_report_data(url, plan.study_name, list(plan.fixed)).winner.number == 2
+
+
 def test_the_runner_up_is_confirmed_only_when_the_fastests_first_round_leaves_doubt(tmp_path, capsys):
     """The search's fastest (#1, 200) and a runner-up (#2, 185) both beat the baseline (100).
     When #1's first round agrees with the search (190 against 100), it decides alone: #2 never

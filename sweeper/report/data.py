@@ -28,6 +28,7 @@ from ..store.trials import (
     primary_value,
     ranked,
     speed_memory_front,
+    unconfirmed_winner,
 )
 from .code import code_diff, script_diff
 from .notes import advice, search_notes
@@ -280,7 +281,14 @@ def build_report_data(
     shown = [t for t in own if t not in unrun]
     done = [t for t in shown if t.state == TrialState.COMPLETE and records[t.number].measurement is not None]
     baseline, best = baseline_of(own), ranked(own)
-    winner_number = confirmation.winner if confirmation else (best[0].number if best else None)
+    # unconfirmed: the trial the sweep chose (a study from elsewhere: the point at the highest level)
+    chosen = (sweep_span or {}).get("winner_trial")
+    if confirmation:
+        winner_number: int | None = confirmation.winner
+    elif chosen is not None:
+        winner_number = chosen
+    else:
+        winner_number = pick.number if (pick := unconfirmed_winner(trials)) is not None else None
     winner = {t.number: t for t in trials}.get(winner_number) if winner_number is not None else None
     stopped = [t for t in shown if _stopped_early(t, records)]
     failures = tuple(
@@ -307,7 +315,7 @@ def build_report_data(
     return ReportData(
         headline=headline,
         winner=_winner(winner, baseline, records, fixed=fixed, study=study_name, kept=kept),
-        verdict=Verdict.of(confirmation, winner, baseline),
+        verdict=Verdict.of(confirmation, winner, baseline, trials),
         charts=charts,
         notes=Notes(
             advice=advice(

@@ -3,13 +3,14 @@ notes, table): typed and frozen, so that the page and its tests read named field
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from optuna.trial import FrozenTrial
 
 from ..store.confirmation import Confirmation
-from ..store.trials import Counts, primary_value
+from ..store.trials import Counts, level
 from .why import StepBreakdown
 
 
@@ -46,7 +47,14 @@ class Verdict:
     rounds: int | None = None
 
     @classmethod
-    def of(cls, confirmation: Confirmation | None, winner: FrozenTrial | None, baseline: FrozenTrial | None) -> Verdict:
+    def of(
+        cls,
+        confirmation: Confirmation | None,
+        winner: FrozenTrial | None,
+        baseline: FrozenTrial | None,
+        trials: Sequence[FrozenTrial],
+    ) -> Verdict:
+        """The confirmation's medians, else each trial's level over the search (its runs' mean)."""
         if confirmation is not None:
             return cls(
                 True,
@@ -58,8 +66,8 @@ class Verdict:
                 confirmation.win_share,
                 confirmation.rounds_run,
             )
-        won = primary_value(winner) if winner else None
-        base = primary_value(baseline) if baseline else None
+        won = (level(winner, trials) or None) if winner else None
+        base = (level(baseline, trials) or None) if baseline else None
         return cls(False, won, base, won / base if won and base else None)
 
 

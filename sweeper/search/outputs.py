@@ -27,10 +27,10 @@ from ..store.trials import (
     changed_knobs,
     config_of,
     count,
+    level,
     measured_since,
     pareto_trials,
-    primary_value,
-    ranked,
+    unconfirmed_winner,
 )
 from . import progress
 from .later import kept_tries
@@ -67,15 +67,12 @@ def write_outputs(
     stored: StoredStudy, plan: SweepPlan, decision: Confirmation | None, why: str, started_at: float
 ) -> SweepSummary:
     """Everything a sweep leaves in its directory, from the study (the source of truth)."""
-    stored.save_sweep_span(plan.fixed, started_at, time.time(), why)
     trials = stored.trials(plan.fixed)
     out = plan.sweep_dir
     write_table(trials_frame(trials), out)
     by_number = {t.number: t for t in trials}
-    # unconfirmed, the winner is the search's fastest, a later knob's try that was no gain aside
-    kept = kept_tries(trials, plan)
-    best = [t for t in ranked(trials) if t.number not in kept]
-    winner = by_number[decision.winner] if decision else (best[0] if best else None)
+    winner = by_number[decision.winner] if decision else unconfirmed_winner(trials, kept_tries(trials, plan))
+    stored.save_sweep_span(plan.fixed, started_at, time.time(), why, winner.number if winner else None)
     baseline = baseline_of(trials)
     # the same Optuna call as the report's Pareto chart: the two never disagree
     pareto = pareto_trials(trials, plan.directions)
@@ -89,7 +86,7 @@ def write_outputs(
         (out / "winner.yaml").write_text(winner_yaml(plan.fixed, knobs, note))
         (out / "winner_command.txt").write_text(command + "\n")
     report_path = _write_report(plan)
-    figure, figure_of = SweepSummary.winner_figure_of(decision, primary_value(winner) if winner else None)
+    figure, figure_of = SweepSummary.winner_figure_of(decision, level(winner, trials) if winner else None)
     summary = SweepSummary(
         study=plan.study_name,
         storage=redact(plan.storage_url),

@@ -106,11 +106,16 @@ class StoredStudy:
         return f"sweep:{json.dumps(list(fixed))}"
 
     def save_sweep_span(
-        self, fixed: Sequence[str], started_at: float, ended_at: float | None, stopped: str | None = None
+        self,
+        fixed: Sequence[str],
+        started_at: float,
+        ended_at: float | None,
+        stopped: str | None = None,
+        winner: int | None = None,
     ) -> None:
-        """When this setup's latest sweep started and ended (epoch seconds; None: running), and
-        why its search stopped."""
-        span = {"started_at": started_at, "ended_at": ended_at, _STOPPED_BECAUSE: stopped}
+        """When this setup's latest sweep started and ended (epoch seconds; None: running), why
+        its search stopped, and the trial it chose (a report written later shows the same one)."""
+        span = {"started_at": started_at, "ended_at": ended_at, _STOPPED_BECAUSE: stopped, _WINNER: winner}
         self.study.set_user_attr(self._span_key(fixed), span)
 
     def sweep_span(self, fixed: Sequence[str]) -> dict[str, Any] | None:

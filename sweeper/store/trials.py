@@ -3,7 +3,7 @@ sweep read trials only through these and TrialRecord."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +58,14 @@ def level(trial: FrozenTrial, trials: Sequence[FrozenTrial]) -> float:
     of a point measured twice, its first run alone may be the one that read high."""
     figures = [f for t in runs_of(trial, trials) if (f := TrialRecord.of(t).samples_per_sec) is not None]
     return sum(figures) / len(figures) if figures else 0.0
+
+
+def unconfirmed_winner(trials: Sequence[FrozenTrial], standing_in: Collection[int] = ()) -> FrozenTrial | None:
+    """The winner when no confirmation decided: the point at the highest level (a point measured
+    twice at its runs' mean, as the convergence stop and the confirmation count it), the trials
+    in `standing_in` left out (a later knob's try that was no gain: its point stands for it)."""
+    best = [t for t in ranked(trials) if t.number not in standing_in]
+    return max(best, key=lambda t: level(t, trials), default=None)
 
 
 def run_facts(trial: FrozenTrial) -> RunFacts | None:
