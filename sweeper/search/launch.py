@@ -129,6 +129,12 @@ def lost_reason(exc: BaseException) -> str:
     return f"the launcher lost the job: {first}"
 
 
+def failed_job(exc: BaseException) -> RunResult:
+    """The result of a job that raised: invalid for a configuration this machine can't run."""
+    status = Status.INVALID if isinstance(exc, ConfigError) else Status.ERROR
+    return RunResult(status, _first_line(exc))
+
+
 @dataclass
 class JobRunner:
     """Runs the sweep's jobs through Hydra's launcher: one, or a batch at once (n_jobs), each
@@ -226,7 +232,7 @@ class JobRunner:
         if ended.returned is not None:
             return self._checked(self._waited(self._returned(ended.returned), submitted), handle)
         if ended.raised is not None:
-            return self._failed_job(ended.raised)
+            return failed_job(ended.raised)
         self._keep_log(job, scheduled.launcher_log(handle))
         if ended.still_active and job.trial_number is None:  # a confirmation run: nobody reads it later
             with contextlib.suppress(Exception):
@@ -281,13 +287,8 @@ class JobRunner:
         try:
             job.return_value  # re-raises the job's exception
         except Exception as exc:  # noqa: BLE001 - a failed job is data
-            return self._failed_job(exc)
+            return failed_job(exc)
         return RunResult(Status.ERROR, f"the job ended as {job.status.name} without an exception")
-
-    @staticmethod
-    def _failed_job(exc: BaseException) -> RunResult:
-        status = Status.INVALID if isinstance(exc, ConfigError) else Status.ERROR
-        return RunResult(status, _first_line(exc))
 
     def _left_result(self, job: Job, submitted: float) -> RunResult | None:
         """The result.json the job wrote where it ran, if it wrote one after its submission."""
