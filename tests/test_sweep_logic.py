@@ -427,7 +427,7 @@ def test_unconfirmed_the_winner_is_the_point_at_the_highest_level_in_the_summary
     whether the sweep writes it or it is regenerated from a study that does not name the winner."""
     from sweeper.report.load import load_report_data
     from sweeper.search.outputs import write_outputs
-    from sweeper.store.study import StoredStudy
+    from sweeper.store.study import StoredStudy, SweepSpan
 
     url = f"sqlite:///{tmp_path / 'study.db'}"
     plan = _cpu_plan(tmp_path, {"n_trials": 3, "storage": url, "confirm": {"top_k": 0}}, ["search=quick"])
@@ -453,7 +453,7 @@ def test_unconfirmed_the_winner_is_the_point_at_the_highest_level_in_the_summary
     assert "winner: trial #2" in out and "185 samples/s (search run)" in out and "unconfirmed): 1.85x" in out
     report = load_report_data(url, plan.study_name, list(plan.fixed))
     assert report.winner.number == 2 and report.verdict.winner_samples_per_sec == 185.0
-    stored.save_sweep_span(plan.fixed, 0.0, 1.0, "n_trials=3 reached")  # a study that names no winner
+    stored.save_sweep_span(plan.fixed, SweepSpan(0.0, 1.0, "n_trials=3 reached"))  # a study that names no winner
     assert load_report_data(url, plan.study_name, list(plan.fixed)).winner.number == 2
 
 

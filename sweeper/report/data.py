@@ -16,6 +16,7 @@ from ..overrides import winner_command, winner_yaml
 from ..result import WALL_S, Status
 from ..store.confirmation import Confirmation
 from ..store.record import TrialRecord
+from ..store.study import SweepSpan
 from ..store.table import knob_columns, trials_frame
 from ..store.trials import (
     baseline_kept,
@@ -237,7 +238,7 @@ def _headline(
     *,
     study: str,
     workload: str,
-    sweep_span: Mapping[str, Any],
+    sweep_span: SweepSpan | None,
 ) -> Headline:
     starts = [t.datetime_start for t in shown if t.datetime_start]
     ends = [t.datetime_complete for t in shown if t.datetime_complete]
@@ -252,11 +253,11 @@ def _headline(
         date=date,
         counts=count(trials),
         budget_used_s=(max(ends) - first).total_seconds() if first and ends else 0.0,
-        sweep_wall_s=(sweep_span["ended_at"] - sweep_span["started_at"]) if sweep_span.get("ended_at") else None,
-        sweep_finished=bool(sweep_span.get("ended_at")),
+        sweep_wall_s=sweep_span.wall_s if sweep_span else None,
+        sweep_finished=sweep_span is not None and sweep_span.ended_at is not None,
         queue_wait_s=sum(records[t.number].queue_wait_s or 0.0 for t in shown),
         scheduled=sum(records[t.number].scheduler_job is not None for t in shown),
-        stopped=sweep_span.get("stopped_because"),
+        stopped=sweep_span.stopped_because if sweep_span else None,
     )
 
 
@@ -270,7 +271,7 @@ def build_report_data(
     objectives: Sequence[str] = DEFAULT_OBJECTIVES,
     directions: Sequence[str] = ("maximize",),
     importances: Mapping[str, float] | None = None,
-    sweep_span: Mapping[str, Any] | None = None,
+    sweep_span: SweepSpan | None = None,
     siblings: Sequence[tuple[str, str, float, str]] = (),
 ) -> ReportData:
     trials = sorted(trials, key=lambda t: t.number)
@@ -282,7 +283,7 @@ def build_report_data(
     done = [t for t in shown if t.state == TrialState.COMPLETE and records[t.number].measurement is not None]
     baseline, best = baseline_of(own), ranked(own)
     # unconfirmed: the trial the sweep chose (a study from elsewhere: the point at the highest level)
-    chosen = (sweep_span or {}).get("winner_trial")
+    chosen = sweep_span.winner_trial if sweep_span else None
     if confirmation:
         winner_number: int | None = confirmation.winner
     elif chosen is not None:
@@ -298,7 +299,7 @@ def build_report_data(
         and not _stopped_early(t, records)
         and records[t.number].status != Status.SECOND_RUN  # a figure, in the notes: no failure
     )
-    headline = _headline(trials, shown, records, study=study_name, workload=workload, sweep_span=sweep_span or {})
+    headline = _headline(trials, shown, records, study=study_name, workload=workload, sweep_span=sweep_span)
     first = min((t.datetime_start for t in shown if t.datetime_start), default=None)
     charts = Charts(
         points=_points(

@@ -18,7 +18,7 @@ from ..overrides import winner_command, winner_yaml
 from ..paths import SWEEP_FILE
 from ..store.confirmation import Confirmation
 from ..store.storage import has_password, redact
-from ..store.study import StoredStudy
+from ..store.study import StoredStudy, SweepSpan
 from ..store.summary import SweepSummary
 from ..store.table import trials_frame, write_table
 from ..store.trials import (
@@ -72,7 +72,7 @@ def write_outputs(
     write_table(trials_frame(trials), out)
     by_number = {t.number: t for t in trials}
     winner = by_number[decision.winner] if decision else unconfirmed_winner(trials, kept_tries(trials, plan))
-    stored.save_sweep_span(plan.fixed, started_at, time.time(), why, winner.number if winner else None)
+    stored.save_sweep_span(plan.fixed, SweepSpan(started_at, time.time(), why, winner.number if winner else None))
     baseline = baseline_of(trials)
     # the same Optuna call as the report's Pareto chart: the two never disagree
     pareto = pareto_trials(trials, plan.directions)

@@ -30,7 +30,7 @@ from ..runner.lock import MeasureLock, describe
 from ..runner.signals import stop_on_signals
 from ..runner.zygote import expecting
 from ..store.storage import redact, scrub_files
-from ..store.study import StoredStudy, space_conflict, space_study_name
+from ..store.study import StoredStudy, SweepSpan, space_conflict, space_study_name
 from ..store.summary import SweepSummary
 from . import progress, quiet
 from . import space as sp
@@ -198,7 +198,7 @@ class Sweep:
                 f"hydra.sweep.dir={str(plan.sweep_dir)!r} cannot be written ({exc.strerror}): "
                 "choose a directory you can write, e.g. hydra.sweep.dir=/tmp/sweeps/x."
             ) from exc
-        stored.save_sweep_span(plan.fixed, started_at, None)
+        stored.save_sweep_span(plan.fixed, SweepSpan(started_at))
         progress.open_log(plan.sweep_dir / "sweep.log")
         if plan.claim.pin is not None:  # the launcher's jobs, and their children, run there
             os.environ.update(plan.claim.env)

@@ -7,7 +7,7 @@ import hashlib
 import json
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Any
 
@@ -26,7 +26,22 @@ _OBJECTIVES, _HARDWARE_CLASS = "objectives", "hardware_class"
 _WORKLOAD, _MACHINE, _BASELINE, _WINNER = "workload", "machine", "baseline_trial", "winner_trial"
 # the winner's one figure, which it is, and the confirmed speedup (summary.json says the same)
 _WINNER_FIGURE, _WINNER_FIGURE_OF, _SPEEDUP = "winner_samples_per_sec", "winner_figure", "confirmed_speedup"
-_STOPPED_BECAUSE = "stopped_because"  # in a sweep's span: why its search stopped
+
+
+@dataclass(frozen=True)
+class SweepSpan:
+    """A setup's latest sweep as its study keeps it: when it started and ended (epoch seconds;
+    ended None while it runs), why its search stopped, and the trial it chose as the winner (a
+    report written later shows the same one; None: none, or a sweep of an earlier version)."""
+
+    started_at: float
+    ended_at: float | None = None
+    stopped_because: str | None = None
+    winner_trial: int | None = None
+
+    @property
+    def wall_s(self) -> float | None:
+        return self.ended_at - self.started_at if self.ended_at is not None else None
 
 
 @dataclass
@@ -105,21 +120,16 @@ class StoredStudy:
     def _span_key(fixed: Sequence[str]) -> str:
         return f"sweep:{json.dumps(list(fixed))}"
 
-    def save_sweep_span(
-        self,
-        fixed: Sequence[str],
-        started_at: float,
-        ended_at: float | None,
-        stopped: str | None = None,
-        winner: int | None = None,
-    ) -> None:
-        """When this setup's latest sweep started and ended (epoch seconds; None: running), why
-        its search stopped, and the trial it chose (a report written later shows the same one)."""
-        span = {"started_at": started_at, "ended_at": ended_at, _STOPPED_BECAUSE: stopped, _WINNER: winner}
-        self.study.set_user_attr(self._span_key(fixed), span)
+    def save_sweep_span(self, fixed: Sequence[str], span: SweepSpan) -> None:
+        self.study.set_user_attr(self._span_key(fixed), asdict(span))
 
-    def sweep_span(self, fixed: Sequence[str]) -> dict[str, Any] | None:
-        return self.study.user_attrs.get(self._span_key(fixed))
+    def sweep_span(self, fixed: Sequence[str]) -> SweepSpan | None:
+        """This setup's latest sweep, as save_sweep_span kept it (None: no sweep yet)."""
+        stored = self.study.user_attrs.get(self._span_key(fixed))
+        if not isinstance(stored, dict) or "started_at" not in stored:
+            return None
+        ended, why, winner = (stored.get(key) for key in ("ended_at", "stopped_because", "winner_trial"))
+        return SweepSpan(float(stored["started_at"]), ended, why, winner)
 
     def describe(
         self, objectives: Sequence[str], hardware_class: str, *, workload: str = "", machine: str = ""
