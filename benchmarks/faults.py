@@ -314,7 +314,10 @@ def kill(n: int) -> int:
             after = _trials(tmp, "b")
             numbers = [t.number for t in after]
             tally["duplicate numbers"] += len(numbers) - len(set(numbers))
-            tally["left RUNNING"] += sum(t.state.name == "RUNNING" for t in after)
+            running = [t for t in after if t.state.name == "RUNNING"]
+            tally["left RUNNING"] += len(running)
+            for t in running:
+                print(f"  run {i}: killed {phase}; #{t.number} left RUNNING with {sorted(t.user_attrs)}")
             kept = {t.number: t for t in after}
             tally["completed trials lost"] += sum(
                 1 for k, t in before.items() if k not in kept or kept[k].datetime_complete != t.datetime_complete

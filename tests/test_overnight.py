@@ -16,7 +16,7 @@ import pytest
 
 from conftest import ROOT, TINY, load_study, run_multirun
 from sweeper.runner.lock import MeasureLock, choose_resource
-from sweeper.store.record import TrialRecord
+from sweeper.store.record import Owner, TrialRecord
 
 QUICK = ["search=quick", "task.num_samples=2048", "hydra.sweeper.confirm.top_k=0"]
 HOLD_LOCK = """
@@ -358,11 +358,44 @@ def test_a_trial_names_its_sweep_process_as_it_turns_running(tmp_path):
 
     stored = StoredStudy.open(f"sqlite:///{tmp_path / 'study.db'}", "s")
     stored.enqueue({"loader.batch_size": 64}, "a recipe", ["task.epochs=1"])
-    owner = TrialRecord.owner(socket.gethostname(), 4242, None)
+    owner = Owner(socket.gethostname(), 4242, None)
     queued, new = stored.ask(["task.epochs=1"], owner), stored.ask(["task.epochs=1"], owner)
     found = orphans(stored.trials(), host=socket.gethostname(), now=time.time(), alive=lambda pid, started: False)
     assert sorted((t.number, why) for t, why in found) == [(queued.number, DIED), (new.number, DIED)]
     assert TrialRecord.of(stored.trial(queued.number)).origin == "a recipe"
+
+
+def test_a_sweep_killed_between_a_queued_claim_and_its_owner_leaves_a_trial_named_dead(tmp_path, monkeypatch):
+    """Claiming a queued point and naming its owner are separate writes. A sweep killed between
+    them leaves a RUNNING trial that names its claimant: dead on this host, the next sweep fails
+    it at once; alive (another process that lost the claim wrote last), the heartbeat decides."""
+    import socket
+
+    from optuna.trial import TrialState
+
+    from sweeper.store.heartbeat import DIED, orphans
+    from sweeper.store.study import StoredStudy
+
+    stored = StoredStudy.open(f"sqlite:///{tmp_path / 'study.db'}", "s")
+    stored.enqueue({"loader.batch_size": 64}, "a recipe", ["task.epochs=1"])
+    storage = stored.study._storage
+    write = storage.set_trial_user_attr
+
+    def killed_at_the_owner(trial_id, key, value):
+        if key == "host":  # the owner's first write, after the claim: the sweep dies here
+            raise KeyboardInterrupt
+        write(trial_id, key, value)
+
+    monkeypatch.setattr(storage, "set_trial_user_attr", killed_at_the_owner)
+    with pytest.raises(KeyboardInterrupt):
+        stored.ask(["task.epochs=1"], Owner(socket.gethostname(), 4242, None))
+    monkeypatch.undo()
+    (claimed,) = stored.trials()
+    assert claimed.state == TrialState.RUNNING and TrialRecord.of(claimed).host is None
+    here, now = socket.gethostname(), time.time()
+    found = orphans(stored.trials(), host=here, now=now, alive=lambda pid, started: pid != 4242)
+    assert [(t.number, why) for t, why in found] == [(claimed.number, DIED)]
+    assert orphans(stored.trials(), host=here, now=now, alive=lambda pid, started: True) == []
 
 
 def test_on_its_own_host_a_dead_sweeps_trial_waits_for_the_beat_when_its_job_cannot_be_asked_about():
@@ -376,14 +409,17 @@ def test_on_its_own_host_a_dead_sweeps_trial_waits_for_the_beat_when_its_job_can
     from sweeper.store.record import TrialRecord
 
     def running(job, beat):
-        attrs = TrialRecord.started(
-            baseline=False,
-            knobs={},
-            fixed=[],
-            workload="w",
-            sweep_dir="d",
-            hardware_class="h",
-        ) | TrialRecord.owner("here", 4242, None)
+        attrs = (
+            TrialRecord.started(
+                baseline=False,
+                knobs={},
+                fixed=[],
+                workload="w",
+                sweep_dir="d",
+                hardware_class="h",
+            )
+            | Owner("here", 4242, None).attrs()
+        )
         trial = create_trial(
             state=TrialState.RUNNING,
             user_attrs={**attrs, **TrialRecord.heartbeat(beat), **(TrialRecord.submitted(job) if job else {})},
@@ -412,13 +448,16 @@ def _started_on_the_login_node(trial, sweep_dir, extra, host: str = "login-node"
     """A trial as a sweep on `host` (a login node) asks it, with `extra` attributes."""
     from sweeper.store.record import TrialRecord
 
-    attrs = TrialRecord.started(
-        baseline=False,
-        knobs={"loader.batch_size": 64},
-        fixed=[],
-        workload="w",
-        sweep_dir=str(sweep_dir),
-        hardware_class="h",
-    ) | TrialRecord.owner(host, 1, None)
+    attrs = (
+        TrialRecord.started(
+            baseline=False,
+            knobs={"loader.batch_size": 64},
+            fixed=[],
+            workload="w",
+            sweep_dir=str(sweep_dir),
+            hardware_class="h",
+        )
+        | Owner(host, 1, None).attrs()
+    )
     for key, value in {**attrs, **extra}.items():
         trial.set_user_attr(key, value)

@@ -847,19 +847,22 @@ def test_orphans_by_process_here_and_by_heartbeat_elsewhere():
     import datetime as dt
 
     from sweeper.store.heartbeat import DIED, SILENT, orphans
-    from sweeper.store.record import TrialRecord
+    from sweeper.store.record import Owner, TrialRecord
 
     now = 10_000.0
 
     def running(number, host, pid, beat=None, started=now - 1000):
-        attrs = TrialRecord.started(
-            baseline=False,
-            knobs={},
-            fixed=[],
-            workload="w",
-            sweep_dir="d",
-            hardware_class="h",
-        ) | TrialRecord.owner(host, pid, None)
+        attrs = (
+            TrialRecord.started(
+                baseline=False,
+                knobs={},
+                fixed=[],
+                workload="w",
+                sweep_dir="d",
+                hardware_class="h",
+            )
+            | Owner(host, pid, None).attrs()
+        )
         if beat is not None:
             attrs.update(TrialRecord.heartbeat(beat))
         t = create_trial(state=TrialState.RUNNING, user_attrs=attrs)

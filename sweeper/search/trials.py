@@ -16,7 +16,7 @@ from ..knobs import Knob
 from ..measurement import MEMORY
 from ..result import RunResult, Status
 from ..store.heartbeat import process_started
-from ..store.record import TrialRecord
+from ..store.record import Owner, TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import baseline_of
 from . import space as sp
@@ -71,7 +71,7 @@ def ask(
         inside = {k: v for k, v in plan.baseline_knobs.items() if sp.contains(plan.space[k], v)}
         outside = {k: v for k, v in plan.baseline_knobs.items() if k not in inside}
         stored.enqueue(inside, None, plan.fixed)
-    trial = stored.ask(plan.fixed, TrialRecord.owner(socket.gethostname(), os.getpid(), process_started(os.getpid())))
+    trial = stored.ask(plan.fixed, Owner(socket.gethostname(), os.getpid(), process_started(os.getpid())))
     if not baseline and TrialRecord.of(trial).origin is None:
         outside = {k: plan.baseline_knobs[k] for k in held_back}
     knobs = choose_knobs(plan, ctx, lambda key, dist: outside[key] if key in outside else suggest(trial, key, dist))

@@ -61,12 +61,17 @@ def orphans(
 ) -> list[tuple[FrozenTrial, str]]:
     """RUNNING trials with no live sweep behind them, each with why (pure). On the sweep's own
     host a dead process is enough, unless the trial's scheduler job is one whose state nobody
-    here can tell (`told` says False): then, as on other hosts, only GRACE_S without a beat."""
+    here can tell (`told` says False): then, as on other hosts, only GRACE_S without a beat. A
+    queued point claimed by a sweep that died before it wrote its owner names its claimant."""
     found = []
     for t in trials:
         if t.state != TrialState.RUNNING:
             continue
         record = TrialRecord.of(t)
+        claimant = record.claimed_by if record.host is None else None
+        if claimant is not None and claimant.host == host and not alive(claimant.pid, claimant.started):
+            found.append((t, DIED))  # killed as it took the point from the queue
+            continue
         if (
             record.host == host
             and record.sweeper_pid is not None

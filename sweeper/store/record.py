@@ -21,6 +21,8 @@ _FINGERPRINT, _HARDWARE, _JOB_DIR = "fingerprint", "hardware_class", "job_dir"
 _REUSED_FROM, _WORKLOAD, _SWEEP_DIR = "reused_from", "workload", "sweep_dir"
 _HOST, _PID, _PID_STARTED, _HEARTBEAT = "host", "sweeper_pid", "sweeper_started", "heartbeat_at"
 _RERUN = "rerun_reason"
+# the sweep process that is taking a queued point, written before the claim: [host, pid, started]
+_CLAIMED_BY = "claimed_by"
 # why the trial's first run was measured again: its figure was taken under other processes' load
 _MEASURED_AGAIN = "measured_again"
 # a trial told a result its job wrote after an earlier sweep had failed it: that trial's number
@@ -46,6 +48,25 @@ def _status(attrs: Mapping[str, Any]) -> Status | None:
     if value is None:
         return None
     return Status(value)
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The sweep process that runs a trial: stored with the trial as it turns RUNNING, so that a
+    sweep killed in that instant leaves no RUNNING trial that nobody can tell is dead."""
+
+    host: str
+    pid: int
+    started: float | None  # when the process started: a pid reused later is not the same process
+
+    def attrs(self) -> dict[str, Any]:
+        return {_HOST: self.host, _PID: self.pid, _PID_STARTED: self.started}
+
+    def claim(self) -> dict[str, Any]:
+        """Written, in one write, before the process takes a queued point from the queue (the
+        claim and the owner's attributes are separate writes): a sweep killed between them
+        leaves a trial whose claimant the next sweep can tell is dead."""
+        return {_CLAIMED_BY: [self.host, self.pid, self.started]}
 
 
 @dataclass(frozen=True)
@@ -81,6 +102,7 @@ class TrialRecord:
     recovered_from: int | None = None  # the failed trial whose job's late result this trial holds
     measured_again: str | None = None  # its first run was taken under load: what loaded it
     borrowed_from: str | None = None  # "<study>#<n>": another study's result, ranked here as our own
+    claimed_by: Owner | None = None  # a queued point's claimant, until the claim's winner names itself
 
     @classmethod
     def of(cls, trial: Any) -> TrialRecord:
@@ -120,6 +142,7 @@ class TrialRecord:
             recovered_from=attrs.get(_RECOVERED_FROM),
             measured_again=attrs.get(_MEASURED_AGAIN),
             borrowed_from=attrs.get(_BORROWED_FROM),
+            claimed_by=Owner(*attrs[_CLAIMED_BY]) if attrs.get(_CLAIMED_BY) else None,
         )
 
     # -- reading (the typed parts on first use: a sweep reads many records) --
@@ -178,12 +201,6 @@ class TrialRecord:
             _SWEEP_DIR: sweep_dir,
             _HARDWARE: hardware_class,
         }
-
-    @staticmethod
-    def owner(host: str, pid: int, pid_started: float | None) -> dict[str, Any]:
-        """Which sweep process runs the trial: stored with the trial as it turns RUNNING, so that
-        a sweep killed in the same instant leaves no RUNNING trial that nobody can tell is dead."""
-        return {_HOST: host, _PID: pid, _PID_STARTED: pid_started}
 
     @staticmethod
     def recovered(number: int) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ..result import Status
 from .confirmation import Confirmation
-from .record import TrialRecord
+from .record import Owner, TrialRecord
 from .storage import open_storage
 from .trials import current, of_setup
 
@@ -200,9 +200,9 @@ class StoredStudy:
             if fixed in ((r := TrialRecord.of(t)).fixed_overrides, r.queued_for)
         )
 
-    def ask(self, fixed: Sequence[str], owner: Mapping[str, Any]) -> optuna.Trial:
+    def ask(self, fixed: Sequence[str], owner: Owner) -> optuna.Trial:
         """Optuna's Study.ask, except that a queued point goes only to the setup that queued it,
-        and the trial carries `owner` (TrialRecord.owner) from the moment it is RUNNING. A study
+        and the trial carries `owner` from the moment it is RUNNING. A study
         holds several setups (fixed overrides) and Optuna keeps one queue per study, so Study.ask
         would hand one setup's queued point to whichever sweep asks first. A point queued by hand
         (no setup recorded) goes to any."""
@@ -213,18 +213,21 @@ class StoredStudy:
             setup = TrialRecord.of(waiting).queued_for
             if setup is not None and setup != tuple(fixed):
                 continue
+            # the claimant first, in one write: a sweep killed between the claim and the owner's
+            # writes then leaves a trial the next sweep can tell is dead. The owner only after the
+            # claim: written before, a lost race would leave ours on another process's trial
             try:  # another process may take it first: then it is not ours
+                for key, value in owner.claim().items():
+                    storage.set_trial_user_attr(waiting._trial_id, key, value)
                 if not storage.set_trial_state_values(waiting._trial_id, state=TrialState.RUNNING):
                     continue
             except optuna.exceptions.UpdateFinishedTrialError:
                 continue
-            # the owner right after the claim (written before it, a lost race would leave ours
-            # on another process's trial)
-            for key, value in owner.items():
+            for key, value in owner.attrs().items():
                 storage.set_trial_user_attr(waiting._trial_id, key, value)
             return optuna.Trial(self.study, waiting._trial_id)
         # a new trial is created RUNNING with its owner in one write
-        template = optuna.trial.create_trial(state=TrialState.RUNNING, user_attrs=dict(owner))
+        template = optuna.trial.create_trial(state=TrialState.RUNNING, user_attrs=owner.attrs())
         return optuna.Trial(self.study, storage.create_new_trial(self.study_id, template_trial=template))
 
     def last_winner(self) -> int | None:
