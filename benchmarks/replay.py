@@ -144,6 +144,9 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     },
     # near-ties at the shipped 10%: how many of the last 8 may come within the noise of the best
     "TPE, samples/sec, converge: last 8, three near-ties": {"sampler": TPE, "_converge": {"ties": 3}},
+    "TPE, samples/sec, converge: last 7": {"sampler": TPE, "_converge": {"after": 7}},
+    "TPE, samples/sec, converge: last 6": {"sampler": TPE, "_converge": {"after": 6}},
+    "TPE, samples/sec, converge: last 6, any near-ties": {"sampler": TPE, "_converge": {"after": 6, "ties": 6}},
     "TPE, samples/sec, converge: last 8, any near-ties (none beyond the noise)": {
         "sampler": TPE,
         "_converge": {"ties": 8},
