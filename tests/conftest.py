@@ -95,6 +95,14 @@ def load_study(tmp_path: Path, name: str = "s"):
     return optuna.load_study(study_name=info["study"], storage=f"sqlite:///{tmp_path / 'study.db'}")
 
 
+def running_attrs(host: str, pid: int) -> dict[str, Any]:
+    """The attributes of a trial a sweep process (`host`, `pid`) is running, its knobs chosen."""
+    from sweeper.store.record import Owner, TrialRecord
+
+    started = TrialRecord.started(baseline=False, knobs={}, fixed=[], workload="w", sweep_dir="d", hardware_class="h")
+    return started | Owner(host, pid, None).attrs()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _own_measurement_lock(tmp_path_factory):
     """Tests take turns among themselves, not with a real sweep that may run on this machine."""

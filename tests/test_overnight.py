@@ -14,7 +14,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from conftest import ROOT, TINY, load_study, run_multirun
+from conftest import ROOT, TINY, load_study, run_multirun, running_attrs
 from sweeper.runner.lock import MeasureLock, choose_resource
 from sweeper.store.record import Owner, TrialRecord
 
@@ -409,17 +409,7 @@ def test_on_its_own_host_a_dead_sweeps_trial_waits_for_the_beat_when_its_job_can
     from sweeper.store.record import TrialRecord
 
     def running(job, beat):
-        attrs = (
-            TrialRecord.started(
-                baseline=False,
-                knobs={},
-                fixed=[],
-                workload="w",
-                sweep_dir="d",
-                hardware_class="h",
-            )
-            | Owner("here", 4242, None).attrs()
-        )
+        attrs = running_attrs("here", 4242)
         trial = create_trial(
             state=TrialState.RUNNING,
             user_attrs={**attrs, **TrialRecord.heartbeat(beat), **(TrialRecord.submitted(job) if job else {})},

@@ -10,6 +10,7 @@ import yaml
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
+from conftest import running_attrs
 from sweeper import overrides
 from sweeper.errors import ConfigError
 from sweeper.search import confirm, history, objectives, outputs
@@ -847,22 +848,12 @@ def test_orphans_by_process_here_and_by_heartbeat_elsewhere():
     import datetime as dt
 
     from sweeper.store.heartbeat import DIED, SILENT, orphans
-    from sweeper.store.record import Owner, TrialRecord
+    from sweeper.store.record import TrialRecord
 
     now = 10_000.0
 
     def running(number, host, pid, beat=None, started=now - 1000):
-        attrs = (
-            TrialRecord.started(
-                baseline=False,
-                knobs={},
-                fixed=[],
-                workload="w",
-                sweep_dir="d",
-                hardware_class="h",
-            )
-            | Owner(host, pid, None).attrs()
-        )
+        attrs = running_attrs(host, pid)
         if beat is not None:
             attrs.update(TrialRecord.heartbeat(beat))
         t = create_trial(state=TrialState.RUNNING, user_attrs=attrs)
