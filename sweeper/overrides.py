@@ -3,6 +3,7 @@ winner as a command line or a primary config (pure; used by the sweep's outputs 
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,14 +20,19 @@ SWEEP_ONLY = ("trial", "trial.prune_below", "trial.race", "trial.behind", Knob.M
 
 
 def override_value(value: Any) -> str:
-    """A value as Hydra's command line reads it back."""
+    """A value as Hydra's command line reads it back. Quoted in double quotes where it has none,
+    so that a shell's single quotes around the override stay whole (a command's `${...}` needs
+    those)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
     text = str(value)
     if any(c in text for c in " ,()[]{}'\"=\\") or text == "":
-        return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        quote = "'" if '"' in text else '"'
+        # Hydra reads a backslash as itself except in a run before a quote (the closing one too)
+        escaped = re.sub(rf"(\\*)({quote}|$)", lambda m: m[1] * 2 + ("\\" + m[2] if m[2] else ""), text)
+        return quote + escaped + quote
     return text
 
 

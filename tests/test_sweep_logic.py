@@ -802,10 +802,36 @@ def test_winner_yaml_and_command():
     )
 
 
-def test_override_values_read_back():
-    assert overrides.override_value(None) == "null"
-    assert overrides.override_value(False) == "false"
-    assert overrides.override_value("a b") == "'a b'"
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        False,
+        3,
+        "a b",
+        "",
+        "a,b",
+        "it's",
+        'a"b',
+        "x\\\"y'z",
+        "end\\",
+        "C:\\dir\\x y",
+        'a b\\\\"c',
+        "python fit.py --batch ${loader.batch_size}",
+    ],
+)
+def test_override_values_read_back(value):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    written = overrides.override_value(value)
+    assert OverridesParser.create().parse_overrides([f"k={written}"])[0].value() == value, written
+
+
+def test_a_command_in_the_reproduce_line_is_quoted_once_for_each():
+    """Hydra's double quotes inside the shell's single quotes: `${...}` reaches Hydra whole."""
+    fixed = ["task=script", 'task.command="python fit.py --batch ${loader.batch_size}"']
+    command = overrides.winner_command(fixed, {"loader.batch_size": 64})
+    assert command.endswith("""'task.command="python fit.py --batch ${loader.batch_size}"'"""), command
 
 
 def test_optimization_results_single_objective():
