@@ -138,6 +138,7 @@ def main() -> None:
     if "--version" in sys.argv[1:]:
         print(version_line())
         sys.exit(0)
+    sys.argv[1:] = preflight.one_line_commands(sys.argv[1:])
     try:
         preflight.check(sys.argv[1:])
     except ConfigError as exc:

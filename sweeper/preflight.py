@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import difflib
 import functools
+import re
+import shlex
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -91,10 +93,11 @@ def check(argv: Sequence[str]) -> None:
 
 
 def _parse(parser: Any, override: str) -> Any:
-    if "\n" in override or "\r" in override:
+    if ("\n" in override or "\r" in override) and not _quoted_command(parser, override):
         raise ConfigError(
             f"{override.partition('=')[0]}: a value cannot hold a line break "
-            f"(got {override.partition('=')[2]!r}): write it on one line."
+            f"(got {override.partition('=')[2]!r}): write it on one line (a quoted "
+            f"{Knob.TASK_COMMAND} may span lines)."
         )
     try:
         return parser.parse_overrides([override])[0]
@@ -105,6 +108,38 @@ def _parse(parser: Any, override: str) -> Any:
             f"cannot read {override!r}: {why} (Hydra's override grammar: choice(a,b), "
             "range(start,stop[,step]), interval(low,high), tag(log,...), shuffle(...))."
         ) from exc
+
+
+def _quoted_command(parser: Any, override: str) -> bool:
+    """Whether the override is a quoted task.command: a shell command, split into words as a
+    shell splits it (shlex), so a line break between words is a space, as in a script."""
+    from hydra.errors import OverrideParseException
+
+    try:
+        parsed = parser.parse_overrides([override])[0]
+    except OverrideParseException:  # an unquoted line break: Hydra's lexer refuses it
+        return False
+    return parsed.key_or_group == Knob.TASK_COMMAND and isinstance(parsed.value(), str)
+
+
+_LINE_BREAK = re.compile(r"[ \t]*[\r\n]+[ \t]*")
+
+
+def one_line_commands(argv: Sequence[str]) -> list[str]:
+    """The command line with a quoted task.command written over several lines (as the docs write
+    a long one) joined into one, where that leaves the command's words as they were: the sweep's
+    log, its reproduce line and its stored overrides are then one line each. A line break inside
+    one of the command's own quoted arguments is kept."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser, joined = OverridesParser.create(), []
+    for arg in argv:
+        if "=" in arg and _LINE_BREAK.search(arg) and _quoted_command(parser, arg):
+            flat = _LINE_BREAK.sub(" ", arg)
+            before, after = (str(parser.parse_overrides([a])[0].value()) for a in (arg, flat))
+            arg = flat if shlex.split(before) == shlex.split(after) else arg
+        joined.append(arg)
+    return joined
 
 
 def check_group_choice(parsed: Any) -> None:

@@ -79,6 +79,22 @@ def test_a_mistake_is_one_line_before_hydra_starts(argv, message, tmp_path, monk
     assert message in line and "\n" not in line, line
 
 
+def test_a_command_written_over_lines_is_one_line_with_the_same_words():
+    from sweeper.preflight import one_line_commands
+
+    long = 'task.command="python fit.py\n  --batch ${loader.batch_size}\n  --workers 2"'
+    assert one_line_commands(["-m", long, "b=1"]) == [
+        "-m",
+        'task.command="python fit.py --batch ${loader.batch_size} --workers 2"',
+        "b=1",
+    ]
+    # a line break inside one of the command's own quoted arguments is part of that argument
+    inner = "task.command=\"python -c 'import os\nprint(1)'\""
+    assert one_line_commands([inner]) == [inner]
+    # anything else keeps its line break, for the checks to refuse in one line
+    assert one_line_commands(["hydra.sweeper.study_name='a\nb'"]) == ["hydra.sweeper.study_name='a\nb'"]
+
+
 # the console script pip installs beside this Python (shell completion completes its name)
 SCRIPT = Path(sys.executable).parent / "sweeper"
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
-from dataclasses import fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,8 @@ from omegaconf import MISSING, OmegaConf
 
 from conftest import ROOT
 
-SETTINGS = ROOT / "docs" / "settings.md"
+DOCS = ROOT / "docs"
+SETTINGS = DOCS / "settings.md"
 # the sections of settings.md that document config groups' keys (the rest: task=..., hydra.sweeper)
 GROUP_SECTIONS = ("loader", "backend", "train", "dist", "measure")
 
@@ -142,6 +144,68 @@ def test_the_readme_is_a_front_page_with_the_two_commands():
     assert "&& .venv/bin/sweeper -m" in readme  # the main job
     for page in re.findall(r"\]\((docs/[^)#]+)", readme):
         assert (ROOT / page).is_file(), page
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A sweeper command a page shows: its arguments as a shell passes them, and the error line
+    the page prints under it (None: the page shows it running)."""
+
+    page: str
+    argv: list[str]
+    error: str | None = None
+
+
+def _shown_commands(page: Path) -> list[Shown]:
+    """Every sweeper command a page shows: in bash blocks, in console blocks (`$ ` before each
+    command, its output after it) and in inline code. A command may span lines, in quotes or
+    after a backslash."""
+    markdown, found = page.read_text(), []
+    for kind, block in re.findall(r"```(bash|console)\n(.*?)```", markdown, re.S):
+        pending, lines = "", block.splitlines()
+        for at, line in enumerate(lines):
+            if kind == "console" and not pending and not line.startswith("$ "):
+                continue  # output
+            pending += line.removeprefix("$ ") + "\n"
+            try:
+                words = shlex.split(pending.replace("\\\n", " "), comments=True)
+            except ValueError:  # a quote still open: the command goes on
+                continue
+            if pending.rstrip().endswith("\\"):
+                continue
+            pending, after = "", lines[at + 1] if at + 1 < len(lines) else ""
+            error = after.removeprefix("error: ") if kind == "console" and after.startswith("error: ") else None
+            found.append((words, error))
+    prose = re.sub(r"```.*?```", "", markdown, flags=re.S).replace("\n", " ")
+    found += [(shlex.split(span), None) for span in re.findall(r"`((?:python -m )?sweeper [^`]+)`", prose)]
+    return [
+        Shown(page.name, words[3:] if words[0] == "python" else words[1:], error)
+        for words, error in found
+        if words[:1] == ["sweeper"] or words[:3] == ["python", "-m", "sweeper"]
+    ]
+
+
+def test_every_command_the_docs_show_does_what_they_say(monkeypatch):
+    """A command copied from the README or the docs into a shell starts, or stops with the very
+    line the page prints under it: each is read as the command line is (the same checks, from
+    the repository's root), the long ones written over several lines too."""
+    from sweeper import preflight, resolvers
+    from sweeper.errors import ConfigError
+
+    resolvers.register()  # as the command line's entry point does
+    monkeypatch.chdir(ROOT)
+    shown = [one for page in (ROOT / "README.md", *sorted(DOCS.glob("*.md"))) for one in _shown_commands(page)]
+    assert len(shown) >= 30 and sum(one.error is not None for one in shown) >= 5, shown  # few: the reading broke
+    for one in shown:
+        command = f"{one.page}: sweeper {shlex.join(one.argv)}"
+        try:
+            preflight.check(preflight.one_line_commands(one.argv))
+        except ConfigError as exc:
+            assert str(exc) == one.error, f"{command}: {exc}"
+            continue
+        except Exception as exc:
+            raise AssertionError(f"{command}: {exc}") from exc
+        assert one.error is None or "needs a CUDA device" in one.error, f"{command}: no error, the page shows one"
 
 
 # how development history reads: an issue's number, a session, the parts of a piece of work
