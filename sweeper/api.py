@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,17 +60,19 @@ _KNOB_GROUPS = ("loader", "backend", "dist", "train", "task")
 def measure(overrides: Sequence[str] = (), *, out_dir: str | Path | None = None, echo: bool = False) -> RunResult:
     """Measure one configuration (`sweeper` with these overrides, in a process of its own) and
     return its result, whatever the run ended as (ok, oom, crash, ...); its files stay in
-    `out_dir`. A configuration that cannot run raises ConfigError with the line `sweeper`
-    prints, before anything is measured. The calling process is left as it was: no fork server,
-    no child subreaper, no signal handlers of sweeper's in a notebook's kernel."""
+    `out_dir`, else where the command line's go (outputs/runs/<date>/<time>). A configuration
+    that cannot run raises ConfigError with the line `sweeper` prints, before anything is
+    measured. The calling process is left as it was: no fork server, no child subreaper, no
+    signal handlers of sweeper's in a notebook's kernel."""
     from .result import RunResult
     from .runner.run import RESULT_FILE
 
-    where = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="sweeper-run-"))
+    where = _directory("hydra.run.dir", out_dir, overrides)
+    existed = where.exists()
     code, stderr = _cli([*overrides, f"hydra.run.dir={where}"], multirun=False, echo=echo)
     result = where / RESULT_FILE
     if code not in (0, EXIT_FAILED) or not result.is_file():  # a run that failed has its result.json
-        _drop_if_empty(where, out_dir is None)
+        _drop_if_empty(where, existed)
         raise _error(code, stderr)
     return RunResult.from_json(json.loads(result.read_text()))
 
@@ -83,24 +85,44 @@ def sweep(
     sweep_dir: str | Path | None = None,
     echo: bool = False,
 ) -> SweepResult:
-    """Sweep (`sweeper -m` with these overrides) and return what it found. `echo` prints the
+    """Sweep (`sweeper -m` with these overrides) and return what it found; its files go to
+    `sweep_dir`, else where the command line's go (outputs/sweeps/<date>/<time>). `echo` prints the
     sweep's progress lines as they come; they are in its sweep.log either way. Raises ConfigError
     for bad input (the line `sweeper -m` prints), MachineBusy, Interrupted, or SweeperError."""
-    where = Path(sweep_dir) if sweep_dir is not None else Path(tempfile.mkdtemp(prefix="sweeper-sweep-"))
+    where = _directory("hydra.sweep.dir", sweep_dir, overrides)
+    existed = where.exists()
     argv = [*overrides, f"hydra.sweep.dir={where}"]
     argv += [f"hydra.sweeper.n_trials={n_trials}"] if n_trials is not None else []
     argv += [f"hydra.sweeper.timeout={timeout}"] if timeout is not None else []
     code, stderr = _cli(argv, multirun=True, echo=echo)
     if code != 0:
-        _drop_if_empty(where, sweep_dir is None)
+        _drop_if_empty(where, existed)
         raise _error(code, stderr)
     return load(where)
 
 
-def _drop_if_empty(where: Path, ours: bool) -> None:
-    """Bad input leaves no directory behind, as on the command line: the temporary directory made
-    for the call goes when the run or sweep wrote nothing to it (one that did keeps its files)."""
-    if ours and where.is_dir() and not any(where.iterdir()):
+def _directory(key: str, given: str | Path | None, overrides: Sequence[str]) -> Path:
+    """Where a call's files go: the directory given, or set in the overrides, else where the
+    command line puts them (conf/config.yaml: outputs/runs or outputs/sweeps, then the date and
+    the time), under the working directory; a call in the same second as the last gets `-2`."""
+    if given is not None:
+        return Path(given)
+    for override in reversed(overrides):
+        if override.startswith(f"{key}="):
+            return Path(override.partition("=")[2])
+    kind = "sweeps" if key == "hydra.sweep.dir" else "runs"
+    stamp = Path("outputs", kind, *datetime.now().strftime("%Y-%m-%d %H-%M-%S").split())
+    where, n = stamp, 1
+    while where.exists():
+        n += 1
+        where = stamp.with_name(f"{stamp.name}-{n}")
+    return where
+
+
+def _drop_if_empty(where: Path, existed: bool) -> None:
+    """Bad input leaves no directory behind, as on the command line: one the call made goes when
+    nothing was written to it."""
+    if not existed and where.is_dir() and not any(where.iterdir()):
         where.rmdir()
 
 

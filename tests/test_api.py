@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -35,8 +34,7 @@ def test_measure_returns_the_run_result_and_keeps_its_files(tmp_path):
 
 
 def test_bad_input_raises_the_line_the_command_line_prints(tmp_path, monkeypatch):
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # where a call's own directory goes
-    (tmp_path / "tmp").mkdir()
+    monkeypatch.chdir(tmp_path)  # outputs/, where a call's own directory goes
     with pytest.raises(sweeper.ConfigError) as bad:
         sweeper.measure(["loader.batch_size=0"], out_dir=tmp_path / "run")
     assert str(bad.value) == cli_error("loader.batch_size=0")
@@ -45,7 +43,7 @@ def test_bad_input_raises_the_line_the_command_line_prints(tmp_path, monkeypatch
     assert str(unknown.value) == cli_error("loader.batchsize=8")
     with pytest.raises(sweeper.ConfigError):
         sweeper.sweep(["hydra.sweeper.n_trials=0"])
-    assert list((tmp_path / "tmp").iterdir()) == [], "bad input left a directory behind"
+    assert not (tmp_path / "outputs").exists(), "bad input left a directory behind"
     with pytest.raises(sweeper.ConfigError) as swept:
         sweeper.sweep(["hydra.sweeper.n_trials=0"], sweep_dir=tmp_path / "s")
     assert str(swept.value) == cli_error("-m", "hydra.sweeper.n_trials=0")
@@ -54,14 +52,16 @@ def test_bad_input_raises_the_line_the_command_line_prints(tmp_path, monkeypatch
 
 def test_sweep_then_load_its_directory_and_its_study(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # outputs/ (the study, index.html) as a notebook's working directory has it
-    done = sweeper.sweep([*QUICK, "loader.batch_size=2"], n_trials=3, sweep_dir=tmp_path / "s")
+    done = sweeper.sweep([*QUICK, "loader.batch_size=2"], n_trials=3)
+    # where the command line's sweeps go, for the morning: outputs/sweeps/<date>/<time>
+    assert done.sweep_dir is not None and done.sweep_dir.resolve().parent.parent == tmp_path / "outputs" / "sweeps"
     assert done.winner is not None and done.summary is not None and done.summary.counts.measured == 3
     assert len(done.trials) >= 3 and {"number", "status", "samples_per_sec", "loader.batch_size"} <= set(done.trials)
     assert done.report is not None and done.report.is_file()
     assert done.winner_knobs["loader.batch_size"] == int(
         done.trials.loc[done.trials["number"] == done.winner, "loader.batch_size"].iloc[0]
     )
-    again = sweeper.load(tmp_path / "s")
+    again = sweeper.load(done.sweep_dir)
     assert (again.study, again.winner, again.speedup) == (done.study, done.winner, done.speedup)
     stored = sweeper.load(done.study)  # the study in outputs/sweeper.db, the default storage
     assert stored.winner == done.winner and len(stored.trials) == len(done.trials)
