@@ -139,6 +139,13 @@ def test_the_morning_read_in_chromium(swept):
         )
         page.click("#trials tbody tr:first-child a.link")
         assert page.evaluate("location.hash").startswith("#trial-")
+        # a script's command line is one long diff line: it wraps inside the box, none hidden
+        long = "python train.py " + " ".join(f"--option-{i} {i}" for i in range(40))
+        page.eval_on_selector(
+            "#code-diff", "(pre, text) => { pre.lastElementChild.lastChild.textContent = text }", long
+        )
+        width = page.eval_on_selector("#code-diff", "pre => [pre.scrollWidth, pre.clientWidth]")
+        assert width[0] <= width[1], width
 
 
 def test_the_answer_is_on_the_first_screen(swept):

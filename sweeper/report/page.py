@@ -28,8 +28,9 @@ th,td{border:1px solid #e1e4e8;padding:3px 6px;text-align:left;vertical-align:to
 th{background:#f6f8fa;cursor:pointer;user-select:none;position:sticky;top:0}th:hover{background:#eaeef2}
 td.num{text-align:right;font-variant-numeric:tabular-nums}tr.fail td{color:#8b0000}td.reason{cursor:help}
 tr:target td{background:#fff8c5}a.link{color:#888;text-decoration:none;margin-left:4px}a.link:hover{color:#0969da}
-pre.diff{white-space:pre;word-break:normal}pre.diff .del{color:#b31d28;background:#ffeef0;display:block}
+pre.diff{word-break:normal;overflow-wrap:anywhere}pre.diff .del{color:#b31d28;background:#ffeef0;display:block}
 pre.diff .ins{color:#22863a;background:#f0fff4;display:block}pre.diff .mark{user-select:none}
+pre.diff .del,pre.diff .ins{padding-left:2ch;text-indent:-2ch}
 .note{background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;padding:6px 10px;margin:6px 0}
 .muted{color:#666}details{margin:8px 0}summary{cursor:pointer;color:#0969da}
 .tablewrap{max-height:600px;overflow:auto;max-width:100%}
