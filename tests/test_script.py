@@ -197,6 +197,9 @@ def _spec(*overrides: str) -> dict:
         pytest.param(
             "early", "error", "ended (exit code 0) after 49 steps, before its figure was known", id="exits-early"
         ),
+        pytest.param(
+            "untracked", "error", "ended (exit code 0) without reporting a step: call sweeper.track", id="untracked"
+        ),
         pytest.param("garbage", "error", "printed 'sweeper: samples=lots', which is not", id="garbage"),
         pytest.param(
             "silent", "error", "no steps reported in the 3 s that measure.timeout_s left the script", id="never-reports"

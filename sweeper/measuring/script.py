@@ -36,6 +36,11 @@ from ..result import Status, looks_like_oom
 STOP_GRACE_S = 5.0
 # the first step must come this long before measure.timeout_s, so that the run can say why
 NO_STEPS_MARGIN_S = 3.0
+# what a script that reports no steps is told to do (docs/your-code.md)
+HOW_TO_REPORT = (
+    "call sweeper.track(loader) (or sweeper.step(n)) in its loop, add sweeper's SweeperCallback to a "
+    "Lightning or Hugging Face Trainer, or print 'sweeper: samples=N' after each step"
+)
 
 
 @dataclass(frozen=True)
@@ -161,8 +166,7 @@ class Script:
             raise ScriptFailed(
                 Status.ERROR,
                 f"no steps reported in the {deadline - self.started:.0f} s that "  # type: ignore[operator]
-                "measure.timeout_s left the script: call sweeper.track(loader) (or sweeper.step(n)) "
-                "in its loop, or print 'sweeper: samples=N' after each step",
+                "measure.timeout_s left the script: " + HOW_TO_REPORT,
             ) from None
         if isinstance(event, ScriptFailed):
             raise event
@@ -189,6 +193,11 @@ class Script:
                 Status.ERROR,
                 f"the script exited with code {returncode} {where}: "
                 f"{last_line(chr(10).join(self.tail)) or 'no output'}",
+            )
+        if not self.steps_seen:  # it ran its loop, or none, without telling sweeper of a step
+            return ScriptFailed(
+                Status.ERROR,
+                "the script ended (exit code 0) without reporting a step: " + HOW_TO_REPORT,
             )
         return ScriptFailed(
             Status.ERROR,
