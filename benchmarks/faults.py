@@ -265,6 +265,7 @@ def kill(n: int) -> int:
         "left RUNNING": 0,
         "duplicate numbers": 0,
         "wrong final count": 0,
+        "no baseline measured": 0,
         "processes left behind": 0,
         "terminated": 0,
         "exit 143 with table and report": 0,
@@ -325,6 +326,9 @@ def kill(n: int) -> int:
             if sum(was_measured(t) for t in after) != 4 or again.returncode != 0:
                 tally["wrong final count"] += 1
                 print(f"  run {i}: re-run exit {again.returncode}, measured {sum(was_measured(t) for t in after)}")
+            if not any(t.user_attrs.get("baseline") and t.state.name == "COMPLETE" for t in after):
+                tally["no baseline measured"] += 1  # nothing to race against, nor to confirm against
+                print(f"  run {i}: killed {phase}; the re-run measured no baseline")
             tally["processes left behind"] += len(_left_behind(marker))
         shutil.rmtree(tmp, ignore_errors=True)
     print(
@@ -339,7 +343,14 @@ def kill(n: int) -> int:
             indent=2,
         )
     )
-    bad = ("completed trials lost", "left RUNNING", "duplicate numbers", "wrong final count", "processes left behind")
+    bad = (
+        "completed trials lost",
+        "left RUNNING",
+        "duplicate numbers",
+        "wrong final count",
+        "no baseline measured",
+        "processes left behind",
+    )
     return 1 if any(tally[k] for k in bad) else 0
 
 

@@ -323,28 +323,33 @@ def test_a_trial_failed_as_lost_whose_job_wrote_a_result_later_is_recovered_once
     from sweeper.store.study import StoredStudy
 
     stored = StoredStudy.open(f"sqlite:///{tmp_path / 's.db'}", "x", directions=["maximize", "minimize"])
-    lost, crashed = stored.study.ask(), stored.study.ask()
-    for trial in (lost, crashed):
+    lost, crashed, errored = stored.study.ask(), stored.study.ask(), stored.study.ask()
+    for trial in (lost, crashed, errored):
         trial.suggest_categorical("loader.batch_size", [64, 128])
         _started_on_the_login_node(trial, tmp_path / "sweep", TrialRecord.submitted(f"slurm:9_{trial.number}"))
     stored.fail(lost.number, Status.ERROR, "the launcher lost the job: state NODE_FAIL")
     stored.fail(crashed.number, Status.CRASH, "killed by SIGSEGV")
+    stored.fail(errored.number, Status.ERROR, "ValueError: the user's loop broke")  # its job's own verdict
     measured = Measurement(Throughput(samples_per_sec=321.0), memory=Memory(peak_memory_mb=12.0))
-    for trial in (lost, crashed):  # the crash's own result.json says crash: nothing to recover
+    written = {  # what each job wrote: the crash's and the error's own result.json say so: nothing came late
+        lost: RunResult(Status.OK, measurement=measured, wall_s=3.0),
+        crashed: RunResult(Status.CRASH, measurement=measured, wall_s=3.0),
+        errored: RunResult(Status.ERROR, "ValueError: the user's loop broke", wall_s=3.0),
+    }
+    for trial, result in written.items():
         job_dir = tmp_path / "sweep" / str(trial.number)
         job_dir.mkdir(parents=True)
-        status = Status.OK if trial is lost else Status.CRASH
-        (job_dir / "result.json").write_text(json.dumps(RunResult(status, measurement=measured, wall_s=3.0).to_json()))
+        (job_dir / "result.json").write_text(json.dumps(result.to_json()))
     for _ in range(2):
         settle(stored, _plan(), give_up=lambda: True)
     trials = stored.trials()
-    assert [t.number for t in trials] == [crashed.number, 2]  # #0 replaced by #2, once
+    assert [t.number for t in trials] == [crashed.number, errored.number, 3]  # #0 replaced by #3, once
     (recovered,) = [t for t in trials if t.state == TrialState.COMPLETE]
     record = TrialRecord.of(recovered)
     assert recovered.values == [321.0, 12.0] and recovered.params == lost.params
     assert record.recovered_from == lost.number and record.scheduler_job == "slurm:9_0"
     assert record.reason.startswith(f"recovered from #{lost.number}")
-    assert len(stored.study.get_trials()) == 3  # the failed one is still in the storage, as Optuna keeps it
+    assert len(stored.study.get_trials()) == 4  # the failed one is still in the storage, as Optuna keeps it
 
 
 def test_a_trial_names_its_sweep_process_as_it_turns_running(tmp_path):

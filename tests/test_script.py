@@ -309,3 +309,24 @@ def test_a_script_under_two_ranks_counts_both(sweeper_run):
     # each of rank 0's steps carries rank 1's samples since its last: about twice its own
     per_step = measured.timing.samples_measured / measured.timing.steps_measured
     assert 14 <= per_step <= 18 and measured.run.nproc_per_node == 2
+
+
+@pytest.mark.slow
+def test_a_workload_that_fails_whatever_the_knobs_stops_the_sweep_and_is_measured_again_once_mended(tmp_path):
+    """A script that never reports a step fails every trial alike: the sweep stops after three,
+    not after n_trials, and says why; mended, the same command measures your configuration
+    again first (the failed baseline was no figure of it) and confirms against it."""
+    fake = f"python {ROOT / 'tests' / 'fake_script.py'}"
+    sweep = ["task=script", "search=quick", "hydra.sweeper.n_trials=8", "hydra.sweeper.confirm.rounds=1"]
+    run_multirun(tmp_path, *sweep, script("untracked", fake=fake), name="broken")
+    log = (tmp_path / "broken" / "sweep.log").read_text()
+    assert "stopped: the first 3 trials all failed alike (error: the script ended (exit code 0) without" in log
+    assert len(load_study(tmp_path, "broken").trials) == 3
+    run_multirun(tmp_path, *sweep, script("ok", fake=fake), name="mended")
+    trials = load_study(tmp_path, "mended").trials
+    baselines = [t for t in trials if t.user_attrs.get("baseline")]
+    assert [t.state.name for t in baselines] == ["FAIL", "COMPLETE"], [t.user_attrs.get("status") for t in trials]
+    mended = (tmp_path / "mended" / "sweep.log").read_text()
+    first = next(line for line in mended.splitlines() if line.startswith("trial "))
+    assert f"#{baselines[1].number} baseline" in first, mended
+    assert "confirmed over 1 interleaved round" in mended or "already the fastest" in mended, mended

@@ -860,6 +860,21 @@ def test_optimization_results_single_objective():
         pytest.param({}, {"remaining_s": 50.0, "reserve_s": 60.0}, "timeout budget reached", id="budget"),
         pytest.param({}, {"remaining_s": 500.0, "reserve_s": 60.0}, None, id="budget-left"),
         pytest.param({}, {}, None, id="go-on"),
+        pytest.param(
+            {"first_failures": ["error: exited after 0 steps: OSError: no /data"] * 3},
+            {},
+            "the first 3 trials all failed alike (error: exited after 0 steps: OSError: no /data): the workload",
+            id="failed-alike",
+        ),
+        pytest.param(  # its numbers aside: the steps, a pid
+            {"first_failures": [f"crash: killed by SIGSEGV after {n} steps" for n in (3, 12, 7)]},
+            {},
+            "the first 3 trials all failed alike",
+            id="failed-alike-but-numbers",
+        ),
+        pytest.param({"first_failures": ["error: a"] * 2}, {}, None, id="failed-alike-not-yet"),
+        pytest.param({"first_failures": ["error: a", "error: b", "error: a"]}, {}, None, id="failed-otherwise"),
+        pytest.param({"first_failures": None}, {}, None, id="one-ran"),
     ],
 )
 def test_stop_rules(state, kw, why):
@@ -1417,3 +1432,26 @@ def test_the_confirmation_rounds_as_planned(case, waiting, figures, searched, or
     got_order, got_joined, got_rounds = _planned(planner, figures)
     assert (got_order, got_joined, got_rounds) == (order, joined, rounds_run), case
     assert planner.decision().winner == winner
+
+
+@pytest.mark.parametrize(
+    ("status", "measured_again"),
+    [("interrupted", True), ("error", True), ("crash", True), ("oom", False), ("timeout", False)],
+)
+def test_a_baseline_that_failed_in_an_earlier_sweep_is_measured_again_once(status, measured_again):
+    """The baseline an earlier sweep lost (it was stopped, or the workload failed whatever its
+    knobs) is no baseline for the next sweep, which measures it again; one that ran out of
+    memory or time is a figure of your configuration and stands. Within the sweep that failed it
+    the failure stands too (a workload failing alike is not measured again and again)."""
+    from sweeper.store.trials import baseline_of
+
+    failed = trial(0, {"loader.batch_size": 64}, state=TrialState.FAIL, status=status)
+    failed.user_attrs.update(baseline=True, sweep_dir="outputs/sweeps/night1")
+    other = trial(1, {"loader.batch_size": 256})
+    assert baseline_of([failed, other], sweep_dir="outputs/sweeps/night1") is failed
+    assert (baseline_of([failed, other], sweep_dir="outputs/sweeps/night2") is None) == measured_again
+    assert baseline_of([failed, other]) is failed  # a reader of the study: the baseline there is
+    again = trial(2, {"loader.batch_size": 64})
+    again.user_attrs.update(baseline=True, sweep_dir="outputs/sweeps/night2")
+    for sweep_dir in ("outputs/sweeps/night2", "outputs/sweeps/night3", None):
+        assert baseline_of([failed, other, again], sweep_dir=sweep_dir) is (again if measured_again else failed)

@@ -76,6 +76,9 @@ def _note(state: LoopState, told: Told, best: FrozenTrial | None) -> None:
     state.skipped_in_a_row = state.skipped_in_a_row + 1 if skipped else 0
     if not skipped:  # not an answer from the study: says nothing about what is left
         state.unmeasured_in_a_row = 0 if was_measured(done) else state.unmeasured_in_a_row + 1
+    if state.first_failures is not None and was_measured(done) and not skipped:
+        failed = record.status == Status.ERROR or record.status == Status.CRASH
+        state.first_failures = [*state.first_failures, f"{record.status}: {record.reason}"] if failed else None
     if primary_value(done) is not None and not record.reused:
         state.since_gain = 0 if history.is_gain(done, best) else state.since_gain + 1
     elif not record.baseline and not skipped:
@@ -205,7 +208,7 @@ def _ask_batch(
     """Ask until `width` trials need measuring (answering the others from the study as they come),
     the baseline first and alone. RUNNING trials count as the sampler's bad ones meanwhile
     (TPE's constant liar), and knobs asked twice are measured once."""
-    baseline = baseline_of(trials)
+    baseline = baseline_of(trials, sweep_dir=str(plan.sweep_dir))
     batch = Batch(best=next(iter(ranked(trials)), None))
     pending: dict[str, int] = {}
     while len(batch.jobs) < max(1, width) and not state.sampler_done:

@@ -53,8 +53,11 @@ def late_results(trials: Sequence[FrozenTrial], fixed: Sequence[str]) -> list[tu
             continue
         since = trial.datetime_start.timestamp() if trial.datetime_start else None
         result = left_result(record.sweep_dir, trial.number, since)
-        if result is not None and result.status.ran and result.status != Status.INTERRUPTED:
-            found.append((trial, result))
+        if result is None or not result.status.ran or result.status == Status.INTERRUPTED:
+            continue
+        if (result.status, result.reason) == (record.status, record.reason):
+            continue  # the job's own verdict, told when the trial ended: nothing came late
+        found.append((trial, result))
     return found
 
 

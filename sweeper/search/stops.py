@@ -4,6 +4,7 @@ read besides the study."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from . import progress
@@ -12,6 +13,10 @@ from . import progress
 EXHAUSTED_AFTER = 20
 # suggestions in a row that the preset does not measure: the sampler finds nothing else
 SKIPPED_AFTER = 100
+# a sweep's first measured trials all failing with one reason (an error or a crash, not running
+# out of memory or time, which a smaller configuration may avoid): the workload fails whatever
+# the knobs, and every further trial would fail the same way
+FAILED_ALIKE = 3
 
 
 @dataclass
@@ -26,6 +31,8 @@ class LoopState:
     said: set[str] = field(default_factory=set)  # what the later knobs' tries already told
     start_points_due: bool = False  # this process asked the baseline: queue the start points next
     launched: bool = False  # this process has measured (or answered) a trial
+    # the reasons of this process's first measured trials while each failed (None: one did not)
+    first_failures: list[str] | None = field(default_factory=list)
 
     def say_once(self, key: str, line: str) -> None:
         if key not in self.said:
@@ -46,6 +53,8 @@ def stop_reason(
     """Why the sweep stops before the next trial, or None to go on (pure)."""
     if measured >= n_trials:
         return f"n_trials={n_trials} reached"
+    if (alike := failed_alike(state.first_failures)) is not None:
+        return alike
     if state.sampler_done:
         return "the sampler has tried everything it had (grid exhausted)"
     if state.unmeasured_in_a_row >= EXHAUSTED_AFTER:
@@ -59,6 +68,19 @@ def stop_reason(
     if remaining_s is not None and (remaining_s <= reserve_s or remaining_s <= 0):
         return "timeout budget reached (time kept for the confirmation)"
     return None
+
+
+def failed_alike(failures: list[str] | None) -> str | None:
+    """The stop line when a sweep's first FAILED_ALIKE measured trials failed with one reason (its
+    numbers aside: steps, pids), or None (pure)."""
+    if failures is None or len(failures) < FAILED_ALIKE:
+        return None
+    if len({re.sub(r"\d+", "#", why) for why in failures[:FAILED_ALIKE]}) > 1:
+        return None
+    return (
+        f"the first {FAILED_ALIKE} trials all failed alike ({failures[0]}): the workload fails whatever "
+        "the knobs; fix it, then run the same command again"
+    )
 
 
 def nothing_new(why: str, measured: int, n_trials: int) -> str:

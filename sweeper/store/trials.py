@@ -103,9 +103,25 @@ def ranked(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
     return sorted(done, key=lambda t: -primary_value(t))  # type: ignore[operator]
 
 
-def baseline_of(trials: Sequence[FrozenTrial]) -> FrozenTrial | None:
-    """The baseline trial (possibly answered from an earlier sweep's identical run)."""
-    return next((t for t in trials if TrialRecord.of(t).baseline), None)
+# how a baseline may fail that the next sweep measures again: its sweep stopped, or the workload
+# failed whatever its knobs (a script mended since, say); running out of memory or time is a
+# figure of the configuration, and stands
+REMEASURED_BASELINE = (Status.INTERRUPTED, Status.ERROR, Status.CRASH)
+
+
+def baseline_of(trials: Sequence[FrozenTrial], *, sweep_dir: str | None = None) -> FrozenTrial | None:
+    """The baseline trial (possibly answered from an earlier sweep's identical run): the first
+    whose run stands. A baseline that failed as REMEASURED_BASELINE is measured again by the
+    next sweep: for that sweep (`sweep_dir`, its directory) a baseline failed in another is
+    none; every other reader takes the last baseline when none stands."""
+    baselines = [t for t in trials if TrialRecord.of(t).baseline]
+    failed = [t for t in baselines if TrialRecord.of(t).status in REMEASURED_BASELINE]
+    standing = [t for t in baselines if t not in failed]
+    if standing:
+        return standing[0]
+    if sweep_dir is None:
+        return baselines[-1] if baselines else None
+    return next((t for t in reversed(failed) if TrialRecord.of(t).sweep_dir == sweep_dir), None)
 
 
 def baseline_kept(trials: Sequence[FrozenTrial], confirmation: Confirmation | None) -> str | None:
