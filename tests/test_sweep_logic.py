@@ -929,7 +929,7 @@ def test_settings_are_checked(values, message):
 
     with pytest.raises(ConfigError, match=message):
         SweepSettings.from_config(values)
-    assert SweepSettings.from_config({"confirm": {"rounds": 5}}).confirm_runs == 3 * 5  # 2 candidates and the baseline
+    assert SweepSettings.from_config({"confirm": {"rounds": 5}}).first_round_runs == 3  # 2 candidates and the baseline
 
 
 @pytest.mark.parametrize(

@@ -111,7 +111,7 @@ def optimize(
             n_trials=settings.n_trials,
             patience=settings.patience,
             remaining_s=remaining_s,
-            reserve_s=typical_wall(stored, plan) * (1 + settings.confirm_runs),
+            reserve_s=typical_wall(stored, plan) * (1 + settings.first_round_runs),
             converged=_converged(trials, plan),
         )
         if why is not None:

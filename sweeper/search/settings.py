@@ -194,6 +194,7 @@ class SweepSettings:
         return self.run_noise or 0.0
 
     @property
-    def confirm_runs(self) -> int:
-        """Runs the confirmation needs: each candidate and the baseline, every round."""
-        return (self.confirm.top_k + 1) * self.confirm.rounds
+    def first_round_runs(self) -> int:
+        """Runs of the confirmation's first round, the runners-up joined: what a time budget keeps
+        for it (the confirmation runs as many rounds as the budget then holds, at least one)."""
+        return self.confirm.top_k + 1
