@@ -81,4 +81,4 @@ def winner_command(fixed: Sequence[str], knobs: dict[str, Any]) -> str:
     groups, values = split_fixed(fixed)
     parts = [f"{g}={override_value(v)}" for g, v in groups.items()]
     parts += to_overrides({**values, **knobs})
-    return "python -m sweeper " + " ".join(shlex.quote(p) for p in parts)
+    return " ".join(["python -m sweeper", *(shlex.quote(p) for p in parts)])

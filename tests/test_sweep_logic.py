@@ -195,6 +195,9 @@ def test_when_nothing_beat_the_baseline_the_sweep_says_so_in_one_sentence():
         "Your configuration (the baseline, trial #0) is already the fastest found: the best other, trial #1, "
         "trailed it by 20% in the search (80 against 100 samples/s); nothing to confirm."
     )
+    assert trials.baseline_kept([base], None) == (
+        "Your configuration (the baseline, trial #0) is the only one that completed: nothing to compare it with."
+    )
     # a winner that beat it: nothing to say
     assert trials.baseline_kept([*done, trial(3, {"loader.batch_size": 512}, sps=120.0)], None) is None
     # the confirmation kept the baseline: no "1.00x, won 100%" against itself, the runner-up's ratio

@@ -147,7 +147,7 @@ def baseline_kept(trials: Sequence[FrozenTrial], confirmation: Confirmation | No
         return None
     rest = [t for t in best if t.number != baseline.number]
     if not rest:
-        return None
+        return f"{yours} is the only one that completed: nothing to compare it with."
     base, second = primary_value(baseline) or 0.0, primary_value(rest[0]) or 0.0
     return (
         f"{yours} is already the fastest found: the best other, trial #{rest[0].number}, trailed it by "
