@@ -125,8 +125,9 @@ def _sweeper(
         ["task=custom", "task.factory=nomodule:build"],
         ["-m", "hydra.sweeper.storage=postgresql://u:pw@127.0.0.1:1/db"],
         ["-m", "hydra.sweeper.sampler._target_=optuna.samplers.Nope"],
+        ["-m", "search=gpu", "backend.device=cpu"],
     ],
-    ids=["group", "sweeper-key", "script", "run-dir", "range", "in-the-child", "storage", "sampler"],
+    ids=["group", "sweeper-key", "script", "run-dir", "range", "in-the-child", "storage", "sampler", "gpu-preset-here"],
 )
 def test_the_command_exits_2_with_one_line_and_leaves_no_directory(argv, tmp_path):
     proc = _sweeper(tmp_path, *argv)

@@ -269,6 +269,18 @@ def check_launcher(settings: SweepSettings, launcher: str) -> None:
         )
 
 
+def check_preset_device(base: DictConfig, machine: Machine, launcher: str) -> None:
+    """search=gpu where the runs have no CUDA device (this machine, the basic launcher) would
+    measure CPU runs with knobs that mean nothing there: one line, before trial 1."""
+    if launcher == BASIC_LAUNCHER and "search" in base and base.search and base.search.get("preset") == "gpu":
+        if machine.device != "cuda":
+            raise ConfigError(
+                f"search=gpu searches CUDA knobs (cuDNN, TF32, pinned memory, fp16), and the runs here have no "
+                f"CUDA device (backend.device={base.backend.device} is {machine.device} on this machine): use "
+                "search=auto or search=cpu, or a launcher whose jobs run on GPU nodes (hydra/launcher=submitit_slurm)."
+            )
+
+
 def make_plan(
     settings: SweepSettings,
     arguments: Sequence[str],
@@ -300,6 +312,7 @@ def make_plan(
             f"measure.memory_limit_gb={base.measure.memory_limit_gb} limits the address space, which "
             "the CUDA libraries need far more of than they use: set measure.memory_limit_gb=null on a GPU."
         )
+    check_preset_device(base, machine, launcher)
     chosen = preset(base, compose, fixed, machine.device)
     params = {**chosen.params, **(settings.params or {}), **swept}
     space = sp.build_space(params)
