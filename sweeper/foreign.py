@@ -22,6 +22,9 @@ from . import procs
 _BUSY_COLUMNS = (0, 1, 2, 5, 6)
 # a command shown in a line is cut here
 COMMAND_CHARS = 60
+# the busiest other process is named from this share of a core (percent): below it, a kernel
+# thread's tick (kdamond, kworker) would be named beside a load that reads 0%
+NAMED_FROM_PCT = 1.0
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ def between(start: Snapshot, end: Snapshot) -> ForeignLoad:
     foreign = max(0.0, (end.busy_s - start.busy_s) - (end.own_s - start.own_s))
     used = {pid: s - start.others_s.get(pid, 0.0) for pid, s in end.others_s.items()}
     busiest = max(used, key=lambda pid: used[pid], default=None)
-    if busiest is None or used[busiest] <= 0:
+    if busiest is None or 100 * used[busiest] / span < NAMED_FROM_PCT:
         return ForeignLoad(100 * foreign / span)
     return ForeignLoad(
         100 * foreign / span,
