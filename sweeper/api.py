@@ -95,7 +95,7 @@ def sweep(
     argv += [f"hydra.sweeper.n_trials={n_trials}"] if n_trials is not None else []
     argv += [f"hydra.sweeper.timeout={timeout}"] if timeout is not None else []
     code, stderr = _cli(argv, multirun=True, echo=echo)
-    if code != 0:
+    if code not in (0, EXIT_FAILED) or not (where / SUMMARY_FILE).is_file():  # none completed: winner None
         _drop_if_empty(where, existed)
         raise _error(code, stderr)
     return load(where)

@@ -67,3 +67,14 @@ def test_sweep_then_load_its_directory_and_its_study(tmp_path, monkeypatch):
     assert stored.winner == done.winner and len(stored.trials) == len(done.trials)
     with pytest.raises(sweeper.ConfigError, match="no study 'nope'"):
         sweeper.load("nope")
+
+
+def test_a_sweep_where_nothing_completed_returns_its_trials_and_no_winner(tmp_path, monkeypatch):
+    """The command line exits 1 when no configuration completed; from Python that is a result
+    like any other, its trials holding the reasons, not an exception."""
+    monkeypatch.chdir(tmp_path)
+    fake = f"python {ROOT / 'tests' / 'fake_script.py'} untracked --batch ${{loader.batch_size}}"
+    done = sweeper.sweep([*TINY, "task=script", f"task.command={fake}", "search=quick"], n_trials=5)
+    assert done.winner is None and done.speedup is None and done.winner_knobs == {}
+    assert len(done.trials) == 3 and set(done.trials["status"]) == {"error"}, done.trials["status"]
+    assert "failed alike" in done.summary.stopped

@@ -51,9 +51,9 @@ def sweep(tmp: Path, env: dict[str, str], *overrides: str, name: str = "s") -> s
     )
 
 
-def finished(proc: subprocess.Popen, timeout: float = 600) -> tuple[str, str]:
+def finished(proc: subprocess.Popen, timeout: float = 600, code: int = 0) -> tuple[str, str]:
     out, err = proc.communicate(timeout=timeout)
-    assert proc.returncode == 0, out[-3000:] + err[-3000:]
+    assert proc.returncode == code, out[-3000:] + err[-3000:]
     return out, err
 
 
@@ -94,7 +94,7 @@ def test_trials_run_as_slurm_jobs_two_at_once_and_take_turns_on_the_node(tmp_pat
 
 @pytest.mark.slow
 def test_a_partition_that_does_not_exist_fails_each_trial_in_one_line(tmp_path, slurm):
-    finished(
+    _, err = finished(
         sweep(
             tmp_path,
             slurm,
@@ -103,8 +103,10 @@ def test_a_partition_that_does_not_exist_fails_each_trial_in_one_line(tmp_path, 
             "hydra.launcher.partition=nope",
             "hydra.sweeper.n_trials=2",
             "hydra.sweeper.confirm.top_k=0",
-        )
+        ),
+        code=1,  # no configuration completed
     )
+    assert err.strip().splitlines()[-1].startswith("error: no configuration completed"), err
     trials = load_study(tmp_path).trials
     assert len(trials) == 2 and all(t.state.name == "FAIL" for t in trials)
     for t in trials:

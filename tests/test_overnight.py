@@ -206,10 +206,17 @@ def test_sigterm_stops_the_trial_writes_results_and_exits_143(tmp_path):
 
 
 def _two_processes_one_study(tmp_path: Path, storage: str) -> list[optuna.trial.FrozenTrial]:
-    # two "hosts": separate lock directories, one shared storage
+    # two "hosts": separate lock directories, one shared storage; on one machine each would see
+    # the other's runs as load and keep no figure, so the load is not watched
     procs = [
         start_sweep(
-            tmp_path, *QUICK, "hydra.sweeper.n_trials=4", name=f"h{i}", storage=storage, lock_dir=tmp_path / f"host{i}"
+            tmp_path,
+            *QUICK,
+            "hydra.sweeper.n_trials=4",
+            "measure.foreign_cpu_max_pct=null",
+            name=f"h{i}",
+            storage=storage,
+            lock_dir=tmp_path / f"host{i}",
         )
         for i in range(2)
     ]

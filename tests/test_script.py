@@ -314,11 +314,14 @@ def test_a_script_under_two_ranks_counts_both(sweeper_run):
 @pytest.mark.slow
 def test_a_workload_that_fails_whatever_the_knobs_stops_the_sweep_and_is_measured_again_once_mended(tmp_path):
     """A script that never reports a step fails every trial alike: the sweep stops after three,
-    not after n_trials, and says why; mended, the same command measures your configuration
+    not after n_trials, says why and exits 1; mended, the same command measures your configuration
     again first (the failed baseline was no figure of it) and confirms against it."""
     fake = f"python {ROOT / 'tests' / 'fake_script.py'}"
     sweep = ["task=script", "search=quick", "hydra.sweeper.n_trials=8", "hydra.sweeper.confirm.rounds=1"]
-    run_multirun(tmp_path, *sweep, script("untracked", fake=fake), name="broken")
+    broken = run_multirun(tmp_path, *sweep, script("untracked", fake=fake), name="broken", check=False)
+    # no answer: exit 1, as a failed run (cron and systemd see it), its table and report written
+    assert broken.returncode == 1 and broken.stderr.strip().startswith("error: no configuration completed")
+    assert (tmp_path / "broken" / "report.html").is_file()
     log = (tmp_path / "broken" / "sweep.log").read_text()
     assert "stopped: the first 3 trials all failed alike (error: the script ended (exit code 0) without" in log
     assert len(load_study(tmp_path, "broken").trials) == 3

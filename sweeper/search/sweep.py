@@ -24,7 +24,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 
 from .. import foreign, topology
 from ..config import error_line
-from ..errors import EXIT_LOCKED, ConfigError, Interrupted, MachineBusy, signal_name
+from ..errors import EXIT_LOCKED, ConfigError, Interrupted, MachineBusy, RunFailed, signal_name
 from ..knobs import Knob
 from ..runner.lock import MeasureLock, describe
 from ..runner.signals import stop_on_signals
@@ -262,4 +262,6 @@ class Sweep:
         if stop.signum is not None:
             progress.say(f"interrupted by {signal_name(stop.signum)}: results and report are written")
             raise Interrupted(stop.signum)
+        if summary.winner is None:  # a sweep with no answer fails, as a run does: cron and systemd see it
+            raise RunFailed(f"no configuration completed: the reasons are in {plan.sweep_dir / 'trials.csv'}")
         return summary
