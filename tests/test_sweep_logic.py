@@ -1458,3 +1458,21 @@ def test_a_baseline_that_failed_in_an_earlier_sweep_is_measured_again_once(statu
     again.user_attrs.update(baseline=True, sweep_dir="outputs/sweeps/night2")
     for sweep_dir in ("outputs/sweeps/night2", "outputs/sweeps/night3", None):
         assert baseline_of([failed, other, again], sweep_dir=sweep_dir) is (again if measured_again else failed)
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "read"),
+    [
+        ("error", "OSError: no /data", "error: OSError: no /data"),
+        ("crash", "killed by SIGSEGV after 3 steps", "crash: killed by SIGSEGV after 3 steps"),
+        ("crash", "the script was killed by SIGKILL after 3 steps", None),  # the kernel's, for memory, maybe
+        ("oom", "out of memory", None),
+        ("timeout", "no result within 300 s", None),
+        ("ok", None, None),
+    ],
+)
+def test_which_failures_the_failed_alike_rule_reads(status, reason, read):
+    from sweeper.result import Status
+    from sweeper.search.stops import alike_failure
+
+    assert alike_failure(Status(status), reason) == read

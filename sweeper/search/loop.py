@@ -36,7 +36,7 @@ from .launch import Job, JobRunner, measure_overrides
 from .plan import Learned, SweepPlan
 from .settle import settle
 from .start import Queued, queue_start
-from .stops import EXHAUSTED_AFTER, SKIPPED_AFTER, LoopState, nothing_new, stop_reason
+from .stops import EXHAUSTED_AFTER, SKIPPED_AFTER, LoopState, alike_failure, nothing_new, stop_reason
 from .trials import Told, ask, reuse, skip, tell_result
 
 
@@ -77,8 +77,8 @@ def _note(state: LoopState, told: Told, best: FrozenTrial | None) -> None:
     if not skipped:  # not an answer from the study: says nothing about what is left
         state.unmeasured_in_a_row = 0 if was_measured(done) else state.unmeasured_in_a_row + 1
     if state.first_failures is not None and was_measured(done) and not skipped:
-        failed = record.status == Status.ERROR or record.status == Status.CRASH
-        state.first_failures = [*state.first_failures, f"{record.status}: {record.reason}"] if failed else None
+        failed = alike_failure(record.status, record.reason)
+        state.first_failures = [*state.first_failures, failed] if failed is not None else None
     if primary_value(done) is not None and not record.reused:
         state.since_gain = 0 if history.is_gain(done, best) else state.since_gain + 1
     elif not record.baseline and not skipped:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..result import Status
 from . import progress
 
 # suggestions in a row that were all measured before: the space has nothing new left
@@ -67,6 +68,15 @@ def stop_reason(
         return converged
     if remaining_s is not None and (remaining_s <= reserve_s or remaining_s <= 0):
         return "timeout budget reached (time kept for the confirmation)"
+    return None
+
+
+def alike_failure(status: Status | None, reason: str | None) -> str | None:
+    """A trial's failure as the failed-alike rule reads it ("error: ..."), or None for an outcome
+    a configuration decides: it ran, ran out of memory or time, or was killed by SIGKILL (the
+    kernel's answer to memory, too, which a smaller configuration avoids)."""
+    if status == Status.ERROR or (status == Status.CRASH and "SIGKILL" not in (reason or "")):
+        return f"{status}: {reason}"
     return None
 
 
