@@ -1445,19 +1445,22 @@ def test_a_baseline_that_failed_in_an_earlier_sweep_is_measured_again_once(statu
     """The baseline an earlier sweep lost (it was stopped, or the workload failed whatever its
     knobs) is no baseline for the next sweep, which measures it again; one that ran out of
     memory or time is a figure of your configuration and stands. Within the sweep that failed it
-    the failure stands too (a workload failing alike is not measured again and again)."""
+    the failure stands too (a workload failing alike is not measured again and again), also when
+    the next sweep writes to the same directory (a fixed hydra.sweep.dir from cron)."""
+    from sweeper.store.record import Owner
     from sweeper.store.trials import baseline_of
 
+    night1, night2, night3 = (Owner("lab1", pid, 1000.0 + pid) for pid in (11, 12, 13))
     failed = trial(0, {"loader.batch_size": 64}, state=TrialState.FAIL, status=status)
-    failed.user_attrs.update(baseline=True, sweep_dir="outputs/sweeps/night1")
+    failed.user_attrs.update(baseline=True, **night1.attrs())
     other = trial(1, {"loader.batch_size": 256})
-    assert baseline_of([failed, other], sweep_dir="outputs/sweeps/night1") is failed
-    assert (baseline_of([failed, other], sweep_dir="outputs/sweeps/night2") is None) == measured_again
+    assert baseline_of([failed, other], sweep=night1) is failed
+    assert (baseline_of([failed, other], sweep=night2) is None) == measured_again
     assert baseline_of([failed, other]) is failed  # a reader of the study: the baseline there is
     again = trial(2, {"loader.batch_size": 64})
-    again.user_attrs.update(baseline=True, sweep_dir="outputs/sweeps/night2")
-    for sweep_dir in ("outputs/sweeps/night2", "outputs/sweeps/night3", None):
-        assert baseline_of([failed, other, again], sweep_dir=sweep_dir) is (again if measured_again else failed)
+    again.user_attrs.update(baseline=True, **night2.attrs())
+    for sweep in (night2, night3, None):
+        assert baseline_of([failed, other, again], sweep=sweep) is (again if measured_again else failed)
 
 
 @pytest.mark.parametrize(

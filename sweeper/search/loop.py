@@ -37,7 +37,7 @@ from .plan import Learned, SweepPlan
 from .settle import settle
 from .start import Queued, queue_start
 from .stops import EXHAUSTED_AFTER, SKIPPED_AFTER, LoopState, alike_failure, nothing_new, stop_reason
-from .trials import Told, ask, reuse, skip, tell_result
+from .trials import Told, ask, reuse, skip, tell_result, this_sweep
 
 
 def _converged(trials: list[FrozenTrial], plan: SweepPlan) -> str | None:
@@ -208,7 +208,7 @@ def _ask_batch(
     """Ask until `width` trials need measuring (answering the others from the study as they come),
     the baseline first and alone. RUNNING trials count as the sampler's bad ones meanwhile
     (TPE's constant liar), and knobs asked twice are measured once."""
-    baseline = baseline_of(trials, sweep_dir=str(plan.sweep_dir))
+    baseline = baseline_of(trials, sweep=this_sweep())
     batch = Batch(best=next(iter(ranked(trials)), None))
     pending: dict[str, int] = {}
     while len(batch.jobs) < max(1, width) and not state.sampler_done:

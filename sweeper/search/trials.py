@@ -29,6 +29,11 @@ class Told(NamedTuple):
     sampler_done: bool
 
 
+def this_sweep() -> Owner:
+    """This sweep process, as the trials it runs name it."""
+    return Owner(socket.gethostname(), os.getpid(), process_started(os.getpid()))
+
+
 def suggest(trial: Trial, key: str, dist: BaseDistribution) -> Any:
     if isinstance(dist, CategoricalDistribution):
         return trial.suggest_categorical(key, list(dist.choices))
@@ -71,7 +76,7 @@ def ask(
         inside = {k: v for k, v in plan.baseline_knobs.items() if sp.contains(plan.space[k], v)}
         outside = {k: v for k, v in plan.baseline_knobs.items() if k not in inside}
         stored.enqueue(inside, None, plan.fixed)
-    trial = stored.ask(plan.fixed, Owner(socket.gethostname(), os.getpid(), process_started(os.getpid())))
+    trial = stored.ask(plan.fixed, this_sweep())
     if not baseline and TrialRecord.of(trial).origin is None:
         outside = {k: plan.baseline_knobs[k] for k in held_back}
     knobs = choose_knobs(plan, ctx, lambda key, dist: outside[key] if key in outside else suggest(trial, key, dist))

@@ -12,7 +12,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ..measurement import Measurement, RunFacts
 from ..result import Status
 from .confirmation import Confirmation
-from .record import TrialRecord
+from .record import Owner, TrialRecord
 
 
 def config_of(trial: FrozenTrial) -> dict[str, Any]:
@@ -109,19 +109,23 @@ def ranked(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
 REMEASURED_BASELINE = (Status.INTERRUPTED, Status.ERROR, Status.CRASH)
 
 
-def baseline_of(trials: Sequence[FrozenTrial], *, sweep_dir: str | None = None) -> FrozenTrial | None:
+def baseline_of(trials: Sequence[FrozenTrial], *, sweep: Owner | None = None) -> FrozenTrial | None:
     """The baseline trial (possibly answered from an earlier sweep's identical run): the first
     whose run stands. A baseline that failed as REMEASURED_BASELINE is measured again by the
-    next sweep: for that sweep (`sweep_dir`, its directory) a baseline failed in another is
-    none; every other reader takes the last baseline when none stands."""
+    next sweep: for that sweep (`sweep`, its process) a baseline another sweep failed is none;
+    every other reader takes the last baseline when none stands."""
     baselines = [t for t in trials if TrialRecord.of(t).baseline]
     failed = [t for t in baselines if TrialRecord.of(t).status in REMEASURED_BASELINE]
     standing = [t for t in baselines if t not in failed]
     if standing:
         return standing[0]
-    if sweep_dir is None:
+    if sweep is None:
         return baselines[-1] if baselines else None
-    return next((t for t in reversed(failed) if TrialRecord.of(t).sweep_dir == sweep_dir), None)
+    return next((t for t in reversed(failed) if _run_by(TrialRecord.of(t), sweep)), None)
+
+
+def _run_by(record: TrialRecord, sweep: Owner) -> bool:
+    return (record.host, record.sweeper_pid, record.sweeper_started) == (sweep.host, sweep.pid, sweep.started)
 
 
 def baseline_kept(trials: Sequence[FrozenTrial], confirmation: Confirmation | None) -> str | None:
