@@ -635,3 +635,24 @@ def test_importances_agree_with_optuna_dashboard():
         InMemoryCache(), study._storage, study._study_id, 0, study.get_trials()
     )
     assert ours and {row["name"]: pytest.approx(row["importance"]) for row in theirs} == ours
+
+
+def test_the_share_of_rounds_won_says_against_whom():
+    """win_share counts rounds in which the winner beat every configuration in them: beside the
+    baseline alone that is the baseline; with runners-up in the rounds it is all of them, and the
+    words say so (a winner confirmed at 1.11x that was the fastest of 3 in one round of 3)."""
+    alone = Confirmation(1, 0, {1: [2.0, 2.1], 0: [1.0, 1.0]}, {1: 2.05, 0: 1.0}, 2.05, 2.0, 2.1, 1.0)
+    assert alone.wins == "faster than your configuration in 100% of them"
+    three = Confirmation(
+        5,
+        0,
+        {5: [11.0, 10.4, 10.6], 0: [9.5] * 3, 3: [10.9, 10.6, 10.5]},
+        {5: 10.6, 0: 9.5, 3: 10.6},
+        1.11,
+        1.1,
+        1.12,
+        1 / 3,
+    )
+    assert three.wins == "the fastest of the 3 measured in 33% of them"
+    page = render(build_report_data(TRIALS, study_name="s", workload="w", fixed=[], confirmation=alone))
+    assert "the winner faster than your configuration in 100% of them" in page

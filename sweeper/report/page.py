@@ -99,7 +99,7 @@ def speedup_label(v: Verdict) -> str:
         )
     return (
         f"faster than your configuration, confirmed side by side: IQR {v.speedup_low:.2f}-{v.speedup_high:.2f}x "
-        f"over {v.rounds} interleaved rounds, the winner faster in {v.win_share:.0%} of them"
+        f"over {v.rounds} interleaved rounds, the winner {v.wins}"
     )
 
 

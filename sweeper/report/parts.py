@@ -43,7 +43,7 @@ class Verdict:
     speedup: float | None
     speedup_low: float | None = None
     speedup_high: float | None = None
-    win_share: float | None = None
+    wins: str | None = None  # Confirmation.wins
     rounds: int | None = None
 
     @classmethod
@@ -63,7 +63,7 @@ class Verdict:
                 confirmation.speedup,
                 confirmation.speedup_low,
                 confirmation.speedup_high,
-                confirmation.win_share,
+                confirmation.wins,
                 confirmation.rounds_run,
             )
         won = (level(winner, trials) or None) if winner else None

@@ -32,6 +32,16 @@ class Confirmation:
         return f"{self.rounds_run} interleaved round{'s' if self.rounds_run != 1 else ''}"
 
     @property
+    def wins(self) -> str:
+        """'faster than your configuration in 100% of them', or with runners-up in the rounds 'the
+        fastest of the 3 measured in 33% of them': the log's and the report's words (win_share is
+        against every configuration in the rounds, not the baseline alone)."""
+        measured = sum(1 for v in self.rounds.values() if any(x is not None for x in v))
+        if measured <= 2:
+            return f"faster than your configuration in {self.win_share:.0%} of them"
+        return f"the fastest of the {measured} measured in {self.win_share:.0%} of them"
+
+    @property
     def winner_samples_per_sec(self) -> float | None:
         return self.median.get(self.winner)
 
