@@ -218,8 +218,7 @@ def final_summary(
             say(kept)
         elif decision is not None:
             spread = (
-                f" (IQR {decision.speedup_low:.2f}-{decision.speedup_high:.2f}x), "
-                f"{decision.wins.replace('of them', 'of rounds')}"
+                f" (IQR {decision.speedup_low:.2f}-{decision.speedup_high:.2f}x), {decision.won('rounds')}"
                 if decision.rounds_run > 1
                 else ""
             )

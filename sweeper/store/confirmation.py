@@ -33,13 +33,17 @@ class Confirmation:
 
     @property
     def wins(self) -> str:
-        """'faster than your configuration in 100% of them', or with runners-up in the rounds 'the
-        fastest of the 3 measured in 33% of them': the log's and the report's words (win_share is
-        against every configuration in the rounds, not the baseline alone)."""
+        """The report's words for the share of rounds won: see won."""
+        return self.won("them")
+
+    def won(self, of: str) -> str:
+        """'faster than your configuration in 100% of <of>', or with runners-up in the rounds 'the
+        fastest of the 3 measured in 33% of <of>' (win_share is against every configuration in
+        the rounds, not the baseline alone)."""
         measured = sum(1 for v in self.rounds.values() if any(x is not None for x in v))
         if measured <= 2:
-            return f"faster than your configuration in {self.win_share:.0%} of them"
-        return f"the fastest of the {measured} measured in {self.win_share:.0%} of them"
+            return f"faster than your configuration in {self.win_share:.0%} of {of}"
+        return f"the fastest of the {measured} measured in {self.win_share:.0%} of {of}"
 
     @property
     def winner_samples_per_sec(self) -> float | None:
