@@ -563,6 +563,20 @@ def test_the_summary_and_the_report_count_trials_alike():
     assert d.headline.counts == counts
 
 
+def test_a_trial_another_sweep_is_running_is_counted_as_running_not_failed():
+    """Two sweeps share a study: when one ends, the other's trial is still RUNNING, with no
+    status yet. It is neither complete nor failed, in the log's last lines and in the report."""
+    from sweeper.store.trials import count
+
+    elsewhere = make(5, 128, 2000.0)
+    elsewhere.state, elsewhere.values, elsewhere.datetime_complete = TrialState.RUNNING, None, None
+    for key in ("status", "metrics", "samples_per_sec"):
+        elsewhere.user_attrs.pop(key)
+    counts = count([*TRIALS, elsewhere])
+    assert (counts.measured, counts.failed, counts.running) == (5, 1, 1)
+    assert counts.measured_words() == ["3 complete", "1 failed", "1 still running in another sweep"]
+
+
 def test_when_nothing_beat_the_baseline_the_report_says_yours_is_the_fastest():
     trials = [make(0, 64, 3000.0, 400.0, baseline=True), make(1, 256, 2400.0, 600.0), make(2, 128, 1500.0, 700.0)]
     d = build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None)

@@ -148,9 +148,7 @@ def answer(d: ReportData) -> str:
 
 def trial_counts(c: Counts) -> str:
     """The trials in words that each mean one thing."""
-    words = [f"{c.measured - c.failed - c.stopped_early} complete"]
-    words += [f"{c.stopped_early} stopped early behind the best"] if c.stopped_early else []
-    words += [f"{c.failed} failed (reasons in the table)"] if c.failed else []
+    words = c.measured_words(failed="failed (reasons in the table)")
     words += [f"{c.reused} answered from earlier results"] if c.reused else []
     return ", ".join(words)
 

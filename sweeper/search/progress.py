@@ -176,10 +176,7 @@ def final_summary(
     """The sweep's last lines: the counts, the winner and its confirmed speedup (or, when nothing
     beat the baseline, `kept`: one sentence saying so), how to reproduce it, where it all is."""
     n = summary.counts
-    ran = [f"{n.measured - n.failed - n.stopped_early} complete"]
-    ran += [
-        f"{k} {what}" for k, what in ((n.stopped_early, "stopped early behind the best"), (n.failed, "failed")) if k
-    ]
+    ran = n.measured_words()
     unrun = [
         f"{k} {what}"
         for k, what in (

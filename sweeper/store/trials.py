@@ -206,12 +206,26 @@ class Counts:
     trials: int  # every trial of the setup
     measured: int  # ran a measurement of their own (count toward n_trials)
     failed: int  # of those, failed (crash, oom, timeout, error, invalid), each with its reason
+    running: int  # of those, still running: another sweep's, which shares the study
     stopped_early: int  # of those, stopped early behind the best (racing, the prune floor): pruned
     reused: int  # answered with the result of an identical configuration measured before
     skipped: int  # not run: a point the preset does not sample
     predicted_oom: int  # not run: a smaller batch with the same memory settings ran out of memory
     surplus: int  # not run: n_trials reached by another process
     interrupted: int  # stopped by a signal or a dead sweep; measured again on resume
+
+    def measured_words(self, failed: str = "failed") -> list[str]:
+        """The measured trials in words that each mean one thing, for the log and the report."""
+        complete = self.measured - self.failed - self.running - self.stopped_early
+        return [f"{complete} complete"] + [
+            f"{k} {what}"
+            for k, what in (
+                (self.stopped_early, "stopped early behind the best"),
+                (self.failed, failed),
+                (self.running, "still running in another sweep"),
+            )
+            if k
+        ]
 
 
 def count(trials: Sequence[FrozenTrial]) -> Counts:
@@ -220,7 +234,11 @@ def count(trials: Sequence[FrozenTrial]) -> Counts:
     return Counts(
         trials=len(records),
         measured=sum(was_measured(t) for t, _ in records),
-        failed=sum(was_measured(t) and t.state not in (TrialState.COMPLETE, TrialState.PRUNED) for t, _ in records),
+        failed=sum(
+            was_measured(t) and t.state not in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
+            for t, _ in records
+        ),
+        running=sum(was_measured(t) and t.state == TrialState.RUNNING for t, _ in records),
         stopped_early=sum(was_measured(t) and t.state == TrialState.PRUNED for t, _ in records),
         reused=sum(r.reused or r.borrowed_from is not None for _, r in records),
         skipped=statuses.count(Status.SKIPPED),
