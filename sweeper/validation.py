@@ -38,6 +38,42 @@ def _check_existing_path(name: str, value: Any) -> None:
         raise ConfigError(f"{name}={value!r} does not exist: give an existing path or null.")
 
 
+# The built-in workloads' sizes (conf/task/*.yaml): counts of samples, classes, pixels, tokens,
+# layers and heads. A key a task does not have is not checked; a custom task's own keys live
+# under task.params, which its factory checks.
+TASK_SIZES = ("num_samples", "image_size", "num_classes", "vocab_size", "seq_len", "depth", "width", "heads")
+
+
+def _check_task(task: dict[str, Any]) -> None:
+    for key in TASK_SIZES:
+        if key in task:
+            _check_int(f"task.{key}", task[key], 1)
+    if task.get("lr") is not None and task["lr"] < 0:
+        raise ConfigError(f"task.lr={task['lr']!r} is invalid: expected a number >= 0.")
+    if "heads" in task and task["width"] % task["heads"]:
+        raise ConfigError(f"task.width={task['width']} must be a multiple of task.heads={task['heads']}.")
+    if "num_tokens" in task and not task.get("token_file") and task["num_tokens"] <= task["seq_len"]:
+        raise ConfigError(
+            f"task.num_tokens={task['num_tokens']!r} holds no window of task.seq_len={task['seq_len']} tokens "
+            f"and its next-token target: expected at least {task['seq_len'] + 1}."
+        )
+    model, size = str(task.get("model", "")), task.get("image_size")
+    if model.startswith("vit_") and size % int(model.rsplit("_", 1)[1]):  # vit_b_16: cut into 16x16 patches
+        patch = int(model.rsplit("_", 1)[1])
+        below = size - size % patch
+        raise ConfigError(
+            f"task.image_size={size} is not a multiple of {model}'s patch size {patch}: use "
+            + (f"{below} or {below + patch}." if below else f"{patch}.")
+        )
+    data_dir = task.get("data_dir")
+    if data_dir is not None and Path(str(data_dir)).expanduser().is_dir():
+        if not any(p.is_dir() for p in Path(str(data_dir)).expanduser().iterdir()):
+            raise ConfigError(
+                f"task.data_dir={data_dir!r} holds no class folders: expected one folder of images per "
+                "class (<data_dir>/<class>/<image>.jpg), as torchvision's ImageFolder reads them."
+            )
+
+
 def _check_train(spec: RunSpec) -> None:
     nproc = spec.dist.nproc_per_node
     batch = spec.loader.batch_size * nproc  # samples of one micro-step over all ranks
@@ -118,6 +154,7 @@ def check_config(spec: RunSpec) -> None:
     _check_int(Knob.TASK_EPOCH_SAMPLES, task["epoch_samples"], 1, allow_none=True)
     for key in ("root", "data_dir", "token_file"):
         _check_existing_path(f"task.{key}", task.get(key))  # the tasks that read a file have it
+    _check_task(task)
 
     _check_int(Knob.LOADER_BATCH_SIZE, loader.batch_size, 1)
     _check_train(spec)

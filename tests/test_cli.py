@@ -126,8 +126,20 @@ def _sweeper(
         ["-m", "hydra.sweeper.storage=postgresql://u:pw@127.0.0.1:1/db"],
         ["-m", "hydra.sweeper.sampler._target_=optuna.samplers.Nope"],
         ["-m", "search=gpu", "backend.device=cpu"],
+        ["-m", "backend.precision=fp16", "backend.device=cpu"],
     ],
-    ids=["group", "sweeper-key", "script", "run-dir", "range", "in-the-child", "storage", "sampler", "gpu-preset-here"],
+    ids=[
+        "group",
+        "sweeper-key",
+        "script",
+        "run-dir",
+        "range",
+        "in-the-child",
+        "storage",
+        "sampler",
+        "gpu-preset-here",
+        "fp16-here",
+    ],
 )
 def test_the_command_exits_2_with_one_line_and_leaves_no_directory(argv, tmp_path):
     proc = _sweeper(tmp_path, *argv)

@@ -875,6 +875,18 @@ def test_optimization_results_single_objective():
             "the first 3 trials all failed alike",
             id="failed-alike-but-numbers",
         ),
+        pytest.param(  # a data-parallel run names its rank
+            {
+                "first_failures": [
+                    "invalid: x=60 is not a multiple of 16",
+                    "invalid: rank 1 of 2: x=60 is not a multiple of 16",
+                ]
+                * 2
+            },
+            {},
+            "the first 3 trials all failed alike (invalid: x=60",
+            id="failed-alike-but-rank",
+        ),
         pytest.param({"first_failures": ["error: a"] * 2}, {}, None, id="failed-alike-not-yet"),
         pytest.param({"first_failures": ["error: a", "error: b", "error: a"]}, {}, None, id="failed-otherwise"),
         pytest.param({"first_failures": None}, {}, None, id="one-ran"),
@@ -1469,6 +1481,11 @@ def test_a_baseline_that_failed_in_an_earlier_sweep_is_measured_again_once(statu
         ("error", "OSError: no /data", "error: OSError: no /data"),
         ("crash", "killed by SIGSEGV after 3 steps", "crash: killed by SIGSEGV after 3 steps"),
         ("crash", "the script was killed by SIGKILL after 3 steps", None),  # the kernel's, for memory, maybe
+        (
+            "invalid",
+            "task.image_size=60 is not a multiple of 16",
+            "invalid: task.image_size=60 is not a multiple of 16",
+        ),
         ("oom", "out of memory", None),
         ("timeout", "no result within 300 s", None),
         ("ok", None, None),

@@ -124,6 +124,56 @@ def test_bad_values(path, value, message):
     assert "\n" not in str(err.value)
 
 
+def _task(name: str, *overrides: str) -> RunSpec:
+    with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
+        return RunSpec.of(compose("config", overrides=[f"task={name}", *overrides]))
+
+
+@pytest.mark.parametrize(
+    ("task", "override", "message"),
+    [
+        ("mnist_mlp", "task.num_samples=0", "task.num_samples=0 is invalid: expected an integer >= 1."),
+        ("mnist_mlp", "task.lr=-0.1", "task.lr=-0.1 is invalid: expected a number >= 0."),
+        ("image_classification", "task.image_size=0", "task.image_size=0 is invalid: expected an integer >= 1."),
+        ("image_classification", "task.num_classes=0", "task.num_classes=0 is invalid: expected an integer >= 1."),
+        (
+            "image_classification",
+            "task.model=vit_b_16 task.image_size=60",
+            "task.image_size=60 is not a multiple of vit_b_16's patch size 16: use 48 or 64.",
+        ),
+        (
+            "image_classification",
+            "task.model=vit_b_32 task.image_size=8",
+            "task.image_size=8 is not a multiple of vit_b_32's patch size 32: use 32.",
+        ),
+        ("language_model", "task.vocab_size=0", "task.vocab_size=0 is invalid: expected an integer >= 1."),
+        ("language_model", "task.seq_len=0", "task.seq_len=0 is invalid: expected an integer >= 1."),
+        ("language_model", "task.heads=3", "task.width=256 must be a multiple of task.heads=3."),
+        (
+            "language_model",
+            "task.num_tokens=10",
+            "task.num_tokens=10 holds no window of task.seq_len=256 tokens and its next-token target: "
+            "expected at least 257.",
+        ),
+    ],
+)
+def test_a_built_in_workloads_sizes_are_checked_before_any_run(task, override, message):
+    """A size of 0 used to reach the measuring process and come back as a ZeroDivisionError."""
+    with pytest.raises(ConfigError) as err:
+        check_config(_task(task, *override.split()))
+    assert str(err.value) == message
+    check_config(_task(task))
+    check_config(_task("image_classification", "task.model=vit_h_14"))  # 224 = 16 patches of 14
+
+
+def test_an_image_folder_without_class_folders_is_refused_before_any_run(tmp_path):
+    (tmp_path / "a.jpg").write_bytes(b"")
+    with pytest.raises(ConfigError, match=r"task.data_dir='.*' holds no class folders: expected one folder of images"):
+        check_config(_task("image_classification", f"task.data_dir={tmp_path}"))
+    (tmp_path / "cat").mkdir()
+    check_config(_task("image_classification", f"task.data_dir={tmp_path}"))
+
+
 def test_ranks_numa_and_openmp_knobs_are_checked_before_any_run(monkeypatch):
     with pytest.raises(ConfigError, match=r"dist.nproc_per_node=0 is invalid: expected an integer >= 1."):
         check_config(with_("dist", {"nproc_per_node": 0}))

@@ -269,16 +269,23 @@ def check_launcher(settings: SweepSettings, launcher: str) -> None:
         )
 
 
-def check_preset_device(base: DictConfig, machine: Machine, launcher: str) -> None:
-    """search=gpu where the runs have no CUDA device (this machine, the basic launcher) would
-    measure CPU runs with knobs that mean nothing there: one line, before trial 1."""
-    if launcher == BASIC_LAUNCHER and "search" in base and base.search and base.search.get("preset") == "gpu":
-        if machine.device != "cuda":
-            raise ConfigError(
-                f"search=gpu searches CUDA knobs (cuDNN, TF32, pinned memory, fp16), and the runs here have no "
-                f"CUDA device (backend.device={base.backend.device} is {machine.device} on this machine): use "
-                "search=auto or search=cpu, or a launcher whose jobs run on GPU nodes (hydra/launcher=submitit_slurm)."
-            )
+def check_device(base: DictConfig, machine: Machine, launcher: str, script: bool) -> None:
+    """What cannot run on the device the runs have (this machine, the basic launcher): search=gpu
+    without CUDA would measure CPU runs with knobs that mean nothing there, and your own fp16
+    without CUDA would leave the sweep no baseline. One line, before trial 1."""
+    if launcher != BASIC_LAUNCHER or machine.device == "cuda":
+        return
+    if "search" in base and base.search and base.search.get("preset") == "gpu":
+        raise ConfigError(
+            f"search=gpu searches CUDA knobs (cuDNN, TF32, pinned memory, fp16), and the runs here have no "
+            f"CUDA device (backend.device={base.backend.device} is {machine.device} on this machine): use "
+            "search=auto or search=cpu, or a launcher whose jobs run on GPU nodes (hydra/launcher=submitit_slurm)."
+        )
+    if not script and str(base.backend.precision) == "fp16":  # a script runs its loop as it likes
+        raise ConfigError(
+            f"backend.precision='fp16' needs a CUDA device (fp16 AMP with a GradScaler); the device is "
+            f"{machine.device} (backend.device={base.backend.device}): use backend.precision=bf16 or fp32."
+        )
 
 
 def make_plan(
@@ -312,7 +319,7 @@ def make_plan(
             f"measure.memory_limit_gb={base.measure.memory_limit_gb} limits the address space, which "
             "the CUDA libraries need far more of than they use: set measure.memory_limit_gb=null on a GPU."
         )
-    check_preset_device(base, machine, launcher)
+    check_device(base, machine, launcher, script)
     chosen = preset(base, compose, fixed, machine.device)
     params = {**chosen.params, **(settings.params or {}), **swept}
     space = sp.build_space(params)

@@ -74,8 +74,9 @@ def stop_reason(
 def alike_failure(status: Status | None, reason: str | None) -> str | None:
     """A trial's failure as the failed-alike rule reads it ("error: ..."), or None for an outcome
     a configuration decides: it ran, ran out of memory or time, or was killed by SIGKILL (the
-    kernel's answer to memory, too, which a smaller configuration avoids)."""
-    if status == Status.ERROR or (status == Status.CRASH and "SIGKILL" not in (reason or "")):
+    kernel's answer to memory, too, which a smaller configuration avoids). An invalid run counts:
+    one that a knob makes invalid (fp16 on a CPU) gives its own reason, not the others'."""
+    if status in (Status.ERROR, Status.INVALID) or (status == Status.CRASH and "SIGKILL" not in (reason or "")):
         return f"{status}: {reason}"
     return None
 
@@ -85,7 +86,8 @@ def failed_alike(failures: list[str] | None) -> str | None:
     numbers aside: steps, pids), or None (pure)."""
     if failures is None or len(failures) < FAILED_ALIKE:
         return None
-    if len({re.sub(r"\d+", "#", why) for why in failures[:FAILED_ALIKE]}) > 1:
+    # a data-parallel run's reason names its rank ("rank 1 of 2: ..."): the same failure
+    if len({re.sub(r"\d+", "#", re.sub(r": rank \d+ of \d+:", ":", why)) for why in failures[:FAILED_ALIKE]}) > 1:
         return None
     return (
         f"the first {FAILED_ALIKE} trials all failed alike ({failures[0]}): the workload fails whatever "
