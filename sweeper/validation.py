@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from . import topology
 from .errors import ConfigError
@@ -44,7 +44,7 @@ def _check_existing_path(name: str, value: Any) -> None:
 TASK_SIZES = ("num_samples", "image_size", "num_classes", "vocab_size", "seq_len", "depth", "width", "heads")
 
 
-def _check_task(task: dict[str, Any]) -> None:
+def _check_task(task: Mapping[str, Any]) -> None:
     for key in TASK_SIZES:
         if key in task:
             _check_int(f"task.{key}", task[key], 1)
@@ -57,9 +57,9 @@ def _check_task(task: dict[str, Any]) -> None:
             f"task.num_tokens={task['num_tokens']!r} holds no window of task.seq_len={task['seq_len']} tokens "
             f"and its next-token target: expected at least {task['seq_len'] + 1}."
         )
-    model, size = str(task.get("model", "")), task.get("image_size")
-    if model.startswith("vit_") and size % int(model.rsplit("_", 1)[1]):  # vit_b_16: cut into 16x16 patches
-        patch = int(model.rsplit("_", 1)[1])
+    model = str(task.get("model", ""))
+    if model.startswith("vit_") and task["image_size"] % int(model.rsplit("_", 1)[1]):  # vit_b_16: 16x16 patches
+        size, patch = int(task["image_size"]), int(model.rsplit("_", 1)[1])
         below = size - size % patch
         raise ConfigError(
             f"task.image_size={size} is not a multiple of {model}'s patch size {patch}: use "
