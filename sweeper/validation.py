@@ -57,6 +57,8 @@ def _check_task(task: Mapping[str, Any]) -> None:
             f"task.num_tokens={task['num_tokens']!r} holds no window of task.seq_len={task['seq_len']} tokens "
             f"and its next-token target: expected at least {task['seq_len'] + 1}."
         )
+    if task.get("token_file") is not None:
+        _check_token_file(str(task["token_file"]), int(task["seq_len"]))
     model = str(task.get("model", ""))
     if model.startswith("vit_") and task["image_size"] % int(model.rsplit("_", 1)[1]):  # vit_b_16: 16x16 patches
         size, patch = int(task["image_size"]), int(model.rsplit("_", 1)[1])
@@ -72,6 +74,23 @@ def _check_task(task: Mapping[str, Any]) -> None:
                 f"task.data_dir={data_dir!r} holds no class folders: expected one folder of images per "
                 "class (<data_dir>/<class>/<image>.jpg), as torchvision's ImageFolder reads them."
             )
+
+
+def _check_token_file(name: str, seq_len: int) -> None:
+    """The language model reads uint16 token ids (nanoGPT's train.bin): a whole number of them,
+    more than one window."""
+    path = Path(name).expanduser()
+    what = "a file of uint16 token ids (nanoGPT's train.bin format)"
+    if not path.is_file():
+        raise ConfigError(f"task.token_file={name!r} is not a file: expected {what}.")
+    size = path.stat().st_size
+    if size % 2:
+        raise ConfigError(f"task.token_file={name!r} holds {size:,} bytes, an odd number: expected {what}.")
+    if size // 2 <= seq_len:
+        raise ConfigError(
+            f"task.token_file={name!r} holds {size // 2:,} tokens, no window of task.seq_len={seq_len} "
+            f"and its next-token target: expected at least {seq_len + 1}."
+        )
 
 
 def _check_train(spec: RunSpec) -> None:

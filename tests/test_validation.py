@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -164,6 +165,21 @@ def test_a_built_in_workloads_sizes_are_checked_before_any_run(task, override, m
     assert str(err.value) == message
     check_config(_task(task))
     check_config(_task("image_classification", "task.model=vit_h_14"))  # 224 = 16 patches of 14
+
+
+def test_a_token_file_is_whole_uint16_ids_and_more_than_a_window(tmp_path):
+    odd, short, good = tmp_path / "odd.bin", tmp_path / "short.bin", tmp_path / "train.bin"
+    odd.write_bytes(b"\0" * 1001)
+    short.write_bytes(b"\0" * 512)
+    good.write_bytes(b"\0" * 514)
+    for path, message in (
+        (tmp_path, "is not a file: expected a file of uint16 token ids"),
+        (odd, "holds 1,001 bytes, an odd number: expected a file of uint16 token ids"),
+        (short, "holds 256 tokens, no window of task.seq_len=256 and its next-token target: expected at least 257."),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(f"task.token_file='{path}' {message}")):
+            check_config(_task("language_model", f"task.token_file={path}"))
+    check_config(_task("language_model", f"task.token_file={good}"))
 
 
 def test_an_image_folder_without_class_folders_is_refused_before_any_run(tmp_path):
