@@ -233,6 +233,9 @@ def test_exception_in_user_code_is_an_error_with_its_message(sweeper_run):
             "task.data_dir='/no/such' does not exist",
             id="path",
         ),
+        pytest.param(
+            [*IMAGE, "task.image_size=0"], "task.image_size=0 is invalid: expected an integer >= 1", id="size0"
+        ),
         pytest.param(["backend.device=cuda"], "backend.device='cuda' but no CUDA device", id="cuda"),
         pytest.param(["backend.precision=fp16"], "backend.precision='fp16' needs a CUDA device", id="fp16"),
         pytest.param(
