@@ -143,6 +143,7 @@ def load(where: str | Path, *, storage: str | None = None) -> SweepResult:
     (default: outputs/sweeper.db under the working directory, as a sweep's default)."""
     import pandas as pd
 
+    from .paths import not_a_sweep_dir
     from .store.summary import SweepSummary
 
     path = Path(where)
@@ -159,7 +160,7 @@ def load(where: str | Path, *, storage: str | None = None) -> SweepResult:
             report=Path(summary.report) if summary.report else None,
         )
     if path.exists():
-        raise ConfigError(f"{str(where)!r} holds no {SUMMARY_FILE}: expected a finished sweep's directory")
+        raise ConfigError(f"{not_a_sweep_dir(path, SUMMARY_FILE)}: expected a finished sweep's directory")
     return _load_study(str(where), storage)
 
 

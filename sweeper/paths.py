@@ -13,6 +13,16 @@ _PACKAGE = Path(__file__).resolve().parent
 SWEEP_FILE = "sweep.json"
 
 
+def not_a_sweep_dir(path: Path, file: str = SWEEP_FILE) -> str:
+    """Why `path` is no sweep's directory (it lacks `file`), and which one the user may have
+    meant: the newest sweep under it (`outputs/sweeps/2026-11-27` for its last time of day)."""
+    if not path.exists():
+        return f"{str(path)!r} does not exist"
+    inside = sorted(path.glob(f"**/{file}"), key=lambda p: p.stat().st_mtime) if path.is_dir() else []
+    meant = f" (the newest sweep under it: {inside[-1].parent})" if inside else ""
+    return f"{str(path)!r} holds no {file}{meant}"
+
+
 def config_dir() -> str:
     """sweeper's configs, their schemas (sweeper.config) made known to Hydra, which checks every
     value against them as it composes."""

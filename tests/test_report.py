@@ -186,7 +186,9 @@ def test_report_regenerates_from_the_storage(swept):
     )
     assert "&lt;script&gt;" in out.read_text()
     bad = subprocess.run([*cli, str(tmp)], cwd=ROOT, capture_output=True, text=True)
-    assert bad.returncode == 2 and "holds no sweep.json" in bad.stderr
+    assert bad.returncode == 2 and f"holds no sweep.json (the newest sweep under it: {sweep_dir})" in bad.stderr
+    bad = subprocess.run([*cli, str(tmp / "nope")], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and f"error: '{tmp / 'nope'}' does not exist: give a sweep's directory" in bad.stderr
 
 
 def test_index_lists_the_sweep(swept):

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..paths import SWEEP_FILE
+from ..paths import SWEEP_FILE, not_a_sweep_dir
 from ..store.storage import default_storage, open_storage, redact
 from ..store.study import stored_name
 from .load import load_report_data
@@ -35,8 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         info_path = args.sweep_dir / SWEEP_FILE
         if not info_path.is_file():
             print(
-                f"error: {str(args.sweep_dir)!r} holds no {SWEEP_FILE}: give a sweep's directory "
-                "or --storage URL --study NAME.",
+                f"error: {not_a_sweep_dir(args.sweep_dir)}: give a sweep's directory or --storage URL --study NAME.",
                 file=sys.stderr,
             )
             return 2
