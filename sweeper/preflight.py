@@ -72,10 +72,12 @@ def check(argv: Sequence[str]) -> None:
 
     parser = OverridesParser.create()
     fixed, swept = [], set()
+    multirun = any(arg in MULTIRUN_FLAGS for arg in argv)
     for override in overrides_of(argv):
         parsed = _parse(parser, override)
         check_group_choice(parsed)
         check_launcher_installed(override)
+        check_sweep_expression(parsed, override, multirun)
         if parsed.is_sweep_override():
             swept.add(parsed.key_or_group)
         else:
@@ -83,13 +85,38 @@ def check(argv: Sequence[str]) -> None:
     if any(arg in CONFIG_FLAGS or arg.startswith(tuple(f"{f}=" for f in CONFIG_FLAGS)) for arg in argv):
         return  # another primary config may have keys of its own: Hydra checks those
     composed = check_composed(fixed)
-    multirun = any(arg in MULTIRUN_FLAGS for arg in argv)
     check_required(composed, swept)
     check_output_dir(composed, multirun)
     if not multirun:  # a sweep's plan checks every value of its ranges the same way
         from .runner.run import checked_spec
 
         checked_spec(composed)
+
+
+def check_sweep_expression(parsed: Any, override: str, multirun: bool) -> None:
+    """A sweep expression searches a knob, in a sweep: not Hydra's own settings, and not a single
+    run (Hydra's answers name neither the fix nor the exit code a mistake has)."""
+    key = parsed.key_or_group
+    if key == "hydra.sweeper.params" and parsed.value() is not None:  # Hydra merges it from a file only
+        raise ConfigError(
+            f"{override}: on the command line, a sweep expression goes on its knob, e.g. "
+            "'loader.batch_size=choice(256,512)' (hydra.sweeper.params is for a config file)."
+        )
+    if not parsed.is_sweep_override():
+        return
+    params = "hydra.sweeper.params."
+    if key.startswith(params):
+        raise ConfigError(
+            f"{override}: a sweep expression goes on the knob itself, "
+            f"'{key[len(params) :]}={override.partition('=')[2]}' (hydra.sweeper.params is for a config file)."
+        )
+    if key.startswith("hydra."):
+        raise ConfigError(
+            f"{override}: {key} takes one value; sweep expressions search the knobs, e.g. "
+            "'loader.batch_size=choice(64,256)'."
+        )
+    if not multirun:
+        raise ConfigError(f"{override}: a sweep expression searches a knob: add -m to sweep, or give one value.")
 
 
 def _parse(parser: Any, override: str) -> Any:

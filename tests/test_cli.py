@@ -127,6 +127,10 @@ def _sweeper(
         ["-m", "hydra.sweeper.sampler._target_=optuna.samplers.Nope"],
         ["-m", "search=gpu", "backend.device=cpu"],
         ["-m", "backend.precision=fp16", "backend.device=cpu"],
+        ["loader.batch_size=choice(64,256)"],
+        ["-m", "hydra.sweeper.n_trials=choice(4,8)"],
+        ["-m", "hydra.sweeper.params.loader.batch_size=choice(64,256)"],
+        ["-m", "hydra.sweeper.params={loader.batch_size:'choice(64,256)'}"],
     ],
     ids=[
         "group",
@@ -139,6 +143,10 @@ def _sweeper(
         "sampler",
         "gpu-preset-here",
         "fp16-here",
+        "sweep-without-m",
+        "sweep-a-setting",
+        "params-key",
+        "params-dict",
     ],
 )
 def test_the_command_exits_2_with_one_line_and_leaves_no_directory(argv, tmp_path):

@@ -96,8 +96,11 @@ def test_in_order_is_dropped_where_the_installed_torch_lacks_it():
 
 
 def test_baseline_value_is_made_part_of_the_space():
+    """A choice takes your value as one choice more; a range is searched as you wrote it, your
+    value kept in the baseline alone (range(1,10) once became range(1,65) for a batch of 64)."""
     assert ss.include_value(CategoricalDistribution([128, 256]), 64).choices == (128, 256, 64)
-    assert ss.include_value(IntDistribution(2, 8), 0) == IntDistribution(0, 8)
+    assert ss.include_value(IntDistribution(1, 10), 64) == IntDistribution(1, 10)
+    assert ss.include_value(FloatDistribution(0.1, 1.0), 2.0) == FloatDistribution(0.1, 1.0)
     assert ss.include_value(CategoricalDistribution([1, 2]), None).choices == (1, 2, None)
 
 

@@ -198,6 +198,11 @@ def test_when_nothing_beat_the_baseline_the_sweep_says_so_in_one_sentence():
     assert trials.baseline_kept([base], None) == (
         "Your configuration (the baseline, trial #0) is the only one that completed: nothing to compare it with."
     )
+    behind = [trial(n, {"loader.batch_size": 8 * n}, state=TrialState.PRUNED, sps=40.0) for n in (1, 2)]
+    assert trials.baseline_kept([base, *behind], None) == (
+        "Your configuration (the baseline, trial #0) is the fastest found: the 2 others measured were stopped "
+        "early, behind it; nothing to confirm."
+    )
     # a winner that beat it: nothing to say
     assert trials.baseline_kept([*done, trial(3, {"loader.batch_size": 512}, sps=120.0)], None) is None
     # the confirmation kept the baseline: no "1.00x, won 100%" against itself, the runner-up's ratio
@@ -1009,6 +1014,45 @@ def _cpu_plan(tmp_path, settings, arguments):
             sweep_dir=tmp_path,
             probe_machine=lambda *probed: machine,
         )
+
+
+def test_a_range_is_searched_as_written_and_checked_value_by_value(tmp_path):
+    """Your batch of 64 under range(1,10) stays in the baseline alone (the range was once widened
+    to range(1,65)); a range with a bad value inside it is one line before trial 1."""
+    from optuna.distributions import IntDistribution
+
+    from sweeper.errors import ConfigError
+
+    plan = _cpu_plan(tmp_path, {}, ["search=none", "loader.batch_size=range(1,10)"])
+    assert plan.space == {"loader.batch_size": IntDistribution(1, 9)} and plan.baseline_knobs["loader.batch_size"] == 64
+    with pytest.raises(
+        ConfigError, match=r"^search param task.heads: task.width=256 must be a multiple of task.heads=3.$"
+    ):
+        _cpu_plan(tmp_path, {}, ["search=none", "task=language_model", "task.heads=range(1,5)"])
+
+
+def test_hydra_sweeper_params_in_a_config_file_are_the_space(tmp_path):
+    """The documented place for hydra.sweeper.params is a config file of your own (on the
+    command line a sweep expression goes on its knob): Hydra merges it into the plugin's
+    settings, and with search=none it is the whole space."""
+    import shutil
+
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from sweeper.paths import config_dir
+
+    conf = tmp_path / "conf"
+    shutil.copytree(config_dir(), conf)
+    (conf / "mine.yaml").write_text(
+        "defaults:\n  - config\n  - _self_\nhydra:\n  sweeper:\n    params:\n      loader.batch_size: choice(256,512)\n"
+    )
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = compose("mine", return_hydra_config=True)
+    settings = {k: v for k, v in OmegaConf.to_container(cfg.hydra.sweeper).items() if not k.startswith("_")}
+    plan = _cpu_plan(tmp_path, settings, ["search=none"])
+    assert list(plan.space) == ["loader.batch_size"]
+    assert plan.space["loader.batch_size"].choices == (256, 512, 64)  # your config's value: the baseline
 
 
 @pytest.mark.parametrize(

@@ -212,6 +212,11 @@ def preset(base: DictConfig, compose: Compose, fixed: list[str], device_kind: st
     )
 
 
+# an integer range of fewer values is checked value by value (task.heads=range(1,5): 3 does not
+# divide the width); a longer one, and a float interval, at its two ends
+EVERY_VALUE_UP_TO = 256
+
+
 def check_space(base: DictConfig, space: Mapping[str, BaseDistribution], own_app: bool) -> None:
     """Every knob is a key of the config and every value of its range is one a run accepts."""
     for key in space:
@@ -226,6 +231,8 @@ def check_space(base: DictConfig, space: Mapping[str, BaseDistribution], own_app
             continue
         if isinstance(dist, CategoricalDistribution):
             values = list(dist.choices)
+        elif isinstance(dist, IntDistribution) and (dist.high - dist.low) // dist.step < EVERY_VALUE_UP_TO:
+            values = list(range(dist.low, dist.high + 1, dist.step))  # a value inside may be the bad one
         elif isinstance(dist, (IntDistribution, FloatDistribution)):
             values = [dist.low, dist.high]
         for value in values:

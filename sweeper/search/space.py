@@ -237,19 +237,12 @@ def within_cores(knobs: Mapping[str, Any], cores: int, space: Mapping[str, BaseD
 
 
 def include_value(dist: BaseDistribution, value: Any) -> BaseDistribution:
-    """Widen a distribution so it holds `value` (the baseline is a point of the space)."""
-    if isinstance(dist, CategoricalDistribution):
-        return dist if value in dist.choices else CategoricalDistribution([*dist.choices, value])
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-        return dist
-    if getattr(dist, "log", False) and value <= 0:  # a log scale can't reach it: the baseline stays outside
-        return dist
-    if isinstance(dist, IntDistribution):
-        if not isinstance(value, int) or (value - dist.low) % dist.step:
-            return dist
-        return IntDistribution(min(dist.low, value), max(dist.high, value), step=dist.step, log=dist.log)
-    assert isinstance(dist, FloatDistribution)
-    return FloatDistribution(min(dist.low, value), max(dist.high, value), log=dist.log, step=dist.step)
+    """A choice holds the baseline's value (the baseline is a point of the space, one choice
+    more); a range stays as you wrote it, the baseline outside it (widening range(1,10) to hold
+    a batch of 64 would sample the 54 values you left out)."""
+    if isinstance(dist, CategoricalDistribution) and value not in dist.choices:
+        return CategoricalDistribution([*dist.choices, value])
+    return dist
 
 
 def spelled(dist: BaseDistribution) -> str:
