@@ -153,8 +153,8 @@ def baseline_kept(trials: Sequence[FrozenTrial], confirmation: Confirmation | No
     if not rest:
         behind = sum(was_measured(t) and t.state == TrialState.PRUNED for t in trials)
         if behind:
-            others = "the other one measured was" if behind == 1 else f"the {behind} others measured were"
-            return f"{yours} is the fastest found: {others} stopped early, behind it; nothing to confirm."
+            who = "the other one measured was" if behind == 1 else f"the {behind} others measured were"
+            return f"{yours} is the fastest found: {who} stopped early, behind it; nothing to confirm."
         return f"{yours} is the only one that completed: nothing to compare it with."
     base, second = primary_value(baseline) or 0.0, primary_value(rest[0]) or 0.0
     return (
