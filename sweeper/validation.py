@@ -33,6 +33,12 @@ def _check_positive(name: str, value: float | None) -> None:
         raise ConfigError(f"{name}={value!r} is invalid: expected a number > 0.")
 
 
+def _check_share(name: str, value: float | None) -> None:
+    """A relative tolerance: 0.05 is 5%; 1 or more would accept anything."""
+    if value is not None and not 0 < value < 1:
+        raise ConfigError(f"{name}={value!r} is invalid: expected a share in (0, 1) (0.05 = 5%) or null.")
+
+
 def _check_existing_path(name: str, value: Any) -> None:
     if value is not None and not Path(str(value)).expanduser().exists():
         raise ConfigError(f"{name}={value!r} does not exist: give an existing path or null.")
@@ -218,8 +224,8 @@ def check_config(spec: RunSpec) -> None:
     _check_int(Knob.MEASURE_WINDOWS, measure.windows, 1)
     _check_int(Knob.MEASURE_MIN_WINDOWS, measure.min_windows, 1)
     _check_positive(Knob.MEASURE_WARMUP_MAX_S, measure.warmup_max_s)
-    _check_positive(Knob.MEASURE_STEADY_TOL, measure.steady_tol)
-    _check_positive(Knob.MEASURE_REL_PRECISION, measure.rel_precision)
+    _check_share(Knob.MEASURE_STEADY_TOL, measure.steady_tol)
+    _check_share(Knob.MEASURE_REL_PRECISION, measure.rel_precision)
     race = spec.trial.race
     if race is not None and len(race) != 2:
         raise ConfigError(f"trial.race={race!r} is invalid: expected null or [low, high] samples/sec.")
@@ -229,5 +235,5 @@ def check_config(spec: RunSpec) -> None:
     _check_positive(Knob.MEASURE_TIMEOUT_S, measure.timeout_s)
     _check_positive(Knob.MEASURE_MEMORY_LIMIT_GB, measure.memory_limit_gb)
     _check_positive(Knob.MEASURE_FOREIGN_CPU_MAX_PCT, measure.foreign_cpu_max_pct)
-    _check_positive(Knob.MEASURE_DRIFT_TOL, measure.drift_tol)
+    _check_share(Knob.MEASURE_DRIFT_TOL, measure.drift_tol)
     _check_positive(Knob.MEASURE_MAX_S, measure.max_s)

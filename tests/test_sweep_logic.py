@@ -942,6 +942,13 @@ def test_orphans_by_process_here_and_by_heartbeat_elsewhere():
         ({"staged": 1.0}, r"hydra.sweeper.staged=1.0 is invalid: expected a share of n_trials in \[0, 1\)"),
         ({"sweep_precision": 0}, r"hydra.sweeper.sweep_precision=0.0 is invalid: expected a share in \(0, 1\)"),
         ({"later": 2}, r"hydra.sweeper.later=2.0 is invalid: expected a share of n_trials in \[0, 1\]"),
+        ({"confirm": {"top_k": -1}}, r"hydra.sweeper.confirm.top_k=-1 is invalid: expected an integer >= 0"),
+        ({"confirm": {"rounds": 0}}, r"hydra.sweeper.confirm.rounds=0 is invalid: expected an integer >= 1"),
+        ({"confirm": {"min_rounds": 4}}, r"min_rounds=4 is invalid: expected an integer from 1 to confirm.rounds=3"),
+        ({"patience": 0}, r"hydra.sweeper.patience=0 is invalid: expected an integer >= 1"),
+        ({"prune_ratio": 0}, r"hydra.sweeper.prune_ratio=0.0 is invalid: expected a share of the best > 0"),
+        ({"constraints": {"max_memory_gb": 0}}, r"max_memory_gb=0.0 is invalid: expected a number > 0 or null"),
+        ({"quiet_wait_s": -1}, r"hydra.sweeper.quiet_wait_s=-1.0 is invalid: expected seconds >= 0"),
     ],
 )
 def test_settings_are_checked(values, message):

@@ -90,6 +90,9 @@ def test_a_missing_allocator_is_one_line_naming_the_package(monkeypatch):
         pytest.param("task.factory", "nocolon", "expected 'module:function'", id="factory"),
         pytest.param("measure.windows", 0, "measure.windows=0 is invalid", id="windows0"),
         pytest.param(
+            "measure.rel_precision", 2.0, "measure.rel_precision=2.0 is invalid: expected a share in (0, 1)", id="prec2"
+        ),
+        pytest.param(
             "backend.threads", 0, "backend.threads=0 is invalid: expected an integer >= 1 or null", id="threads0"
         ),
         pytest.param(

@@ -176,11 +176,31 @@ class SweepSettings:
                 f"hydra.sweeper.later={self.later} is invalid: expected a share of n_trials in [0, 1] "
                 "(the trials before the preset's later knobs open), or null."
             )
-        if not 1 <= self.confirm.min_rounds:
+        if not 1 <= self.confirm.min_rounds <= max(1, self.confirm.rounds):
             raise ConfigError(
                 f"hydra.sweeper.confirm.min_rounds={self.confirm.min_rounds} is invalid: expected an "
-                "integer >= 1 (the rounds before the lead over the baseline may be decided)."
+                f"integer from 1 to confirm.rounds={self.confirm.rounds} (the rounds before the lead over "
+                "the baseline may be decided)."
             )
+        for name, value, low, what in (
+            ("confirm.top_k", self.confirm.top_k, 0, "the candidates re-measured; 0 = no confirmation"),
+            ("confirm.rounds", self.confirm.rounds, 1, "the interleaved rounds at most"),
+            ("patience", self.patience, 1, "trials without a gain; null = never"),
+        ):
+            if value is not None and value < low:
+                raise ConfigError(f"hydra.sweeper.{name}={value} is invalid: expected an integer >= {low} ({what}).")
+        if self.prune_ratio is not None and self.prune_ratio <= 0:
+            raise ConfigError(
+                f"hydra.sweeper.prune_ratio={self.prune_ratio} is invalid: expected a share of the best > 0 "
+                "(0.8 = stop a run below 0.8 of the best samples/sec), or null."
+            )
+        limit = self.constraints.max_memory_gb
+        if limit is not None and limit <= 0:
+            raise ConfigError(
+                f"hydra.sweeper.constraints.max_memory_gb={limit} is invalid: expected a number > 0 or null."
+            )
+        if self.quiet_wait_s < 0:
+            raise ConfigError(f"hydra.sweeper.quiet_wait_s={self.quiet_wait_s} is invalid: expected seconds >= 0.")
 
     @property
     def grid(self) -> bool:

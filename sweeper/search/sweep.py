@@ -72,7 +72,8 @@ def make_sampler(plan: SweepPlan) -> Any:
     try:
         return instantiate(config, _convert_="all")
     except Exception as exc:
-        why = str(exc).split(", set env var HYDRA_FULL_ERROR")[0]  # Hydra's hint about its own traces
+        # one line: Hydra's hint about its own traces left out, its "Error in call to ...:" joined
+        why = " ".join(str(exc).split(", set env var HYDRA_FULL_ERROR")[0].split())
         raise ConfigError(
             f"hydra.sweeper.sampler: cannot instantiate {config.get('_target_')!r}: {why} (any Optuna "
             "sampler: optuna.samplers.TPESampler, GPSampler, NSGAIISampler, RandomSampler, "
