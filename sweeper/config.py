@@ -12,7 +12,13 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
 from omegaconf import MISSING, DictConfig, OmegaConf
-from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+from omegaconf.errors import (
+    ConfigAttributeError,
+    ConfigKeyError,
+    InterpolationKeyError,
+    InterpolationResolutionError,
+    OmegaConfBaseException,
+)
 
 from . import topology
 from .choice import Choice
@@ -315,6 +321,13 @@ def error_line(exc: BaseException, config: Optional[DictConfig] = None, override
     if seen is None or not getattr(seen, "full_key", None):
         return None
     key = str(seen.full_key)
+    if isinstance(seen, InterpolationKeyError):  # "Interpolation key 'loader.batchsize' not found"
+        missing = str(seen).split("'")[1] if str(seen).count("'") >= 2 else str(seen).splitlines()[0]
+        like = nearest_key(missing, config)
+        hint = f"did you mean ${{{like}}}?" if like else "check its spelling"
+        return f"{key}: ${{{missing}}} is not a key of the config ({hint})."
+    if isinstance(seen, InterpolationResolutionError):
+        return f"{key}: cannot resolve its ${{...}}: {str(seen).splitlines()[0]}"
     if isinstance(seen, (ConfigAttributeError, ConfigKeyError)):
         written = [o.partition("=")[0].lstrip("+~") for o in overrides]
         key = next((w for w in written if w == key or w.startswith(key + ".")), key)

@@ -85,6 +85,7 @@ def check(argv: Sequence[str]) -> None:
     if any(arg in CONFIG_FLAGS or arg.startswith(tuple(f"{f}=" for f in CONFIG_FLAGS)) for arg in argv):
         return  # another primary config may have keys of its own: Hydra checks those
     composed = check_composed(fixed)
+    check_resolves(composed)
     check_required(composed, swept)
     check_output_dir(composed, multirun)
     if not multirun:  # a sweep's plan checks every value of its ranges the same way
@@ -221,6 +222,19 @@ _REQUIRED = {
     "task.command='python train.py --batch-size ${loader.batch_size}'.",
     Knob.TASK_FACTORY: "task=custom needs the function that builds your workload: task.factory=my_module:build.",
 }
+
+
+def check_resolves(composed: Any) -> None:
+    """Every ${...} of the config (a script's command names knobs so) points at a key: a
+    misspelt one is one line with the nearest key, not OmegaConf's traceback. Hydra's own part
+    resolves only when Hydra runs (${now:...}, ${hydra:...})."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import InterpolationResolutionError
+
+    try:
+        OmegaConf.to_container(OmegaConf.masked_copy(composed, [k for k in composed if k != "hydra"]), resolve=True)
+    except InterpolationResolutionError as exc:
+        raise ConfigError(error_line(exc, composed) or " ".join(str(exc).split())) from exc
 
 
 def check_required(composed: Any, swept: set[str]) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from . import topology
+from .command import PYTHONS
 from .errors import ConfigError
 from .knobs import Knob
 from .spec import COMPILE_MODES, RunSpec
@@ -163,6 +164,24 @@ def _check_script(spec: RunSpec) -> None:
         raise ConfigError(
             "measure.compute_bound=true times sweeper's own step on a batch held in memory, which a "
             "script does not have: set measure.compute_bound=false with task=script."
+        )
+
+
+def check_command_here(spec: RunSpec) -> None:
+    """A script's program and the file python runs, on the machine that runs it (a cluster's
+    node may have programs and paths its login node lacks: checked by the job there). The
+    command is run as its words, no shell: its program on PATH or at its path."""
+    if not spec.is_script or not spec.argv:
+        return
+    program = spec.argv[0]
+    if program not in PYTHONS and shutil.which(program) is None:
+        where = "is not an executable file" if "/" in program else "is not a program on PATH"
+        raise ConfigError(f"task.command runs {program!r}, which {where}: check its spelling, or write its full path.")
+    script = spec.argv[1] if program in PYTHONS and len(spec.argv) > 1 else None
+    if script is not None and script.endswith(".py") and not Path(script).expanduser().is_file():
+        raise ConfigError(
+            f"task.command runs {script!r}, which does not exist in {Path.cwd()}: check the path (a "
+            "relative one starts where you run sweeper)."
         )
 
 

@@ -251,7 +251,12 @@ def test_the_script_gets_the_knobs_as_words_and_as_variables_never_through_a_she
 
 def test_a_swept_knob_the_script_cannot_see_is_refused_before_trial_1(tmp_path):
     proc = run_multirun(
-        tmp_path, "task=script", script("ok"), "search=none", "loader.pin_memory=choice(false,true)", check=False
+        tmp_path,
+        "task=script",
+        script("ok", fake=f"python {ROOT / 'tests' / 'fake_script.py'}"),
+        "search=none",
+        "loader.pin_memory=choice(false,true)",
+        check=False,
     )
     assert proc.returncode == 2 and proc.stderr.strip().startswith(
         "error: loader.pin_memory is swept, but the script cannot see it"

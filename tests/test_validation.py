@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 from sweeper.errors import ConfigError
 from sweeper.paths import config_dir
 from sweeper.spec import RunSpec
-from sweeper.validation import check_config
+from sweeper.validation import check_command_here, check_config
 
 
 def _composed() -> RunSpec:
@@ -183,6 +183,35 @@ def test_a_token_file_is_whole_uint16_ids_and_more_than_a_window(tmp_path):
         with pytest.raises(ConfigError, match=re.escape(f"task.token_file='{path}' {message}")):
             check_config(_task("language_model", f"task.token_file={path}"))
     check_config(_task("language_model", f"task.token_file={good}"))
+
+
+def test_a_scripts_program_and_python_file_are_found_before_any_run(tmp_path, monkeypatch):
+    """A command is run as its words, no shell: its program on PATH or at its path, and the file
+    python runs, where sweeper runs (the run used to end as FileNotFoundError, or the script's
+    exit code 2)."""
+    monkeypatch.chdir(tmp_path)
+    for command, message in (
+        ("nosuchprog --x", "task.command runs 'nosuchprog', which is not a program on PATH"),
+        ("./run.sh", "task.command runs './run.sh', which is not an executable file"),
+        ("python train.py --batch-size 64", f"task.command runs 'train.py', which does not exist in {tmp_path}"),
+    ):
+        check_config(_task("script", f"task.command={command}"))  # a cluster's node may have it
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            check_command_here(_task("script", f"task.command={command}"))
+    (tmp_path / "train.py").write_text("")
+    check_command_here(_task("script", "task.command=python train.py --batch-size 64"))
+    check_command_here(_task("script", "task.command=python -m my_package.train"))
+    check_command_here(_task("script", "task.command=echo hi"))
+
+
+def test_a_misspelt_knob_in_a_command_is_one_line_with_the_knob_it_meant():
+    from sweeper import preflight
+
+    with pytest.raises(ConfigError) as err:
+        preflight.check(["task=script", "task.command=python train.py --batch-size ${loader.batchsize}"])
+    assert str(err.value) == (
+        "task.command: ${loader.batchsize} is not a key of the config (did you mean ${loader.batch_size}?)."
+    )
 
 
 def test_an_image_folder_without_class_folders_is_refused_before_any_run(tmp_path):

@@ -14,7 +14,7 @@ from .. import topology
 from ..protocol import thread_env
 from ..result import RunResult
 from ..spec import RunSpec
-from ..validation import check_config
+from ..validation import check_command_here, check_config
 from .isolation import run_isolated
 
 RESULT_FILE = "result.json"
@@ -59,9 +59,10 @@ def start_env(spec: RunSpec) -> tuple[dict[str, str], str | None]:
 
 
 def checked_spec(cfg: DictConfig) -> RunSpec:
-    """The run's spec, or ConfigError naming the first bad value."""
+    """The run's spec, or ConfigError naming the first bad value; called where the run runs."""
     spec = RunSpec.of(cfg)
     check_config(spec)
+    check_command_here(spec)
     return spec
 
 

@@ -27,7 +27,7 @@ from ..runner.probe import probe
 from ..runner.run import start_env_of
 from ..spec import GROUPS, RunSpec
 from ..store.storage import default_storage
-from ..validation import check_config
+from ..validation import check_command_here, check_config
 from . import space as sp
 from .budget import parse_duration
 from .converge import Converged
@@ -316,6 +316,8 @@ def make_plan(
     if own_app:
         spec = RunSpec.of(base)
         check_config(spec)
+        if launcher == BASIC_LAUNCHER:  # the runs run here; a cluster's job checks on its node
+            check_command_here(spec)
         machine = probe_machine(
             str(base.backend.device), None if script else str(base.task.factory), str(base.measure.isolation)
         )
