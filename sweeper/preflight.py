@@ -78,6 +78,11 @@ def check(argv: Sequence[str]) -> None:
         check_group_choice(parsed)
         check_launcher_installed(override)
         check_sweep_expression(parsed, override, multirun)
+        if not multirun and parsed.key_or_group.startswith("hydra.sweeper."):
+            raise ConfigError(
+                f"{override} sets the sweep, and without -m sweeper measures one configuration: add -m to sweep "
+                "(from Python: sweeper.sweep)."
+            )
         if parsed.is_sweep_override():
             swept.add(parsed.key_or_group)
         else:
@@ -117,7 +122,10 @@ def check_sweep_expression(parsed: Any, override: str, multirun: bool) -> None:
             "'loader.batch_size=choice(64,256)'."
         )
     if not multirun:
-        raise ConfigError(f"{override}: a sweep expression searches a knob: add -m to sweep, or give one value.")
+        raise ConfigError(
+            f"{override}: a sweep expression searches a knob: add -m to sweep (from Python: sweeper.sweep), "
+            "or give one value."
+        )
 
 
 def _parse(parser: Any, override: str) -> Any:
