@@ -140,6 +140,13 @@ def _parse(parser: Any, override: str) -> Any:
     except Exception as exc:  # OverrideParseException and the grammar's own
         lines = [line for line in str(exc).splitlines()[1:] if line.strip() and not line.startswith("See https")]
         why = " ".join(lines) or str(exc).splitlines()[0]
+        key, _, value = override.partition("=")
+        if ("'" in value) != ('"' in value) and value[:1] not in "'\"":  # quotes inside, not around it
+            quote = '"' if "'" in value else "'"
+            raise ConfigError(
+                f"cannot read {override!r}: a value that holds quotes is quoted whole, as Hydra reads it: "
+                f"{key}={quote}{value}{quote}"
+            ) from exc
         raise ConfigError(
             f"cannot read {override!r}: {why} (Hydra's override grammar: choice(a,b), "
             "range(start,stop[,step]), interval(low,high), tag(log,...), shuffle(...))."
