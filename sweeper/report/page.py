@@ -179,7 +179,10 @@ def the_search(d: ReportData) -> str:
         parts.append(f'<p id="stopped"><b>Stopped</b> {escape(h.stopped)}</p>')
     if d.notes.search:
         notes = "".join(f'<div class="note">{escape(n)}</div>' for n in d.notes.search)
-        parts.append(f"<details><summary>How the search went ({len(d.notes.search)} notes)</summary>{notes}</details>")
+        n = len(d.notes.search)
+        parts.append(
+            f"<details><summary>How the search went ({n} note{'s' if n != 1 else ''})</summary>{notes}</details>"
+        )
     if d.winner.yaml:
         parts.append(
             "<details><summary>The winner as a config (winner.yaml: <code>python -m sweeper --config-dir "
