@@ -323,11 +323,11 @@ def test_a_scripts_code_diff_says_what_sweeper_set_outside_and_inside_it():
     before, after = ["python", "train.py", "--batch-size", "64"], ["python", "train.py", "--batch-size", "256"]
     baseline = {"loader.batch_size": 64, "backend.threads": None, "backend.flush_denormal": False}
     winner = {"loader.batch_size": 256, "backend.threads": 1, "backend.flush_denormal": True}
-    assert script_diff(before, after, baseline, winner) == (
-        "-python train.py --batch-size 64",
-        "+python train.py --batch-size 256",
+    assert script_diff(before, after, baseline, winner) == (  # as a shell script has it: the environment first
         "-# OMP_NUM_THREADS unset: PyTorch's default",
         "+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1",
+        "-python train.py --batch-size 64",
+        "+python train.py --batch-size 256",
         "+torch.set_flush_denormal(True)  # values below about 1e-38 become 0: no slow subnormal math",
     )
 

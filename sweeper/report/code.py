@@ -211,24 +211,32 @@ def script_diff(
     winner: Mapping[str, Any],
     cpus: tuple[str | None, str | None] = (None, None),
 ) -> tuple[str, ...]:
-    """A script's winner: its command line against the baseline's, then what sweeper applied from
-    outside that differs, as the lines that set it (the environment to export, taskset, the
-    launcher), then what sweeper.track applied inside it at its first step, as the PyTorch lines
-    to add before the loop. `cpus`: the cores the baseline's and the winner's script ran on."""
-    lines = [f"-{shlex.join(before)}", f"+{shlex.join(after)}"] if list(before) != list(after) else []
+    """A script's winner, in the order a shell script has it: the environment to export before
+    the command, the command line against the baseline's, how it is launched (taskset, torchrun),
+    then what sweeper.track applied inside it at its first step, as the PyTorch lines to add
+    before the loop. `cpus`: the cores the baseline's and the winner's script ran on."""
     changed = sorted(k for k in OUTSIDE if baseline.get(k) != winner.get(k))
-    was = _script_lines({k: baseline.get(k) for k in changed}, before, cpus[0])
-    now = _script_lines({k: winner.get(k) for k in changed}, after, cpus[1])
+    was, now = ({k: side.get(k) for k in changed} for side in (baseline, winner))
+    command = [f"-{shlex.join(before)}", f"+{shlex.join(after)}"] if list(before) != list(after) else []
     # inside, sweeper.track applies only a value away from PyTorch's default: a default is the script's own
     inside = sorted(k for k in AT_FIRST_STEP if baseline.get(k) != winner.get(k))
-    was += _flags({k: True for k in inside if baseline.get(k)})
-    now += _flags({k: True for k in inside if winner.get(k)})
-    return (*lines, *(f"-{line}" for line in was if line not in now), *(f"+{line}" for line in now if line not in was))
+    return (
+        *_changed(_environment(was), _environment(now)),
+        *command,
+        *_changed(_launch(was, before, cpus[0]), _launch(now, after, cpus[1])),
+        *_changed(
+            _flags({k: True for k in inside if baseline.get(k)}), _flags({k: True for k in inside if winner.get(k)})
+        ),
+    )
 
 
-def _script_lines(knobs: Mapping[str, Any], words: Sequence[str], cpus: str | None) -> list[str]:
-    """The shell lines that start a script with these outside knobs."""
-    command, lines = shlex.join(words), []
+def _changed(was: Sequence[str], now: Sequence[str]) -> list[str]:
+    return [*(f"-{line}" for line in was if line not in now), *(f"+{line}" for line in now if line not in was)]
+
+
+def _environment(knobs: Mapping[str, Any]) -> list[str]:
+    """The shell lines that set these outside knobs' environment before a script starts."""
+    lines = []
     if Knob.BACKEND_THREADS in knobs:
         n = knobs[Knob.BACKEND_THREADS]
         lines.append(
@@ -258,6 +266,12 @@ def _script_lines(knobs: Mapping[str, Any], words: Sequence[str], cpus: str | No
             if knobs[Knob.BACKEND_DEVICE] == "cpu"
             else "# CUDA_VISIBLE_DEVICES as the machine has it"
         )
+    return lines
+
+
+def _launch(knobs: Mapping[str, Any], words: Sequence[str], cpus: str | None) -> list[str]:
+    """The lines that launch a script with these outside knobs: on cores (taskset), as ranks (torchrun)."""
+    command, lines = shlex.join(words), []
     if Knob.BACKEND_AFFINITY in knobs:
         affinity = knobs[Knob.BACKEND_AFFINITY]
         lines.append(
