@@ -184,6 +184,11 @@ def test_a_trial_races_the_best_widened_for_the_run_noise_and_stops_behind_its_o
     no_race = _cpu_plan(tmp_path, {"race": False}, ["search=quick"])
     job = _job(no_race, asked, dict(plan.baseline_knobs), [], best, has_baseline=True, remaining_s=None)
     assert not any(o.startswith(("trial.race=", "trial.behind=")) for o in job.overrides)
+    # speed and memory: a slower run may be the leanest, on the Pareto front; it runs to its end
+    # (a sweep once pruned a lean 10,963-samples/s run at 483 MB, which then missed the front)
+    pareto = _cpu_plan(tmp_path, {"objectives": ["samples_per_sec", "peak_memory_mb"]}, ["search=quick"])
+    job = _job(pareto, asked, dict(plan.baseline_knobs), [], best, has_baseline=True, remaining_s=None)
+    assert not any(o.startswith(("trial.race=", "trial.behind=", "trial.prune_below=")) for o in job.overrides)
 
 
 def test_when_nothing_beat_the_baseline_the_sweep_says_so_in_one_sentence():

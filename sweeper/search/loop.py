@@ -338,13 +338,15 @@ def _job(
     has_baseline: bool,
     remaining_s: float | None,
 ) -> Job:
-    """The trial's job: its knobs, the race against the best so far, a timeout within the budget."""
+    """The trial's job: its knobs, the race against the best so far, a timeout within the budget.
+    The race and the prune floor serve samples/sec alone: with another objective, a slower run
+    may be the leanest, a point of the Pareto front, and runs to its end."""
     if (why := history.rerun_reason(trials, knobs, plan.fixed)) is not None:
         for key, value in TrialRecord.rerun(why).items():
             trial.set_user_attr(key, value)
     prune_below, race, behind = None, None, None
     ratio = plan.settings.prune_ratio
-    if has_baseline and best is not None and plan.objectives[0] == PRIMARY:
+    if has_baseline and best is not None and list(plan.objectives) == [PRIMARY]:
         best_value = primary_value(best)
         prune_below = ratio * best_value if ratio and best_value is not None else None
         interval = search_interval(best) if plan.settings.race else None
