@@ -90,6 +90,7 @@ def test_report_data_from_trials():
     assert [(f.number, f.status) for f in d.charts.failures] == [(3, "oom")]
     assert d.charts.breakdowns[0].label == "baseline" and d.charts.breakdowns[0].verdict.startswith("data-bound: 60%")
     assert d.charts.breakdowns[1].verdict.startswith("compute-bound")
+    assert [b.label for b in d.charts.breakdowns] == ["baseline", "1st (winner)", "2nd"]  # a "#" is a trial's number
     assert d.charts.breakdowns[0].step_ms == pytest.approx(64.0)  # 64 samples at 1000/s
     assert d.charts.effects["loader.batch_size"] == [("64", 1000.0), ("256", 2500.0), ("128", 1500.0)]
     assert [b for _, _, b in d.charts.history] == [1000.0, 2500.0, 2500.0]

@@ -169,7 +169,7 @@ def scatter_chart(points: Sequence[Point], failures: Sequence[Failure], *, x: st
 def breakdown_chart(rows: Sequence[StepBreakdown]) -> Figure:
     fig = Figure(figsize=(7.5, 0.55 * len(rows) + 1.0))
     ax = fig.subplots()
-    labels = [f"{r.label} (#{r.number})" for r in rows][::-1]
+    labels = [f"{r.label}: #{r.number}" for r in rows][::-1]
     wait = [r.wait_ms for r in rows][::-1]
     compute = [r.compute_ms for r in rows][::-1]
     ax.barh(labels, wait, color="#d62728", label="waiting for the next batch")

@@ -140,8 +140,9 @@ def _breakdowns(
     labelled: list[tuple[str, FrozenTrial]] = []
     if baseline is not None and baseline.state == TrialState.COMPLETE:
         labelled.append(("baseline", baseline))
-    for i, t in enumerate([t for t in best if t is not baseline][:3]):
-        labelled.append((f"#{i + 1}" + (" (winner)" if t.number == winner else ""), t))
+    # places in words, not "#2": a "#" is a trial's number everywhere else in the report
+    for place, t in zip(("1st", "2nd", "3rd"), [t for t in best if t is not baseline]):
+        labelled.append((place + (" (winner)" if t.number == winner else ""), t))
     found = (breakdown(label, t.number, records[t.number]) for label, t in labelled)
     return tuple(b for b in found if b is not None)
 
