@@ -505,8 +505,13 @@ def test_the_winners_ranks_and_openmp_binding_as_lines_of_a_script():
         {"dist.nproc_per_node": 2, "backend.omp_bind": "close"},
         "cpu",
     )
-    assert "+# torchrun --standalone --nproc_per_node=2 train.py" in diff
-    assert "+# start with OMP_PROC_BIND=close OMP_PLACES=cores python train.py" in diff
+    # one start command, the environment and the launcher together (two lines once said to start
+    # with python and with torchrun)
+    assert diff[:2] == (
+        "-# start with python train.py",
+        "+# start with OMP_PROC_BIND=close OMP_PLACES=cores torchrun --standalone --nproc_per_node=2 train.py",
+    )
+    assert sum("start with" in line for line in diff) == 2 and any("init_process_group" in line for line in diff)
 
 
 def test_a_point_the_preset_skips_is_listed_but_neither_measured_nor_failed():

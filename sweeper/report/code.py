@@ -58,48 +58,52 @@ def _threads(knobs: Mapping[str, Any], script: bool = False) -> list[str]:
 
 
 def _topology(knobs: Mapping[str, Any]) -> list[str]:
-    lines = []
     affinity = knobs.get(Knob.BACKEND_AFFINITY)
     if affinity in ("compact", "spread"):
         where = "the first cores" if affinity == "compact" else "cores spaced evenly over the machine"
-        lines.append(
+        return [
             f"os.sched_setaffinity(0, compute_cores)  # {affinity}: one per compute thread on {where}, "
             "before torch starts its threads; workers on the rest in worker_init_fn"
-        )
-    elif Knob.BACKEND_AFFINITY in knobs:
-        lines.append("# CPU affinity: none (the OS places threads and workers)")
-    if Knob.BACKEND_ALLOCATOR in knobs:
-        allocator = knobs[Knob.BACKEND_ALLOCATOR]
-        lines.append(
-            f"# start with LD_PRELOAD={_LIBRARIES[allocator]} python train.py"
-            if allocator in _LIBRARIES
-            else "# allocator: glibc's (no LD_PRELOAD)"
-        )
-    if Knob.BACKEND_OMP_BIND in knobs:
-        bind = knobs[Knob.BACKEND_OMP_BIND]
-        lines.append(
-            f"# start with {_openmp(bind)} python train.py"
-            if bind in ("close", "spread")
-            else "# OpenMP binding: the runtime's default"
-        )
+        ]
+    return ["# CPU affinity: none (the OS places threads and workers)"] if Knob.BACKEND_AFFINITY in knobs else []
+
+
+# knobs read as the process starts: the environment and the launcher of one start command
+_AT_START = (
+    Knob.BACKEND_ALLOCATOR,
+    Knob.BACKEND_OMP_BIND,
+    Knob.BACKEND_KMP_BLOCKTIME,
+    Knob.DIST_NPROC_PER_NODE,
+    Knob.BACKEND_NUMA,
+)
+
+
+def _start(knobs: Mapping[str, Any]) -> list[str]:
+    """How the script starts, as one command a user can run: the environment these knobs set
+    before it (an allocator preloaded, OpenMP's binding) and its launcher (python, or torchrun)."""
+    if not any(k in knobs for k in _AT_START):
+        return []
+    env = []
+    if knobs.get(Knob.BACKEND_ALLOCATOR) in _LIBRARIES:
+        env.append(f"LD_PRELOAD={_LIBRARIES[knobs[Knob.BACKEND_ALLOCATOR]]}")
+    if knobs.get(Knob.BACKEND_OMP_BIND) in ("close", "spread"):
+        env.append(_openmp(knobs[Knob.BACKEND_OMP_BIND]))
     if knobs.get(Knob.BACKEND_KMP_BLOCKTIME) is not None:
-        lines.append(f"# start with KMP_BLOCKTIME={knobs[Knob.BACKEND_KMP_BLOCKTIME]} python train.py (Intel OpenMP)")
-    return lines
+        env.append(f"KMP_BLOCKTIME={knobs[Knob.BACKEND_KMP_BLOCKTIME]}")  # Intel's OpenMP reads it
+    nproc = int(knobs.get(Knob.DIST_NPROC_PER_NODE) or 1)
+    launcher = f"torchrun --standalone --nproc_per_node={nproc} train.py" if nproc > 1 else "python train.py"
+    return [f"# start with {' '.join([*env, launcher])}"]
 
 
 def _ranks(knobs: Mapping[str, Any]) -> list[str]:
-    if Knob.DIST_NPROC_PER_NODE not in knobs and Knob.BACKEND_NUMA not in knobs:
+    if int(knobs.get(Knob.DIST_NPROC_PER_NODE) or 1) <= 1:
         return []
-    nproc = int(knobs.get(Knob.DIST_NPROC_PER_NODE) or 1)
-    if nproc <= 1:
-        return ["# one process: python train.py (no DistributedDataParallel)"]
     numa = (
         ["# each rank under numactl --cpunodebind=N --membind=N, ranks in blocks, one block per NUMA node"]
         if knobs.get(Knob.BACKEND_NUMA) == "node"
         else []
     )
     return [
-        f"# torchrun --standalone --nproc_per_node={nproc} train.py",
         *numa,
         "dist.init_process_group('gloo')  # 'nccl' on GPUs; then DistributedDataParallel(model) and a "
         "DistributedSampler (each rank its share of every epoch)",
@@ -193,6 +197,7 @@ def script_lines(knobs: Mapping[str, Any], device: str) -> list[str]:
     }
     others = [f"# {key} = {value!r}" for key, value in sorted(knobs.items()) if key not in known]
     return [
+        *_start(knobs),
         *_ranks(knobs),
         *_topology(knobs),
         *_threads(knobs),
