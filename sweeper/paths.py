@@ -18,8 +18,10 @@ def not_a_sweep_dir(path: Path, file: str = SWEEP_FILE) -> str:
     meant: the newest sweep under it (`outputs/sweeps/2026-11-27` for its last time of day)."""
     if not path.exists():
         return f"{str(path)!r} does not exist"
-    # outputs/sweeps/<date>/<time> at most three levels down: no walk of a whole disk for `/`
-    found = [p for depth in ("*", "*/*", "*/*/*") for p in path.glob(f"{depth}/{file}")] if path.is_dir() else []
+    # <project>/outputs/sweeps/<date>/<time> at most four levels down: no walk of a whole disk
+    found = (
+        [p for depth in ("*", "*/*", "*/*/*", "*/*/*/*") for p in path.glob(f"{depth}/{file}")] if path.is_dir() else []
+    )
     inside = sorted(found, key=lambda p: p.stat().st_mtime)
     meant = f" (the newest sweep under it: {inside[-1].parent})" if inside else ""
     return f"{str(path)!r} holds no {file}{meant}"
