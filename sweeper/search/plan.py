@@ -288,7 +288,8 @@ def check_device(base: DictConfig, machine: Machine, launcher: str, script: bool
             f"CUDA device (backend.device={base.backend.device} is {machine.device} on this machine): use "
             "search=auto or search=cpu, or a launcher whose jobs run on GPU nodes (hydra/launcher=submitit_slurm)."
         )
-    if not script and str(base.backend.precision) == "fp16":  # a script runs its loop as it likes
+    # a script runs its loop as it likes; another Hydra app has no backend group
+    if not script and OmegaConf.select(base, "backend.precision") == "fp16":
         raise ConfigError(
             f"backend.precision='fp16' needs a CUDA device (fp16 AMP with a GradScaler); the device is "
             f"{machine.device} (backend.device={base.backend.device}): use backend.precision=bf16 or fp32."
