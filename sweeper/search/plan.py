@@ -289,7 +289,7 @@ def check_device(base: DictConfig, machine: Machine, launcher: str, script: bool
             "search=auto or search=cpu, or a launcher whose jobs run on GPU nodes (hydra/launcher=submitit_slurm)."
         )
     # a script runs its loop as it likes; another Hydra app has no backend group
-    if not script and OmegaConf.select(base, "backend.precision") == "fp16":
+    if not script and OmegaConf.select(base, Knob.BACKEND_PRECISION) == "fp16":
         raise ConfigError(
             f"backend.precision='fp16' needs a CUDA device (fp16 AMP with a GradScaler); the device is "
             f"{machine.device} (backend.device={base.backend.device}): use backend.precision=bf16 or fp32."
