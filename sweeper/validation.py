@@ -67,8 +67,9 @@ def _check_task(task: Mapping[str, Any]) -> None:
     if task.get("token_file") is not None:
         _check_token_file(str(task["token_file"]), int(task["seq_len"]))
     model = str(task.get("model", ""))
-    if model.startswith("vit_") and task["image_size"] % int(model.rsplit("_", 1)[1]):  # vit_b_16: 16x16 patches
-        size, patch = int(task["image_size"]), int(model.rsplit("_", 1)[1])
+    patch = int(model.rsplit("_", 1)[1]) if model.startswith("vit_") else 1  # vit_b_16: 16x16 patches
+    if task.get("image_size", 1) % patch:
+        size = int(task["image_size"])
         below = size - size % patch
         raise ConfigError(
             f"task.image_size={size} is not a multiple of {model}'s patch size {patch}: use "
@@ -165,6 +166,15 @@ def _check_script(spec: RunSpec) -> None:
             "measure.compute_bound=true times sweeper's own step on a batch held in memory, which a "
             "script does not have: set measure.compute_bound=false with task=script."
         )
+
+
+def fp16_without_cuda(device: str) -> str:
+    """The one line for fp16 where the runs have no CUDA device: from the sweep's plan, before
+    trial 1, and from the measuring process, which knows its device."""
+    return (
+        f"backend.precision='fp16' needs a CUDA device (fp16 AMP with a GradScaler); the device is {device}: "
+        "use backend.precision=bf16 or fp32."
+    )
 
 
 def check_command_here(spec: RunSpec) -> None:

@@ -10,6 +10,7 @@ import torch
 
 from ..errors import InvalidConfig
 from ..spec import CompileMode
+from ..validation import fp16_without_cuda
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -29,10 +30,7 @@ def resolve_device(requested: str) -> torch.device:
 
 def check_precision(device: torch.device, precision: str) -> None:
     if precision == "fp16" and device.type != "cuda":
-        raise InvalidConfig(
-            f"backend.precision='fp16' needs a CUDA device (fp16 AMP with a GradScaler); "
-            f"the device is {device.type}: use backend.precision=bf16 or fp32."
-        )
+        raise InvalidConfig(fp16_without_cuda(device.type))
     if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
         raise InvalidConfig(
             f"backend.precision='bf16' is not supported by {torch.cuda.get_device_name(device)}: "

@@ -27,7 +27,7 @@ from ..runner.probe import probe
 from ..runner.run import start_env_of
 from ..spec import GROUPS, RunSpec
 from ..store.storage import default_storage
-from ..validation import check_command_here, check_config
+from ..validation import check_command_here, check_config, fp16_without_cuda
 from . import space as sp
 from .budget import parse_duration
 from .converge import Converged
@@ -290,10 +290,7 @@ def check_device(base: DictConfig, machine: Machine, launcher: str, script: bool
         )
     # a script runs its loop as it likes; another Hydra app has no backend group
     if not script and OmegaConf.select(base, Knob.BACKEND_PRECISION) == "fp16":
-        raise ConfigError(
-            f"backend.precision='fp16' needs a CUDA device (fp16 AMP with a GradScaler); the device is "
-            f"{machine.device} (backend.device={base.backend.device}): use backend.precision=bf16 or fp32."
-        )
+        raise ConfigError(fp16_without_cuda(f"{machine.device} (backend.device={base.backend.device})"))
 
 
 def make_plan(

@@ -49,8 +49,6 @@ class Block(nn.Module):
 class GPT(nn.Module):
     def __init__(self, vocab_size: int, seq_len: int, depth: int, width: int, heads: int) -> None:
         super().__init__()
-        if width % heads:
-            raise InvalidConfig(f"task.width={width} must be a multiple of task.heads={heads}.")
         self.tok = nn.Embedding(vocab_size, width)
         self.pos = nn.Embedding(seq_len, width)
         self.blocks = nn.Sequential(*(Block(width, heads) for _ in range(depth)))
