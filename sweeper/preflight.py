@@ -78,11 +78,6 @@ def check(argv: Sequence[str]) -> None:
         check_group_choice(parsed)
         check_launcher_installed(override)
         check_sweep_expression(parsed, override, multirun)
-        if not multirun and parsed.key_or_group.startswith("hydra.sweeper."):
-            raise ConfigError(
-                f"{override} sets the sweep, and without -m sweeper measures one configuration: add -m to sweep "
-                "(from Python: sweeper.sweep)."
-            )
         if parsed.is_sweep_override():
             swept.add(parsed.key_or_group)
         else:
@@ -101,8 +96,14 @@ def check(argv: Sequence[str]) -> None:
 
 def check_sweep_expression(parsed: Any, override: str, multirun: bool) -> None:
     """A sweep expression searches a knob, in a sweep: not Hydra's own settings, and not a single
-    run (Hydra's answers name neither the fix nor the exit code a mistake has)."""
+    run; a sweep's setting needs a sweep too (Hydra's answers name neither the fix nor the exit
+    code a mistake has, or ignore the setting)."""
     key = parsed.key_or_group
+    if not multirun and key.startswith("hydra.sweeper."):
+        raise ConfigError(
+            f"{override} sets the sweep, and without -m sweeper measures one configuration: add -m to sweep "
+            "(from Python: sweeper.sweep)."
+        )
     if key == "hydra.sweeper.params" and parsed.value() is not None:  # Hydra merges it from a file only
         raise ConfigError(
             f"{override}: on the command line, a sweep expression goes on its knob, e.g. "
