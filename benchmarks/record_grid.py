@@ -160,7 +160,6 @@ def record(name: str, tmp: Path) -> pd.DataFrame:
             "hydra.sweeper.sampler._target_=optuna.samplers.GridSampler",
             "hydra.sweeper.n_trials=1000",
             "hydra.sweeper.confirm.top_k=0",
-            "hydra.sweeper.prune_ratio=null",
             "hydra.sweeper.race=false",
             "hydra.sweeper.warm_start=false",
             "hydra.sweeper.objectives=[samples_per_sec]",

@@ -125,7 +125,7 @@ class TrialConf:
     """What the sweep tells one trial about the best so far (`+trial=raced trial.race=[..]`):
     never part of a user's config, so `--help` and `--cfg job` do not show it."""
 
-    # stop early when the windows so far run below this samples/sec (hydra.sweeper.prune_ratio)
+    # stop early when the windows so far run below this samples/sec (the race's floor, sweeper.noise)
     prune_below: Optional[float] = None
     # the best trial's 95% interval [low, high], widened for hydra.sweeper.run_noise: a run
     # wholly below it stops, pruned

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from .errors import ConfigError
 from .knobs import Knob
 
 # Config groups of conf/: an override `task=x` selects an option, it does not set a value.
@@ -82,3 +83,20 @@ def winner_command(fixed: Sequence[str], knobs: dict[str, Any]) -> str:
     parts = [f"{g}={override_value(v)}" for g, v in groups.items()]
     parts += to_overrides({**values, **knobs})
     return " ".join(["python -m sweeper", *(shlex.quote(p) for p in parts)])
+
+
+def split_arguments(arguments: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """Fixed overrides, and knob -> sweep expression for the swept ones."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    fixed, swept = [], {}
+    try:
+        overrides = OverridesParser.create().parse_overrides(list(arguments))
+    except Exception as exc:  # Hydra's grammar error: keep its first line
+        raise ConfigError(f"cannot parse the overrides: {str(exc).splitlines()[0]}") from exc
+    for override in overrides:
+        if override.is_sweep_override():
+            swept[override.get_key_element()] = str(override.input_line).split("=", 1)[1]
+        else:
+            fixed.append(str(override.input_line))
+    return fixed, swept

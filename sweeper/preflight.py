@@ -99,6 +99,10 @@ def check_sweep_expression(parsed: Any, override: str, multirun: bool) -> None:
     run; a sweep's setting needs a sweep too (Hydra's answers name neither the fix nor the exit
     code a mistake has, or ignore the setting)."""
     key = parsed.key_or_group
+    from .search.settings import REMOVED
+
+    if (name := key.removeprefix("hydra.sweeper.")) in REMOVED:
+        raise ConfigError(f"hydra.sweeper.{name} was removed: {REMOVED[name]}.")
     if not multirun and key.startswith("hydra.sweeper."):
         raise ConfigError(
             f"{override} sets the sweep, and without -m sweeper measures one configuration: add -m to sweep "

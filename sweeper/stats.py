@@ -126,32 +126,6 @@ def rate_interval(samples: list[float], seconds: list[float]) -> tuple[float, tu
     return rate, ((rate - half, rate + half) if rate - half > 0 else None)
 
 
-def with_run_noise(interval: tuple[float, float], run_noise: float) -> tuple[float, float]:
-    """A figure's 95% interval widened for the run-to-run spread of the machine (relative sigma
-    `run_noise` of one configuration's figure between runs): where another run's figure, and
-    so the comparison of two runs, may lie. Both runs carry their mood: sqrt(2) sigma, in log."""
-    factor = math.exp(1.96 * math.sqrt(2.0) * run_noise)
-    return interval[0] / factor, interval[1] * factor
-
-
-def ahead(ratios: list[float], run_noise: float = 0.0) -> bool:
-    """Whether paired ratios (A / B, each pair measured side by side) put A ahead of B at 95%:
-    the interval of their mean log lies wholly above zero. With the machine's run-to-run noise
-    known (`run_noise`, relative sigma of one run), a log-ratio's spread is taken as that of two
-    runs (sqrt(2) sigma) with the normal's 1.96, unless the ratios spread more than that (then
-    Student's t on their own spread): two clear rounds can decide, as a t with one degree of
-    freedom (12.7) never lets them. One ratio decides only with the noise known: nothing of its
-    own says how far it may be off."""
-    logs = [math.log(r) for r in ratios if r and r > 0]
-    floor = math.sqrt(2.0) * run_noise
-    if logs and floor > 0 and (len(logs) == 1 or statistics.stdev(logs) <= floor):
-        return statistics.fmean(logs) - 1.96 * floor / math.sqrt(len(logs)) > 0
-    if len(logs) < 2:
-        return False
-    bounds = mean_interval(logs)
-    return bounds is not None and bounds[0] > 0
-
-
 # a trend is read over at least this many windows: three against three
 TREND_WINDOWS = 6
 

@@ -137,7 +137,6 @@ def test_a_lost_job_never_decides_its_siblings_and_a_requeued_job_is_followed(tm
         "hydra.sweeper.n_trials=3",
         "hydra.sweeper.confirm.top_k=0",
         "hydra.sweeper.race=false",  # the kept job's run ends complete, however loaded the machine
-        "hydra.sweeper.prune_ratio=null",
     )
     (baseline,) = _wait_for(lambda: _tasks(slurm, "PENDING"), proc=proc)
     _release(slurm, baseline)

@@ -13,10 +13,14 @@ from optuna.trial import TrialState, create_trial
 from conftest import running_attrs
 from sweeper import overrides
 from sweeper.errors import ConfigError
+from sweeper.noise import Noise
 from sweeper.search import confirm, history, objectives, outputs
 from sweeper.search.budget import parse_duration
 from sweeper.search.plan import Learned
 from sweeper.store import trials
+
+# 8% run-to-run noise, the prior alone (hydra.sweeper.run_noise's default)
+N8 = Noise(0.08, 0.08)
 
 
 def trial(number, knobs, state=TrialState.COMPLETE, status="ok", sps=100.0, rel_iqr=0.01, fixed=()):
@@ -68,11 +72,14 @@ def test_larger_batch_with_same_memory_settings_is_dominated_by_an_oom():
     assert history.oom_dominating([oom], {**same, "backend.precision": "bf16"}, []) is None
 
 
-def test_gain_must_beat_the_measured_noise():
+def test_gain_must_beat_the_run_noise_or_the_windows_spread_where_larger():
     best = trial(0, {}, sps=100.0, rel_iqr=0.05)
-    assert not history.is_gain(trial(1, {}, sps=104.0), best)
-    assert history.is_gain(trial(1, {}, sps=106.0), best)
-    assert history.is_gain(trial(1, {}, sps=1.0), None)
+    quiet = Noise(0.02, 0.02)
+    assert not history.is_gain(trial(1, {}, sps=104.0), best, quiet)  # within the windows' 5%
+    assert history.is_gain(trial(1, {}, sps=106.0), best, quiet)
+    assert not history.is_gain(trial(1, {}, sps=106.0), best, N8)  # within 8% run-to-run noise
+    assert history.is_gain(trial(1, {}, sps=109.0), best, N8)
+    assert history.is_gain(trial(1, {}, sps=1.0), None, N8)
 
 
 def test_ranked_skips_failed_infeasible_and_reused():
@@ -163,9 +170,9 @@ def test_candidates_the_leader_left_behind_beyond_the_run_noise_are_not_confirme
     beat = confirm.beat_baseline([base, far, leader, close], base, top_k=3)
     assert [t.number for t in beat] == [1, 2, 3]
     # the leader's low end 290, widened for 8% run noise: 290 / exp(1.96 * sqrt(2) * 0.08) = 232
-    assert [t.number for t in confirm.left_behind(beat, run_noise=0.08)] == [3]
-    assert [t.number for t in confirm.left_behind(beat, run_noise=0.0)] == [2, 3]  # the windows' noise alone
-    assert confirm.left_behind([leader, trial(4, {"loader.batch_size": 16}, sps=150.0)], run_noise=0.08) == []
+    assert [t.number for t in confirm.left_behind(beat, noise=N8)] == [3]
+    assert [t.number for t in confirm.left_behind(beat, noise=Noise(0.0, 0.0))] == [2, 3]  # the windows' noise alone
+    assert confirm.left_behind([leader, trial(4, {"loader.batch_size": 16}, sps=150.0)], noise=N8) == []
 
 
 def test_a_trial_races_the_best_widened_for_the_run_noise_and_stops_behind_its_own_low_end(tmp_path):
@@ -177,17 +184,19 @@ def test_a_trial_races_the_best_widened_for_the_run_noise_and_stops_behind_its_o
     best = trial(1, {"loader.batch_size": 256}, sps=300.0)
     best.user_attrs["metrics"].update(samples_per_sec_ci_low=290.0, samples_per_sec_ci_high=310.0)
     asked = optuna.create_study().ask()
-    job = _job(plan, asked, dict(plan.baseline_knobs), [], best, has_baseline=True, remaining_s=None)
-    widened = 290.0 / math.exp(1.96 * math.sqrt(2) * plan.settings.run_spread)
+    job = _job(plan, asked, dict(plan.baseline_knobs), [], best, has_baseline=True, remaining_s=None, noise=N8)
+    widened = 290.0 / math.exp(1.96 * math.sqrt(2) * 0.08)
     assert f"trial.race=[{widened:.6g},{310.0 * 290.0 / widened:.6g}]" in job.overrides
     assert "trial.behind=290" in job.overrides
+    # the floor for the first two windows: the best's figure beyond two runs' moods, 0.80 of it
+    assert f"trial.prune_below={300.0 / math.exp(1.96 * math.sqrt(2) * 0.08):.6g}" in job.overrides
     no_race = _cpu_plan(tmp_path, {"race": False}, ["search=quick"])
-    job = _job(no_race, asked, dict(plan.baseline_knobs), [], best, has_baseline=True, remaining_s=None)
-    assert not any(o.startswith(("trial.race=", "trial.behind=")) for o in job.overrides)
+    job = _job(no_race, asked, dict(plan.baseline_knobs), [], best, has_baseline=True, remaining_s=None, noise=N8)
+    assert not any(o.startswith(("trial.race=", "trial.behind=", "trial.prune_below=")) for o in job.overrides)
     # speed and memory: a slower run may be the leanest, on the Pareto front; it runs to its end
     # (a sweep once pruned a lean 10,963-samples/s run at 483 MB, which then missed the front)
     pareto = _cpu_plan(tmp_path, {"objectives": ["samples_per_sec", "peak_memory_mb"]}, ["search=quick"])
-    job = _job(pareto, asked, dict(plan.baseline_knobs), [], best, has_baseline=True, remaining_s=None)
+    job = _job(pareto, asked, dict(plan.baseline_knobs), [], best, has_baseline=True, remaining_s=None, noise=N8)
     assert not any(o.startswith(("trial.race=", "trial.behind=", "trial.prune_below=")) for o in job.overrides)
 
 
@@ -243,34 +252,34 @@ def test_a_known_run_noise_lets_two_clear_rounds_decide_and_keeps_a_small_lead_o
     # decide; with 8% run-to-run noise known, two rounds 32-50% ahead are decided
     real = {12: [26355.0, 26939.0, None], 0: [17625.0, 20417.0, None]}
     assert not confirm.decided(real, 2, baseline=0)
-    assert confirm.decided(real, 2, baseline=0, run_noise=0.08)
+    assert confirm.decided(real, 2, baseline=0, noise=N8)
     # 11% ahead twice, alike: decided on the rounds' own tiny spread, not with 8% noise known
     small = {1: [111.0, 111.1, None], 0: [100.0, 100.0, None]}
-    assert confirm.decided(small, 2, baseline=0) and not confirm.decided(small, 2, baseline=0, run_noise=0.08)
+    assert confirm.decided(small, 2, baseline=0) and not confirm.decided(small, 2, baseline=0, noise=N8)
     # rounds that spread more than the noise said: Student's t on their own spread
     wild = {1: [200.0, 105.0, None], 0: [100.0, 100.0, None]}
-    assert not confirm.decided(wild, 2, baseline=0, run_noise=0.08)
-    assert confirm.decided({1: [126.0, 126.5, None], 0: [100.0, 100.0, None]}, 2, baseline=0, run_noise=0.08)
+    assert not confirm.decided(wild, 2, baseline=0, noise=N8)
+    assert confirm.decided({1: [126.0, 126.5, None], 0: [100.0, 100.0, None]}, 2, baseline=0, noise=N8)
 
 
 def test_one_round_decides_a_lead_beyond_the_known_noise_that_agrees_with_the_search():
     # the race's rounds on this VM: 32,774 against 19,703 in round 1; in the search 36,530 and 19,681
     first = {12: [32774.0, None, None], 17: [31570.0, None, None], 0: [19703.0, None, None]}
     searched = {12: 36530.0, 17: 35304.0, 0: 19681.0}
-    assert confirm.decided(first, 1, baseline=0, run_noise=0.08, searched=searched, min_rounds=1)
-    assert not confirm.decided(first, 1, baseline=0, run_noise=0.08, searched=searched, min_rounds=2)
+    assert confirm.decided(first, 1, baseline=0, noise=N8, searched=searched, min_rounds=1)
+    assert not confirm.decided(first, 1, baseline=0, noise=N8, searched=searched, min_rounds=2)
     assert not confirm.decided(first, 1, baseline=0, searched=searched, min_rounds=1)  # the noise unknown
-    assert not confirm.decided(first, 1, baseline=0, run_noise=0.08, min_rounds=1)  # nothing to check it with
+    assert not confirm.decided(first, 1, baseline=0, noise=N8, min_rounds=1)  # nothing to check it with
     # a round at odds with the search (1.66x side by side, 3x in the search): the second round decides
-    assert not confirm.decided(first, 1, baseline=0, run_noise=0.08, searched={**searched, 12: 59000.0}, min_rounds=1)
+    assert not confirm.decided(first, 1, baseline=0, noise=N8, searched={**searched, 12: 59000.0}, min_rounds=1)
     # a lead within the noise of one round (1.2x: the bound is exp(1.96 sqrt(2) 0.08) = 1.25x)
     near = {1: [120.0, None, None], 0: [100.0, None, None]}
-    assert not confirm.decided(near, 1, baseline=0, run_noise=0.08, searched={1: 120.0, 0: 100.0}, min_rounds=1)
+    assert not confirm.decided(near, 1, baseline=0, noise=N8, searched={1: 120.0, 0: 100.0}, min_rounds=1)
     assert confirm.decided(
         {1: [130.0, None, None], 0: [100.0, None, None]},
         1,
         baseline=0,
-        run_noise=0.08,
+        noise=N8,
         searched={1: 130.0, 0: 100.0},
         min_rounds=1,
     )
@@ -951,7 +960,6 @@ def test_orphans_by_process_here_and_by_heartbeat_elsewhere():
         ({"confirm": {"rounds": 0}}, r"hydra.sweeper.confirm.rounds=0 is invalid: expected an integer >= 1"),
         ({"confirm": {"min_rounds": 4}}, r"min_rounds=4 is invalid: expected an integer from 1 to confirm.rounds=3"),
         ({"patience": 0}, r"hydra.sweeper.patience=0 is invalid: expected an integer >= 1"),
-        ({"prune_ratio": 0}, r"hydra.sweeper.prune_ratio=0.0 is invalid: expected a share of the best > 0"),
         ({"constraints": {"max_memory_gb": 0}}, r"max_memory_gb=0.0 is invalid: expected a number > 0 or null"),
         ({"quiet_wait_s": -1}, r"hydra.sweeper.quiet_wait_s=-1.0 is invalid: expected seconds >= 0"),
     ],
@@ -1498,7 +1506,7 @@ def _planned(planner, figures):
 def test_the_confirmation_rounds_as_planned(case, waiting, figures, searched, order, joined, rounds_run, winner):
     """The pure round planner as a table: which runs, in which order, who joins, when it stops."""
     planner = confirm.Rounds(
-        chosen=[1, 2], baseline=0, rounds=3, waiting=waiting, searched=searched, run_noise=0.08, min_rounds=1
+        chosen=[1, 2], baseline=0, rounds=3, waiting=waiting, searched=searched, noise=N8, min_rounds=1
     )
     got_order, got_joined, got_rounds = _planned(planner, figures)
     assert (got_order, got_joined, got_rounds) == (order, joined, rounds_run), case

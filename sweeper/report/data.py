@@ -259,6 +259,7 @@ def _headline(
         queue_wait_s=sum(records[t.number].queue_wait_s or 0.0 for t in shown),
         scheduled=sum(records[t.number].scheduler_job is not None for t in shown),
         stopped=sweep_span.stopped_because if sweep_span else None,
+        noise=sweep_span.noise if sweep_span else None,
     )
 
 

@@ -8,6 +8,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from ..noise import noise_words
 from ..store.trials import Counts
 from . import charts
 from .parts import Charts, ReportData, Table, Verdict
@@ -177,6 +178,8 @@ def the_search(d: ReportData) -> str:
     parts = ["<h2>The search</h2>", facts, f'<div class="headline" id="search-cards">{"".join(cards)}</div>']
     if h.stopped:
         parts.append(f'<p id="stopped"><b>Stopped</b> {escape(h.stopped)}</p>')
+    if h.noise is not None:
+        parts.append(f'<p id="noise">{escape(noise_words(h.noise))}</p>')
     if d.notes.search:
         notes = "".join(f'<div class="note">{escape(n)}</div>' for n in d.notes.search)
         n = len(d.notes.search)

@@ -90,6 +90,7 @@ class Headline:
     queue_wait_s: float = 0.0
     scheduled: int = 0  # trials a scheduler ran (SLURM jobs)
     stopped: str | None = None  # why the last sweep's search stopped (n_trials, converged, budget, ...)
+    noise: float | None = None  # the run-to-run noise its decisions read (relative sigma; None: not known)
 
 
 @dataclass(frozen=True)

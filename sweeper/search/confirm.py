@@ -6,19 +6,18 @@ baseline is decided at 95%."""
 
 from __future__ import annotations
 
-import json
-import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from optuna.trial import FrozenTrial, TrialState
 
-from ..stats import Spread, ahead, quantile, with_run_noise
+from ..noise import Noise
+from ..stats import Spread, quantile
 from ..store.confirmation import Confirmation
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
-from ..store.trials import config_of, level, primary_value, ranked, search_interval
+from ..store.trials import config_key, config_of, level, primary_value, ranked, search_interval
 from . import progress
 from .later import kept_tries
 from .launch import JobRunner, measure_overrides
@@ -48,18 +47,25 @@ def _medians(rounds: Mapping[int, Sequence[float | None]]) -> dict[int, float]:
     }
 
 
-def decide(rounds: Mapping[int, Sequence[float | None]], baseline: int) -> Confirmation | None:
-    """The winner is the highest median over rounds; None if the baseline never ran."""
+def _ratios(rounds: Mapping[int, Sequence[float | None]], a: int, b: int) -> list[float]:
+    """a's figure over b's in each round both ran: paired, side by side."""
+    return [x / y for x, y in zip(rounds[a], rounds[b]) if x is not None and y]
+
+
+def decide(
+    rounds: Mapping[int, Sequence[float | None]], baseline: int, noise: Noise | None = None, settled: bool = True
+) -> Confirmation | None:
+    """The winner is the highest median over rounds; None if the baseline never ran. Where the
+    rounds left its lead over the baseline undecided (not `settled`) and within the `noise`, it is
+    no winner the sweep can defend: the baseline is kept (`decided` false)."""
     medians = _medians(rounds)
     if baseline not in medians:
         return None
     winner = max(medians, key=lambda t: medians[t])
+    defended = settled or noise is None or winner == baseline or not noise.tie(_ratios(rounds, winner, baseline))
+    winner = winner if defended else baseline
     n = len(rounds[baseline])
-    ratios = [
-        rounds[winner][r] / rounds[baseline][r]  # type: ignore[operator]
-        for r in range(n)
-        if rounds[winner][r] is not None and rounds[baseline][r]
-    ]
+    ratios = _ratios(rounds, winner, baseline)
     wins = len(
         [
             r
@@ -78,6 +84,7 @@ def decide(rounds: Mapping[int, Sequence[float | None]], baseline: int) -> Confi
         speedup_low=quantile(ratios, 0.25) if len(ratios) > 1 else None,
         speedup_high=quantile(ratios, 0.75) if len(ratios) > 1 else None,
         win_share=wins / n if n else 0.0,
+        decided=defended,
     )
 
 
@@ -97,21 +104,17 @@ def beat_baseline(
     holds several runs of one configuration, and its fastest stands for it (the baseline's own
     configuration is the baseline)."""
     base = primary_value(baseline) or 0.0
-    seen = {_key(baseline)}
+    seen = {config_key(baseline)}
     chosen = []
     for t in sorted(ranked(trials), key=lambda t: -figure(t)):
-        if figure(t) > base and _key(t) not in seen:
-            seen.add(_key(t))
+        if figure(t) > base and config_key(t) not in seen:
+            seen.add(config_key(t))
             chosen.append(t)
     return chosen[:top_k]
 
 
-def _key(trial: FrozenTrial) -> str:
-    return json.dumps(config_of(trial), sort_keys=True, default=str)
-
-
 def left_behind(
-    beat: Sequence[FrozenTrial], run_noise: float, figure: Callable[[FrozenTrial], float] = own_figure
+    beat: Sequence[FrozenTrial], noise: Noise, figure: Callable[[FrozenTrial], float] = own_figure
 ) -> list[FrozenTrial]:
     """Those the leader (the first) already left behind as racing judges: their interval wholly
     below the leader's, widened for the run-to-run noise. They could not win the rounds. A
@@ -123,7 +126,7 @@ def left_behind(
     first = own_figure(beat[0])
     if first and 0 < figure(beat[0]) < first:
         lead = (lead[0] * figure(beat[0]) / first, lead[1] * figure(beat[0]) / first)
-    floor = with_run_noise(lead, run_noise)[0]
+    floor = noise.widen(lead)[0]
     return [t for t in beat[1:] if (own := search_interval(t)) is not None and own[1] < floor]
 
 
@@ -131,7 +134,7 @@ def decided(
     rounds: Mapping[int, Sequence[float | None]],
     upto: int,
     baseline: int,
-    run_noise: float = 0.0,
+    noise: Noise = Noise(0.0, 0.0),
     searched: Mapping[int, float] | None = None,
     min_rounds: int = 2,
 ) -> bool:
@@ -139,7 +142,7 @@ def decided(
     against the baseline is decided at 95% on their paired per-round ratios: the leader (highest
     median) ahead of the baseline, or, when the baseline leads, the baseline ahead of every other.
     Candidates the leader is not yet separated from are near-equals: the report says how many
-    rounds would tell them apart. `run_noise`: the machine's known run-to-run spread (stats.ahead).
+    rounds would tell them apart. `noise`: the machine's run-to-run noise (Noise.ahead).
     One round decides only with the noise known and when its ratio agrees with the two's
     figures in the search (`searched`) within that noise: a second ratio, not side by side, that
     stands in for the second round's check of the spread."""
@@ -149,19 +152,19 @@ def decided(
         return False
     leader = max(medians, key=lambda t: medians[t])
     rivals = [t for t in done if t != leader] if leader == baseline else [baseline]
-    if upto == 1 and not all(_agrees(done[leader][0], done[t][0], searched, leader, t, run_noise) for t in rivals):
+    if upto == 1 and not all(_agrees(done[leader][0], done[t][0], searched, leader, t, noise) for t in rivals):
         return False
-    return all(ahead([a / b for a, b in zip(done[leader], done[t]) if a is not None and b], run_noise) for t in rivals)
+    return all(noise.ahead(_ratios(done, leader, t)) for t in rivals)
 
 
 def _agrees(
-    a: float | None, b: float | None, searched: Mapping[int, float] | None, lead: int, rival: int, run_noise: float
+    a: float | None, b: float | None, searched: Mapping[int, float] | None, lead: int, rival: int, noise: Noise
 ) -> bool:
-    """Whether one round's ratio of `lead` to `rival` and their search figures' ratio differ by
-    less than the known run-to-run noise allows (95%: four runs' moods, 2 sigma in log)."""
-    if not (run_noise > 0 and a and b and searched and searched.get(lead) and searched.get(rival)):
+    """Whether one round's ratio of `lead` to `rival` agrees with their search figures' ratio
+    within the noise (Noise.agrees)."""
+    if not (a and b and searched and searched.get(lead) and searched.get(rival)):
         return False
-    return abs(math.log(a / b) - math.log(searched[lead] / searched[rival])) <= 1.96 * 2.0 * run_noise
+    return noise.agrees(a / b, searched[lead] / searched[rival])
 
 
 def in_doubt(
@@ -170,7 +173,7 @@ def in_doubt(
     baseline: int,
     searched: Mapping[int, float],
     waiting: Sequence[int],
-    run_noise: float = 0.0,
+    noise: Noise = Noise(0.0, 0.0),
 ) -> list[int]:
     """The runners-up whose place behind the search's fastest its first round puts in doubt: its
     round figure below theirs in the search by more than the run-to-run noise (all of them when
@@ -181,7 +184,7 @@ def in_doubt(
     lead, base = measured[leader][0], measured[baseline][0]
     if not (lead and base):
         return list(waiting)
-    return [n for n in waiting if searched.get(n, 0.0) > lead * (1 + run_noise)]
+    return [n for n in waiting if noise.gain(searched.get(n, 0.0), lead)]
 
 
 def plan_rounds(
@@ -207,7 +210,7 @@ class Rounds:
     rounds: int
     waiting: list[int]  # runners-up that join only if the first round leaves doubt
     searched: Mapping[int, float]  # each one's figure in the search
-    run_noise: float = 0.0
+    noise: Noise = Noise(0.0, 0.0)
     min_rounds: int = 1
     members: list[int] = field(init=False)
     measured: dict[int, list[float | None]] = field(init=False)
@@ -221,7 +224,7 @@ class Rounds:
 
     def settled(self, upto: int) -> bool:
         runs = {n: self.measured[n] for n in [*self.members, self.baseline]}
-        return decided(runs, upto, self.baseline, self.run_noise, self.searched, self.min_rounds)
+        return decided(runs, upto, self.baseline, self.noise, self.searched, self.min_rounds)
 
     def next_run(self) -> tuple[int, int] | None:
         """(round, trial) to measure next; None once the rounds are over."""
@@ -237,9 +240,7 @@ class Rounds:
                 joining = (
                     self.waiting
                     if undecided
-                    else in_doubt(
-                        self.measured, self.chosen[0], self.baseline, self.searched, self.waiting, self.run_noise
-                    )
+                    else in_doubt(self.measured, self.chosen[0], self.baseline, self.searched, self.waiting, self.noise)
                 )
                 self.waiting = []
                 if joining:
@@ -260,7 +261,8 @@ class Rounds:
 
     def decision(self) -> Confirmation | None:
         done = self.rounds_run
-        return decide({n: self.measured[n][:done] for n in [*self.members, self.baseline]}, self.baseline)
+        runs = {n: self.measured[n][:done] for n in [*self.members, self.baseline]}
+        return decide(runs, self.baseline, self.noise, self.settled(done))
 
 
 def run_confirmation(
@@ -291,8 +293,9 @@ def run_confirmation(
     def figure(trial: FrozenTrial) -> float:
         return levels.get(trial.number) or own_figure(trial)
 
+    noise = plan.noise(every, stored.confirmation(plan.fixed))
     beat = beat_baseline(trials, baseline, settings.top_k, figure) if baseline else []
-    behind = [t.number for t in left_behind(beat, plan.settings.run_spread, figure)]
+    behind = [t.number for t in left_behind(beat, noise, figure)]
     chosen = [t.number for t in beat if t.number not in behind]
     if baseline is None or settings.top_k < 1 or settings.rounds < 1 or not chosen:
         return None
@@ -302,10 +305,10 @@ def run_confirmation(
         rounds=plan_rounds(chosen, baseline.number, settings.rounds, remaining(), typical_wall_s)[-1][0] + 1,
         waiting=chosen[1:] if settings.runners_up == RunnersUp.if_in_doubt else [],
         searched={n: v for n in [*chosen, baseline.number] if (v := figure(by_number[n])) > 0},
-        run_noise=plan.settings.run_spread,
+        noise=noise,
         min_rounds=settings.min_rounds,
     )
-    _say_plan(planner, behind, plan.settings.run_spread)
+    _say_plan(planner, behind, noise)
     for number, tries in kept.items():
         assert tries.at is not None
         progress.say(
@@ -340,7 +343,7 @@ def run_confirmation(
     return decision
 
 
-def _say_plan(planner: Rounds, behind: Sequence[int], run_noise: float) -> None:
+def _say_plan(planner: Rounds, behind: Sequence[int], noise: Noise) -> None:
     members, waiting = planner.members, planner.waiting
     progress.say(
         f"confirming: {_trials(members)} (faster than the baseline in the search) and baseline "
@@ -356,7 +359,7 @@ def _say_plan(planner: Rounds, behind: Sequence[int], run_noise: float) -> None:
     if behind:
         progress.say(
             f"  not confirmed: trials {list(behind)}, faster than the baseline but behind trial #{planner.chosen[0]} "
-            f"beyond the run-to-run noise (hydra.sweeper.run_noise={run_noise:g})"
+            f"beyond the run-to-run noise ({noise.sigma:.1%})"
         )
 
 

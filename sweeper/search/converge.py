@@ -1,11 +1,8 @@
 """When the search has converged: a point the recipes (or a warm start) proposed is still the best,
-and the sampler's recent trials have found nothing beyond the run-to-run noise, most of them
-falling well behind it, so that further trials are unlikely to beat it.
-
-The rule was chosen on the replay bench (benchmarks/replay.py, docs/benchmarks.md) against
-patience on gains, Optuna's regret-bound terminator and stricter and looser forms of itself, on
-every recorded grid and on grids made so that the recipes miss. It is pure: it reads the
-study's trials.
+and the sampler's recent trials have found nothing beyond the run-to-run noise (sweeper.noise,
+the sweep's estimate), most of them falling well behind it, so that further trials are unlikely
+to beat it. Pure: it reads the study's trials. docs/benchmarks.md keeps the replays it was
+chosen on.
 """
 
 from __future__ import annotations
@@ -55,7 +52,8 @@ class Converged:
     # clearly behind: beyond the run-to-run noise; a draw closer to the best is a near-tie
     behind: float = 0.10
     ties: int = 1
-    noise: float = 0.08  # hydra.sweeper.run_noise's default: one configuration's spread between runs
+    # the run-to-run noise (relative sigma of one run, sweeper.noise): the sweep sets its estimate
+    noise: float = 0.08
     # a trial within this of the best figure reached the best's level (None: `noise`)
     level: float | None = None
     sampled_best: float = math.inf

@@ -10,6 +10,7 @@ from typing import Any
 from optuna.trial import FrozenTrial
 
 from ..knobs import Knob
+from ..noise import Noise
 from ..result import Status
 from ..store.record import TrialRecord
 from ..store.trials import config_of, primary_value, same_setup
@@ -65,9 +66,10 @@ def oom_dominating(trials: Sequence[FrozenTrial], knobs: Mapping[str, Any], fixe
     return None
 
 
-def is_gain(new: FrozenTrial, best: FrozenTrial | None, min_gain: float = 0.02) -> bool:
-    """Faster than the best so far by more than both runs' measured spread (and min_gain)."""
+def is_gain(new: FrozenTrial, best: FrozenTrial | None, noise: Noise) -> bool:
+    """Faster than the best so far beyond the noise: the run-to-run noise, or both runs' windows'
+    spread where that is larger."""
     if best is None:
         return True
-    noise = max(min_gain, TrialRecord.of(new).rel_iqr, TrialRecord.of(best).rel_iqr)
-    return primary_value(new) > primary_value(best) * (1 + noise)  # type: ignore[operator]
+    windows = max(TrialRecord.of(new).rel_iqr, TrialRecord.of(best).rel_iqr)
+    return noise.gain(primary_value(new), primary_value(best), windows)  # type: ignore[arg-type]

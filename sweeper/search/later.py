@@ -1,17 +1,15 @@
 """The preset's `later` knobs (how loader workers start) when their turn comes.
 
 Spawn and forkserver workers cost seconds of start-up a trial (every epoch without persistent
-workers) and run no faster than forked ones once started. Handed to the sampler, they took 6 of
-the last 10 trials of one main job and doubled its time. So once hydra.sweeper.later of n_trials
+workers) and run no faster than forked ones once started. So once hydra.sweeper.later of n_trials
 are measured, the knob's first other value is tried once at the best configuration so far, and
-the sampler searches the knob only if that try was a gain there (beyond both runs' spread); else
-the knob stays at your config's value. One try, not one per value: forkserver and spawn workers
-differ from forked ones in the same way (each imports its modules and holds its own copy of
-what the parent had), and trying both cost 40 s of a 212 s main job. No try at a best whose
-workers are persistent: they start once, before warm-up ends, so how they start cannot move its
-figure (the try read within the noise and cost 7.5 s of a 72 s main job). Everything is read
-from the study's trials (a try carries its knob and the trial it was tried at), so every
-process of a shared study agrees.
+the sampler searches the knob only if that try was a gain there beyond the run-to-run noise
+(sweeper.noise); else the knob stays at your config's value. One try, not one per value:
+forkserver and spawn workers differ from forked ones in the same way (each imports its modules
+and holds its own copy of what the parent had). No try at a best whose workers are persistent:
+they start once, before warm-up ends, so how they start cannot move its figure. Everything is
+read from the study's trials (a try carries its knob and the trial it was tried at), so every
+process of a shared study agrees (docs/benchmarks.md has the figures behind this).
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from ..knobs import Knob
+from ..noise import Noise
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import config_of, primary_value, ranked
@@ -61,9 +60,9 @@ def _rate(trial: FrozenTrial) -> str:
     return f"{value:,.0f}" if value is not None else (status.value if status else "not measured")
 
 
-def tries_of(knob: str, trials: Sequence[FrozenTrial], setup: Sequence[FrozenTrial]) -> Tries:
+def tries_of(knob: str, trials: Sequence[FrozenTrial], setup: Sequence[FrozenTrial], noise: Noise) -> Tries:
     """The verdict on a later knob from the study's trials (`trials`: all of them, queued ones
-    included; `setup`: this sweep's)."""
+    included; `setup`: this sweep's): open where a try was a gain beyond the noise."""
     by_number = {t.number: t for t in setup}
     tried = tuple(t for t in trials if (r := TrialRecord.of(t)).probe_knob == knob and r.probe_of in by_number)
     if not tried:
@@ -71,7 +70,7 @@ def tries_of(knob: str, trials: Sequence[FrozenTrial], setup: Sequence[FrozenTri
     at = by_number[TrialRecord.of(tried[0]).probe_of]  # type: ignore[index]
     if any(t.state in (TrialState.WAITING, TrialState.RUNNING) for t in tried):
         return Tries(knob, Verdict.TRYING, at, tried)
-    gain = any(primary_value(t) is not None and is_gain(t, at) for t in tried)
+    gain = any(primary_value(t) is not None and is_gain(t, at, noise) for t in tried)
     return Tries(knob, Verdict.OPEN if gain else Verdict.KEPT, at, tried)
 
 
@@ -81,8 +80,9 @@ def kept_tries(trials: Sequence[FrozenTrial], plan: SweepPlan) -> dict[int, Trie
     point it was tried at stands for it in the confirmation: a winner that keeps your value, and
     no run paying that start-up again."""
     kept: dict[int, Tries] = {}
+    noise = plan.noise(trials)
     for knob in sorted(plan.later):
-        tries = tries_of(knob, trials, trials)
+        tries = tries_of(knob, trials, trials, noise)
         if tries.verdict == Verdict.KEPT:
             kept.update({t.number: tries for t in tries.tried})
     return kept
@@ -126,9 +126,9 @@ def held_later(
     at the best so far is queued (once), and the knob opens only when it was a gain.
     `say(key, line)` tells the user once per key."""
     held = set()
-    everything = stored.trials()
+    everything, noise = stored.trials(), plan.noise(setup)
     for knob in sorted(due):
-        tries = tries_of(knob, everything, setup)
+        tries = tries_of(knob, everything, setup, noise)
         if tries.verdict == Verdict.OPEN:
             say(f"{knob}:open", f"{tries.summary()}: a gain, so the sampler searches it now")
             continue

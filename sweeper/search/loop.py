@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from ..command import AT_FIRST_STEP
 from ..measurement import PRIMARY
+from ..noise import Noise
 from ..result import Status
-from ..stats import with_run_noise
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy, kin_trials
 from ..store.trials import (
@@ -31,6 +31,7 @@ from ..store.trials import (
 )
 from . import history, progress, second_run
 from . import space as sp
+from .converge import Converged
 from .later import held_later
 from .launch import Job, JobRunner, measure_overrides
 from .plan import Learned, SweepPlan
@@ -40,12 +41,27 @@ from .stops import EXHAUSTED_AFTER, SKIPPED_AFTER, LoopState, alike_failure, not
 from .trials import Told, ask, reuse, skip, tell_result, this_sweep
 
 
-def _converged(trials: list[FrozenTrial], plan: SweepPlan) -> str | None:
+def _rule(plan: SweepPlan, state: LoopState) -> Converged | None:
+    """The convergence rule at the noise as it stands (None: hydra.sweeper.converge=false)."""
+    if isinstance(plan.converge, Converged):
+        return replace(plan.converge, noise=state.noise.sigma)
+    return plan.converge
+
+
+def _converged(trials: list[FrozenTrial], plan: SweepPlan, state: LoopState) -> str | None:
     """The convergence rule's line, once the search has converged (see converge.py)."""
-    if plan.converge is None:
+    if (rule := _rule(plan, state)) is None:
         return None
     front = {t.number for t in pareto_trials(trials, plan.directions)} if len(plan.directions) > 1 else set()
-    return plan.converge.reason(trials, plan.space, plan.main, front)
+    return rule.reason(trials, plan.space, plan.main, front)
+
+
+def _update_noise(stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: list[FrozenTrial]) -> None:
+    """The noise estimate from the study's repeated points, said when a new one moved it."""
+    noise = plan.noise(trials, stored.confirmation(plan.fixed))
+    if noise.points != state.noise.points or noise.prior != state.noise.prior:
+        progress.say(f"run-to-run noise: {noise.describe()}")
+    state.noise = noise
 
 
 def typical_wall(stored: StoredStudy, plan: SweepPlan) -> float:
@@ -80,7 +96,7 @@ def _note(state: LoopState, told: Told, best: FrozenTrial | None) -> None:
         failed = alike_failure(record.status, record.reason)
         state.first_failures = [*state.first_failures, failed] if failed is not None else None
     if primary_value(done) is not None and not record.reused:
-        state.since_gain = 0 if history.is_gain(done, best) else state.since_gain + 1
+        state.since_gain = 0 if history.is_gain(done, best, state.noise) else state.since_gain + 1
     elif not record.baseline and not skipped:
         state.since_gain += 1
 
@@ -103,6 +119,7 @@ def optimize(
         if (signal_stop := stopped()) is not None:
             return signal_stop
         trials = stored.trials(plan.fixed)
+        _update_noise(stored, plan, state, trials)
         measured = sum(was_measured(t) for t in trials)
         remaining_s = remaining()
         why = stop_reason(
@@ -112,7 +129,7 @@ def optimize(
             patience=settings.patience,
             remaining_s=remaining_s,
             reserve_s=typical_wall(stored, plan) * (1 + settings.first_round_runs),
-            converged=_converged(trials, plan),
+            converged=_converged(trials, plan, state),
         )
         if why is not None:
             if not state.launched and measured:  # a rerun of a study that had already stopped
@@ -227,8 +244,8 @@ def _ask_batch(
         if state.start_points_due and not first:  # the baseline has run: what the workload is, is known
             state.start_points_due = False
             _queue_start_points(stored, plan, ctx)
-        if plan.converge is not None and not first:
-            second_run.queue(stored, plan, trials, plan.converge)
+        if (rule := _rule(plan, state)) is not None and not first:
+            second_run.queue(stored, plan, trials, rule)
         trial, knobs = ask(stored, plan, ctx, baseline=first, held_back=held_back)
         state.start_points_due |= first  # after the baseline: the other classes' winners and the recipes
         ahead = [t for t in stored.trials(plan.fixed) if t.number < trial.number and was_measured(t)]
@@ -258,7 +275,14 @@ def _ask_batch(
         batch.jobs.append(
             (
                 _job(
-                    plan, trial, knobs, trials, batch.best, has_baseline=baseline is not None, remaining_s=remaining_s
+                    plan,
+                    trial,
+                    knobs,
+                    trials,
+                    batch.best,
+                    has_baseline=baseline is not None,
+                    remaining_s=remaining_s,
+                    noise=state.noise,
                 ),
                 trial,
             )
@@ -337,6 +361,7 @@ def _job(
     *,
     has_baseline: bool,
     remaining_s: float | None,
+    noise: Noise,
 ) -> Job:
     """The trial's job: its knobs, the race against the best so far, a timeout within the budget.
     The race and the prune floor serve samples/sec alone: with another objective, a slower run
@@ -345,12 +370,11 @@ def _job(
         for key, value in TrialRecord.rerun(why).items():
             trial.set_user_attr(key, value)
     prune_below, race, behind = None, None, None
-    ratio = plan.settings.prune_ratio
-    if has_baseline and best is not None and list(plan.objectives) == [PRIMARY]:
+    if has_baseline and best is not None and list(plan.objectives) == [PRIMARY] and plan.settings.race:
         best_value = primary_value(best)
-        prune_below = ratio * best_value if ratio and best_value is not None else None
-        interval = search_interval(best) if plan.settings.race else None
+        prune_below = noise.floor(best_value) if best_value is not None and noise.sigma > 0 else None
+        interval = search_interval(best)
         if interval is not None:
-            race, behind = with_run_noise(interval, plan.settings.run_spread), interval[0]
+            race, behind = noise.widen(interval), interval[0]
     overrides = plan.overrides_for(knobs) + measure_overrides(plan, prune_below, remaining_s, race, behind)
     return Job(overrides, trial.number, trial.number, subdir=str(trial.number))

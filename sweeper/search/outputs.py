@@ -72,7 +72,9 @@ def write_outputs(
     write_table(trials_frame(trials), out)
     by_number = {t.number: t for t in trials}
     winner = by_number[decision.winner] if decision else unconfirmed_winner(trials, kept_tries(trials, plan))
-    stored.save_sweep_span(plan.fixed, SweepSpan(started_at, time.time(), why, winner.number if winner else None))
+    noise = plan.noise(trials, decision)
+    span = SweepSpan(started_at, time.time(), why, winner.number if winner else None, noise.sigma)
+    stored.save_sweep_span(plan.fixed, span)
     baseline = baseline_of(trials)
     # the same Optuna call as the report's Pareto chart: the two never disagree
     pareto = pareto_trials(trials, plan.directions)
@@ -104,6 +106,7 @@ def write_outputs(
         winner_samples_per_sec=figure,
         winner_figure=figure_of,
         measured_since_start=measured_since(trials, started_at),
+        noise=noise,
     )
     summary.write(out)
     stored.save_outcome(

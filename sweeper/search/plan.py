@@ -12,21 +12,24 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import FrozenTrial
 
 from .. import command
 from ..config import error_line, plain
 from ..errors import ConfigError
 from ..knobs import Knob
 from ..machine import Machine
-from ..overrides import to_overrides
+from ..noise import Noise
+from ..overrides import split_arguments, to_overrides
 from ..runner.lock import DeviceClaim, claim_for
 from ..runner.probe import probe
 from ..runner.run import start_env_of
 from ..spec import GROUPS, RunSpec
+from ..store.confirmation import Confirmation
 from ..store.storage import default_storage
+from ..store.trials import repeated_figures
 from ..validation import check_command_here, check_config, fp16_without_cuda
 from . import space as sp
 from .budget import parse_duration
@@ -78,6 +81,11 @@ class SweepPlan:
     # when the search has converged before n_trials (None: hydra.sweeper.converge=false, or a
     # grid sampler, which is asked for every point)
     converge: Converged | None = None
+
+    def noise(self, trials: Sequence[FrozenTrial], confirmation: Confirmation | None = None) -> Noise:
+        """The run-to-run noise every decision reads: hydra.sweeper.run_noise, updated from the
+        configurations these trials (and the setup's last confirmation) measured more than once."""
+        return Noise.estimate(self.settings.run_spread, repeated_figures(trials, confirmation))
 
     @property
     def objectives(self) -> list[str]:
@@ -170,21 +178,6 @@ class SweepPlan:
     def overrides_for(self, knobs: Mapping[str, Any]) -> list[str]:
         """The command-line overrides of a trial with these knobs."""
         return [*self.fixed, *to_overrides(knobs)]
-
-
-def split_arguments(arguments: Sequence[str]) -> tuple[list[str], dict[str, str]]:
-    """Fixed overrides, and knob -> sweep expression for the swept ones."""
-    fixed, swept = [], {}
-    try:
-        overrides = OverridesParser.create().parse_overrides(list(arguments))
-    except Exception as exc:  # Hydra's grammar error: keep its first line
-        raise ConfigError(f"cannot parse the overrides: {str(exc).splitlines()[0]}") from exc
-    for override in overrides:
-        if override.is_sweep_override():
-            swept[override.get_key_element()] = str(override.input_line).split("=", 1)[1]
-        else:
-            fixed.append(str(override.input_line))
-    return fixed, swept
 
 
 @dataclass(frozen=True)
@@ -392,5 +385,5 @@ def make_plan(
         script=script,
         main=frozenset(k for k in {*chosen.main, *asked} if k in space),
         later=frozenset(k for k in chosen.later if k in space and k not in asked),
-        converge=Converged() if settings.converge and not settings.grid else None,
+        converge=Converged(noise=settings.run_spread) if settings.converge and not settings.grid else None,
     )

@@ -12,6 +12,7 @@ from typing import Any
 from optuna.trial import FrozenTrial
 
 from ..measurement import Stopped
+from ..noise import TOO_NOISY
 from ..result import RunResult, Status
 from ..store.record import TrialRecord
 from ..store.storage import dashboard_command
@@ -196,8 +197,17 @@ def final_summary(
         head = f"{n.measured} trials measured, {new} of them since this sweep began"
     say(f"sweep done: {head} ({', '.join(ran)})" + (f"; {', '.join(unrun)}" if unrun else "") + f"; {summary.stopped}")
     decision = summary.confirmation
+    noise = summary.noise
+    if noise is not None:
+        say(f"run-to-run noise: {noise.describe()}")
+    sigma = noise.sigma if noise is not None and noise.too_noisy else None
     if winner is None:
         say("no configuration completed: see trials.csv for the reasons")
+    elif sigma is not None and (decision is None or not decision.decided):
+        say(
+            f"no winner named: this machine is too noisy to rank (one configuration's runs spread {sigma:.0%}, "
+            f"beyond {TOO_NOISY:.0%}) and no confirmation decided a lead; measure on a quieter machine"
+        )
     else:
         record = TrialRecord.of(winner)
         speed = summary.winner_samples_per_sec or record.samples_per_sec or 0  # the summary's one figure

@@ -13,6 +13,12 @@ from ..choice import Choice
 from ..errors import ConfigError
 from ..measurement import DEFAULT_OBJECTIVES
 
+# settings a sweep no longer has, and what does their work now: one line where a user still sets one
+REMOVED = {
+    "prune_ratio": "the prune floor follows the run-to-run noise (hydra.sweeper.run_noise; 0.08 = a floor "
+    "at 0.80 of the best), and hydra.sweeper.race=false turns it off with the race",
+}
+
 
 class RunnersUp(Choice):
     """When the candidates after the search's fastest join the confirmation's rounds."""
@@ -84,16 +90,16 @@ class SweepSettings:
     # run-to-run noise, most of them well behind it, after each main knob was measured at two
     # values at least (search/converge.py says the rule); false = every trial
     converge: bool = True
-    # stop a trial whose first two windows run below this share of the best samples/sec (racing
-    # needs three): a floor for runs too far behind to be near misses; null = never
-    prune_ratio: Optional[float] = 0.8
     # race each trial against the best so far: one whose 95% interval lies wholly below the
-    # best's, widened for run_noise, stops early (pruned, both in its reason); the baseline is
-    # never raced
+    # best's, widened for the run-to-run noise, stops early (pruned, both in its reason), and so
+    # does one whose first two windows run below the best beyond any run's mood (0.80 of it at
+    # run_noise=0.08); the baseline is never raced
     race: bool = True
     # the run-to-run spread of one configuration's figure on this kind of machine (relative
-    # sigma); racing allows for it, so that a trial measured on an unlucky run is not pruned by
-    # an incumbent measured on a lucky one. null or 0 = the windows' noise alone
+    # sigma), the prior of the sweep's noise estimate, which the points measured more than once
+    # update (sweeper/noise.py). Every "beyond the noise" reads the estimate: racing and its
+    # floor, a gain, the convergence rule, the confirmation's rounds. null or 0 = the windows'
+    # noise alone
     run_noise: Optional[float] = 0.08
     # a sweep's runs (its trials and the confirmation's rounds) measure until their 95% interval
     # is within this share of their figure (their measure.rel_precision; single runs keep
@@ -189,11 +195,6 @@ class SweepSettings:
         ):
             if value is not None and value < low:
                 raise ConfigError(f"hydra.sweeper.{name}={value} is invalid: expected an integer >= {low} ({what}).")
-        if self.prune_ratio is not None and self.prune_ratio <= 0:
-            raise ConfigError(
-                f"hydra.sweeper.prune_ratio={self.prune_ratio} is invalid: expected a share of the best > 0 "
-                "(0.8 = stop a run below 0.8 of the best samples/sec), or null."
-            )
         limit = self.constraints.max_memory_gb
         if limit is not None and limit <= 0:
             raise ConfigError(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..noise import Noise
 from ..result import Status
 from . import progress
 
@@ -34,6 +35,8 @@ class LoopState:
     launched: bool = False  # this process has measured (or answered) a trial
     # the reasons of this process's first measured trials while each failed (None: one did not)
     first_failures: list[str] | None = field(default_factory=list)
+    # the run-to-run noise as the study's repeated points say it (sweeper.noise), read before each ask
+    noise: Noise = field(default_factory=lambda: Noise(0.0, 0.0))
 
     def say_once(self, key: str, line: str) -> None:
         if key not in self.said:

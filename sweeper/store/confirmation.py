@@ -21,6 +21,9 @@ class Confirmation:
     speedup_high: float | None
     # share of rounds in which the winner beat every other candidate
     win_share: float
+    # whether the rounds decided the lead over the baseline at 95%; an undecided lead is no
+    # winner: the baseline is kept (`winner` is the baseline). True in a record of an earlier version
+    decided: bool = True
 
     @property
     def rounds_run(self) -> int:
@@ -71,6 +74,7 @@ class Confirmation:
             speedup_low=_maybe(d.get("speedup_low")),
             speedup_high=_maybe(d.get("speedup_high")),
             win_share=float(d.get("win_share") or 0.0),
+            decided=bool(d.get("decided", True)),
         )
 
 

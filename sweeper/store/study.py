@@ -38,6 +38,8 @@ class SweepSpan:
     ended_at: float | None = None
     stopped_because: str | None = None
     winner_trial: int | None = None
+    # the run-to-run noise the sweep's decisions read at its end (relative sigma, sweeper.noise)
+    noise: float | None = None
 
     @property
     def wall_s(self) -> float | None:
@@ -128,8 +130,10 @@ class StoredStudy:
         stored = self.study.user_attrs.get(self._span_key(fixed))
         if not isinstance(stored, dict) or "started_at" not in stored:
             return None
-        ended, why, winner = (stored.get(key) for key in ("ended_at", "stopped_because", "winner_trial"))
-        return SweepSpan(float(stored["started_at"]), ended, why, winner)
+        ended, why, winner, noise = (
+            stored.get(key) for key in ("ended_at", "stopped_because", "winner_trial", "noise")
+        )
+        return SweepSpan(float(stored["started_at"]), ended, why, winner, noise)
 
     def describe(
         self, objectives: Sequence[str], hardware_class: str, *, workload: str = "", machine: str = ""

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..noise import Noise
 from .confirmation import Confirmation
 from .trials import Counts
 
@@ -37,6 +38,8 @@ class SweepSummary:
     # of counts.measured, those that began since this sweep did (a rerun of a stopped study: 0);
     # None in the summary of an earlier version
     measured_since_start: int | None = None
+    # the run-to-run noise every decision read, as the sweep ended (None in an earlier version's)
+    noise: Noise | None = None
 
     @staticmethod
     def winner_figure_of(
@@ -55,6 +58,7 @@ class SweepSummary:
         out["fixed_overrides"] = list(self.fixed_overrides)
         out.update(dataclasses.asdict(self.counts))
         out["confirmation"] = self.confirmation.to_json() if self.confirmation is not None else None
+        out["noise"] = self.noise.to_json() if self.noise is not None else None
         return out
 
     @classmethod
@@ -67,6 +71,7 @@ class SweepSummary:
                 **values,
                 "counts": Counts(**{f.name: int(d.get(f.name) or 0) for f in dataclasses.fields(Counts)}),
                 "confirmation": Confirmation.from_json(conf) if conf else None,
+                "noise": Noise(**values["noise"]) if values["noise"] else None,
                 "fixed_overrides": tuple(values["fixed_overrides"] or ()),
             }
         )

@@ -3,6 +3,7 @@ sweep read trials only through these and TrialRecord."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,11 @@ def config_of(trial: FrozenTrial) -> dict[str, Any]:
     """Every knob a trial set: sampled params plus the neutral values of dead knobs."""
     knobs = TrialRecord.of(trial).knobs
     return knobs if knobs is not None else dict(trial.params)
+
+
+def config_key(trial: FrozenTrial) -> str:
+    """The trial's configuration as one comparable string: equal for two runs of one configuration."""
+    return json.dumps(config_of(trial), sort_keys=True, default=str)
 
 
 def current(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
@@ -103,6 +109,25 @@ def ranked(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
     return sorted(done, key=lambda t: -primary_value(t))  # type: ignore[operator]
 
 
+def repeated_figures(trials: Sequence[FrozenTrial], confirmation: Confirmation | None = None) -> list[list[float]]:
+    """samples/sec of each configuration measured more than once, one list a configuration: its own
+    complete runs (a run measured again, a proposal's second run) and its confirmation rounds.
+    What the run-to-run noise is estimated from (sweeper.noise); reused results are not runs."""
+    groups: dict[str, list[float]] = {}
+    key_of: dict[int, str] = {}
+    for t in trials:
+        record = TrialRecord.of(t)
+        key = key_of[t.number] = config_key(t)
+        own = not record.reused and record.borrowed_from is None
+        if own and record.status in (Status.OK, Status.SECOND_RUN) and record.samples_per_sec:
+            groups.setdefault(key, []).append(record.samples_per_sec)
+    if confirmation is not None:
+        for number, figures in confirmation.rounds.items():
+            if number in key_of:
+                groups.setdefault(key_of[number], []).extend(f for f in figures if f)
+    return [figures for figures in groups.values() if len(figures) > 1]
+
+
 # how a baseline may fail that the next sweep measures again: its sweep stopped, or the workload
 # failed whatever its knobs (a script mended since, say); running out of memory or time is a
 # figure of the configuration, and stands
@@ -143,6 +168,12 @@ def baseline_kept(trials: Sequence[FrozenTrial], confirmation: Confirmation | No
         if not others or not base:
             return None
         runner_up = max(others, key=lambda n: others[n])
+        if not confirmation.decided and others[runner_up] > base:
+            return (
+                f"{yours} is kept: the best candidate, trial #{runner_up}, ran at {others[runner_up] / base:.2f}x "
+                f"of it over {confirmation.over_rounds} side by side, within the run-to-run noise: no winner "
+                "can be defended (more hydra.sweeper.confirm.rounds, or a quieter machine, would tell)."
+            )
         return (
             f"{yours} stayed the fastest when re-measured side by side: the best candidate, trial #{runner_up}, "
             f"ran at {others[runner_up] / base:.2f}x of it over {confirmation.over_rounds}."

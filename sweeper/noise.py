@@ -1,0 +1,133 @@
+"""The machine's run-to-run noise: how far one configuration's samples/sec moves from one run to
+the next (a relative sigma, in log). One estimate, and every "beyond the noise" decision of a sweep
+reads it: racing and the prune floor, a gain, the convergence rule, the confirmation's rounds.
+
+The estimate starts from `hydra.sweeper.run_noise` (the prior) and is updated from every point the
+study measured more than once: a proposal measured again, a configuration measured again, the
+confirmation's rounds. The prior weighs as `PRIOR_DOF` degrees of freedom, so that one lucky pair
+of runs does not talk the sweep into trusting single runs. Pure: figures in, decisions out.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .stats import mean_interval
+
+Z95 = 1.96  # two-sided 95%, the normal's
+# the prior's weight against the repeats' degrees of freedom (a pair of runs is one)
+PRIOR_DOF = 4
+# a sweep cannot defend a ranking on a machine whose two runs of one configuration differ by more
+# than this (relative sigma of one run): the confirmation's few rounds would separate nothing
+# smaller than about 1.5x
+TOO_NOISY = 0.25
+
+
+@dataclass(frozen=True)
+class Noise:
+    """Run-to-run noise of one configuration's figure (`sigma`, relative, of one run), from the
+    prior and `dof` degrees of freedom of repeated runs (over `points` configurations)."""
+
+    sigma: float
+    prior: float
+    dof: int = 0
+    points: int = 0
+
+    @classmethod
+    def estimate(cls, prior: float, repeats: Iterable[Sequence[float]]) -> Noise:
+        """The prior pooled with the spread of each group of runs of one configuration (log
+        figures). A prior of 0 means "the windows' noise alone": the estimate stays 0."""
+        if prior <= 0:
+            return cls(0.0, 0.0)
+        squares, dof, points = PRIOR_DOF * prior * prior, PRIOR_DOF, 0
+        for figures in repeats:
+            logs = [math.log(f) for f in figures if f and f > 0]
+            if len(logs) < 2:
+                continue
+            mean = statistics.fmean(logs)
+            squares += sum((x - mean) ** 2 for x in logs)
+            dof += len(logs) - 1
+            points += 1
+        return cls(math.sqrt(squares / dof), prior, dof - PRIOR_DOF, points)
+
+    @property
+    def pair(self) -> float:
+        """The sigma of the log-ratio of two runs: each carries its own mood."""
+        return math.sqrt(2.0) * self.sigma
+
+    @property
+    def too_noisy(self) -> bool:
+        """Whether no ranking can be defended on this machine (see TOO_NOISY)."""
+        return self.sigma > TOO_NOISY
+
+    def widen(self, interval: tuple[float, float]) -> tuple[float, float]:
+        """A figure's 95% interval widened to where another run's figure may lie: racing's bar."""
+        factor = math.exp(Z95 * self.pair)
+        return interval[0] / factor, interval[1] * factor
+
+    def floor(self, best: float) -> float:
+        """The prune floor: a run whose first windows run below this is behind `best` (one run)
+        beyond any run-to-run mood (the widened bar of a figure known exactly)."""
+        return best / math.exp(Z95 * self.pair)
+
+    def gain(self, new: float, best: float, windows: float = 0.0) -> bool:
+        """One run faster than another beyond the noise: by more than one sigma, or than the
+        windows' own relative spread (`windows`) where that is larger."""
+        return new > best * (1 + max(self.sigma, windows))
+
+    def agrees(self, ratio: float, expected: float) -> bool:
+        """Whether one side-by-side ratio and the ratio of the two's search figures differ by less
+        than four runs' moods allow (two pairs, 95%)."""
+        return self.sigma > 0 and abs(math.log(ratio / expected)) <= Z95 * 2.0 * self.sigma
+
+    def ahead(self, ratios: Sequence[float]) -> bool:
+        """Whether paired ratios (A / B, each pair measured side by side) put A ahead of B at 95%:
+        the interval of their mean log lies wholly above zero. A log-ratio's spread is taken as
+        the noise's (two runs) with the normal's 1.96, unless the ratios spread more than that
+        (then Student's t on their own spread). One ratio decides only with the noise known."""
+        logs = [math.log(r) for r in ratios if r and r > 0]
+        if logs and self.pair > 0 and (len(logs) == 1 or statistics.stdev(logs) <= self.pair):
+            return statistics.fmean(logs) - Z95 * self.pair / math.sqrt(len(logs)) > 0
+        bounds = mean_interval(logs)
+        return bounds is not None and bounds[0] > 0
+
+    def tie(self, ratios: Sequence[float]) -> bool:
+        """Whether paired ratios (A / B, side by side) leave A within the noise of B: their mean log
+        within the 95% band that the noise alone would give their mean. A lead beyond it is one
+        even where the rounds spread too much for `ahead` to decide."""
+        logs = [math.log(r) for r in ratios if r and r > 0]
+        return not logs or abs(statistics.fmean(logs)) <= Z95 * self.pair / math.sqrt(len(logs))
+
+    def describe(self) -> str:
+        """The log's words: '8.0% between runs (the prior, hydra.sweeper.run_noise=0.08)' or with repeats."""
+        if self.prior <= 0:
+            return "not modelled (hydra.sweeper.run_noise=0: the windows' noise alone)"
+        if not self.points:
+            return f"{self.sigma:.1%} between runs (the prior, hydra.sweeper.run_noise={self.prior:g})"
+        runs = "configuration" if self.points == 1 else "configurations"
+        return (
+            f"{self.sigma:.1%} between runs ({self.points} {runs} measured more than once, "
+            f"with the prior hydra.sweeper.run_noise={self.prior:g})"
+        )
+
+    def to_json(self) -> dict[str, float | int]:
+        return {"sigma": self.sigma, "prior": self.prior, "dof": self.dof, "points": self.points}
+
+
+def noise_words(sigma: float) -> str:
+    """The report's sentence for the noise a sweep's decisions read (`sigma`, Noise.sigma)."""
+    if sigma <= 0:
+        return "Run-to-run noise: not modelled (hydra.sweeper.run_noise=0): each run's windows alone decided."
+    said = (
+        f"Run-to-run noise: one configuration's runs spread {sigma:.1%} (relative sigma); every ranking, "
+        "race and confirmation allowed for it."
+    )
+    if sigma > TOO_NOISY:
+        said += (
+            f" Beyond {TOO_NOISY:.0%}, this machine is too noisy to rank single runs: only a decided "
+            "confirmation names a winner."
+        )
+    return said
