@@ -152,3 +152,4 @@ def test_summary_json_carries_the_noise_and_reads_back(tmp_path):
     assert back.noise == Noise(0.095, 0.08, 3, 2) and back == summary
     assert SweepSummary.from_json({**summary.to_json(), "noise": None}).noise is None  # an earlier version's
 
+

@@ -256,3 +256,14 @@ def test_figure_names_are_unique_and_flat_figures_round_trip():
     assert Measurement.from_flat(measured.flat()) == measured
     assert Measurement.from_json(measured.to_json()) == measured
     assert measured.value("samples_per_sec") == 3.0 and measured.value("no_such_figure") is None
+
+
+def test_a_log_line_fits_a_terminal():
+    from sweeper.search.progress import LINE_WIDTH, fit
+
+    knobs = " ".join(f"backend.knob{i}=value{i}" for i in range(20))
+    line = f"trial 1/20 #0 baseline {knobs} -> 2,651 samples/s, 463 MB | best 2,651 (#0)"
+    shown = fit(line).split("\n")
+    assert len(line) > LINE_WIDTH and len(shown) == 3 and all(len(part) <= LINE_WIDTH for part in shown)
+    assert shown[1].startswith("    ") and " ".join(p.strip() for p in shown) == line  # nothing lost
+    assert fit("short") == "short"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import statistics
 import sys
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,27 @@ def close_bar() -> None:
     _BAR.clear()
 
 
+# a log line longer than this goes on over indented lines: it fits a terminal and a mail
+LINE_WIDTH = 200
+
+
+def fit(line: str) -> str:
+    """The line as printed: each of its lines longer than LINE_WIDTH wrapped between words, the
+    continuation indented (a word longer than that, a path say, stays whole)."""
+    if len(line) <= LINE_WIDTH:
+        return line
+    return "\n".join(
+        part
+        if len(part) <= LINE_WIDTH
+        else "\n".join(
+            textwrap.wrap(part, LINE_WIDTH, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)
+        )
+        for part in line.split("\n")
+    )
+
+
 def say(line: str) -> None:
+    line = fit(line)
     if _BAR:
         _BAR[0].write(line, file=sys.stdout)
     else:
