@@ -134,6 +134,7 @@ def _sweeper(
         ["-m", "hydra.sweeper.n_trials=choice(4,8)"],
         ["-m", "hydra.sweeper.params.loader.batch_size=choice(64,256)"],
         ["-m", "hydra.sweeper.params={loader.batch_size:'choice(64,256)'}"],
+        ["-m", "hydra.sweeper.prune_ratio=0.8"],
     ],
     ids=[
         "group",
@@ -153,6 +154,7 @@ def _sweeper(
         "sweep-a-setting",
         "params-key",
         "params-dict",
+        "removed-setting",
     ],
 )
 def test_the_command_exits_2_with_one_line_and_leaves_no_directory(argv, tmp_path):
@@ -160,6 +162,12 @@ def test_the_command_exits_2_with_one_line_and_leaves_no_directory(argv, tmp_pat
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
     assert list(tmp_path.iterdir()) == [], "an output directory was left behind"
+
+
+def test_a_removed_setting_names_what_does_its_work_now(tmp_path):
+    proc = _sweeper(tmp_path, "-m", "hydra.sweeper.prune_ratio=0.8")
+    assert proc.returncode == 2 and "hydra.sweeper.prune_ratio was removed: the prune floor follows" in proc.stderr
+    assert "hydra.sweeper.run_noise" in proc.stderr
 
 
 def test_help_says_what_sweeper_does_with_its_real_options(tmp_path):
