@@ -201,7 +201,6 @@ def test_figure_names_are_spelled_only_where_they_are_defined():
     ("values", "home"),
     [
         pytest.param("sweeper.measurement:Stopped", "measurement.py", id="stopped"),
-        pytest.param("sweeper.search.settings:RunnersUp", "search/settings.py", id="runners-up"),
         pytest.param("sweeper.search.settings:LockMode", "search/settings.py", id="lock"),
     ],
 )

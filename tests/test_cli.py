@@ -48,8 +48,8 @@ BAD_INPUTS = [
     pytest.param(["loader.batch_size=abc"], "loader.batch_size='abc' is invalid: expected an integer", id="type"),
     pytest.param(["backend.precision=fp8"], "expected one of fp32, bf16, fp16", id="choice"),
     pytest.param(
-        ["-m", "hydra.sweeper.confirm.runners_up=some"],
-        "hydra.sweeper.confirm.runners_up='some' is invalid: expected one of if_in_doubt, always.",
+        ["-m", "hydra.sweeper.lock=maybe"],
+        "hydra.sweeper.lock='maybe' is invalid: expected one of wait, fail, off.",
         id="sweeper-choice",
     ),
     pytest.param(["task=script"], "task=script needs the command that runs your script", id="script-no-command"),

@@ -97,7 +97,7 @@ def test_hydra_sweeper_run_noise_reaches_every_decision(tmp_path, prior):
     floor = float(next(o for o in job.overrides if o.startswith("trial.prune_below=")).split("=")[1])
     assert (low > 260.0) == quiet and (floor > 270.0) == quiet
 
-    # a gain (patience, the later knobs' tries): 10% faster
+    # a gain (the later knob's try at the best): 10% faster
     assert history.is_gain(trial(2, {}, sps=110.0), trial(0, {}, sps=100.0), noise) == quiet
 
     # convergence: a sampled point 5% above the recipe is a gain at 3%, a near-tie at 15%
@@ -151,5 +151,3 @@ def test_summary_json_carries_the_noise_and_reads_back(tmp_path):
     back = SweepSummary.read(tmp_path / "summary.json")
     assert back.noise == Noise(0.095, 0.08, 3, 2) and back == summary
     assert SweepSummary.from_json({**summary.to_json(), "noise": None}).noise is None  # an earlier version's
-
-

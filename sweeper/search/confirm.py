@@ -22,7 +22,6 @@ from . import progress
 from .later import kept_tries
 from .launch import JobRunner, measure_overrides
 from .plan import SweepPlan
-from .settings import RunnersUp
 
 
 def round_order(candidates: Sequence[int], baseline: int, r: int) -> list[int]:
@@ -276,9 +275,9 @@ def run_confirmation(
 ) -> Confirmation | None:
     """Re-measure the candidates that beat the baseline and the baseline, interleaved, as `Rounds`
     plans them; store and return the decision. None when there is nothing to confirm (the
-    baseline is the fastest found: the sweep says so). With `confirm.runners_up=if_in_doubt` the
-    first round runs the search's fastest and the baseline alone, and the others join (that round
-    first) only when it leaves doubt (in_doubt). A later knob's try that was no gain is not a
+    baseline is the fastest found: the sweep says so). The first round runs the search's fastest
+    and the baseline alone, and the others join (that round first) only when it leaves doubt
+    (in_doubt). A later knob's try that was no gain is not a
     candidate: the point it was tried at stands for it (later.kept_tries)."""
     settings = plan.settings.confirm
     every = stored.trials(plan.fixed)
@@ -303,10 +302,9 @@ def run_confirmation(
         chosen=chosen,
         baseline=baseline.number,
         rounds=plan_rounds(chosen, baseline.number, settings.rounds, remaining(), typical_wall_s)[-1][0] + 1,
-        waiting=chosen[1:] if settings.runners_up == RunnersUp.if_in_doubt else [],
+        waiting=chosen[1:],
         searched={n: v for n in [*chosen, baseline.number] if (v := figure(by_number[n])) > 0},
         noise=noise,
-        min_rounds=settings.min_rounds,
     )
     _say_plan(planner, behind, noise)
     for number, tries in kept.items():
@@ -347,15 +345,13 @@ def _say_plan(planner: Rounds, behind: Sequence[int], noise: Noise) -> None:
     members, waiting = planner.members, planner.waiting
     progress.say(
         f"confirming: {_trials(members)} (faster than the baseline in the search) and baseline "
-        f"{planner.baseline}, up to {planner.rounds} interleaved rounds (fewer once the lead over the baseline "
-        "is decided at 95%)"
-        + (
-            f"; {_trials(waiting)} (also faster) {_join(waiting)} if the first round does "
-            "not decide, or puts the search's order in doubt"
-            if waiting
-            else ""
-        )
+        f"{planner.baseline}, up to {planner.rounds} interleaved rounds (fewer once the lead is decided at 95%)"
     )
+    if waiting:
+        progress.say(
+            f"  {_trials(waiting)} (also faster) {_join(waiting)} if the first round does not decide, "
+            "or puts the search's order in doubt"
+        )
     if behind:
         progress.say(
             f"  not confirmed: trials {list(behind)}, faster than the baseline but behind trial #{planner.chosen[0]} "

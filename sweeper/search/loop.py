@@ -84,7 +84,7 @@ def learned(stored: StoredStudy, plan: SweepPlan) -> Learned:
     return Learned(convolutional, applied)
 
 
-def _note(state: LoopState, told: Told, best: FrozenTrial | None) -> None:
+def _note(state: LoopState, told: Told) -> None:
     """What a told trial changes in the stop rules' state."""
     state.sampler_done = state.sampler_done or told.sampler_done
     done, record = told.trial, TrialRecord.of(told.trial)
@@ -95,10 +95,6 @@ def _note(state: LoopState, told: Told, best: FrozenTrial | None) -> None:
     if state.first_failures is not None and was_measured(done) and not skipped:
         failed = alike_failure(record.status, record.reason)
         state.first_failures = [*state.first_failures, failed] if failed is not None else None
-    if primary_value(done) is not None and not record.reused:
-        state.since_gain = 0 if history.is_gain(done, best, state.noise) else state.since_gain + 1
-    elif not record.baseline and not skipped:
-        state.since_gain += 1
 
 
 def optimize(
@@ -126,7 +122,6 @@ def optimize(
             state,
             measured=measured,
             n_trials=settings.n_trials,
-            patience=settings.patience,
             remaining_s=remaining_s,
             reserve_s=typical_wall(stored, plan) * (1 + settings.first_round_runs),
             converged=_converged(trials, plan, state),
@@ -152,9 +147,9 @@ def optimize(
         if batch.jobs:
             results = run.batch([job for job, _ in batch.jobs])
             for (job, trial), result in zip(batch.jobs, results):
-                _tell(stored, plan, state, tell_result(stored, trial, result, plan), batch.best, remaining)
+                _tell(stored, plan, state, tell_result(stored, trial, result, plan), remaining)
         for trial, twin in batch.twins:  # the same knobs twice in one batch: measured once
-            _tell(stored, plan, state, reuse(stored, trial, stored.trial(twin)), batch.best, remaining)
+            _tell(stored, plan, state, reuse(stored, trial, stored.trial(twin)), remaining)
 
 
 def _end_queued(stored: StoredStudy, plan: SweepPlan, because: str, as_: str) -> None:
@@ -172,10 +167,9 @@ def _tell(
     plan: SweepPlan,
     state: LoopState,
     told: Told,
-    best: FrozenTrial | None,
     remaining: Callable[[], float | None],
 ) -> None:
-    _note(state, told, best)
+    _note(state, told)
     done, record = told.trial, TrialRecord.of(told.trial)
     if record.recheck_of is not None:
         progress.second_run_line(done, stored.trial(record.recheck_of))
@@ -250,11 +244,7 @@ def _ask_batch(
         state.start_points_due |= first  # after the baseline: the other classes' winners and the recipes
         ahead = [t for t in stored.trials(plan.fixed) if t.number < trial.number and was_measured(t)]
         if len(ahead) >= plan.settings.n_trials:  # another process took the last slot meanwhile
-            _note(
-                state,
-                skip(stored, trial, Status.SURPLUS, "n_trials was reached by another process of this study"),
-                batch.best,
-            )
+            _note(state, skip(stored, trial, Status.SURPLUS, "n_trials was reached by another process of this study"))
             break
         key = json.dumps(knobs, sort_keys=True, default=str)
         if key in pending:
@@ -262,7 +252,7 @@ def _ask_batch(
             continue
         told = _answer(stored, plan, trial, knobs, trials, kin, state.say_once)
         if told is not None:
-            _tell(stored, plan, state, told, batch.best, lambda: remaining_s)
+            _tell(stored, plan, state, told, lambda: remaining_s)
             if (
                 not batch.jobs
                 or state.sampler_done

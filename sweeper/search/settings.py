@@ -17,14 +17,13 @@ from ..measurement import DEFAULT_OBJECTIVES
 REMOVED = {
     "prune_ratio": "the prune floor follows the run-to-run noise (hydra.sweeper.run_noise; 0.08 = a floor "
     "at 0.80 of the best), and hydra.sweeper.race=false turns it off with the race",
+    "patience": "the search stops when further trials are unlikely to beat the best beyond the run-to-run "
+    "noise (hydra.sweeper.converge), at n_trials at the most",
+    "confirm.min_rounds": "the rounds stop once the lead is decided beyond the run-to-run noise; a larger "
+    "hydra.sweeper.run_noise asks more of one round",
+    "confirm.runners_up": "the runners-up join the rounds when the first round leaves the fastest's place in "
+    "doubt, beyond the run-to-run noise",
 }
-
-
-class RunnersUp(Choice):
-    """When the candidates after the search's fastest join the confirmation's rounds."""
-
-    if_in_doubt = "if_in_doubt"
-    always = "always"
 
 
 class LockMode(Choice):
@@ -39,17 +38,10 @@ class LockMode(Choice):
 class ConfirmConf:
     # candidates re-measured against the baseline at the end (0 = no confirmation)
     top_k: int = 2
-    # interleaved rounds, the order rotated each round: A B base, B base A, ...
+    # interleaved rounds at most, the order rotated each round: A B base, B base A, ...; they stop
+    # once the lead over the baseline is decided beyond the run-to-run noise (one round can do it).
+    # The candidates after the search's fastest join only when its first round leaves doubt
     rounds: int = 3
-    # rounds before the lead over the baseline may be decided: 1 = a first round decides when
-    # its lead is beyond the run-to-run noise and agrees with the search's figures (else the
-    # second round, whose spread is the check); 2 = always at least two rounds
-    min_rounds: int = 1
-    # the candidates after the search's fastest: if_in_doubt = they join the rounds only when the
-    # fastest's first round leaves its place in doubt (the lead over the baseline undecided, or
-    # its figure below theirs in the search by more than run_noise), which costs a run less
-    # than always; always = every round
-    runners_up: RunnersUp = RunnersUp.if_in_doubt
 
 
 @dataclass
@@ -83,8 +75,6 @@ class SweepSettings:
     objectives: List[str] = field(default_factory=lambda: list(DEFAULT_OBJECTIVES))
     constraints: ConstraintsConf = field(default_factory=ConstraintsConf)
     confirm: ConfirmConf = field(default_factory=ConfirmConf)
-    # stop after this many trials without a gain beyond the measured noise; null = never
-    patience: Optional[int] = None
     # stop before n_trials once the search has converged: the best is still at the level a recipe
     # or a warm start reached, and the last trials the sampler chose found nothing beyond the
     # run-to-run noise, most of them well behind it, after each main knob was measured at two
@@ -182,16 +172,9 @@ class SweepSettings:
                 f"hydra.sweeper.later={self.later} is invalid: expected a share of n_trials in [0, 1] "
                 "(the trials before the preset's later knobs open), or null."
             )
-        if not 1 <= self.confirm.min_rounds <= max(1, self.confirm.rounds):
-            raise ConfigError(
-                f"hydra.sweeper.confirm.min_rounds={self.confirm.min_rounds} is invalid: expected an "
-                f"integer from 1 to confirm.rounds={self.confirm.rounds} (the rounds before the lead over "
-                "the baseline may be decided)."
-            )
         for name, value, low, what in (
             ("confirm.top_k", self.confirm.top_k, 0, "the candidates re-measured; 0 = no confirmation"),
             ("confirm.rounds", self.confirm.rounds, 1, "the interleaved rounds at most"),
-            ("patience", self.patience, 1, "trials without a gain; null = never"),
         ):
             if value is not None and value < low:
                 raise ConfigError(f"hydra.sweeper.{name}={value} is invalid: expected an integer >= {low} ({what}).")

@@ -1,4 +1,4 @@
-"""Why a sweep stops before its next trial: n_trials, an exhausted sampler or space, patience,
+"""Why a sweep stops before its next trial: n_trials, an exhausted sampler or space,
 convergence (converge.py), the time budget. `stop_reason` is pure; `LoopState` is what the rules
 read besides the study."""
 
@@ -25,7 +25,6 @@ FAILED_ALIKE = 3
 class LoopState:
     """What the stop rules look at besides the study."""
 
-    since_gain: int = 0  # trials since the last gain beyond the noise
     unmeasured_in_a_row: int = 0  # suggestions in a row answered without measuring
     skipped_in_a_row: int = 0  # suggestions in a row the preset does not measure (not answers)
     sampler_done: bool = False
@@ -49,7 +48,6 @@ def stop_reason(
     *,
     measured: int,
     n_trials: int,
-    patience: int | None,
     remaining_s: float | None,
     reserve_s: float,
     converged: str | None = None,
@@ -65,8 +63,6 @@ def stop_reason(
         return f"search space exhausted: the last {EXHAUSTED_AFTER} suggestions were all measured already"
     if state.skipped_in_a_row >= SKIPPED_AFTER:
         return f"the last {SKIPPED_AFTER} suggestions were all points the preset does not measure (oversubscribed)"
-    if patience is not None and state.since_gain >= patience:
-        return f"patience: {state.since_gain} trials without a gain beyond the noise"
     if converged is not None:
         return converged
     if remaining_s is not None and (remaining_s <= reserve_s or remaining_s <= 0):

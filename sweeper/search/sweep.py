@@ -207,7 +207,8 @@ class Sweep:
         progress.say(
             f"sweeper: study {plan.study_name!r} in {redact(plan.storage_url)}; "
             f"{len(plan.space)} knob{'s' if len(plan.space) != 1 else ''}: {', '.join(plan.order)}; objectives "
-            f"{', '.join(f'{o} ({d})' for o, d in zip(plan.objectives, plan.directions))}"
+            f"{', '.join(f'{o} ({d})' for o, d in zip(plan.objectives, plan.directions))}; "
+            f"sampler {type(stored.study.sampler).__name__}"
         )
         if plan.settings.staged and (held := plan.held_back(0) - plan.later):
             progress.say(
