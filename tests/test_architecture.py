@@ -202,18 +202,19 @@ def test_figure_names_are_spelled_only_where_they_are_defined():
     [
         pytest.param("sweeper.measurement:Stopped", "measurement.py", id="stopped"),
         pytest.param("sweeper.search.settings:LockMode", "search/settings.py", id="lock"),
+        pytest.param("sweeper.search.settings:Reuse", "search/settings.py", id="reuse"),
     ],
 )
 def test_enum_values_are_spelled_only_in_their_enum(values, home):
-    """Why a run stopped, when runners-up join, what the lock does: each value a member of its
-    enum, compared as the member everywhere else (a misspelt string would compare unequal,
+    """Why a run stopped, what the lock does, which results a sweep reuses: each value a member of
+    its enum, compared as the member everywhere else (a misspelt string would compare unequal,
     silently). Values shorter than four letters, or that are words of other things (off,
-    wait, fail, pruned), are left to the enum's type."""
+    wait, fail, pruned, none, study), are left to the enum's type."""
     import importlib
 
     module, _, name = values.partition(":")
     enum = getattr(importlib.import_module(module), name)
-    spelled = {m.value for m in enum if len(m.value) >= 4} - {"wait", "fail", "pruned"}
+    spelled = {m.value for m in enum if len(m.value) >= 4} - {"wait", "fail", "pruned", "none", "study"}
     found = []
     for path in modules():
         rel = str(path.relative_to(PACKAGE))

@@ -358,10 +358,10 @@ def test_a_configuration_asked_again_is_no_new_evidence():
 
 @pytest.mark.parametrize("reuse_studies", [True, False])
 def test_another_studys_result_for_the_same_workload_and_hardware_is_taken_when_asked(tmp_path, reuse_studies):
-    """hydra.sweeper.reuse_studies: a configuration another study of the same workload and
+    """hydra.sweeper.reuse=studies: a configuration another study of the same workload and
     hardware class measured (here the baseline, at 100) answers the trial without a run, ranks as
     this study's own and counts as reused; a study of another workload lends nothing."""
-    plan = _cpu_plan(tmp_path, {"n_trials": 2, "recipes": False, "reuse_studies": reuse_studies}, [])
+    plan = _cpu_plan(tmp_path, {"n_trials": 2, "recipes": False, "reuse": "studies" if reuse_studies else "study"}, [])
     storage = optuna.storages.InMemoryStorage()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 

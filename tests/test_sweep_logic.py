@@ -139,7 +139,7 @@ def test_only_candidates_that_beat_the_baseline_in_the_search_are_confirmed():
 
 
 def test_a_configuration_measured_twice_is_one_candidate():
-    """With hydra.sweeper.remeasure a study holds several runs of one configuration: its fastest
+    """With hydra.sweeper.reuse=none a study holds several runs of one configuration: its fastest
     stands for it, and a run of the baseline's own configuration is no candidate."""
     base = _baseline(100.0)
     done = [

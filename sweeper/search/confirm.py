@@ -99,7 +99,7 @@ def beat_baseline(
     figure: Callable[[FrozenTrial], float] = own_figure,
 ) -> list[FrozenTrial]:
     """The fastest `top_k` configurations by `figure` that beat the baseline in the search (a
-    slower one can only lose the confirmation), each once: with hydra.sweeper.remeasure a study
+    slower one can only lose the confirmation), each once: with hydra.sweeper.reuse=none a study
     holds several runs of one configuration, and its fastest stands for it (the baseline's own
     configuration is the baseline)."""
     base = primary_value(baseline) or 0.0

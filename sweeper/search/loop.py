@@ -35,6 +35,7 @@ from .converge import Converged
 from .later import held_later
 from .launch import Job, JobRunner, measure_overrides
 from .plan import Learned, SweepPlan
+from .settings import Reuse
 from .settle import settle
 from .start import Queued, queue_start
 from .stops import EXHAUSTED_AFTER, SKIPPED_AFTER, LoopState, alike_failure, nothing_new, stop_reason
@@ -110,7 +111,7 @@ def optimize(
     settings = plan.settings
     settle(stored, plan, give_up=lambda: stopped() is not None or (remaining() or 1.0) <= 0)
     state = LoopState()
-    kin = kin_trials(stored, plan.workload, plan.hardware_class) if settings.reuse_studies else []
+    kin = kin_trials(stored, plan.workload, plan.hardware_class) if settings.reuse == Reuse.studies else []
     while True:
         if (signal_stop := stopped()) is not None:
             return signal_stop
@@ -262,21 +263,18 @@ def _ask_batch(
                 break  # back to the stop rules, as between trials
             continue
         pending[key] = trial.number
-        batch.jobs.append(
-            (
-                _job(
-                    plan,
-                    trial,
-                    knobs,
-                    trials,
-                    batch.best,
-                    has_baseline=baseline is not None,
-                    remaining_s=remaining_s,
-                    noise=state.noise,
-                ),
-                trial,
-            )
+        has_baseline = baseline is not None
+        job = _job(
+            plan,
+            trial,
+            knobs,
+            trials,
+            batch.best,
+            has_baseline=has_baseline,
+            remaining_s=remaining_s,
+            noise=state.noise,
         )
+        batch.jobs.append((job, trial))
         if baseline is None:
             break  # the baseline is measured alone: every trial after it races against it
     return batch
@@ -309,7 +307,7 @@ def _answer(
     """Answer the trial from the study, without measuring: an identical configuration's result
     (of this study, or of a `kin` study: the same workload and hardware class), a point the preset
     does not measure, a predicted OOM; None when it must be measured."""
-    again = plan.settings.remeasure or TrialRecord.of(trial).recheck_of is not None
+    again = plan.settings.reuse == Reuse.none or TrialRecord.of(trial).recheck_of is not None
     source = None if again else history.find_measured(trials, knobs, plan.fixed)
     if source is not None:
         return reuse(stored, trial, source)

@@ -195,10 +195,39 @@ def final_summary(
     out_dir: Path,
     kept: str | None = None,
 ) -> None:
-    """The sweep's last lines: the counts, the winner and its confirmed speedup (or, when nothing
-    beat the baseline, `kept`: one sentence saying so), how to reproduce it, where it all is."""
+    """The sweep's last lines: the counts, the noise, the winner and its confirmed speedup (or,
+    when nothing beat the baseline, `kept`: one sentence saying so), how to reproduce it, where
+    it all is."""
+    say(_done_line(summary))
+    noise = summary.noise
+    if noise is not None:
+        say(f"run-to-run noise: {noise.describe()}")
+    decision = summary.confirmation
+    if winner is None:
+        say("no configuration completed: see trials.csv for the reasons")
+    elif noise is not None and noise.too_noisy and (decision is None or not decision.decided):
+        say(
+            f"no winner named: this machine is too noisy to rank (one configuration's runs spread "
+            f"{noise.sigma:.0%}, beyond {TOO_NOISY:.0%}) and no confirmation decided a lead; "
+            "measure on a quieter machine"
+        )
+    else:
+        _winner_lines(summary, winner, baseline, kept)
+    written = [
+        name
+        for name in ("report.html", "trials.csv", "trials.parquet", "winner.yaml", "optimization_results.yaml")
+        if (out_dir / name).exists()
+    ]
+    say(f"outputs: {out_dir} ({', '.join(written)})" + ("" if parquet_available() else f"; {PARQUET_MISSING}"))
+    say(
+        f"study: stored as {summary.study!r} in {summary.storage} (one per hardware class); "
+        f"browse it with: {dashboard_command(summary.storage)}"
+    )
+
+
+def _done_line(summary: SweepSummary) -> str:
+    """'sweep done: ...': what was measured and answered otherwise, and why the search stopped."""
     n = summary.counts
-    ran = n.measured_words()
     unrun = [
         f"{k} {what}"
         for k, what in (
@@ -216,59 +245,40 @@ def final_summary(
         head = f"nothing new measured; the study holds {n.measured} trials measured"
     elif new is not None and new < n.measured:  # a study that earlier sweeps had begun
         head = f"{n.measured} trials measured, {new} of them since this sweep began"
-    say(f"sweep done: {head} ({', '.join(ran)})" + (f"; {', '.join(unrun)}" if unrun else "") + f"; {summary.stopped}")
+    ran = ", ".join(n.measured_words())
+    return f"sweep done: {head} ({ran})" + (f"; {', '.join(unrun)}" if unrun else "") + f"; {summary.stopped}"
+
+
+def _winner_lines(summary: SweepSummary, winner: FrozenTrial, baseline: FrozenTrial | None, kept: str | None) -> None:
+    """The winner, its figure and speedup (or `kept`), and how to run it."""
     decision = summary.confirmation
-    noise = summary.noise
-    if noise is not None:
-        say(f"run-to-run noise: {noise.describe()}")
-    sigma = noise.sigma if noise is not None and noise.too_noisy else None
-    if winner is None:
-        say("no configuration completed: see trials.csv for the reasons")
-    elif sigma is not None and (decision is None or not decision.decided):
-        say(
-            f"no winner named: this machine is too noisy to rank (one configuration's runs spread {sigma:.0%}, "
-            f"beyond {TOO_NOISY:.0%}) and no confirmation decided a lead; measure on a quieter machine"
-        )
-    else:
-        record = TrialRecord.of(winner)
-        speed = summary.winner_samples_per_sec or record.samples_per_sec or 0  # the summary's one figure
-        memory = record.measurement.memory.peak_memory_mb if record.measurement is not None else 0.0
-        against = config_of(baseline) if baseline is not None else None
-        figure = (
-            f"{decision.median[decision.winner]:,.0f} samples/s (confirmed median)"
-            if decision is not None and decision.winner in decision.median
-            else f"{speed:,.0f} samples/s (search run)"
-        )
-        say(
-            f"winner: trial #{winner.number} {short_knobs(config_of(winner), against)}: {figure}, peak {memory:,.0f} MB"
-        )
-        if kept is not None:
-            say(kept)
-        elif decision is not None:
-            spread = (
-                f" (IQR {decision.speedup_low:.2f}-{decision.speedup_high:.2f}x), {decision.won('rounds')}"
-                if decision.rounds_run > 1
-                else ""
-            )
-            say(
-                f"confirmed over {decision.over_rounds}: "
-                f"{decision.median[decision.winner]:,.0f} vs baseline {decision.median[decision.baseline]:,.0f} "
-                f"samples/s = {decision.speedup:.2f}x{spread}"
-            )
-        elif baseline is not None and (base := TrialRecord.of(baseline).samples_per_sec):
-            say(f"speedup over baseline (search runs, unconfirmed): {speed / base:.2f}x")
-        say(f"reproduce: {summary.command}")
-        if lines := script_lines(baseline, winner):
-            say("your script with the winning values, to run tomorrow:")
-            for line in lines:
-                say(f"  {line}")
-    written = [
-        name
-        for name in ("report.html", "trials.csv", "trials.parquet", "winner.yaml", "optimization_results.yaml")
-        if (out_dir / name).exists()
-    ]
-    say(f"outputs: {out_dir} ({', '.join(written)})" + ("" if parquet_available() else f"; {PARQUET_MISSING}"))
-    say(
-        f"study: stored as {summary.study!r} in {summary.storage} (one per hardware class); "
-        f"browse it with: {dashboard_command(summary.storage)}"
+    record = TrialRecord.of(winner)
+    speed = summary.winner_samples_per_sec or record.samples_per_sec or 0  # the summary's one figure
+    memory = record.measurement.memory.peak_memory_mb if record.measurement is not None else 0.0
+    against = config_of(baseline) if baseline is not None else None
+    figure = (
+        f"{decision.median[decision.winner]:,.0f} samples/s (confirmed median)"
+        if decision is not None and decision.winner in decision.median
+        else f"{speed:,.0f} samples/s (search run)"
     )
+    say(f"winner: trial #{winner.number} {short_knobs(config_of(winner), against)}: {figure}, peak {memory:,.0f} MB")
+    if kept is not None:
+        say(kept)
+    elif decision is not None:
+        spread = (
+            f" (IQR {decision.speedup_low:.2f}-{decision.speedup_high:.2f}x), {decision.won('rounds')}"
+            if decision.rounds_run > 1
+            else ""
+        )
+        say(
+            f"confirmed over {decision.over_rounds}: "
+            f"{decision.median[decision.winner]:,.0f} vs baseline {decision.median[decision.baseline]:,.0f} "
+            f"samples/s = {decision.speedup:.2f}x{spread}"
+        )
+    elif baseline is not None and (base := TrialRecord.of(baseline).samples_per_sec):
+        say(f"speedup over baseline (search runs, unconfirmed): {speed / base:.2f}x")
+    say(f"reproduce: {summary.command}")
+    if lines := script_lines(baseline, winner):
+        say("your script with the winning values, to run tomorrow:")
+        for line in lines:
+            say(f"  {line}")

@@ -21,9 +21,20 @@ REMOVED = {
     "noise (hydra.sweeper.converge), at n_trials at the most",
     "confirm.min_rounds": "the rounds stop once the lead is decided beyond the run-to-run noise; a larger "
     "hydra.sweeper.run_noise asks more of one round",
+    "remeasure": "hydra.sweeper.reuse=none measures every configuration, again where the study holds it",
+    "reuse_studies": "hydra.sweeper.reuse=studies takes the results of the storage's other studies of the "
+    "same workload and hardware class",
     "confirm.runners_up": "the runners-up join the rounds when the first round leaves the fastest's place in "
     "doubt, beyond the run-to-run noise",
 }
+
+
+class Reuse(Choice):
+    """Which results already measured answer a configuration instead of a run."""
+
+    study = "study"  # this study's own (the same configuration, the same fixed overrides)
+    studies = "studies"  # also the storage's other studies of the same workload and hardware class
+    none = "none"  # none: every configuration is measured, again if the study holds it
 
 
 class LockMode(Choice):
@@ -97,13 +108,12 @@ class SweepSettings:
     # racing allows for that, and the confirmation decides on its rounds' spread. Looser than
     # measure.rel_precision only; null = measure.rel_precision
     sweep_precision: Optional[float] = 0.10
-    # measure a configuration again even when the study already holds its result
-    remeasure: bool = False
-    # take the results of this storage's other studies of the same workload and hardware class
-    # (and the same fixed overrides) instead of measuring those configurations again: a study
-    # named per night, say. They rank as this study's own and count as reused, not measured;
-    # the confirmation measures the winner and the baseline again, side by side
-    reuse_studies: bool = False
+    # which results answer a configuration instead of a run: this study's (study); also the
+    # storage's other studies of the same workload and hardware class and the same fixed
+    # overrides (studies: a study named per night, say; they rank as this study's own and count
+    # as reused, and the confirmation measures the winner and the baseline again side by side);
+    # none: every configuration is measured, again where the study holds it
+    reuse: Reuse = Reuse.study
     # one measurement per machine (per GPU): wait for another sweeper's trial, fail at once
     # when the machine is busy at the start (exit code 75), or off
     lock: LockMode = LockMode.wait

@@ -162,7 +162,7 @@ def _second_run(trial: Trial, result: RunResult) -> RunResult:
 
 def reuse(stored: StoredStudy, trial: Trial, source: FrozenTrial, study: str | None = None) -> Told:
     """Answer with the result of an identical configuration measured before: in this study, or
-    in another `study` of the same workload and hardware class (hydra.sweeper.reuse_studies)."""
+    in another `study` of the same workload and hardware class (hydra.sweeper.reuse=studies)."""
     _set(trial, TrialRecord.reused_result(source, source.number, study))
     if source.state == TrialState.COMPLETE:
         for key, value in source.constraints.items():

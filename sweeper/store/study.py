@@ -296,7 +296,7 @@ def stored_name(storage: Any, name: str) -> str:
 def kin_trials(stored: StoredStudy, workload: str, hardware_class: str) -> list[tuple[str, FrozenTrial]]:
     """The finished trials of the storage's other studies of the same workload and hardware
     class, each with its study's name (their own results, not ones they reused): what
-    hydra.sweeper.reuse_studies lets a sweep take instead of measuring."""
+    hydra.sweeper.reuse=studies lets a sweep take instead of measuring."""
     kin = []
     for summary in optuna.get_all_study_summaries(stored.storage, include_best_trial=False):
         attrs = summary.user_attrs
