@@ -19,18 +19,14 @@ class Rule:
     `behind`, the low end of the best's own interval, stops too, its figure kept (complete): the
     sweep needs no more precise a figure of a run it knows is behind, and windows cannot resolve
     the run-to-run noise that decides by how much.
-    `prune_below` is a plain floor: the rate under it after two windows stops the run, and after
-    one already when under `first_window_floor` of it (a run that far below is no near miss: in
-    a race's 122 trials no first window under 0.56 of the best was a run's that ended above the
-    floor; the lowest of those read 0.72, a bursty run that ended at 0.96). When the warm-up's
-    steady span already read under that bar, the first window is a quarter window (in three
-    sweeps' 57 trials no span under 0.56 of the best was a run's that ended above the floor; the
-    lowest of those read 0.65). Two successive warm-up blocks under `warmup_floor` of the floor
-    (0.56 of the best) end the warm-up there, steady or not, and the quarter window follows
-    (in three sweeps' 45 raced trials no run that ended above the floor read under it twice;
-    such runs had waited up to 3 s for a steady rate). Every
-    rule reads the same statistic as the figure: the rate over the windows (samples over time)
-    and its 95% interval (stats.rate_interval). A window is at least `window_s` of whole loader
+    `prune_below` is the race's floor (the best beyond the run-to-run noise): the rate under it
+    after two windows stops the run, and after one already when under `first_window_floor` of
+    it: a run that far below is no near miss. When the warm-up's steady span already read under
+    that bar, the first window is a quarter window. Two successive warm-up blocks under
+    `warmup_floor` of the floor end the warm-up there, steady or not, and the quarter window
+    follows (docs/benchmarks.md has the races these bars were read from). Every rule reads the
+    same statistic as the figure: the rate over the windows (samples over time) and its 95%
+    interval (stats.rate_interval). A window is at least `window_s` of whole loader
     cycles (`cycle` steps: one batch from each worker, which arrive in bursts); a group's is rank
     0's count of such steps."""
 

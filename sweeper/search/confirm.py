@@ -54,15 +54,16 @@ def _ratios(rounds: Mapping[int, Sequence[float | None]], a: int, b: int) -> lis
 def decide(
     rounds: Mapping[int, Sequence[float | None]], baseline: int, noise: Noise | None = None, settled: bool = True
 ) -> Confirmation | None:
-    """The winner is the highest median over rounds; None if the baseline never ran. Where the
-    rounds left its lead over the baseline undecided (not `settled`) and within the `noise`, it is
-    no winner the sweep can defend: the baseline is kept (`decided` false)."""
+    """The winner is the highest median over rounds; None if the baseline never ran. `decided`
+    says whether its lead over the baseline was decided: `settled` by the rounds, or beyond the
+    `noise` on average. On a machine too noisy to rank (Noise.too_noisy) an undecided lead is no
+    winner the sweep can defend: the baseline is kept."""
     medians = _medians(rounds)
     if baseline not in medians:
         return None
     winner = max(medians, key=lambda t: medians[t])
     defended = settled or noise is None or winner == baseline or not noise.tie(_ratios(rounds, winner, baseline))
-    winner = winner if defended else baseline
+    winner = baseline if not defended and noise is not None and noise.too_noisy else winner
     n = len(rounds[baseline])
     ratios = _ratios(rounds, winner, baseline)
     wins = len(

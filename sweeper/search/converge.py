@@ -60,12 +60,10 @@ class Converged:
     # whether the baseline (your own configuration) reaching the best's level counts as a proposal
     baseline_trusted: bool = False
     # how far a sampled best may run above a proposal's run for that proposal to be measured once
-    # more (None: never): first runs on a 2-core VM read up to 37% low (the best 1.59x them),
-    # and a second run clearly behind is stopped by the race (docs/benchmarks.md)
+    # more (None: never); a second run clearly behind is stopped by the race
     recheck: float | None = 0.6
     # ... once this many sampled trials since the best found nothing faster: a best still moving
-    # is the sampler learning, and a second run then only costs a run (and, replayed where the
-    # recipes miss, 0.005-0.009 of the mean pick when made at once)
+    # is the sampler learning, and a second run then only costs a run
     recheck_after: int = 6
     # ... and then, if the best still stands beyond every proposal, the best's own point
     recheck_best: bool = True

@@ -275,6 +275,11 @@ def _winner_lines(summary: SweepSummary, winner: FrozenTrial, baseline: FrozenTr
             f"{decision.median[decision.winner]:,.0f} vs baseline {decision.median[decision.baseline]:,.0f} "
             f"samples/s = {decision.speedup:.2f}x{spread}"
         )
+        if not decision.decided:
+            say(
+                f"  not decided at 95%: over {decision.over_rounds} the lead is within the run-to-run noise "
+                "(more hydra.sweeper.confirm.rounds would tell)"
+            )
     elif baseline is not None and (base := TrialRecord.of(baseline).samples_per_sec):
         say(f"speedup over baseline (search runs, unconfirmed): {speed / base:.2f}x")
     say(f"reproduce: {summary.command}")

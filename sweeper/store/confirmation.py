@@ -21,8 +21,9 @@ class Confirmation:
     speedup_high: float | None
     # share of rounds in which the winner beat every other candidate
     win_share: float
-    # whether the rounds decided the lead over the baseline at 95%; an undecided lead is no
-    # winner: the baseline is kept (`winner` is the baseline). True in a record of an earlier version
+    # whether the rounds decided the winner's lead over the baseline (at 95%, or beyond the
+    # run-to-run noise on average); on a machine too noisy to rank, an undecided lead is no winner
+    # and the baseline is kept. True in a record of an earlier version
     decided: bool = True
 
     @property

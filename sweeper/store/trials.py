@@ -171,8 +171,8 @@ def baseline_kept(trials: Sequence[FrozenTrial], confirmation: Confirmation | No
         if not confirmation.decided and others[runner_up] > base:
             return (
                 f"{yours} is kept: the best candidate, trial #{runner_up}, ran at {others[runner_up] / base:.2f}x "
-                f"of it over {confirmation.over_rounds} side by side, within the run-to-run noise: no winner "
-                "can be defended (more hydra.sweeper.confirm.rounds, or a quieter machine, would tell)."
+                f"of it over {confirmation.over_rounds} side by side, within the run-to-run noise of a machine "
+                "too noisy to rank: no winner can be defended (a quieter machine would tell)."
             )
         return (
             f"{yours} stayed the fastest when re-measured side by side: the best candidate, trial #{runner_up}, "
