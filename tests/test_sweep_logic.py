@@ -1267,7 +1267,7 @@ def test_a_later_knobs_try_that_was_no_gain_is_not_confirmed_the_point_it_was_tr
     t, knobs = ask(stored, plan, ctx, baseline=False, held_back=frozenset({knob}))
     assert knobs[knob] == "forkserver" and t.number == 2
     _tell(stored, t, tried)
-    assert set(kept_tries(stored.trials(plan.fixed), plan)) == ({2} if first == 1 else set())
+    assert set(kept_tries(stored.trials(plan.fixed), plan, plan.noise([]))) == ({2} if first == 1 else set())
     decision, asked, out = _run_confirmation(stored, plan, {0: 100.0, 1: 200.0, 2: tried}, capsys)
     assert decision is not None and decision.winner == first and asked[0] == first
     if first == 1:

@@ -283,7 +283,8 @@ def run_confirmation(
     settings = plan.settings.confirm
     every = stored.trials(plan.fixed)
     by_number = {t.number: t for t in every}
-    kept = kept_tries(every, plan)  # a later knob's try that was no gain: its point stands for it
+    noise = plan.noise(every, stored.confirmation(plan.fixed))
+    kept = kept_tries(every, plan, noise)  # a later knob's try that was no gain: its point stands for it
     trials = [t for t in every if t.number not in kept]
     baseline = next((t for t in trials if TrialRecord.of(t).baseline and t.state == TrialState.COMPLETE), None)
 
@@ -293,7 +294,6 @@ def run_confirmation(
     def figure(trial: FrozenTrial) -> float:
         return levels.get(trial.number) or own_figure(trial)
 
-    noise = plan.noise(every, stored.confirmation(plan.fixed))
     beat = beat_baseline(trials, baseline, settings.top_k, figure) if baseline else []
     behind = [t.number for t in left_behind(beat, noise, figure)]
     chosen = [t.number for t in beat if t.number not in behind]

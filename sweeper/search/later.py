@@ -74,13 +74,12 @@ def tries_of(knob: str, trials: Sequence[FrozenTrial], setup: Sequence[FrozenTri
     return Tries(knob, Verdict.OPEN if gain else Verdict.KEPT, at, tried)
 
 
-def kept_tries(trials: Sequence[FrozenTrial], plan: SweepPlan) -> dict[int, Tries]:
+def kept_tries(trials: Sequence[FrozenTrial], plan: SweepPlan, noise: Noise) -> dict[int, Tries]:
     """The later knobs' tries that were no gain (the knob kept at your config's value). Each is
     the configuration it was tried at with workers that start slower and run no faster, so the
     point it was tried at stands for it in the confirmation: a winner that keeps your value, and
     no run paying that start-up again."""
     kept: dict[int, Tries] = {}
-    noise = plan.noise(trials)
     for knob in sorted(plan.later):
         tries = tries_of(knob, trials, trials, noise)
         if tries.verdict == Verdict.KEPT:
@@ -126,7 +125,7 @@ def held_later(
     at the best so far is queued (once), and the knob opens only when it was a gain.
     `say(key, line)` tells the user once per key."""
     held = set()
-    everything, noise = stored.trials(), plan.noise(setup)
+    everything, noise = stored.trials(), plan.noise(setup, stored.confirmation(plan.fixed))
     for knob in sorted(due):
         tries = tries_of(knob, everything, setup, noise)
         if tries.verdict == Verdict.OPEN:

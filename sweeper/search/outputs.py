@@ -71,8 +71,8 @@ def write_outputs(
     out = plan.sweep_dir
     write_table(trials_frame(trials), out)
     by_number = {t.number: t for t in trials}
-    winner = by_number[decision.winner] if decision else unconfirmed_winner(trials, kept_tries(trials, plan))
     noise = plan.noise(trials, decision)
+    winner = by_number[decision.winner] if decision else unconfirmed_winner(trials, kept_tries(trials, plan, noise))
     span = SweepSpan(started_at, time.time(), why, winner.number if winner else None, noise.sigma)
     stored.save_sweep_span(plan.fixed, span)
     baseline = baseline_of(trials)
