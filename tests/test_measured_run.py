@@ -63,7 +63,9 @@ def test_every_workload_in_both_modes(sweeper_run, workload, mode):
     assert 0 < figures["step_time_p50_ms"] <= figures["step_time_p95_ms"]
     assert 0 <= figures["data_wait_fraction"] <= 1
     assert figures["peak_rss_mb"] > 50
-    assert figures["warmup_s"] > 0 and figures["compile_s"] == 0  # no torch.compile asked
+    # compile_s: the first step's time beyond a typical one (its kernels' first calls, with or
+    # without torch.compile); the warm-up holds the first steps
+    assert figures["warmup_s"] > 0 and figures["compile_s"] >= 0
     assert result.fingerprint.torch
     assert result.config["task"]["mode"] == mode
     assert "samples/sec" in run.stdout

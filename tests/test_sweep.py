@@ -149,7 +149,7 @@ def test_samplers(tmp_path, sampler):
     # the study asked this sampler, not the default: the log names the study's own sampler object,
     # and the samplers that leave a mark on their trials left it
     assert f"; sampler {sampler.rsplit('.', 1)[1]}" in " ".join(proc.stdout.split())
-    marks = {"GridSampler": "grid_id", "NSGAIISampler": "nsga2:generation"}
+    marks = {"GridSampler": "grid_id", "NSGAIISampler": "NSGAIISampler:generation"}
     if (mark := marks.get(sampler.rsplit(".", 1)[1])) is not None:
         assert any(mark in t.system_attrs for t in trials if not t.user_attrs.get("baseline"))
 
