@@ -120,12 +120,15 @@ def held_later(
     ctx: sp.Context,
     due: frozenset[str],
     say: Callable[[str, str], None],
+    noise: Noise | None = None,
 ) -> frozenset[str]:
     """The later knobs whose turn has come (`due`) that the sampler does not search yet: a try
-    at the best so far is queued (once), and the knob opens only when it was a gain.
-    `say(key, line)` tells the user once per key."""
+    at the best so far is queued (once), and the knob opens only when it was a gain beyond
+    `noise` (the sweep's estimate; None: read from the study). `say(key, line)` tells the user
+    once per key."""
     held = set()
-    everything, noise = stored.trials(), plan.noise(setup, stored.confirmation(plan.fixed))
+    everything = stored.trials()
+    noise = noise if noise is not None else plan.noise(setup, stored.confirmation(plan.fixed))
     for knob in sorted(due):
         tries = tries_of(knob, everything, setup, noise)
         if tries.verdict == Verdict.OPEN:
