@@ -187,7 +187,8 @@ def test_hang_is_killed_with_its_dataloader_workers(sweeper_run):
 
 def test_a_run_whose_windows_outlast_its_time_limit_ends_with_those_it_measured(sweeper_run):
     """100 windows of half a second cannot fit in 20 s: the run stops before the kill with the
-    windows it has, a figure and status ok, where it used to end a timeout with none."""
+    windows it has, a figure and status ok, where it used to end a timeout with none. Status ok is
+    the proof that the kill never came; its wall time is not asserted, as a slow day moves it."""
     run = sweeper_run(
         "measure.timeout_s=20",
         "measure.windows=100",
@@ -199,7 +200,7 @@ def test_a_run_whose_windows_outlast_its_time_limit_ends_with_those_it_measured(
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     result = run.result
-    assert result.status == "ok" and result.wall_s < 20
+    assert result.status == "ok"
     figures = result.measurement.throughput
     assert figures.stopped == "time limit" and 3 <= figures.windows_measured < 100
     assert figures.samples_per_sec > 0
