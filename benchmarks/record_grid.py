@@ -161,7 +161,7 @@ def record(name: str, tmp: Path) -> pd.DataFrame:
             "hydra.sweeper.n_trials=1000",
             "hydra.sweeper.confirm.top_k=0",
             "hydra.sweeper.race=false",
-            "hydra.sweeper.warm_start=false",
+            "search.warm_start=false",
             "hydra.sweeper.objectives=[samples_per_sec]",
         ],
         cwd=ROOT,

@@ -84,22 +84,29 @@ GP = {"_target_": "optuna.samplers.GPSampler"}
 TWO = {
     "objectives": ["samples_per_sec", "peak_memory_mb"]
 }  # the sweep's objectives when it searched speed and memory together
-# name: hydra.sweeper settings (the sampler's seed is the replay's); keys with _ are the replay's:
+
+
+# name: hydra.sweeper settings and the preset's search.* keys (the sampler's seed is the replay's); keys
+# with _ are the replay's:
 # _measure (measure.* of search trials), _confirm_measure (of confirmation runs; else the defaults), _contend (the race
 # the earlier race: windows' noise only, and a run overlapping the best measured to max windows), _no_behind
 # (the earlier rule: a run behind the best's own interval measured on to precision), _two_window_floor
 # (before the same part: the floor waits for two windows however far below it a run is)
+def _precision(share: float) -> dict[str, Any]:
+    """A strategy whose search and confirmation runs measure to this precision."""
+    return {"_measure": {"rel_precision": share}, "_confirm_measure": {"rel_precision": share}}
+
+
 STRATEGIES: dict[str, dict[str, Any]] = {
     "before: TPE, speed+memory, race on windows' noise": {
         "sampler": TPE,
         **TWO,
         "run_noise": None,
         "_contend": True,
-        "sweep_precision": None,
         "confirm": {"top_k": 3},
     },
     "TPE, speed+memory, race with run noise": {"sampler": TPE, **TWO},
-    "TPE, speed+memory, staged 0.5": {"sampler": TPE, **TWO, "staged": 0.5},
+    "TPE, speed+memory, staged 0.5": {"sampler": TPE, **TWO, "search.staged": 0.5},
     "TPE, samples/sec (the default)": {"sampler": TPE},
     "TPE, samples/sec, every trial (converge=false)": {"sampler": TPE, "converge": False},
     "TPE, samples/sec, converge: last 8 all 15% behind, a best found late as long again (the earlier thresholds)": {
@@ -184,15 +191,16 @@ STRATEGIES: dict[str, dict[str, Any]] = {
         "confirm": {"top_k": 3},
         "_confirm_measure": {"rel_precision": 0.05},
     },
-    "TPE, samples/sec, staged 0.5": {"sampler": TPE, "staged": 0.5},
-    "TPE, samples/sec, staged 0.3": {"sampler": TPE, "staged": 0.3},
+    "TPE, samples/sec, staged 0.5": {"sampler": TPE, "search.staged": 0.5},
+    "TPE, samples/sec, staged 0.3": {"sampler": TPE, "search.staged": 0.3},
     "TPE, samples/sec, no racing": {"sampler": TPE, "race": False},
-    "TPE, samples/sec, 5% precision": {"sampler": TPE, "sweep_precision": None},
-    "TPE, samples/sec, 15% precision": {"sampler": TPE, "sweep_precision": 0.15},
-    "TPE, samples/sec, 20% precision": {"sampler": TPE, "sweep_precision": 0.20},
+    "TPE, samples/sec, 5% precision": {"sampler": TPE, **_precision(0.05)},
+    "TPE, samples/sec, 10% precision": {"sampler": TPE, **_precision(0.10)},
+    "TPE, samples/sec, 15% precision": {"sampler": TPE, **_precision(0.15)},
+    "TPE, samples/sec, 20% precision": {"sampler": TPE, **_precision(0.20)},
     "TPE, samples/sec, 15% in the search, 10% in the confirmation": {
         "sampler": TPE,
-        "sweep_precision": 0.15,
+        "_measure": {"rel_precision": 0.15},
         "_confirm_measure": {"rel_precision": 0.10},
     },
     "TPE, samples/sec, at most 6 windows a search trial": {"sampler": TPE, "_measure": {"windows": 6}},
@@ -207,7 +215,7 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "TPE, samples/sec, no stop behind the best": {"sampler": TPE, "_no_behind": True},
     "TPE, samples/sec, floor after two windows only": {"sampler": TPE, "_two_window_floor": True},
     "TPE, samples/sec, neither": {"sampler": TPE, "_no_behind": True, "_two_window_floor": True},
-    "TPE, samples/sec, no recipes": {"sampler": TPE, "recipes": False},
+    "TPE, samples/sec, no recipes": {"sampler": TPE, "search.recipes": False},
     "TPE multivariate+group, samples/sec": {"sampler": MV},
     "TPE startup 10, samples/sec": {"sampler": {**TPE, "n_startup_trials": 10}},
     "GPSampler, samples/sec": {"sampler": GP},
@@ -373,7 +381,7 @@ class ReplayRunner:
         knobs = {k: _parse(given[k]) if k in given else self.plan.base_value(k) for k in self.grid.knobs}
         changed: dict[str, Any] = {}
         trial: dict[str, Any] = {}
-        if "measure.rel_precision" in given:  # hydra.sweeper.sweep_precision
+        if "measure.rel_precision" in given:  # the precision the run-to-run noise asks for
             changed["rel_precision"] = _parse(given["measure.rel_precision"])
         changed.update(self.confirm_measure if self.confirming else self.search_measure)  # a strategy's own
         measure = replace(OmegaConf.to_object(self.plan.base.measure), **changed)
@@ -450,15 +458,18 @@ def plan_for(spec: GridSpec, strategy: Mapping[str, Any], n_trials: int, tmp: Pa
     if key not in _PLANS:
         settings = SweepSettings.from_config(
             {
-                **{k: v for k, v in strategy.items() if not k.startswith("_")},
+                **{k: v for k, v in strategy.items() if not k.startswith(("_", "search."))},
                 "n_trials": n_trials,
                 "storage": f"sqlite:///{tmp / 'unused.db'}",
                 "study_name": "replay",
             }
         )
+        search = [
+            f"{k}={'null' if v is None else str(v).lower()}" for k, v in strategy.items() if k.startswith("search.")
+        ]
         plan = make_plan(
             settings,
-            [*spec.base, *spec.space],
+            [*spec.base, *search, *spec.space],
             compose=lambda o: _compose(tuple(o)),
             app_name="sweeper",
             sweep_dir=tmp / "sweep",

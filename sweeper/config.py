@@ -116,6 +116,7 @@ class MeasureConf:
     compute_bound: bool = MISSING
     memory_limit_gb: Optional[float] = MISSING
     foreign_cpu_max_pct: Optional[float] = MISSING
+    quiet_wait_s: float = MISSING
     drift_tol: Optional[float] = MISSING
     max_s: Optional[float] = MISSING
 
@@ -229,7 +230,9 @@ def register() -> None:
             return
     except OSError:  # the group is not there yet
         pass
-    for path, schema in SCHEMAS:
+    from .search.settings import SearchConf  # a sweep's schema: it builds on this module's types
+
+    for path, schema in (*SCHEMAS, ("search", SearchConf)):
         group, _, name = f"schema/{path}".rpartition("/")
         store.store(group=group, name=name, node=schema, provider="sweeper")
     store.store(group="trial", name="raced", node=TrialConf, provider="sweeper")

@@ -44,6 +44,7 @@ class Knob:
     # measure
     MEASURE_MEMORY_LIMIT_GB = "measure.memory_limit_gb"
     MEASURE_FOREIGN_CPU_MAX_PCT = "measure.foreign_cpu_max_pct"
+    MEASURE_QUIET_WAIT_S = "measure.quiet_wait_s"
     MEASURE_ISOLATION = "measure.isolation"
     MEASURE_DRIFT_TOL = "measure.drift_tol"
     MEASURE_MAX_S = "measure.max_s"

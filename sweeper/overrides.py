@@ -49,7 +49,7 @@ def split_fixed(fixed: Sequence[str]) -> tuple[dict[str, str], dict[str, Any]]:
     values: dict[str, Any] = {}
     for override in OverridesParser.create().parse_overrides(list(fixed)):
         key = override.key_or_group
-        if key.startswith("hydra") or key in SWEEP_ONLY or key == "search":
+        if key.startswith("hydra") or key in SWEEP_ONLY or key.split(".")[0] == "search":
             continue
         if key in GROUPS:
             groups[key] = str(override.value())

@@ -264,5 +264,7 @@ def check_config(spec: RunSpec) -> None:
     _check_positive(Knob.MEASURE_TIMEOUT_S, measure.timeout_s)
     _check_positive(Knob.MEASURE_MEMORY_LIMIT_GB, measure.memory_limit_gb)
     _check_positive(Knob.MEASURE_FOREIGN_CPU_MAX_PCT, measure.foreign_cpu_max_pct)
+    if measure.quiet_wait_s < 0:
+        raise ConfigError(f"{Knob.MEASURE_QUIET_WAIT_S}={measure.quiet_wait_s!r} is invalid: expected seconds >= 0.")
     _check_share(Knob.MEASURE_DRIFT_TOL, measure.drift_tol)
     _check_positive(Knob.MEASURE_MAX_S, measure.max_s)

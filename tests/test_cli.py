@@ -170,6 +170,21 @@ def test_a_removed_setting_names_what_does_its_work_now(tmp_path):
     assert "hydra.sweeper.run_noise" in proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("argument", "message"),
+    [
+        ("hydra.sweeper.recipes=false", "hydra.sweeper.recipes was removed: it is search.recipes now"),
+        ("hydra.sweeper.quiet_wait_s=5", "hydra.sweeper.quiet_wait_s was removed: it is measure.quiet_wait_s now"),
+        ("search.staged=1.5", "search.staged=1.5 is invalid: expected a share of n_trials in [0, 1)"),
+        ("search.later_after=2", "search.later_after=2.0 is invalid: expected a share of n_trials in [0, 1]"),
+        ("measure.quiet_wait_s=-1", "measure.quiet_wait_s=-1.0 is invalid: expected seconds >= 0"),
+    ],
+)
+def test_a_moved_or_bad_search_setting_is_one_line(tmp_path, argument, message):
+    proc = _sweeper(tmp_path, "-m", "task.num_samples=512", argument)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
 def test_help_says_what_sweeper_does_with_its_real_options(tmp_path):
     proc = _sweeper(tmp_path, "--help")
     assert proc.returncode == 0, proc.stderr

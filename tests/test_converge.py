@@ -361,7 +361,9 @@ def test_another_studys_result_for_the_same_workload_and_hardware_is_taken_when_
     """hydra.sweeper.reuse=studies: a configuration another study of the same workload and
     hardware class measured (here the baseline, at 100) answers the trial without a run, ranks as
     this study's own and counts as reused; a study of another workload lends nothing."""
-    plan = _cpu_plan(tmp_path, {"n_trials": 2, "recipes": False, "reuse": "studies" if reuse_studies else "study"}, [])
+    plan = _cpu_plan(
+        tmp_path, {"n_trials": 2, "reuse": "studies" if reuse_studies else "study"}, ["search.recipes=false"]
+    )
     storage = optuna.storages.InMemoryStorage()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 

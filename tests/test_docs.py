@@ -22,7 +22,7 @@ from conftest import ROOT
 DOCS = ROOT / "docs"
 SETTINGS = DOCS / "settings.md"
 # the sections of settings.md that document config groups' keys (the rest: task=..., hydra.sweeper)
-GROUP_SECTIONS = ("loader", "backend", "train", "dist", "measure")
+GROUP_SECTIONS = ("loader", "backend", "train", "dist", "measure", "search")
 
 
 def _rows(markdown: str) -> dict[str, dict[str, str]]:

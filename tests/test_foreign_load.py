@@ -128,7 +128,7 @@ def test_a_sweep_waits_for_quiet_and_never_ranks_a_figure_taken_under_load(tmp_p
     args = [
         "task.num_samples=2048",
         "hydra.sweeper.n_trials=1",
-        "hydra.sweeper.quiet_wait_s=60",
+        "measure.quiet_wait_s=60",
         "hydra.sweeper.confirm.top_k=0",
     ]
     try:
@@ -179,7 +179,7 @@ def test_a_run_loaded_every_time_is_kept_and_not_ranked(tmp_path):
             tmp_path,
             "task.num_samples=2048",
             "hydra.sweeper.n_trials=1",
-            "hydra.sweeper.quiet_wait_s=2",
+            "measure.quiet_wait_s=2",
             "hydra.sweeper.confirm.top_k=0",
             check=False,
         )

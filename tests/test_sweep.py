@@ -143,7 +143,7 @@ def test_samplers(tmp_path, sampler):
         f"hydra.sweeper.sampler._target_={sampler}",
         "hydra.sweeper.n_trials=2",
         "hydra.sweeper.confirm.top_k=0",
-        "hydra.sweeper.recipes=false",  # the trial after the baseline is the sampler's own
+        "search.recipes=false",  # the trial after the baseline is the sampler's own
     )
     trials = load(tmp_path).get_trials()
     assert sum(t.user_attrs.get("reused_from") is None for t in trials) == 2
@@ -224,7 +224,7 @@ def test_hopeless_trials_are_pruned_but_never_the_baseline(tmp_path):
         "search=none",
         "loader.batch_size=512",
         "loader.batch_size=choice(1,2)",
-        "hydra.sweeper.recipes=false",  # the recipes' largest batch is the baseline's 512
+        "search.recipes=false",  # the recipes' largest batch is the baseline's 512
         "hydra.sweeper.n_trials=3",
         "hydra.sweeper.confirm.top_k=0",
         "measure.windows=4",

@@ -577,7 +577,7 @@ def test_a_warm_start_at_the_baselines_own_point_is_not_queued(tmp_path):
     from sweeper.search.trials import ask
     from sweeper.store.study import StoredStudy
 
-    plan = _cpu_plan(tmp_path, {"n_trials": 4, "recipes": False}, ["search=quick", "loader.batch_size=64"])
+    plan = _cpu_plan(tmp_path, {"n_trials": 4}, ["search=quick", "search.recipes=false", "loader.batch_size=64"])
     storage = optuna.storages.InMemoryStorage()
     stored = StoredStudy(
         optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)), storage
@@ -696,7 +696,7 @@ def test_a_point_still_queued_is_measured_before_n_trials_counts_it(tmp_path):
     from sweeper.store.study import StoredStudy
     from sweeper.store.trials import count
 
-    plan = _cpu_plan(tmp_path, {"n_trials": 2, "recipes": False}, [])  # no fixed overrides: as the main job
+    plan = _cpu_plan(tmp_path, {"n_trials": 2}, ["search.recipes=false"])  # no fixed overrides: as the main job
     storage = optuna.storages.InMemoryStorage()
     stored = StoredStudy(
         optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)), storage
@@ -781,12 +781,10 @@ def test_bad_duration():
 
 
 def test_objective_directions():
-    assert objectives.resolve_directions(["samples_per_sec", "peak_memory_mb"], None) == ["maximize", "minimize"]
-    assert objectives.resolve_directions(["step_time_p95_ms"], None) == ["minimize"]
+    assert objectives.resolve_directions(["samples_per_sec", "peak_memory_mb"]) == ["maximize", "minimize"]
+    assert objectives.resolve_directions(["step_time_p95_ms"]) == ["minimize"]
     with pytest.raises(ConfigError, match="'fps' is not a measured figure"):
-        objectives.resolve_directions(["fps"], None)
-    with pytest.raises(ConfigError, match="direction"):
-        objectives.resolve_directions(["samples_per_sec"], ["maximize", "minimize"])
+        objectives.resolve_directions(["fps"])
 
 
 def test_winner_yaml_and_command():
@@ -931,13 +929,9 @@ def test_orphans_by_process_here_and_by_heartbeat_elsewhere():
     [
         ({"lock": "maybe"}, "hydra.sweeper.lock='maybe' is invalid"),
         ({"n_trials": 0}, "n_trials=0 is invalid"),
-        ({"staged": 1.0}, r"hydra.sweeper.staged=1.0 is invalid: expected a share of n_trials in \[0, 1\)"),
-        ({"sweep_precision": 0}, r"hydra.sweeper.sweep_precision=0.0 is invalid: expected a share in \(0, 1\)"),
-        ({"later": 2}, r"hydra.sweeper.later=2.0 is invalid: expected a share of n_trials in \[0, 1\]"),
         ({"confirm": {"top_k": -1}}, r"hydra.sweeper.confirm.top_k=-1 is invalid: expected an integer >= 0"),
         ({"confirm": {"rounds": 0}}, r"hydra.sweeper.confirm.rounds=0 is invalid: expected an integer >= 1"),
         ({"constraints": {"max_memory_gb": 0}}, r"max_memory_gb=0.0 is invalid: expected a number > 0 or null"),
-        ({"quiet_wait_s": -1}, r"hydra.sweeper.quiet_wait_s=-1.0 is invalid: expected seconds >= 0"),
     ],
 )
 def test_settings_are_checked(values, message):
@@ -1054,13 +1048,15 @@ def test_hydra_sweeper_params_in_a_config_file_are_the_space(tmp_path):
 @pytest.mark.parametrize(
     ("settings", "arguments", "expected"),
     [
-        pytest.param({}, [], ["measure.rel_precision=0.1"], id="looser-than-5%"),
-        pytest.param({"sweep_precision": None}, [], [], id="off"),
+        pytest.param({}, [], ["measure.rel_precision=0.111"], id="looser-than-5%"),
+        pytest.param({"run_noise": 0.15}, [], ["measure.rel_precision=0.208"], id="a-noisier-machine"),
+        pytest.param({"run_noise": 0.03}, [], [], id="a-quiet-machine-keeps-5%"),
+        pytest.param({"run_noise": None}, [], [], id="off"),
         pytest.param({}, ["measure.rel_precision=0.2"], [], id="the-config-is-looser"),
         pytest.param({}, ["measure.rel_precision=null"], [], id="fixed-windows-kept"),
     ],
 )
-def test_a_sweeps_runs_measure_to_the_sweep_precision_single_runs_to_the_configs(
+def test_a_sweeps_runs_measure_to_the_precision_the_noise_asks_for_single_runs_to_the_configs(
     tmp_path, settings, arguments, expected
 ):
     from sweeper.search.launch import measure_overrides, sweep_precision
@@ -1106,14 +1102,16 @@ def test_the_presets_later_knobs_open_after_their_share_of_n_trials_unless_swept
     assert plan.later == {"loader.multiprocessing_context"}
     assert plan.held_back(0) == plan.held_back(4) == {"loader.multiprocessing_context"}
     assert plan.held_back(5) == frozenset()
-    assert _cpu_plan(tmp_path, {"n_trials": 10, "later": 0.8}, ["search=cpu"]).held_back(7) == plan.later
+    longer = _cpu_plan(tmp_path, {"n_trials": 10}, ["search=cpu", "search.later_after=0.8"])
+    assert longer.held_back(7) == plan.later
+    assert longer.fixed == plan.fixed == ("search=cpu",)  # how the search runs: not the trials' setup
     # swept yourself: searched from the start
     swept = _cpu_plan(
         tmp_path, {"n_trials": 10}, ["search=cpu", "loader.multiprocessing_context=choice(spawn,forkserver)"]
     )
     assert swept.later == frozenset() and swept.held_back(0) == frozenset()
     # with a staged search too: the later knobs stay held past the stage when their share is longer
-    both = _cpu_plan(tmp_path, {"n_trials": 10, "staged": 0.3, "later": 0.6}, ["search=cpu"])
+    both = _cpu_plan(tmp_path, {"n_trials": 10}, ["search=cpu", "search.staged=0.3", "search.later_after=0.6"])
     assert "backend.allocator" in both.held_back(2) and both.held_back(3) == both.held_back(5) == plan.later
     assert both.held_back(6) == frozenset()
 
@@ -1126,7 +1124,7 @@ def test_a_staged_search_asks_the_main_knobs_first_then_the_whole_space(tmp_path
     from sweeper.store.study import StoredStudy
 
     main = {"loader.batch_size", "loader.num_workers", "backend.threads", "backend.precision"}
-    plan = _cpu_plan(tmp_path, {"n_trials": 10, "staged": 0.5, "later": None}, ["search=cpu"])
+    plan = _cpu_plan(tmp_path, {"n_trials": 10}, ["search=cpu", "search.staged=0.5", "search.later_after=null"])
     assert plan.main == main
     rest = set(plan.space) - main
     assert {"backend.allocator", "backend.omp_bind", "loader.persistent_workers"} <= rest
@@ -1134,10 +1132,10 @@ def test_a_staged_search_asks_the_main_knobs_first_then_the_whole_space(tmp_path
     assert plan.held_back(5) == frozenset()  # half of n_trials measured: the whole space
     # knobs the user swept are searched from the start; staged=null searches everything at once
     swept = _cpu_plan(
-        tmp_path, {"n_trials": 10, "staged": 0.5}, ["search=cpu", "backend.allocator=choice(default,jemalloc)"]
+        tmp_path, {"n_trials": 10}, ["search=cpu", "search.staged=0.5", "backend.allocator=choice(default,jemalloc)"]
     )
     assert "backend.allocator" in swept.main and "backend.allocator" not in swept.held_back(0)
-    assert _cpu_plan(tmp_path, {"n_trials": 10, "later": None}, ["search=cpu"]).held_back(0) == frozenset()
+    assert _cpu_plan(tmp_path, {"n_trials": 10}, ["search=cpu", "search.later_after=null"]).held_back(0) == frozenset()
 
     storage = optuna.storages.InMemoryStorage()
     study = optuna.create_study(storage=storage, directions=list(plan.directions))

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from ..measurement import Stopped, Throughput, Timing, Utilization, bottleneck
 from ..stats import Spread, quantile, rate_interval, trend
 from .rule import Rule
-from .warmup import AFTER_WINDOWS_S, Group, StepTimer, no_time_for_windows, step_once, warm_up
+from .warmup import AFTER_WINDOWS_S, Group, Loop, StepTimer, no_time_for_windows, warm_up
 
 
 class Monitor(Protocol):
@@ -240,6 +240,59 @@ def _verdict(t: Timings, rule: Rule) -> Stopped | None:
     return Stopped.PRECISE if (high - low) / 2 <= rule.rel_precision * rate else None
 
 
+def _window(loop: Loop, t: Timings, rule: Rule, until: float | int) -> tuple[int, int, float]:
+    """One window of whole loader cycles, its steps appended to `t`: until `until` seconds have
+    passed (a single process) or `until` steps are done (ranks: the same count on each).
+    (samples, steps, seconds), the seconds after the device's sync."""
+    window_start = loop.clock()
+    samples, steps = 0, 0
+    while True:
+        batch, t0, t1, t2 = loop.step_once()
+        if loop.sync_every_step:
+            loop.sync()
+            t2 = loop.clock()
+        t.wait_s.append(t1 - t0)
+        t.step_s.append(t2 - t0)
+        samples += loop.samples_of(batch)
+        steps += 1
+        if steps % rule.cycle == 0 and (steps >= until if loop.group is not None else t2 - window_start >= until):
+            break
+    loop.sync()  # the window ends when the device has done its work
+    return samples, steps, loop.clock() - window_start
+
+
+def _record(loop: Loop, t: Timings, samples: int, steps: int, elapsed: float, epoch_ends: int) -> float:
+    """A window's figures into `t` (a group's: the ranks' samples over the longest rank's time);
+    its samples/s."""
+    if loop.step_timer is not None:
+        t.device_step_s.extend(loop.step_timer.collect())
+    t.window_s.append(elapsed)
+    if loop.group is not None:
+        t.own_window_samples_per_sec.append(samples / elapsed)
+        elapsed, samples = loop.group.total(elapsed, samples)
+    rate = samples / elapsed
+    t.window_samples_per_sec.append(rate)
+    t.window_totals.append((samples, elapsed))
+    t.window_epoch_ends.append(epoch_ends)
+    t.window_steps.append(steps)
+    t.samples += samples
+    return rate
+
+
+def _after_window(t: Timings, rule: Rule, index: int, budget: int) -> tuple[Stopped, int]:
+    """Why to stop after `index` windows of at most `budget` (Stopped.NOT: go on), and the
+    budget: a run whose windows still change at its end measures on until steady, up to max_s."""
+    stopped = _verdict(t, rule) or Stopped.NOT
+    if stopped.pruned or not (stopped or index >= budget):
+        return stopped, budget
+    left_out = _still_changing(t, rule)
+    if not left_out:
+        return stopped or Stopped.MAX_WINDOWS, budget
+    if sum(t.window_s) >= (rule.max_s or 0.0):
+        return Stopped.DRIFTING, budget
+    return Stopped.NOT, index + left_out
+
+
 def measure(
     next_batch: Callable[[], Any],
     step: Callable[[Any], None],
@@ -263,74 +316,38 @@ def measure(
     how long until the run is killed (protocol.seconds_until_killed; None: no limit): no window is
     begun that would end too close to it, and the run stops with the windows it has
     (Stopped.TIME_LIMIT), as its warm-up ends early to leave room for two (warm_up)."""
+    loop = Loop(
+        next_batch, step, samples_of, sync, sync_every_step, step_timer, clock, group, epochs_started, time_left
+    )
     t = Timings()
-    w = warm_up(rule, next_batch, step, sync, sync_every_step, clock, group, epochs_started, samples_of, time_left)
+    w = warm_up(rule, loop)
     t.warmup_s, t.warmup_steps, t.first_step_s, t.first_wait_s = w.seconds, w.steps, w.first_step_s, w.first_wait_s
     t.warmup_step_rate, t.warmup_steady, t.warmup_samples_per_sec = w.step_rate, w.steady, w.samples_per_sec
     t.warmup_far_below = w.far_below
-    window_steps = group.agree(max(1, math.ceil(rule.window_s * t.warmup_step_rate))) if group is not None else 0
-    if group is not None:
-        window_steps = rule.cycle * math.ceil(window_steps / rule.cycle)
-    first_window_s = (
-        rule.window_s / 4 if group is None and _far_below(t.warmup_samples_per_sec, rule) else rule.window_s
-    )
+    until: float | int = rule.window_s
+    if group is not None:  # ranks: the same whole cycles of steps each
+        until = rule.cycle * math.ceil(group.agree(max(1, math.ceil(rule.window_s * t.warmup_step_rate))) / rule.cycle)
+    first_until = rule.window_s / 4 if group is None and _far_below(t.warmup_samples_per_sec, rule) else until
     for monitor in monitors:
         monitor.start()
     index, budget = 0, rule.max_windows  # windows left out as still changing are measured again
     while True:
-        window_start, window_epochs = clock(), epochs_started()
-        samples, steps = 0, 0
-        while True:
-            batch, t0, t1, t2 = step_once(next_batch, step, clock, step_timer)
-            if sync_every_step:
-                sync()
-                t2 = clock()
-            t.wait_s.append(t1 - t0)
-            t.step_s.append(t2 - t0)
-            samples += samples_of(batch)
-            steps += 1
-            if steps % rule.cycle == 0 and (
-                (steps >= window_steps)
-                if group is not None
-                else (t2 - window_start >= (rule.window_s if index else first_window_s))
-            ):
-                break
-        sync()  # the window ends when the device has done its work
-        elapsed = clock() - window_start
-        if step_timer is not None:
-            t.device_step_s.extend(step_timer.collect())
-        t.window_s.append(elapsed)
-        if group is not None:
-            t.own_window_samples_per_sec.append(samples / elapsed)
-            elapsed, samples = group.total(elapsed, samples)
-        rate = samples / elapsed
-        t.window_samples_per_sec.append(rate)
-        t.window_totals.append((samples, elapsed))
-        t.window_epoch_ends.append(epochs_started() - window_epochs)
-        t.window_steps.append(steps)
-        t.samples += samples
+        epochs = epochs_started()
+        samples, steps, elapsed = _window(loop, t, rule, until if index else first_until)
+        rate = _record(loop, t, samples, steps, elapsed, epochs_started() - epochs)
         if on_window is not None:
             on_window(index, rate)
         index += 1
-        t.stopped = _verdict(t, rule) or Stopped.NOT
-        if t.stopped.pruned:
+        t.stopped, budget = _after_window(t, rule, index, budget)
+        if t.stopped:
             break
-        if t.stopped or index >= budget:
-            left_out = _still_changing(t, rule)
-            if not left_out:
-                break
-            if sum(t.window_s) >= (rule.max_s or 0.0):
-                t.stopped = Stopped.DRIFTING
-                break
-            t.stopped, budget = Stopped.NOT, index + left_out  # measured on until steady
         out_of_time = _out_of_time(t, rule, time_left())
-        if group.agree(int(out_of_time)) if group is not None else out_of_time:
+        if loop.agree(int(out_of_time)):
             t.stopped = Stopped.TIME_LIMIT
             break
     t.pruned = t.stopped.pruned
     if w.out_of_time and not t.pruned:
         t.stopped = Stopped.TIME_LIMIT  # its warm-up was cut short too
-    t.stopped = t.stopped or Stopped.MAX_WINDOWS
     for monitor in monitors:
         t.utilization = t.utilization.merged(monitor.stop())
     return t

@@ -5,8 +5,9 @@ already read far below the best ends its warm-up there, steady or not (far_below
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
@@ -66,19 +67,42 @@ class WarmUp:
     out_of_time: bool = False  # it ended early to leave time for two windows before the run's time limit
 
 
-def step_once(
-    next_batch: Callable[[], Any], step: Callable[[Any], None], clock: Callable[[], float], step_timer: StepTimer | None
-) -> tuple[Any, float, float, float]:
-    """One step, timed: (its batch, before the fetch, after the fetch, after the step)."""
-    t0 = clock()
-    batch = next_batch()
-    t1 = clock()
-    if step_timer is not None:
-        step_timer.begin()
-    step(batch)
-    if step_timer is not None:
-        step_timer.end()
-    return batch, t0, t1, clock()
+@dataclass(frozen=True)
+class Loop:
+    """The loop being measured, as warm-up and the windows drive it: where a batch comes from,
+    the step, how many samples a batch holds, the device's sync (after every step too with
+    `sync_every_step`), and what the run knows around it: its clock, its ranks (`group`; None: a
+    single process), the loader's epochs begun, and the seconds until it is killed (None: no
+    limit)."""
+
+    next_batch: Callable[[], Any]
+    step: Callable[[Any], None]
+    samples_of: Callable[[Any], int] = lambda batch: 1
+    sync: Callable[[], None] = lambda: None
+    sync_every_step: bool = False
+    step_timer: StepTimer | None = None
+    clock: Callable[[], float] = time.perf_counter
+    group: Group | None = None
+    epochs_started: Callable[[], int] = lambda: 0
+    time_left: Callable[[], float | None] = lambda: None
+
+    def step_once(self, timed: bool = True) -> tuple[Any, float, float, float]:
+        """One step, timed: (its batch, before the fetch, after the fetch, after the step); on
+        the device too where the loop has a step timer and `timed`."""
+        timer = self.step_timer if timed else None
+        t0 = self.clock()
+        batch = self.next_batch()
+        t1 = self.clock()
+        if timer is not None:
+            timer.begin()
+        self.step(batch)
+        if timer is not None:
+            timer.end()
+        return batch, t0, t1, self.clock()
+
+    def agree(self, value: int) -> int:
+        """Rank 0's value on every rank (the value itself in a single process)."""
+        return self.group.agree(value) if self.group is not None else value
 
 
 # what warm-up does after a step (rank 0's choice in a group)
@@ -124,18 +148,39 @@ def far_below(rates: Sequence[float], bar: float | None) -> bool:
     return bar is not None and len(rates) >= 2 and all(r < bar for r in rates[-2:])
 
 
-def warm_up(
-    rule: WarmUpRule,
-    next_batch: Callable[[], Any],
-    step: Callable[[Any], None],
-    sync: Callable[[], None],
-    sync_every_step: bool,
-    clock: Callable[[], float],
-    group: Group | None = None,
-    epochs_started: Callable[[], int] = lambda: 0,
-    samples_of: Callable[[Any], int] = lambda batch: 1,
-    time_left: Callable[[], float | None] = lambda: None,
-) -> WarmUp:
+@dataclass
+class _Blocks:
+    """The warm-up's blocks of half a window so far, oldest first: (steps, seconds) and samples."""
+
+    timed: list[tuple[int, float]] = field(default_factory=list)
+    samples: list[int] = field(default_factory=list)
+
+    def add(self, steps: int, seconds: float, samples: int) -> None:
+        self.timed.append((steps, seconds))
+        self.samples.append(samples)
+
+    def rate(self, last: int) -> float:
+        """Samples/s over the `last` blocks."""
+        return sum(self.samples[-last:]) / max(1e-12, sum(s for _, s in self.timed[-last:]))
+
+    def rates(self) -> list[float]:
+        return [n / max(1e-12, s) for n, (_, s) in zip(self.samples, self.timed)]
+
+
+def _action(rule: WarmUpRule, steps: int, since_settled: float, left: float | None, block: tuple[int, float]) -> int:
+    """What warm-up does after its `steps`-th step, `since_settled` s after the first step ended,
+    with `left` s before the run is killed and the open block's (steps, seconds)."""
+    # a window is at least a loader cycle, at the rate since the first step
+    if left is not None and no_time_for_windows(left, max(rule.window_s, rule.cycle * since_settled / (steps - 1))):
+        return _OUT_OF_TIME
+    if steps < rule.warmup_steps or since_settled < rule.warmup_s:
+        return _GO_ON
+    if rule.warmup_max_s is None or since_settled >= rule.warmup_max_s:
+        return _STOP
+    return _BLOCK_END if block[0] and block[1] >= rule.window_s / 2 else _GO_ON
+
+
+def warm_up(rule: WarmUpRule, loop: Loop) -> WarmUp:
     """Until the minimums are met and the step rate is steady (or the maximum is reached). The
     minimum and maximum time count from the end of the first step, which holds compilation, a
     loader's start or a script's start-up, however long that takes. Blocks of half a window are
@@ -143,65 +188,42 @@ def warm_up(
     out, as the windows leave it out. A single process's warm-up also ends once its last two
     blocks read under `rule.warmup_bar` (far_below): its rate is then theirs. Whatever its
     minimums, it ends when two windows (at least a loader cycle each, at the rate since the first
-    step) would no longer fit in the `time_left` before the run is killed: a run cut short by
-    its time limit then has a figure, not none."""
-    agree = group.agree if group is not None else (lambda value: value)
+    step) would no longer fit in the loop's time left before the run is killed: a run cut short
+    by its time limit then has a figure, not none."""
+    clock = loop.clock
     start = clock()
-    settled = block_start = start
-    steps, first_step_s, first_wait_s, step_rate, steady_rate, is_steady = 0, 0.0, 0.0, 0.0, None, False
-    ended_far_below = False
-    block_steps, block_samples, block_epochs = 0, 0, epochs_started()
-    blocks: list[tuple[int, float]] = []
-    block_sample_counts: list[int] = []
-    while True:
-        batch, t0, t1, _ = step_once(next_batch, step, clock, None)
-        if steps == 0 or sync_every_step:
-            sync()
-        if steps == 0:
-            first_step_s, first_wait_s = clock() - t0, t1 - t0
-            settled = block_start = clock()  # the first step (compile, loader start) is no block's
-            block_epochs = epochs_started()
-        else:
-            block_steps += 1
-            block_samples += samples_of(batch)
-        steps += 1
+    batch, t0, t1, _ = loop.step_once(timed=False)
+    loop.sync()
+    first_step_s, first_wait_s = clock() - t0, t1 - t0
+    settled = block_start = clock()  # the first step (compile, loader start) is no block's
+    steps, step_rate, steady_rate, is_steady, ended_far_below = 1, 0.0, None, False, False
+    block_steps, block_samples, block_epochs = 0, 0, loop.epochs_started()
+    blocks = _Blocks()
+    action = loop.agree(_action(rule, steps, clock() - settled, None, (0, 0.0)))
+    while action not in (_STOP, _OUT_OF_TIME):
+        batch, *_ = loop.step_once(timed=False)
+        if loop.sync_every_step:
+            loop.sync()
+        block_steps, block_samples, steps = block_steps + 1, block_samples + loop.samples_of(batch), steps + 1
         now = clock()
-        left = time_left() if steps > 1 else None
-        # a window is at least a loader cycle, at the rate since the first step
-        if left is not None and no_time_for_windows(
-            left, max(rule.window_s, rule.cycle * (now - settled) / (steps - 1))
-        ):
-            action = _OUT_OF_TIME
-        elif steps < rule.warmup_steps or now - settled < rule.warmup_s:
-            action = _GO_ON
-        elif rule.warmup_max_s is None or now - settled >= rule.warmup_max_s:
-            action = _STOP
-        else:
-            action = _BLOCK_END if block_steps and now - block_start >= rule.window_s / 2 else _GO_ON
-        action = agree(action)
-        if action in (_STOP, _OUT_OF_TIME):
+        action = loop.agree(_action(rule, steps, now - settled, loop.time_left(), (block_steps, now - block_start)))
+        if action != _BLOCK_END:
+            continue
+        loop.sync()
+        now = clock()
+        step_rate = block_steps / (now - block_start)
+        if not (rule.restarts_apart and loop.epochs_started() != block_epochs):
+            blocks.add(block_steps, now - block_start, block_samples)
+        span = steady_span(blocks.timed, rule.steady_tol) if len(blocks.timed) >= 2 else 0
+        if loop.agree(int(span > 0)):  # every rank asks
+            is_steady = True
+            steady_rate = blocks.rate(2 * span) if span else None
             break
-        if action == _BLOCK_END:
-            sync()
-            now = clock()
-            step_rate = block_steps / (now - block_start)
-            if not (rule.restarts_apart and epochs_started() != block_epochs):
-                blocks.append((block_steps, now - block_start))
-                block_sample_counts.append(block_samples)
-            span = steady_span(blocks, rule.steady_tol) if len(blocks) >= 2 else 0
-            if agree(int(span > 0)):  # every rank asks
-                is_steady = True
-                if span:
-                    seconds = sum(s for _, s in blocks[-2 * span :])
-                    steady_rate = sum(block_sample_counts[-2 * span :]) / max(1e-12, seconds)
-                break
-            rates = [n / max(1e-12, s) for n, (_, s) in zip(block_sample_counts, blocks)]
-            if group is None and far_below(rates, rule.warmup_bar):
-                ended_far_below = True
-                steady_rate = sum(block_sample_counts[-2:]) / max(1e-12, sum(s for _, s in blocks[-2:]))
-                break
-            block_start, block_steps, block_samples, block_epochs = now, 0, 0, epochs_started()
-    sync()
+        if loop.group is None and far_below(blocks.rates(), rule.warmup_bar):
+            ended_far_below, steady_rate = True, blocks.rate(2)
+            break
+        block_start, block_steps, block_samples, block_epochs = now, 0, 0, loop.epochs_started()
+    loop.sync()
     seconds = clock() - start
     if not step_rate and steps > 1:
         step_rate = (steps - 1) / max(1e-9, seconds - first_step_s)

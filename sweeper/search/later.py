@@ -1,7 +1,7 @@
 """The preset's `later` knobs (how loader workers start) when their turn comes.
 
 Spawn and forkserver workers cost seconds of start-up a trial (every epoch without persistent
-workers) and run no faster than forked ones once started. So once hydra.sweeper.later of n_trials
+workers) and run no faster than forked ones once started. So once search.later_after of n_trials
 are measured, the knob's first other value is tried once at the best configuration so far, and
 the sampler searches the knob only if that try was a gain there beyond the run-to-run noise
 (sweeper.noise); else the knob stays at your config's value. One try, not one per value:

@@ -16,6 +16,7 @@ from hydra.plugins.launcher import Launcher
 
 from ..errors import ConfigError
 from ..knobs import Knob
+from ..noise import Noise
 from ..result import RunResult, Status
 from ..runner.lock import held
 from ..runner.run import RESULT_FILE
@@ -44,10 +45,13 @@ def as_result(value: Any, objectives: Sequence[str]) -> RunResult:
 
 
 def sweep_precision(plan: SweepPlan) -> list[str]:
-    """A sweep run's precision override: hydra.sweeper.sweep_precision where it is looser than
-    the config's measure.rel_precision (null there: fixed windows, kept)."""
-    looser, own = plan.settings.sweep_precision, plan.base_value(Knob.MEASURE_REL_PRECISION)
-    return [f"measure.rel_precision={looser:g}"] if looser is not None and own is not None and looser > own else []
+    """A sweep run's precision override: what the prior run-to-run noise asks for (see
+    Noise.window_precision), where it is looser than the config's measure.rel_precision (null
+    there: fixed windows, kept). The prior, not the estimate: the estimate is made of these
+    runs' figures, and would loosen itself."""
+    prior = plan.settings.run_spread
+    looser, own = Noise(prior, prior).window_precision, plan.base_value(Knob.MEASURE_REL_PRECISION)
+    return [f"measure.rel_precision={looser:.3g}"] if looser is not None and own is not None and looser > own else []
 
 
 def measure_overrides(
@@ -170,7 +174,7 @@ class JobRunner:
             progress.say(f"{job.name}: its figure was taken under load ({note}): measured again once quiet")
             if self.plan.runs_here:  # a scheduler's node is not this machine: its job measures again at once
                 left = self.remaining()
-                bound = self.plan.settings.quiet_wait_s
+                bound = float(self.plan.base_value(Knob.MEASURE_QUIET_WAIT_S))
                 quiet.wait_here(float(limit), bound if left is None else min(bound, max(0.0, left)), self.stop)
             result = self._measured([job])[0]
         return quiet.kept_under_load(result, quiet.LOAD_RERUNS + 1) if result.under_load else result

@@ -229,7 +229,7 @@ def _ask_batch(
         ctx = plan.context(known)
         first = baseline is None and not batch.jobs
         held_back = plan.held_back(sum(was_measured(t) for t in trials) + len(batch.jobs))
-        if plan.settings.later and (due := plan.later - held_back):  # tried at the best first
+        if plan.search.later_after and (due := plan.later - held_back):  # tried at the best first
             held_back |= held_later(stored, plan, trials, ctx, due, state.say_once, state.noise)
         if opened := plan.held_back(0) - held_back - state.opened:
             state.opened |= opened

@@ -6,7 +6,8 @@ from ..errors import ConfigError
 from ..measurement import DIRECTIONS, PRIMARY
 
 
-def resolve_directions(objectives: list[str], direction: str | list[str] | None) -> list[str]:
+def resolve_directions(objectives: list[str]) -> list[str]:
+    """Each objective's own direction: samples/sec up, memory and step times down."""
     for name in objectives:
         if name not in DIRECTIONS:
             raise ConfigError(
@@ -15,12 +16,4 @@ def resolve_directions(objectives: list[str], direction: str | list[str] | None)
             )
     if not objectives:
         raise ConfigError(f"hydra.sweeper.objectives is empty: name at least {PRIMARY}.")
-    if direction is None:
-        return [DIRECTIONS[o] for o in objectives]
-    given = [direction] if isinstance(direction, str) else list(direction)
-    if len(given) != len(objectives) or any(d not in ("minimize", "maximize") for d in given):
-        raise ConfigError(
-            f"hydra.sweeper.direction={direction!r} is invalid: expected one of minimize/maximize "
-            f"per objective ({len(objectives)}: {', '.join(objectives)})."
-        )
-    return given
+    return [DIRECTIONS[o] for o in objectives]

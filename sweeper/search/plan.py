@@ -8,11 +8,12 @@ from __future__ import annotations
 import copy
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ValidationError
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial
 
@@ -35,7 +36,7 @@ from . import space as sp
 from .budget import parse_duration
 from .converge import Converged
 from .objectives import resolve_directions
-from .settings import SweepSettings
+from .settings import SearchConf, SweepSettings
 
 _MISSING = object()
 # the groups a config of sweeper's own app has; another Hydra app's jobs measure themselves
@@ -81,6 +82,8 @@ class SweepPlan:
     # when the search has converged before n_trials (None: hydra.sweeper.converge=false, or a
     # grid sampler, which is asked for every point)
     converge: Converged | None = None
+    # the search= preset: its shares of n_trials (staged, later_after) and start points
+    search: SearchConf = field(default_factory=SearchConf)
 
     def noise(self, trials: Sequence[FrozenTrial], confirmation: Confirmation | None = None) -> Noise:
         """The run-to-run noise every decision reads: hydra.sweeper.run_noise, updated from the
@@ -136,16 +139,16 @@ class SweepPlan:
 
     def held_back(self, measured: int) -> frozenset[str]:
         """The knobs kept at the baseline's values for now: the preset's `later` ones for the
-        first hydra.sweeper.later x n_trials measured trials (they cost seconds of start-up a
-        trial and leave the steady rate alone), and in a staged search (hydra.sweeper.staged =
-        s) all but the main knobs for the first s x n_trials, so that the knobs that move
-        throughput most are settled first; empty once the whole space is searched."""
+        first search.later_after x n_trials measured trials (they cost seconds of start-up a
+        trial and leave the steady rate alone), and in a staged search (search.staged = s) all
+        but the main knobs for the first s x n_trials, so that the knobs that move throughput
+        most are settled first; empty once the whole space is searched."""
         n_trials = self.settings.n_trials
         held: frozenset[str] = frozenset()
-        share, rest = self.settings.staged, frozenset(self.space) - self.main
+        share, rest = self.search.staged, frozenset(self.space) - self.main
         if share and self.main and rest and measured < share * n_trials:
             held |= rest
-        if self.settings.later and measured < self.settings.later * n_trials:
+        if self.search.later_after and measured < self.search.later_after * n_trials:
             held |= self.later
         return held
 
@@ -180,29 +183,22 @@ class SweepPlan:
         return [*self.fixed, *to_overrides(knobs)]
 
 
-@dataclass(frozen=True)
-class Preset:
-    """A search= preset: its knobs, those it searches first (`main`) and those only later."""
-
-    params: dict[str, str]
-    main: tuple[str, ...] = ()
-    later: tuple[str, ...] = ()
-
-
-def preset(base: DictConfig, compose: Compose, fixed: list[str], device_kind: str) -> Preset:
-    """The search= preset; `auto` picks gpu or cpu by the device."""
+def preset(base: DictConfig, compose: Compose, fixed: list[str], device_kind: str) -> SearchConf:
+    """The search= preset, typed; `auto` picks gpu or cpu by the device. A config without a
+    search group (another Hydra app's) has the schema's defaults, and whatever `+search.*` it
+    was given."""
     if "search" not in base or base.search is None:
-        return Preset({})
-    if base.search.get("preset") == "auto":
+        return SearchConf()
+    if base.search.preset == "auto":
         base = compose([*fixed, f"search={'gpu' if device_kind == 'cuda' else 'cpu'}"])
-    container = OmegaConf.to_container(base.search.params, resolve=True) or {}
-    assert isinstance(container, dict)
-    params = {str(k): str(v) for k, v in container.items()}
-    return Preset(
-        params,
-        tuple(str(k) for k in base.search.get("main") or []),
-        tuple(str(k) for k in base.search.get("later") or []),
-    )
+    try:  # a search node of another app's is typed here; sweeper's own was typed by Hydra
+        search = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(SearchConf), base.search))
+    except ValidationError as exc:
+        raise ConfigError(f"search.{exc.full_key}={exc.value!r} is invalid: {str(exc).splitlines()[0]}.") from exc
+    assert isinstance(search, SearchConf)
+    search.params = {str(k): str(v) for k, v in search.params.items()}
+    search.check()
+    return search
 
 
 # an integer range of fewer values is checked value by value (task.heads=range(1,5): 3 does not
@@ -286,6 +282,55 @@ def check_device(base: DictConfig, machine: Machine, launcher: str, script: bool
         raise ConfigError(fp16_without_cuda(f"{machine.device} (backend.device={base.backend.device})"))
 
 
+def _machine(
+    base: DictConfig,
+    own_app: bool,
+    script: bool,
+    launcher: str,
+    probe_machine: Callable[[str, str | None, str], Machine],
+) -> Machine:
+    """The machine the runs measure on, after the checks a run of this config would make there:
+    this host's probe for sweeper's own workloads, this host alone for another app's jobs."""
+    if not own_app:
+        return Machine.this_host()
+    spec = RunSpec.of(base)
+    check_config(spec)
+    if launcher == BASIC_LAUNCHER:  # the runs run here; a cluster's job checks on its node
+        check_command_here(spec)
+    machine = probe_machine(
+        str(base.backend.device), None if script else str(base.task.factory), str(base.measure.isolation)
+    )
+    if machine.cuda and base.measure.memory_limit_gb is not None:
+        raise ConfigError(
+            f"measure.memory_limit_gb={base.measure.memory_limit_gb} limits the address space, which "
+            "the CUDA libraries need far more of than they use: set measure.memory_limit_gb=null on a GPU."
+        )
+    check_device(base, machine, launcher, script)
+    return machine
+
+
+def _script_space(
+    space: dict[str, BaseDistribution], base: DictConfig, asked: frozenset[str]
+) -> tuple[dict[str, BaseDistribution], list[str]]:
+    """A script's space: the knobs its command or environment reads, and what to say about the
+    rest and about those applied at its first step."""
+    kept, note = command.searchable(list(space), command.template(base.task), list(base.task.reads), sorted(asked))
+    notes = [note] if note else []
+    if applied := sorted(k for k in kept if k in command.AT_FIRST_STEP):
+        notes.append(
+            f"task=script: {', '.join(applied)} are applied inside the script by sweeper.track at its first "
+            "step: searched once the baseline shows that the script uses sweeper.track or sweeper.step"
+        )
+    return {k: space[k] for k in kept}, notes
+
+
+def _study_name(settings: SweepSettings, workload: str, machine: Machine) -> str:
+    """Numbers from different hardware never mix: one study per hardware class."""
+    if settings.study_name:
+        return f"{settings.study_name}@{machine.hardware_class}"
+    return f"{workload.split(' (')[0].replace(' ', '-')}-{machine.device}-{machine.hardware_class}"
+
+
 def make_plan(
     settings: SweepSettings,
     arguments: Sequence[str],
@@ -300,69 +345,38 @@ def make_plan(
     check_launcher(settings, launcher)
     fixed, swept = split_arguments(arguments)
     base = compose(fixed)
-    directions = resolve_directions(list(settings.objectives), settings.direction)
+    directions = resolve_directions(list(settings.objectives))
     deadline_s = parse_duration(settings.timeout)
     own_app = all(key in base for key in OWN_GROUPS)
     script = own_app and command.is_script(base.task)
-    if own_app:
-        spec = RunSpec.of(base)
-        check_config(spec)
-        if launcher == BASIC_LAUNCHER:  # the runs run here; a cluster's job checks on its node
-            check_command_here(spec)
-        machine = probe_machine(
-            str(base.backend.device), None if script else str(base.task.factory), str(base.measure.isolation)
-        )
-    else:
-        machine = Machine.this_host()
-    if machine.cuda and own_app and base.measure.memory_limit_gb is not None:
-        raise ConfigError(
-            f"measure.memory_limit_gb={base.measure.memory_limit_gb} limits the address space, which "
-            "the CUDA libraries need far more of than they use: set measure.memory_limit_gb=null on a GPU."
-        )
-    check_device(base, machine, launcher, script)
+    machine = _machine(base, own_app, script, launcher, probe_machine)
     chosen = preset(base, compose, fixed, machine.device)
-    params = {**chosen.params, **(settings.params or {}), **swept}
-    space = sp.build_space(params)
+    # how the search runs is not what a trial runs with: search.recipes=false and the like leave
+    # the trials' overrides, and the setup that the study knows them by, as they were
+    fixed = [o for o in fixed if not o.lstrip("+~").startswith("search.")]
+    space = sp.build_space({**chosen.params, **(settings.params or {}), **swept})
     asked = frozenset({*(settings.params or {}), *swept})
     notes: list[str] = []
     if script:
-        kept, note = command.searchable(list(space), command.template(base.task), list(base.task.reads), sorted(asked))
-        space, notes = {k: space[k] for k in kept}, [note] if note else []
-        if applied := sorted(k for k in space if k in command.AT_FIRST_STEP):
-            notes.append(
-                f"task=script: {', '.join(applied)} are applied inside the script by sweeper.track at its first "
-                "step: searched once the baseline shows that the script uses sweeper.track or sweeper.step"
-            )
+        space, notes = _script_space(space, base, asked)
     if own_app:
         space = sp.hold_effective_batch(space, OmegaConf.select(base, Knob.TRAIN_EFFECTIVE_BATCH, default=None))
     check_space(base, space, own_app)
-    workload = (
-        f"{command.script_name(spec.argv)} {base.task.mode} (script)"
-        if script
-        else workload_label(base)
-        if own_app
-        else app_name
+    if script:
+        workload = f"{command.script_name(RunSpec.of(base).argv)} {base.task.mode} (script)"
+    else:
+        workload = workload_label(base) if own_app else app_name
+    machine_allows = sp.Context(
+        cuda=machine.cuda,
+        bf16=machine.bf16,
+        convolutional=None,
+        loader_in_order=machine.loader_in_order,
+        openmp=machine.openmp,
     )
-    space = sp.restrict_to_machine(
-        space,
-        sp.Context(
-            cuda=machine.cuda,
-            bf16=machine.bf16,
-            convolutional=None,
-            loader_in_order=machine.loader_in_order,
-            openmp=machine.openmp,
-        ),
-    )
+    space = sp.restrict_to_machine(space, machine_allows)
     # the baseline is a point of the space
     baseline_knobs = {k: plain(OmegaConf.select(base, k)) for k in space}
     space = {k: sp.include_value(d, baseline_knobs[k]) for k, d in space.items()}
-    # numbers from different hardware never mix: one study per hardware class
-    study_name = (
-        f"{settings.study_name}@{machine.hardware_class}"
-        if settings.study_name
-        else f"{workload.split(' (')[0].replace(' ', '-')}-{machine.device}-{machine.hardware_class}"
-    )
-    device = str(base.backend.device) if own_app else "cpu"
     return SweepPlan(
         settings=settings,
         fixed=tuple(fixed),
@@ -375,9 +389,9 @@ def make_plan(
         space=space,
         order=tuple(sp.suggestion_order(list(space))),
         baseline_knobs=baseline_knobs,
-        study_name=study_name,
+        study_name=_study_name(settings, workload, machine),
         storage_url=settings.storage or default_storage(),
-        claim=claim_for(device),
+        claim=claim_for(str(base.backend.device) if own_app else "cpu"),
         sweep_dir=sweep_dir,
         asked=asked,
         notes=tuple(notes),
@@ -386,4 +400,5 @@ def make_plan(
         main=frozenset(k for k in {*chosen.main, *asked} if k in space),
         later=frozenset(k for k in chosen.later if k in space and k not in asked),
         converge=Converged(noise=settings.run_spread) if settings.converge and not settings.grid else None,
+        search=chosen,
     )

@@ -24,6 +24,15 @@ REMOVED = {
     "remeasure": "hydra.sweeper.reuse=none measures every configuration, again where the study holds it",
     "reuse_studies": "hydra.sweeper.reuse=studies takes the results of the storage's other studies of the "
     "same workload and hardware class",
+    "direction": "each objective has its own direction: samples_per_sec is maximized, memory and step "
+    "times are minimized",
+    "sweep_precision": "a sweep's runs measure to the precision the run-to-run noise asks for (0.11 at "
+    "hydra.sweeper.run_noise=0.08), or to measure.rel_precision where that is looser",
+    "staged": "it is search.staged now, beside the search= preset's main knobs",
+    "later": "it is search.later_after now, beside the search= preset's later knobs",
+    "recipes": "it is search.recipes now, beside the other start points of the search= preset",
+    "warm_start": "it is search.warm_start now, beside the other start points of the search= preset",
+    "quiet_wait_s": "it is measure.quiet_wait_s now, beside measure.foreign_cpu_max_pct, the load it waits out",
     "confirm.runners_up": "the runners-up join the rounds when the first round leaves the fastest's place in "
     "doubt, beyond the run-to-run noise",
 }
@@ -43,6 +52,50 @@ class LockMode(Choice):
     wait = "wait"
     fail = "fail"
     off = "off"
+
+
+@dataclass
+class SearchConf:
+    """A search= preset: what a sweep searches, in what order, and where it starts. A config
+    without a search group (another Hydra app's) searches its hydra.sweeper.params with these
+    defaults."""
+
+    # the preset's name (auto: gpu where backend.device resolves to CUDA, else cpu)
+    preset: str = "none"
+    # knob -> Hydra sweep expression; hydra.sweeper.params and the command line add to them
+    params: Dict[str, str] = field(default_factory=dict)
+    # the knobs that move throughput most, searched first where `staged` asks for it
+    main: List[str] = field(default_factory=list)
+    # knobs that cost seconds of start-up a trial and leave the steady rate alone (how loader
+    # workers start): held at your config's values for the first `later_after` of n_trials,
+    # then tried once at the best so far and searched only if that was a gain there
+    later: List[str] = field(default_factory=list)
+    # this share of n_trials searches the main knobs (and those you swept) alone, the others
+    # held at your config's values; null or 0 = the whole space from the start: staging helps
+    # only where the secondary knobs' defaults are already best
+    staged: Optional[float] = None
+    # the share of n_trials before the `later` knobs open; null or 0 = searched from the start
+    later_after: Optional[float] = 0.5
+    # after the baseline, the practitioners' recipes: the largest batch, bf16 where the device
+    # has it, pinned memory on CUDA, the cores split between loader workers and compute threads
+    # from either side: points often near the best, measured before the sampler learns anything
+    recipes: bool = True
+    # after the baseline, the winners of this study's workload on the lab's other hardware
+    # classes (the storage's studies of the same name before the @)
+    warm_start: bool = True
+
+    def check(self) -> None:
+        """The shares are shares of n_trials: one line naming the value otherwise."""
+        if self.staged is not None and not 0 <= self.staged < 1:
+            raise ConfigError(
+                f"search.staged={self.staged} is invalid: expected a share of n_trials in [0, 1) (the "
+                "trials that search the main knobs alone), or null."
+            )
+        if self.later_after is not None and not 0 <= self.later_after <= 1:
+            raise ConfigError(
+                f"search.later_after={self.later_after} is invalid: expected a share of n_trials in "
+                "[0, 1] (the trials before the preset's later knobs open), or null."
+            )
 
 
 @dataclass
@@ -67,8 +120,6 @@ class SweepSettings:
     # GridSampler: its search_space comes from params); TPE starts after 5 random trials unless
     # sampler.n_startup_trials says otherwise
     sampler: Dict[str, Any] = field(default_factory=lambda: {"_target_": "optuna.samplers.TPESampler", "seed": None})
-    # minimize/maximize per objective; null = each objective's natural direction
-    direction: Any = None
     # any Optuna storage URL or journal:<path>; null = sqlite:///outputs/sweeper.db under the working directory
     storage: Optional[str] = None
     # null = <task>-<mode>-<device>-<hardware class>; the same name continues the study
@@ -102,12 +153,6 @@ class SweepSettings:
     # floor, a gain, the convergence rule, the confirmation's rounds. null or 0 = the windows'
     # noise alone
     run_noise: Optional[float] = 0.08
-    # a sweep's runs (its trials and the confirmation's rounds) measure until their 95% interval
-    # is within this share of their figure (their measure.rel_precision; single runs keep
-    # measure.rel_precision, 5%): one run's figure moves by run_noise from run to run anyway,
-    # racing allows for that, and the confirmation decides on its rounds' spread. Looser than
-    # measure.rel_precision only; null = measure.rel_precision
-    sweep_precision: Optional[float] = 0.10
     # which results answer a configuration instead of a run: this study's (study); also the
     # storage's other studies of the same workload and hardware class and the same fixed
     # overrides (studies: a study named per night, say; they rank as this study's own and count
@@ -117,30 +162,6 @@ class SweepSettings:
     # one measurement per machine (per GPU): wait for another sweeper's trial, fail at once
     # when the machine is busy at the start (exit code 75), or off
     lock: LockMode = LockMode.wait
-    # after the baseline, measure the winners of this study on the lab's other hardware classes
-    warm_start: bool = True
-    # a staged search: this share of n_trials searches the preset's main knobs (search.main:
-    # batch, workers, threads, precision on a CPU) and the knobs you swept, the others held at
-    # your config's values; then the whole space opens (the secondary knobs, and the spawned
-    # ones that cost seconds of start-up each). null or 0 = the whole space from the start, the
-    # default: staging helps only where the secondary knobs' defaults are already best
-    staged: Optional[float] = None
-    # the preset's `later` knobs (how loader workers start: spawn and forkserver workers take
-    # seconds to start, every epoch without persistent_workers, and run as fast as forked ones
-    # once started) stay at your config's values for this share of n_trials, so that the
-    # search settles before paying their start-up; then the knob's first other value is tried
-    # once at the best so far, and the sampler searches the knob only if that was a gain there
-    # (search/later.py); null or 0 = searched by the sampler from the start
-    later: Optional[float] = 0.5
-    # after the baseline (and the warm start), the practitioners' recipes: the largest batch,
-    # bf16 where the device has it, pinned memory on CUDA, with the cores split from either
-    # side (workers at the core count and compute threads on the cores left; on a CPU also
-    # compute threads at the core count, no workers): points that are often near the best,
-    # measured before the sampler has learned anything
-    recipes: bool = True
-    # a run whose figure was taken under other processes' load (measure.foreign_cpu_max_pct) is
-    # measured again once the machine is quiet: at most this many seconds of waiting for it
-    quiet_wait_s: float = 120.0
 
     @classmethod
     def from_config(cls, values: Mapping[str, Any]) -> "SweepSettings":
@@ -166,22 +187,6 @@ class SweepSettings:
                 f"hydra.sweeper.run_noise={self.run_noise} is invalid: expected a relative spread in "
                 "[0, 1) (0.08 = 8% between runs of one configuration), or null."
             )
-        if self.staged is not None and not 0 <= self.staged < 1:
-            raise ConfigError(
-                f"hydra.sweeper.staged={self.staged} is invalid: expected a share of n_trials in "
-                "[0, 1) (the trials that search the main knobs alone), or null."
-            )
-        if self.sweep_precision is not None and not 0 < self.sweep_precision < 1:
-            raise ConfigError(
-                f"hydra.sweeper.sweep_precision={self.sweep_precision} is invalid: expected a share "
-                "in (0, 1) (0.10 = a sweep's runs measure until their 95% interval is within 10% of "
-                "their figure), or null."
-            )
-        if self.later is not None and not 0 <= self.later <= 1:
-            raise ConfigError(
-                f"hydra.sweeper.later={self.later} is invalid: expected a share of n_trials in [0, 1] "
-                "(the trials before the preset's later knobs open), or null."
-            )
         for name, value, low, what in (
             ("confirm.top_k", self.confirm.top_k, 0, "the candidates re-measured; 0 = no confirmation"),
             ("confirm.rounds", self.confirm.rounds, 1, "the interleaved rounds at most"),
@@ -193,8 +198,6 @@ class SweepSettings:
             raise ConfigError(
                 f"hydra.sweeper.constraints.max_memory_gb={limit} is invalid: expected a number > 0 or null."
             )
-        if self.quiet_wait_s < 0:
-            raise ConfigError(f"hydra.sweeper.quiet_wait_s={self.quiet_wait_s} is invalid: expected seconds >= 0.")
 
     @property
     def grid(self) -> bool:

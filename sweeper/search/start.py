@@ -159,9 +159,9 @@ def queue_start(stored: StoredStudy, plan: SweepPlan, room: int, ctx: sp.Context
     leaves after the baseline, each with what became of it. A grid measures every point anyway:
     no recipes."""
     points = []
-    if plan.settings.warm_start:
+    if plan.search.warm_start:
         points += warm_starts(stored.storage, stored.name, plan.fixed, plan.space)
-    if plan.settings.recipes and not plan.settings.grid:
+    if plan.search.recipes and not plan.settings.grid:
         points += recipes(
             plan.space, plan.baseline_knobs, cores=plan.machine.cores, cuda=plan.machine.cuda, bf16=plan.machine.bf16
         )

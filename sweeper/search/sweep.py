@@ -210,18 +210,18 @@ class Sweep:
             f"{', '.join(f'{o} ({d})' for o, d in zip(plan.objectives, plan.directions))}; "
             f"sampler {type(stored.study.sampler).__name__}"
         )
-        if plan.settings.staged and (held := plan.held_back(0) - plan.later):
+        if plan.search.staged and (held := plan.held_back(0) - plan.later):
             progress.say(
-                f"staged: the first {plan.settings.staged:.0%} of n_trials search "
+                f"staged: the first {plan.search.staged:.0%} of n_trials search "
                 f"{', '.join(sorted(plan.main))}; the other {len(held)} knobs stay at your config's values "
-                "until then (hydra.sweeper.staged=null: all at once)"
+                "until then (search.staged=null: all at once)"
             )
-        if plan.later and plan.settings.later:
+        if plan.later and plan.search.later_after:
             progress.say(
                 f"{', '.join(sorted(plan.later))}: at your config's values for the first "
-                f"{plan.settings.later:.0%} of n_trials (seconds of start-up a trial, the same steady rate), "
+                f"{plan.search.later_after:.0%} of n_trials (seconds of start-up a trial, the same steady rate), "
                 "then tried at the best so far and searched only if that is a gain "
-                "(hydra.sweeper.later=null: searched from the start)"
+                "(search.later_after=null: searched from the start)"
             )
         for note in plan.notes:
             progress.say(note)
