@@ -195,23 +195,9 @@ def check_command_here(spec: RunSpec) -> None:
         )
 
 
-def check_config(spec: RunSpec) -> None:
-    """Raise ConfigError naming the first value out of range, or keys that contradict each other."""
-    task, loader, backend, measure = spec.task, spec.loader, spec.backend, spec.measure
-
-    if spec.is_script:  # task=script: its words were made from task.command (sweeper.command)
-        _check_script(spec)
-    elif ":" not in spec.factory:
-        raise ConfigError(
-            f"task.factory={spec.factory!r} is invalid: expected 'module:function', e.g. task.factory=my_bench:build."
-        )
-    _check_int(Knob.TASK_EPOCH_SAMPLES, task["epoch_samples"], 1, allow_none=True)
-    for key in ("root", "data_dir", "token_file"):
-        _check_existing_path(f"task.{key}", task.get(key))  # the tasks that read a file have it
-    _check_task(task)
-
-    _check_int(Knob.LOADER_BATCH_SIZE, loader.batch_size, 1)
-    _check_train(spec)
+def _check_loader(spec: RunSpec) -> None:
+    """The loader's counts, and the knobs that mean something only with workers."""
+    loader = spec.loader
     _check_int(Knob.LOADER_NUM_WORKERS, loader.num_workers, 0)
     _check_int(Knob.LOADER_PREFETCH_FACTOR, loader.prefetch_factor, 1, allow_none=True)
     if loader.num_workers == 0:
@@ -233,6 +219,10 @@ def check_config(spec: RunSpec) -> None:
                     f"loader.{knob}={'null' if idle is None else str(idle).lower()} or add workers."
                 )
 
+
+def _check_backend(spec: RunSpec) -> None:
+    """The compile mode, thread counts, and an allocator this machine has."""
+    backend = spec.backend
     if backend.compile not in COMPILE_MODES:
         raise ConfigError(
             f"backend.compile={backend.compile!r} is invalid: expected one of {', '.join(COMPILE_MODES)}."
@@ -246,8 +236,11 @@ def check_config(spec: RunSpec) -> None:
         )
     _check_int(Knob.BACKEND_INTEROP_THREADS, backend.interop_threads, 1, allow_none=True)
     _check_int(Knob.BACKEND_KMP_BLOCKTIME, backend.kmp_blocktime, 0, allow_none=True)
-    _check_dist(spec)
 
+
+def _check_measure(spec: RunSpec) -> None:
+    """The measuring rule's ranges, and what the sweep tells a trial."""
+    measure = spec.measure
     _check_positive(Knob.MEASURE_WARMUP_S, measure.warmup_s)
     _check_int(Knob.MEASURE_WARMUP_STEPS, measure.warmup_steps, 1)
     _check_int(Knob.MEASURE_WINDOWS, measure.windows, 1)
@@ -268,3 +261,26 @@ def check_config(spec: RunSpec) -> None:
         raise ConfigError(f"{Knob.MEASURE_QUIET_WAIT_S}={measure.quiet_wait_s!r} is invalid: expected seconds >= 0.")
     _check_share(Knob.MEASURE_DRIFT_TOL, measure.drift_tol)
     _check_positive(Knob.MEASURE_MAX_S, measure.max_s)
+
+
+def check_config(spec: RunSpec) -> None:
+    """Raise ConfigError naming the first value out of range, or keys that contradict each other."""
+    task, loader = spec.task, spec.loader
+
+    if spec.is_script:  # task=script: its words were made from task.command (sweeper.command)
+        _check_script(spec)
+    elif ":" not in spec.factory:
+        raise ConfigError(
+            f"task.factory={spec.factory!r} is invalid: expected 'module:function', e.g. task.factory=my_bench:build."
+        )
+    _check_int(Knob.TASK_EPOCH_SAMPLES, task["epoch_samples"], 1, allow_none=True)
+    for key in ("root", "data_dir", "token_file"):
+        _check_existing_path(f"task.{key}", task.get(key))  # the tasks that read a file have it
+    _check_task(task)
+
+    _check_int(Knob.LOADER_BATCH_SIZE, loader.batch_size, 1)
+    _check_train(spec)
+    _check_loader(spec)
+    _check_backend(spec)
+    _check_dist(spec)
+    _check_measure(spec)

@@ -101,6 +101,21 @@ def _failures(ax, failures: Sequence[Failure], x: float) -> None:
 
 
 @chart
+def _label_sought(ax: Any, points: Sequence[Point], x_of: Callable[[Point], float | None], pareto: bool) -> None:
+    """Trial numbers on the points a reader looks for (the baseline, the winner, the front); the
+    others are in the trials table."""
+    for p in points:
+        if p.baseline or p.winner or (pareto and p.pareto):
+            ax.annotate(
+                f"#{p.number}",
+                (x_of(p), p.samples_per_sec),
+                fontsize=7,
+                xytext=(4, 4),
+                textcoords="offset points",
+                color="#333333",
+            )
+
+
 def scatter_chart(points: Sequence[Point], failures: Sequence[Failure], *, x: str, xlabel: str, pareto: bool) -> Figure:
     """samples/sec against a cost (peak memory or p95 latency); runs stopped early hollow, at the
     figure they had; failures on the zero line."""
@@ -141,17 +156,7 @@ def scatter_chart(points: Sequence[Point], failures: Sequence[Failure], *, x: st
             label="Pareto-optimal",
             zorder=3,
         )
-    # labels for the points a reader looks for; the others are in the trials table
-    for p in points:
-        if p.baseline or p.winner or (pareto and p.pareto):
-            ax.annotate(
-                f"#{p.number}",
-                (x_of(p), p.samples_per_sec),
-                fontsize=7,
-                xytext=(4, 4),
-                textcoords="offset points",
-                color="#333333",
-            )
+    _label_sought(ax, points, x_of, pareto)
     _mark_special(ax, points, x_of)
     if failures:
         _failures(ax, failures, min((x_of(p) for p in points), default=0.0))

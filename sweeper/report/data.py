@@ -263,6 +263,30 @@ def _headline(
     )
 
 
+def _winner_number(
+    trials: Sequence[FrozenTrial], confirmation: Confirmation | None, sweep_span: SweepSpan | None
+) -> int | None:
+    """The confirmed winner; unconfirmed, the trial the sweep chose (a study from elsewhere: the
+    point at the highest level)."""
+    if confirmation:
+        return confirmation.winner
+    if sweep_span is not None and sweep_span.winner_trial is not None:
+        return sweep_span.winner_trial
+    return pick.number if (pick := unconfirmed_winner(trials)) is not None else None
+
+
+def _failures(shown: Sequence[FrozenTrial], records: Mapping[int, TrialRecord]) -> tuple[Failure, ...]:
+    """The trials that ended without a figure, with their status and reason (a trial stopped
+    behind the best, and a second run, which is a figure in the notes, are none)."""
+    return tuple(
+        Failure(t.number, str(records[t.number].status or t.state.name.lower()), str(records[t.number].reason or ""))
+        for t in shown
+        if t.state != TrialState.COMPLETE
+        and not _stopped_early(t, records)
+        and records[t.number].status != Status.SECOND_RUN
+    )
+
+
 def build_report_data(
     trials: Sequence[FrozenTrial],
     *,
@@ -284,23 +308,10 @@ def build_report_data(
     shown = [t for t in own if t not in unrun]
     done = [t for t in shown if t.state == TrialState.COMPLETE and records[t.number].measurement is not None]
     baseline, best = baseline_of(own), ranked(own)
-    # unconfirmed: the trial the sweep chose (a study from elsewhere: the point at the highest level)
-    chosen = sweep_span.winner_trial if sweep_span else None
-    if confirmation:
-        winner_number: int | None = confirmation.winner
-    elif chosen is not None:
-        winner_number = chosen
-    else:
-        winner_number = pick.number if (pick := unconfirmed_winner(trials)) is not None else None
+    winner_number = _winner_number(trials, confirmation, sweep_span)
     winner = {t.number: t for t in trials}.get(winner_number) if winner_number is not None else None
     stopped = [t for t in shown if _stopped_early(t, records)]
-    failures = tuple(
-        Failure(t.number, str(records[t.number].status or t.state.name.lower()), str(records[t.number].reason or ""))
-        for t in shown
-        if t.state != TrialState.COMPLETE
-        and not _stopped_early(t, records)
-        and records[t.number].status != Status.SECOND_RUN  # a figure, in the notes: no failure
-    )
+    failures = _failures(shown, records)
     headline = _headline(trials, shown, records, study=study_name, workload=workload, sweep_span=sweep_span)
     first = min((t.datetime_start for t in shown if t.datetime_start), default=None)
     charts = Charts(

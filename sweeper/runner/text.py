@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..config import BackendConf
-from ..measurement import Memory, RunFacts, Stopped, Throughput
+from ..measurement import Memory, RunFacts, Stopped, Throughput, Timing
 from ..result import RunResult, Status
 from ..spec import CompileMode, RunSpec
 
@@ -110,6 +112,26 @@ def _memory_row(m: Memory, run: RunFacts) -> str:
     return text
 
 
+def _warmup_row(t: Timing, script: bool) -> str:
+    """How long the warm-up took, whether it ended steady, and what its first step paid."""
+    return (
+        f"{t.warmup_s:.1f} s, {t.warmup_steps} steps"
+        + (", steady" if t.warmup_steady else "")
+        + (", ended far below the best" if t.warmup_far_below else "")
+        + (
+            f" (the script's start to its first step {t.first_step_s:.2f} s)"
+            if script
+            else f" (first batch {t.first_batch_wait_s:.2f} s of loader start-up, compile/autotune {t.compile_s:.2f} s)"
+        )
+    )
+
+
+def _ranks_row(rates: Sequence[float | None]) -> str:
+    """Each data-parallel rank's own figure beside the group's total."""
+    each = ", ".join(_num(r) for r in rates if r is not None)
+    return f"{len(rates)} data-parallel ranks: {each} samples/sec each; the total above is theirs in common windows"
+
+
 def format_result(result: RunResult) -> str:
     """The terminal summary of a run: its figures, where step time goes, memory, the machine."""
     status, measured = result.status, result.measurement
@@ -127,15 +149,7 @@ def format_result(result: RunResult) -> str:
         ),
     ]
     if f.rank_samples_per_sec:
-        rows.insert(
-            1,
-            (
-                "ranks",
-                f"{len(f.rank_samples_per_sec)} data-parallel ranks: "
-                + ", ".join(_num(r) for r in f.rank_samples_per_sec if r is not None)
-                + " samples/sec each; the total above is theirs in common windows",
-            ),
-        )
+        rows.insert(1, ("ranks", _ranks_row(f.rank_samples_per_sec)))
     if t.device_busy_fraction is not None:
         rows.append(
             (
@@ -156,21 +170,7 @@ def format_result(result: RunResult) -> str:
                 f"memory: the data path costs {100 * (f.data_path_cost or 0.0):.0f}%",
             )
         )
-    rows += [
-        ("peak memory", _memory_row(m, run)),
-        (
-            "warm-up",
-            f"{t.warmup_s:.1f} s, {t.warmup_steps} steps"
-            + (", steady" if t.warmup_steady else "")
-            + (", ended far below the best" if t.warmup_far_below else "")
-            + (
-                f" (the script's start to its first step {t.first_step_s:.2f} s)"
-                if run.command
-                else f" (first batch {t.first_batch_wait_s:.2f} s of loader start-up, "
-                f"compile/autotune {t.compile_s:.2f} s)"
-            ),
-        ),
-    ]
+    rows += [("peak memory", _memory_row(m, run)), ("warm-up", _warmup_row(t, bool(run.command)))]
     if run.command:
         rows.insert(0, ("script", " ".join(run.command)))
     if result.fingerprint is not None:

@@ -265,6 +265,41 @@ class Rounds:
         return decide(runs, self.baseline, self.noise, self.settled(done))
 
 
+def _run_rounds(
+    planner: Rounds,
+    plan: SweepPlan,
+    run: JobRunner,
+    baseline: FrozenTrial,
+    by_number: Mapping[int, FrozenTrial],
+    remaining: Callable[[], float | None],
+    stopped: Callable[[], bool],
+) -> None:
+    """The rounds as `planner` orders them, side by side on the machine the baseline ran on, each
+    result told to the planner; the log says who joins, each run, and a lead decided early."""
+    node = baseline_record.fingerprint.hostname if (baseline_record := TrialRecord.of(baseline)).fingerprint else None
+    with run.on_node(node):
+        while not stopped() and (step := planner.next_run()) is not None:
+            if planner.joined is not None:
+                joining, why = planner.joined
+                progress.say(f"  the first round {why}: {_trials(joining)} {_join(joining)} the rounds")
+                planner.joined = None
+            r, number = step
+            overrides = [*plan.overrides_for(config_of(by_number[number])), *measure_overrides(plan, None, remaining())]
+            result = run(overrides, job_idx=number, subdir=f"confirm/round{r + 1}-trial{number}")
+            planner.record(step, result.samples_per_sec if result.ok else None)
+            progress.confirm_line(r, planner.rounds, number, result)
+    if 0 < planner.rounds_run < planner.rounds and not stopped():
+        one = (
+            " (its lead beyond the run-to-run noise, in line with the search's figures)"
+            if planner.rounds_run == 1
+            else ""
+        )
+        progress.say(
+            f"confirmation: the winner's lead over the baseline was decided at 95% after {planner.rounds_run} of "
+            f"{planner.rounds} rounds{one}"
+        )
+
+
 def run_confirmation(
     stored: StoredStudy,
     plan: SweepPlan,
@@ -314,28 +349,7 @@ def run_confirmation(
             f"  not confirmed: trial #{number}, {tries.knob}={config_of(by_number[number]).get(tries.knob)} "
             f"at #{tries.at.number}, no gain there: #{tries.at.number} stands for it"
         )
-    node = baseline_record.fingerprint.hostname if (baseline_record := TrialRecord.of(baseline)).fingerprint else None
-    with run.on_node(node):  # side by side: every run on the machine the baseline ran on
-        while not stopped() and (step := planner.next_run()) is not None:
-            if planner.joined is not None:
-                joining, why = planner.joined
-                progress.say(f"  the first round {why}: {_trials(joining)} {_join(joining)} the rounds")
-                planner.joined = None
-            r, number = step
-            overrides = [*plan.overrides_for(config_of(by_number[number])), *measure_overrides(plan, None, remaining())]
-            result = run(overrides, job_idx=number, subdir=f"confirm/round{r + 1}-trial{number}")
-            planner.record(step, result.samples_per_sec if result.ok else None)
-            progress.confirm_line(r, planner.rounds, number, result)
-    if 0 < planner.rounds_run < planner.rounds and not stopped():
-        one = (
-            " (its lead beyond the run-to-run noise, in line with the search's figures)"
-            if planner.rounds_run == 1
-            else ""
-        )
-        progress.say(
-            f"confirmation: the winner's lead over the baseline was decided at 95% after {planner.rounds_run} of "
-            f"{planner.rounds} rounds{one}"
-        )
+    _run_rounds(planner, plan, run, baseline, by_number, remaining, stopped)
     decision = planner.decision()
     if decision is not None:
         stored.save_confirmation(plan.fixed, decision)

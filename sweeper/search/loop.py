@@ -207,6 +207,35 @@ def _queue_start_points(stored: StoredStudy, plan: SweepPlan, ctx: sp.Context) -
             )
 
 
+def _held_back_now(
+    stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: list[FrozenTrial], ctx: sp.Context, asked: int
+) -> frozenset[str]:
+    """The knobs the next ask keeps at the baseline's values (plan.held_back, and a later knob
+    until its try at the best was a gain), `asked` trials already in the batch; the log says
+    when knobs open."""
+    held_back = plan.held_back(sum(was_measured(t) for t in trials) + asked)
+    if plan.search.later_after and (due := plan.later - held_back):  # tried at the best first
+        held_back |= held_later(stored, plan, trials, ctx, due, state.say_once, state.noise)
+    if opened := plan.held_back(0) - held_back - state.opened:
+        state.opened |= opened
+        progress.say(
+            f"now also searching {', '.join(sorted(opened))}" + ("" if held_back else " (the whole space is open)")
+        )
+    return held_back
+
+
+def _queue_due(
+    stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: list[FrozenTrial], ctx: sp.Context
+) -> None:
+    """After the baseline, before the sampler's next ask: the start points once (what the workload
+    is, is known now), and a proposal measured again where the convergence rule asks for it."""
+    if state.start_points_due:
+        state.start_points_due = False
+        _queue_start_points(stored, plan, ctx)
+    if (rule := _rule(plan, state)) is not None:
+        second_run.queue(stored, plan, trials, rule)
+
+
 def _ask_batch(
     stored: StoredStudy,
     plan: SweepPlan,
@@ -228,19 +257,9 @@ def _ask_batch(
         _say_first_step(plan, known, state)
         ctx = plan.context(known)
         first = baseline is None and not batch.jobs
-        held_back = plan.held_back(sum(was_measured(t) for t in trials) + len(batch.jobs))
-        if plan.search.later_after and (due := plan.later - held_back):  # tried at the best first
-            held_back |= held_later(stored, plan, trials, ctx, due, state.say_once, state.noise)
-        if opened := plan.held_back(0) - held_back - state.opened:
-            state.opened |= opened
-            progress.say(
-                f"now also searching {', '.join(sorted(opened))}" + ("" if held_back else " (the whole space is open)")
-            )
-        if state.start_points_due and not first:  # the baseline has run: what the workload is, is known
-            state.start_points_due = False
-            _queue_start_points(stored, plan, ctx)
-        if (rule := _rule(plan, state)) is not None and not first:
-            second_run.queue(stored, plan, trials, rule)
+        held_back = _held_back_now(stored, plan, state, trials, ctx, len(batch.jobs))
+        if not first:
+            _queue_due(stored, plan, state, trials, ctx)
         trial, knobs = ask(stored, plan, ctx, baseline=first, held_back=held_back)
         state.start_points_due |= first  # after the baseline: the other classes' winners and the recipes
         ahead = [t for t in stored.trials(plan.fixed) if t.number < trial.number and was_measured(t)]
@@ -263,14 +282,13 @@ def _ask_batch(
                 break  # back to the stop rules, as between trials
             continue
         pending[key] = trial.number
-        has_baseline = baseline is not None
         job = _job(
             plan,
             trial,
             knobs,
             trials,
             batch.best,
-            has_baseline=has_baseline,
+            has_baseline=baseline is not None,
             remaining_s=remaining_s,
             noise=state.noise,
         )

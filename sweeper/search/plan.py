@@ -324,6 +324,41 @@ def _script_space(
     return {k: space[k] for k in kept}, notes
 
 
+def _space(
+    base: DictConfig,
+    chosen: SearchConf,
+    settings: SweepSettings,
+    swept: Mapping[str, str],
+    machine: Machine,
+    *,
+    own_app: bool,
+    script: bool,
+) -> tuple[dict[str, BaseDistribution], frozenset[str], list[str]]:
+    """The search space: the command line's sweep expressions over hydra.sweeper.params over the
+    preset's params; checked, restricted to what the machine has, with the baseline's value a
+    point of it. Also the knobs the user asked for, and what to
+    say about the space before trial 1."""
+    space = sp.build_space({**chosen.params, **(settings.params or {}), **swept})
+    asked = frozenset({*(settings.params or {}), *swept})
+    notes: list[str] = []
+    if script:
+        space, notes = _script_space(space, base, asked)
+    if own_app:
+        space = sp.hold_effective_batch(space, OmegaConf.select(base, Knob.TRAIN_EFFECTIVE_BATCH, default=None))
+    check_space(base, space, own_app)
+    machine_allows = sp.Context(
+        cuda=machine.cuda,
+        bf16=machine.bf16,
+        convolutional=None,
+        loader_in_order=machine.loader_in_order,
+        openmp=machine.openmp,
+    )
+    space = sp.restrict_to_machine(space, machine_allows)
+    # the baseline is a point of the space
+    space = {k: sp.include_value(d, plain(OmegaConf.select(base, k))) for k, d in space.items()}
+    return space, asked, notes
+
+
 def _study_name(settings: SweepSettings, workload: str, machine: Machine) -> str:
     """Numbers from different hardware never mix: one study per hardware class."""
     if settings.study_name:
@@ -354,29 +389,12 @@ def make_plan(
     # how the search runs is not what a trial runs with: search.recipes=false and the like leave
     # the trials' overrides, and the setup that the study knows them by, as they were
     fixed = [o for o in fixed if not o.lstrip("+~").startswith("search.")]
-    space = sp.build_space({**chosen.params, **(settings.params or {}), **swept})
-    asked = frozenset({*(settings.params or {}), *swept})
-    notes: list[str] = []
-    if script:
-        space, notes = _script_space(space, base, asked)
-    if own_app:
-        space = sp.hold_effective_batch(space, OmegaConf.select(base, Knob.TRAIN_EFFECTIVE_BATCH, default=None))
-    check_space(base, space, own_app)
+    space, asked, notes = _space(base, chosen, settings, swept, machine, own_app=own_app, script=script)
     if script:
         workload = f"{command.script_name(RunSpec.of(base).argv)} {base.task.mode} (script)"
     else:
         workload = workload_label(base) if own_app else app_name
-    machine_allows = sp.Context(
-        cuda=machine.cuda,
-        bf16=machine.bf16,
-        convolutional=None,
-        loader_in_order=machine.loader_in_order,
-        openmp=machine.openmp,
-    )
-    space = sp.restrict_to_machine(space, machine_allows)
-    # the baseline is a point of the space
     baseline_knobs = {k: plain(OmegaConf.select(base, k)) for k in space}
-    space = {k: sp.include_value(d, baseline_knobs[k]) for k, d in space.items()}
     return SweepPlan(
         settings=settings,
         fixed=tuple(fixed),

@@ -153,6 +153,49 @@ def busy_at_start(plan: SweepPlan, started: foreign.Snapshot) -> str | None:
     )
 
 
+def _open_directory(plan: SweepPlan, stored: StoredStudy, started_at: float) -> None:
+    """The sweep's directory and log, and its start in the study; a directory that cannot be
+    written is one line before trial 1."""
+    try:
+        write_sweep_info(plan)
+    except OSError as exc:
+        raise ConfigError(
+            f"hydra.sweep.dir={str(plan.sweep_dir)!r} cannot be written ({exc.strerror}): "
+            "choose a directory you can write, e.g. hydra.sweep.dir=/tmp/sweeps/x."
+        ) from exc
+    stored.save_sweep_span(plan.fixed, SweepSpan(started_at))
+    progress.open_log(plan.sweep_dir / "sweep.log")
+    if plan.claim.pin is not None:  # the launcher's jobs, and their children, run there
+        os.environ.update(plan.claim.env)
+        progress.say(f"pinned to GPU {plan.claim.pin}")
+
+
+def announce(plan: SweepPlan, stored: StoredStudy) -> None:
+    """The log's first lines: the study, the knobs, the objectives and the sampler; the order the
+    preset searches in; what the plan decided that the user should hear before trial 1."""
+    progress.say(
+        f"sweeper: study {plan.study_name!r} in {redact(plan.storage_url)}; "
+        f"{len(plan.space)} knob{'s' if len(plan.space) != 1 else ''}: {', '.join(plan.order)}; objectives "
+        f"{', '.join(f'{o} ({d})' for o, d in zip(plan.objectives, plan.directions))}; "
+        f"sampler {type(stored.study.sampler).__name__}"
+    )
+    if plan.search.staged and (held := plan.held_back(0) - plan.later):
+        progress.say(
+            f"staged: the first {plan.search.staged:.0%} of n_trials search "
+            f"{', '.join(sorted(plan.main))}; the other {len(held)} knobs stay at your config's values "
+            "until then (search.staged=null: all at once)"
+        )
+    if plan.later and plan.search.later_after:
+        progress.say(
+            f"{', '.join(sorted(plan.later))}: at your config's values for the first "
+            f"{plan.search.later_after:.0%} of n_trials (seconds of start-up a trial, the same steady rate), "
+            "then tried at the best so far and searched only if that is a gain "
+            "(search.later_after=null: searched from the start)"
+        )
+    for note in plan.notes:
+        progress.say(note)
+
+
 class Sweep:
     def __init__(
         self,
@@ -192,39 +235,8 @@ class Sweep:
             launcher=str(self.config.hydra.launcher.get("_target_", "")),
         )
         stored, plan = open_study(plan)  # a storage or sampler it cannot open: one line, no sweep directory yet
-        try:
-            write_sweep_info(plan)
-        except OSError as exc:
-            raise ConfigError(
-                f"hydra.sweep.dir={str(plan.sweep_dir)!r} cannot be written ({exc.strerror}): "
-                "choose a directory you can write, e.g. hydra.sweep.dir=/tmp/sweeps/x."
-            ) from exc
-        stored.save_sweep_span(plan.fixed, SweepSpan(started_at))
-        progress.open_log(plan.sweep_dir / "sweep.log")
-        if plan.claim.pin is not None:  # the launcher's jobs, and their children, run there
-            os.environ.update(plan.claim.env)
-            progress.say(f"pinned to GPU {plan.claim.pin}")
-        progress.say(
-            f"sweeper: study {plan.study_name!r} in {redact(plan.storage_url)}; "
-            f"{len(plan.space)} knob{'s' if len(plan.space) != 1 else ''}: {', '.join(plan.order)}; objectives "
-            f"{', '.join(f'{o} ({d})' for o, d in zip(plan.objectives, plan.directions))}; "
-            f"sampler {type(stored.study.sampler).__name__}"
-        )
-        if plan.search.staged and (held := plan.held_back(0) - plan.later):
-            progress.say(
-                f"staged: the first {plan.search.staged:.0%} of n_trials search "
-                f"{', '.join(sorted(plan.main))}; the other {len(held)} knobs stay at your config's values "
-                "until then (search.staged=null: all at once)"
-            )
-        if plan.later and plan.search.later_after:
-            progress.say(
-                f"{', '.join(sorted(plan.later))}: at your config's values for the first "
-                f"{plan.search.later_after:.0%} of n_trials (seconds of start-up a trial, the same steady rate), "
-                "then tried at the best so far and searched only if that is a gain "
-                "(search.later_after=null: searched from the start)"
-            )
-        for note in plan.notes:
-            progress.say(note)
+        _open_directory(plan, stored, started_at)
+        announce(plan, stored)
         check_lock_at_start(plan)
         if (busy := busy_at_start(plan, load_from)) is not None:
             progress.say(busy)
