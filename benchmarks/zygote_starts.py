@@ -20,7 +20,7 @@ import sys
 import time
 
 from sweeper import topology
-from sweeper.runner import zygote
+from sweeper.runner import fork_servers as zygote
 from sweeper.runner.run import start_env_of
 
 MODULES = ["sweeper.tasks.mnist_mlp:build"]  # the README's main job's workload

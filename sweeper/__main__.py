@@ -20,12 +20,12 @@ from . import __version__, preflight, resolvers
 from .errors import ConfigError, Interrupted, RunFailed, SweeperError, exit_code, signal_name
 from .paths import config_dir
 from .result import RunResult, Status
+from .runner.fork_servers import start_early
 from .runner.isolation import IN_FLIGHT
 from .runner.lock import claim_for, held
 from .runner.run import RESULT_FILE, checked_spec, measure_spec
 from .runner.signals import stop_on_signals
 from .runner.text import describe_config, format_result
-from .runner.zygote import start_early
 from .spec import RunSpec
 
 

@@ -32,7 +32,7 @@ SCRATCH_ENV = "SWEEPER_SCRATCH"
 WORKER_MODULE = "sweeper.measuring.worker"
 PROBE_MODULE = "sweeper.measuring.probe"
 # the fork server of forked trials (measure.isolation=fork) and its socket's fd number
-ZYGOTE_MODULE = "sweeper.measuring.zygote"
+ZYGOTE_MODULE = "sweeper.measuring.fork_server"
 ZYGOTE_FD_ENV = "SWEEPER_ZYGOTE_FD"
 # fixed before torch is imported in the child: OpenMP/MKL read them once
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")

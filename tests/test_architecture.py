@@ -21,7 +21,7 @@ ENTRY_POINTS = {
     "measuring/worker.py",
     "measuring/probe.py",
     "measuring/lifeline.py",
-    "measuring/zygote.py",
+    "measuring/fork_server.py",
     "measuring/ranks.py",
 }
 

@@ -15,7 +15,7 @@ from hydra import compose, initialize_config_dir
 
 from conftest import ROOT, TINY
 from sweeper.paths import config_dir
-from sweeper.runner import zygote
+from sweeper.runner import fork_servers as zygote
 from sweeper.runner.run import checked_spec, measure_spec
 
 pytestmark = pytest.mark.slow
@@ -293,7 +293,7 @@ def test_a_forked_trial_knows_its_intermediate_however_soon_that_exits(tmp_path)
     that was the sweep's, and the trial waited out the full 5 s (4 runs in 100 of a race)."""
     import socket
 
-    from sweeper.measuring import zygote as child_side
+    from sweeper.measuring import fork_server as child_side
 
     def become(request, event_fd, intermediate, channel):
         deadline = time.monotonic() + 2
@@ -335,7 +335,7 @@ def check():
     except ProcessLookupError:
         print("gone at exit")
 atexit.register(check)
-from sweeper.runner import zygote
+from sweeper.runner import fork_servers as zygote
 seen["pid"] = zygote.zygote_for(["torch"]).pid
 print("started", seen["pid"])
 """

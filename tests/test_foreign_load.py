@@ -15,7 +15,7 @@ import pytest
 from conftest import load_study, run_multirun
 from sweeper import foreign, topology
 from sweeper.foreign import ForeignLoad, Snapshot
-from sweeper.search import quiet
+from sweeper.search import under_load
 
 SPIN = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
 
@@ -82,14 +82,14 @@ def test_a_quiet_machine_ends_the_wait_and_a_busy_one_is_said_and_bounded():
         return lambda: ForeignLoad(next(it), 4242, 190.0, "python train.py")
 
     # busy, then quiet twice in a row: quiet after the third sample, the first busy one said
-    waited = quiet.wait_for_quiet(50, 100, loads(190, 10, 10), said.append, clock=lambda: float(next(clock)))
+    waited = under_load.wait_for_quiet(50, 100, loads(190, 10, 10), said.append, clock=lambda: float(next(clock)))
     assert waited.quiet and said == [
         "waiting: other processes use 190% CPU (pid 4242 python train.py); at most 99 s more"
     ]
     # one quiet sample between busy ones is not quiet yet; the bound ends the wait, not quiet
     said.clear()
     clock = iter(range(0, 1000, 1))
-    waited = quiet.wait_for_quiet(
+    waited = under_load.wait_for_quiet(
         50, 4, loads(190, 10, 190, 190, 190, 190), said.append, clock=lambda: float(next(clock))
     )
     assert not waited.quiet and waited.last is not None and waited.last.cpu_pct == 190

@@ -259,7 +259,7 @@ def test_postgres_two_processes_and_no_password_anywhere(tmp_path):
 def test_a_trial_without_heartbeats_is_failed_on_the_next_start(tmp_path):
     """A sweep on another host died: no pid to check here, but its heartbeats stopped. One
     whose host still beats is left alone. Works on any storage (Optuna's public API only)."""
-    from sweeper.search.settle import settle
+    from sweeper.search.unfinished import settle
     from sweeper.store.heartbeat import heartbeat
     from sweeper.store.record import TrialRecord
     from sweeper.store.study import StoredStudy
@@ -298,7 +298,7 @@ def test_a_job_that_finished_after_its_sweep_was_killed_is_read_not_measured_aga
     result.json where it ran; the next sweep of the study tells the trial that result."""
     from sweeper.measurement import Measurement, Memory, Throughput
     from sweeper.result import RunResult, Status
-    from sweeper.search.settle import settle
+    from sweeper.search.unfinished import settle
     from sweeper.store.record import TrialRecord
     from sweeper.store.study import StoredStudy
 
@@ -325,7 +325,7 @@ def test_a_trial_failed_as_lost_whose_job_wrote_a_result_later_is_recovered_once
 
     from sweeper.measurement import Measurement, Memory, Throughput
     from sweeper.result import RunResult, Status
-    from sweeper.search.settle import settle
+    from sweeper.search.unfinished import settle
     from sweeper.store.record import TrialRecord
     from sweeper.store.study import StoredStudy
 

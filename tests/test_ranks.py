@@ -202,7 +202,7 @@ def _spec(*overrides: str) -> dict:
 
 @pytest.fixture
 def tests_on_path(monkeypatch):
-    from sweeper.runner import zygote
+    from sweeper.runner import fork_servers as zygote
 
     monkeypatch.syspath_prepend(str(ROOT / "tests"))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "tests"), str(ROOT)]))

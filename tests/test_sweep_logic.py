@@ -1218,7 +1218,7 @@ def _tell(stored, t, sps):
 
 @pytest.mark.parametrize(("tried", "verdict"), [(190.0, "kept"), (260.0, "open")])
 def test_a_later_knob_is_tried_at_the_best_and_searched_only_if_that_was_a_gain(tmp_path, tried, verdict):
-    from sweeper.search.later import held_later
+    from sweeper.search.held_back import held_later
     from sweeper.search.trials import ask
 
     knob = "loader.multiprocessing_context"
@@ -1255,7 +1255,7 @@ def test_a_later_knobs_try_that_was_no_gain_is_not_confirmed_the_point_it_was_tr
     so the knob stays at your value. Though the search's fastest, that try is no candidate: #1
     stands for it in the confirmation (a winner that keeps your value, and no confirmation run
     paying forkserver's start-up). A try that was a gain (260) is confirmed as any trial."""
-    from sweeper.search.later import held_later, kept_tries
+    from sweeper.search.held_back import held_later, kept_tries
     from sweeper.search.trials import ask
 
     knob = "loader.multiprocessing_context"
@@ -1274,7 +1274,7 @@ def test_a_later_knobs_try_that_was_no_gain_is_not_confirmed_the_point_it_was_tr
 
 
 def test_a_later_knob_that_means_nothing_at_the_best_waits_for_a_best_it_changes(tmp_path):
-    from sweeper.search.later import held_later
+    from sweeper.search.held_back import held_later
 
     plan, stored = _later_study(tmp_path, {"loader.num_workers": 0, "loader.batch_size": 512})
     said = []
@@ -1297,7 +1297,7 @@ def test_how_workers_start_is_not_tried_at_a_best_whose_workers_are_persistent(t
     """Persistent workers start once, before warm-up ends: forkserver or spawn could not move
     such a best's figure, so no run is spent on it; a best whose workers restart each epoch
     (the restarts are in its figure) gets the try."""
-    from sweeper.search.later import held_later
+    from sweeper.search.held_back import held_later
     from sweeper.search.trials import ask
 
     knob = "loader.multiprocessing_context"

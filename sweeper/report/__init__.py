@@ -4,8 +4,8 @@ Reads the store (sweeper.store), never the sweep; imports no torch."""
 
 from __future__ import annotations
 
+from .contents import ReportData
 from .data import build_report_data
 from .page import write_report
-from .parts import ReportData
 
 __all__ = ["ReportData", "build_report_data", "write_report"]

@@ -16,7 +16,7 @@ logging.getLogger("matplotlib").setLevel(logging.WARNING)
 import matplotlib  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from .parts import Failure, Point  # noqa: E402
+from .contents import Failure, Point  # noqa: E402
 from .why import StepBreakdown  # noqa: E402
 
 # the charts' style, applied while each is drawn (matplotlib's global settings stay as they were)
@@ -100,7 +100,6 @@ def _failures(ax, failures: Sequence[Failure], x: float) -> None:
         )
 
 
-@chart
 def _label_sought(ax: Any, points: Sequence[Point], x_of: Callable[[Point], float | None], pareto: bool) -> None:
     """Trial numbers on the points a reader looks for (the baseline, the winner, the front); the
     others are in the trials table."""
@@ -116,6 +115,7 @@ def _label_sought(ax: Any, points: Sequence[Point], x_of: Callable[[Point], floa
             )
 
 
+@chart
 def scatter_chart(points: Sequence[Point], failures: Sequence[Failure], *, x: str, xlabel: str, pareto: bool) -> Figure:
     """samples/sec against a cost (peak memory or p95 latency); runs stopped early hollow, at the
     figure they had; failures on the zero line."""

@@ -32,8 +32,8 @@ from ..store.trials import (
     unconfirmed_winner,
 )
 from .code import code_diff, script_diff
+from .contents import Charts, Failure, Headline, Notes, Point, ReportData, Table, Verdict, Winner
 from .notes import advice, search_notes
-from .parts import Charts, Failure, Headline, Notes, Point, ReportData, Table, Verdict, Winner
 from .why import StepBreakdown, breakdown
 
 # what PyTorch does when a knob is left at null, for the knob-effect charts

@@ -13,8 +13,8 @@ from ..measurement import PRIMARY
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import config_of, of_setup, ranked
+from .contents import ReportData
 from .data import build_report_data, machine_of
-from .parts import ReportData
 
 
 def setup_of(trials: Sequence[FrozenTrial]) -> list[str]:

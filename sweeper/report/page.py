@@ -11,7 +11,7 @@ from typing import Any
 from ..noise import noise_words
 from ..store.trials import Counts
 from . import charts
-from .parts import Charts, ReportData, Table, Verdict
+from .contents import Charts, ReportData, Table, Verdict
 from .why import StepBreakdown
 
 CSS = """

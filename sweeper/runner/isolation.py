@@ -43,8 +43,8 @@ from ..protocol import (
 )
 from ..result import RunResult, Status
 from .evidence import oom_killed, oom_kills
+from .fork_servers import ForkedTrial, ZygoteUnavailable, zygote_for
 from .leftovers import become_subreaper, kill_group, kill_leftovers, make_scratch, remove_scratch
-from .zygote import ForkedTrial, ZygoteUnavailable, zygote_for
 
 _LOG_TAIL_BYTES = 8192
 # after its result, a child gets this long to shut down before its group is killed

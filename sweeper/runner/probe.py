@@ -16,7 +16,7 @@ from ..machine import Machine, host_facts
 from ..paths import cache_dir, write_atomically
 from ..procs import nvidia_gpus
 from ..protocol import PARENT_PID_ENV, PROBE_MODULE, THREAD_ENV_VARS
-from .zygote import ZygoteUnavailable, zygote_for
+from .fork_servers import ZygoteUnavailable, zygote_for
 
 
 def machine_key(device: str) -> str:

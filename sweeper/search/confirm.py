@@ -19,7 +19,7 @@ from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import config_key, config_of, level, primary_value, ranked, search_interval
 from . import progress
-from .later import kept_tries
+from .held_back import kept_tries
 from .launch import JobRunner, measure_overrides
 from .plan import SweepPlan
 

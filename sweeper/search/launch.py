@@ -24,7 +24,7 @@ from ..runner.signals import StopRequest, StopWaiting
 from ..store.heartbeat import heartbeat
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
-from . import progress, quiet, scheduled
+from . import progress, scheduled, under_load
 from .plan import SweepPlan
 from .settings import LockMode
 
@@ -159,12 +159,12 @@ class JobRunner:
 
     def batch(self, jobs: Sequence[Job]) -> list[RunResult]:
         """Each job's result; a run taken under other processes' load is measured again once the
-        machine is quiet (search/quiet.py), and kept as under-load if it is loaded again."""
+        machine is quiet (search/under_load.py), and kept as under-load if it is loaded again."""
         return [self._unloaded(job, result) for job, result in zip(jobs, self._measured(jobs))]
 
     def _unloaded(self, job: Job, result: RunResult) -> RunResult:
         limit = self.plan.base_value(Knob.MEASURE_FOREIGN_CPU_MAX_PCT)
-        for _ in range(quiet.LOAD_RERUNS):
+        for _ in range(under_load.LOAD_RERUNS):
             if not result.under_load or self.stop.requested or limit is None:
                 return result
             assert result.measurement is not None  # under load: it was measured
@@ -175,9 +175,9 @@ class JobRunner:
             if self.plan.runs_here:  # a scheduler's node is not this machine: its job measures again at once
                 left = self.remaining()
                 bound = float(self.plan.base_value(Knob.MEASURE_QUIET_WAIT_S))
-                quiet.wait_here(float(limit), bound if left is None else min(bound, max(0.0, left)), self.stop)
+                under_load.wait_here(float(limit), bound if left is None else min(bound, max(0.0, left)), self.stop)
             result = self._measured([job])[0]
-        return quiet.kept_under_load(result, quiet.LOAD_RERUNS + 1) if result.under_load else result
+        return under_load.kept_under_load(result, under_load.LOAD_RERUNS + 1) if result.under_load else result
 
     def _measured(self, jobs: Sequence[Job]) -> list[RunResult]:
         if self.stop.requested:

@@ -29,17 +29,17 @@ from ..store.trials import (
     search_interval,
     was_measured,
 )
-from . import history, progress, second_run
+from . import history, progress, recheck
 from . import space as sp
 from .converge import Converged
-from .later import held_later
+from .held_back import held_later
 from .launch import Job, JobRunner, measure_overrides
 from .plan import Learned, SweepPlan
 from .settings import Reuse
-from .settle import settle
 from .start import Queued, queue_start
 from .stops import EXHAUSTED_AFTER, SKIPPED_AFTER, LoopState, alike_failure, nothing_new, stop_reason
 from .trials import Told, ask, reuse, skip, tell_result, this_sweep
+from .unfinished import settle
 
 
 def _rule(plan: SweepPlan, state: LoopState) -> Converged | None:
@@ -233,7 +233,7 @@ def _queue_due(
         state.start_points_due = False
         _queue_start_points(stored, plan, ctx)
     if (rule := _rule(plan, state)) is not None:
-        second_run.queue(stored, plan, trials, rule)
+        recheck.queue(stored, plan, trials, rule)
 
 
 def _ask_batch(

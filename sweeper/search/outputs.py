@@ -33,7 +33,7 @@ from ..store.trials import (
     unconfirmed_winner,
 )
 from . import progress
-from .later import kept_tries
+from .held_back import kept_tries
 from .plan import SweepPlan
 
 

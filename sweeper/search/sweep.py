@@ -26,13 +26,13 @@ from .. import foreign, topology
 from ..config import error_line
 from ..errors import EXIT_LOCKED, ConfigError, Interrupted, MachineBusy, RunFailed, signal_name
 from ..knobs import Knob
+from ..runner.fork_servers import expecting
 from ..runner.lock import MeasureLock, describe
 from ..runner.signals import stop_on_signals
-from ..runner.zygote import expecting
 from ..store.storage import redact, scrub_files
 from ..store.study import StoredStudy, SweepSpan, space_conflict, space_study_name
 from ..store.summary import SweepSummary
-from . import progress, quiet
+from . import progress, under_load
 from . import space as sp
 from .confirm import run_confirmation
 from .launch import JobRunner
@@ -144,7 +144,7 @@ def busy_at_start(plan: SweepPlan, started: foreign.Snapshot) -> str | None:
     limit = plan.base_value(Knob.MEASURE_FOREIGN_CPU_MAX_PCT)
     if not plan.runs_here or not plan.own_app or limit is None:
         return None
-    load = foreign.since(started, topology.machine_cpus(), quiet.SAMPLE_S / 2)
+    load = foreign.since(started, topology.machine_cpus(), under_load.SAMPLE_S / 2)
     if load.cpu_pct <= float(limit):
         return None
     return (

@@ -30,7 +30,7 @@ _RECOVERED_FROM = "recovered_from"
 _SCHEDULER_JOB, _QUEUE_WAIT = "scheduler_job", "queue_wait_s"
 _ORIGIN = "origin"  # set by Optuna's enqueue_trial (search/start.py): why this point was measured
 _QUEUED_FOR = "queued_for"  # the fixed overrides of the setup that queued the point: only it asks it
-# a later knob tried at the best so far (search/later.py): the knob, and the best's trial number
+# a later knob tried at the best so far (search/held_back.py): the knob, and the best's trial number
 _PROBE_KNOB, _PROBE_OF = "probe_knob", "probe_of"
 # a point measured in place of one the preset skipped (oversubscribed): that trial's number
 _IN_PLACE_OF = "in_place_of"

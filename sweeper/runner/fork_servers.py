@@ -6,7 +6,7 @@ children.
 
 A forked trial skips the interpreter start, the torch import and the workload module's import
 (seconds per trial); it is re-parented to this process (a child subreaper), so its exit status,
-its session and its kill are ours exactly as for a spawned worker (sweeper.measuring.zygote).
+its session and its kill are ours exactly as for a spawned worker (sweeper.measuring.fork_server).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class ForkedTrial:
 
 
 class Zygote:
-    """A running fork server (sweeper.measuring.zygote) that has imported `modules`; started with
+    """A running fork server (sweeper.measuring.fork_server) that has imported `modules`; started with
     None, it imports torch at once and the modules when `load` names them. With wait=False it is
     started and not waited for: wait_ready before its first fork."""
 
@@ -306,7 +306,7 @@ def _bound(env: Mapping[str, str]) -> bool:
     """Whether OpenMP binds threads in this environment and pins the zygote's import: GNU's
     libgomp pins the process's own thread to the first place as it starts, so two such zygotes
     would import torch on one core, one after the other. Not where torch ships its own libgomp:
-    the zygote starts it before torch and unpins at once (measuring.zygote.openmp_first)."""
+    the zygote starts it before torch and unpins at once (measuring.fork_server.openmp_first)."""
     binds = env.get("OMP_PROC_BIND", "false").lower() not in ("false", "")
     return binds and _own_openmp() is None
 

@@ -1,4 +1,4 @@
-"""The warm trial engine's child side: `python -m sweeper.measuring.zygote`, a fork server.
+"""The warm trial engine's child side: `python -m sweeper.measuring.fork_server`, a fork server.
 
 It imports torch, torchvision and the workload's modules once per sweep and builds nothing
 that holds threads or a device, then forks one trial per request. The trial is forked twice
