@@ -279,6 +279,36 @@ def test_a_trial_without_heartbeats_is_failed_on_the_next_start(tmp_path):
     assert after[beating.number].state.name == "RUNNING"
 
 
+def test_an_orphaned_trial_without_a_result_is_queued_again_with_its_reason(tmp_path):
+    """A sampled trial whose sweep died mid-run, no result.json left: failed as interrupted, and its
+    point queued again for this setup, the entry naming the trial it stands for; the next ask of
+    the setup takes it. The baseline is asked again as the baseline: not queued."""
+    import types
+
+    from optuna.distributions import CategoricalDistribution
+
+    from sweeper.search.unfinished import settle
+    from sweeper.store.record import Why
+    from sweeper.store.study import StoredStudy
+
+    stored = StoredStudy.open(f"journal:{tmp_path / 's.journal'}", "x")
+    space = {"loader.batch_size": CategoricalDistribution([64, 128])}
+    orphan = stored.study.ask(space)
+    asked = orphan.params["loader.batch_size"]
+    _started_on_the_login_node(orphan, tmp_path / "gone", {}, host="another-host")
+    for key, value in TrialRecord.heartbeat(time.time() - 600).items():
+        orphan.set_user_attr(key, value)
+    settle(stored, types.SimpleNamespace(**vars(_plan()), space=space), give_up=lambda: True)
+    after = stored.trials()
+    assert after[orphan.number].user_attrs["status"] == "interrupted"
+    (queued,) = [t for t in after if t.state.name == "WAITING"]
+    record = TrialRecord.of(queued)
+    assert record.again is not None and record.again.why == Why.ORPHANED and record.again.of == orphan.number
+    assert queued.system_attrs["fixed_params"] == orphan.params and "measured again" in (record.origin or "")
+    taken = stored.ask((), Owner("here", 2, None))
+    assert taken.number == queued.number and taken.suggest_categorical("loader.batch_size", [64, 128]) == asked
+
+
 def _plan():
     import types
 

@@ -16,7 +16,7 @@ from sweeper.report.index import Figure, find_regressions
 from sweeper.report.page import render
 from sweeper.search.outputs import optimization_results
 from sweeper.store.confirmation import Confirmation
-from sweeper.store.record import TrialRecord
+from sweeper.store.record import Again, TrialRecord, Why
 from sweeper.store.storage import has_password, redact
 from sweeper.store.trials import pareto_trials
 
@@ -208,21 +208,26 @@ def test_unconfirmed_winner_says_so():
 
 
 def test_queued_points_the_later_knobs_tries_and_points_in_place_of_skipped_ones_are_noted_apart():
-    from sweeper.store.record import TrialRecord
-
     warm, tried = make(4, 512, 2000.0), make(5, 256, 2300.0)
     warm.user_attrs.update(TrialRecord.queued("warm start: the winner on gpu-a", []))
     tried.user_attrs.update(
         TrialRecord.queued(
             "later: loader.multiprocessing_context=forkserver at the best so far (#1)",
             [],
-            "loader.multiprocessing_context",
-            1,
+            Again(Why.HELD_KNOB, 1, "loader.multiprocessing_context"),
         )
     )
     fitted = make(6, 1024, 2600.0)
-    fitted.user_attrs.update(TrialRecord.queued("#5's point with num_workers=1", [], in_place_of=5))
-    d = build_report_data([*TRIALS, warm, tried, fitted], study_name="s", workload="w", fixed=[], confirmation=None)
+    fitted.user_attrs.update(TrialRecord.queued("#5's point with num_workers=1", [], Again(Why.IN_PLACE, 5)))
+    orphaned = make(7, 256, 2200.0)
+    orphaned.user_attrs.update(
+        TrialRecord.queued("measured again: its sweep stopped while it ran", [], Again(Why.ORPHANED, 3))
+    )
+    trials = [*TRIALS, warm, tried, fitted, orphaned]
+    d = build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None)
+    assert "Measured again, their sweep having stopped while they ran and left no result: #3's point as #7." in (
+        d.notes.search
+    )
     assert (
         "Queued after the baseline, before the sampler's own picks: #4 (warm start: the winner on gpu-a)."
         in d.notes.search
@@ -237,9 +242,30 @@ def test_queued_points_the_later_knobs_tries_and_points_in_place_of_skipped_ones
     ) in d.notes.search
 
 
+@pytest.mark.parametrize(
+    ("attrs", "again"),
+    [
+        pytest.param(
+            {"probe_knob": "loader.in_order", "probe_of": 3}, Again(Why.HELD_KNOB, 3, "loader.in_order"), id="held-knob"
+        ),
+        pytest.param({"in_place_of": 5}, Again(Why.IN_PLACE, 5), id="in-place"),
+        pytest.param({"recheck_of": 1}, Again(Why.RECHECK, 1), id="recheck"),
+        pytest.param({}, None, id="none"),
+    ],
+)
+def test_the_queues_entry_is_read_from_a_study_written_before_it_and_as_it_is_written_now(attrs, again):
+    """Studies written before the one queue kept each reason under a key of its own: read as the
+    same entry, and an entry written now reads back unchanged."""
+    assert TrialRecord.from_attrs(attrs).again == again
+    if again is not None:
+        assert TrialRecord.from_attrs(TrialRecord.queued("o", [], again)).again == again
+
+
 def test_a_proposals_second_run_is_noted_with_both_figures_and_is_no_failure():
     second = make(4, 256, 2450.0, status="second-run", reason="#1's point measured once more: kept from the sampler")
-    second.user_attrs.update(TrialRecord.queued("recipe: the largest batch; measured once more", [], recheck_of=1))
+    second.user_attrs.update(
+        TrialRecord.queued("recipe: the largest batch; measured once more", [], Again(Why.RECHECK, 1))
+    )
     d = build_report_data([*TRIALS, second], study_name="s", workload="w", fixed=[], confirmation=None)
     assert (
         "Measured once more, a sampled point having run beyond the noise of a proposal's run "

@@ -14,7 +14,7 @@ from ..knobs import Knob
 from ..result import Status
 from ..stats import IQR_WARN_THRESHOLD, Spread, rounds_to_separate
 from ..store.confirmation import Confirmation
-from ..store.record import TrialRecord
+from ..store.record import TrialRecord, Why
 
 # beyond this many interleaved rounds, two configurations are equal on this machine
 MAX_USEFUL_ROUNDS = 50
@@ -109,9 +109,13 @@ def search_notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial], rec
     trials on other hardware, noisy trials."""
     notes: list[str] = []
     queued = [(t.number, r) for t in trials if (r := records[t.number]).origin]
-    proposed = [(n, r) for n, r in queued if r.probe_knob is None and r.in_place_of is None and r.recheck_of is None]
+    proposed = [(n, r) for n, r in queued if r.again is None]
     if started := [f"#{n} ({r.origin})" for n, r in proposed]:
         notes.append(f"Queued after the baseline, before the sampler's own picks: {'; '.join(started)}.")
+    if orphans := [f"#{r.again.of}'s point as #{n}" for n, r in queued if r.again and r.again.why == Why.ORPHANED]:
+        notes.append(
+            f"Measured again, their sweep having stopped while they ran and left no result: {'; '.join(orphans)}."
+        )
     if fitted := [f"#{n} ({r.origin})" for n, r in queued if r.in_place_of is not None]:
         notes.append(
             "Measured in place of points skipped as oversubscribed, their nearest point within the cores: "

@@ -15,7 +15,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from optuna.trial import FrozenTrial, TrialState
 
 from ..result import Status
-from ..store.record import TrialRecord
+from ..store.record import TrialRecord, Why
 from ..store.trials import config_of, level, ranked, runs_of, was_measured
 
 _HINT = "(hydra.sweeper.converge=false runs every trial)"
@@ -138,11 +138,11 @@ class Converged:
 
     def _trusted(self, trial: FrozenTrial, trials: Sequence[FrozenTrial]) -> bool:
         """A recipe or a warm start (or the baseline, where trusted): a proposal, not a sampled
-        point. A later knob's try is the point it was tried at with that knob changed: trusted
-        as that point is."""
+        point. A point measured again (a held-back knob's try, a recheck, an orphan's point)
+        stands for the trial it was queued for: trusted as that one is."""
         record = TrialRecord.of(trial)
-        if record.probe_of is not None or record.recheck_of is not None:
-            of = record.probe_of if record.probe_of is not None else record.recheck_of
+        if record.again is not None and record.again.why != Why.IN_PLACE:
+            of = record.again.of
             tried_at = next((t for t in trials if t.number == of), None)
             return tried_at is not None and tried_at.number != trial.number and self._trusted(tried_at, trials)
         proposed = record.origin is not None and record.in_place_of is None

@@ -24,7 +24,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ..knobs import Knob
 from ..noise import Noise
-from ..store.record import TrialRecord
+from ..store.record import Again, TrialRecord, Why
 from ..store.study import StoredStudy
 from ..store.trials import config_of, primary_value, ranked
 from . import space as sp
@@ -156,8 +156,7 @@ def held_later(
                 point,
                 f"later: {knob}={point[knob]} at the best so far (#{best.number})",
                 plan.fixed,
-                probe_knob=knob,
-                probe_of=best.number,
+                again=Again(Why.HELD_KNOB, best.number, knob),
             )
             say(
                 f"{knob}:trying",

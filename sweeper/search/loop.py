@@ -17,7 +17,7 @@ from ..command import AT_FIRST_STEP
 from ..measurement import PRIMARY
 from ..noise import Noise
 from ..result import Status
-from ..store.record import TrialRecord
+from ..store.record import Again, TrialRecord, Why
 from ..store.study import StoredStudy, kin_trials
 from ..store.trials import (
     baseline_of,
@@ -337,7 +337,9 @@ def _answer(
     if (unsampled := plan.unsampled_reason(knobs)) is not None:
         if (fitted := plan.within_cores(knobs)) is not None:  # measured next, unless the study holds it
             changes = ", ".join(f"{k.split('.')[-1]}={fitted[k]}" for k in fitted if fitted[k] != knobs[k])
-            if stored.enqueue(fitted, f"#{trial.number}'s point with {changes}", plan.fixed, in_place_of=trial.number):
+            if stored.enqueue(
+                fitted, f"#{trial.number}'s point with {changes}", plan.fixed, again=Again(Why.IN_PLACE, trial.number)
+            ):
                 say(
                     json.dumps(fitted, sort_keys=True, default=str),
                     f"#{trial.number} skipped ({unsampled.split(';')[0]}): its point with {changes} queued instead",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from optuna.trial import FrozenTrial
 
-from ..store.record import TrialRecord
+from ..store.record import Again, TrialRecord, Why
 from ..store.study import StoredStudy
 from ..store.trials import config_of, primary_value, ranked
 from . import progress
@@ -36,6 +36,9 @@ def queue(stored: StoredStudy, plan: SweepPlan, trials: list[FrozenTrial], rule:
         why = f"#{best.number} read beyond the noise of its run"
         said = f"{origin}): #{best.number} read {primary_value(best):,.0f}, and one run can read low"
     stored.enqueue(
-        config_of(due), f"{origin or f'#{due.number}'}; measured once more: {why}", plan.fixed, recheck_of=due.number
+        config_of(due),
+        f"{origin or f'#{due.number}'}; measured once more: {why}",
+        plan.fixed,
+        again=Again(Why.RECHECK, due.number),
     )
     progress.say(f"measuring #{due.number} once more ({primary_value(due):,.0f} samples/s, {said}")

@@ -22,7 +22,7 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 from ..result import RunResult, Status
 from ..runner.run import RESULT_FILE
 from ..store.heartbeat import orphans, process_alive
-from ..store.record import TrialRecord
+from ..store.record import Again, TrialRecord, Why
 from ..store.study import StoredStudy
 from . import progress, scheduled
 from .plan import SweepPlan
@@ -86,6 +86,29 @@ def _wait_for_jobs(stored: StoredStudy, numbers: Sequence[int], give_up: Callabl
     return set(pending)
 
 
+def _queue_again(stored: StoredStudy, plan: SweepPlan, trial: FrozenTrial) -> None:
+    """An orphaned trial of this setup that left no result: its point goes back in the queue, to
+    be measured in this sweep (nothing the sweep that died asked for is lost). The baseline is
+    asked again as the baseline, and a point measured again for another trial stands for that
+    one: neither is queued here."""
+    record = TrialRecord.of(trial)
+    if not trial.params or record.fixed_overrides != plan.fixed or record.baseline or record.again is not None:
+        return
+    knobs = {k: v for k, v in trial.params.items() if k in plan.space}
+    if len(knobs) != len(trial.params):
+        return  # asked in another space: the sampler asks this one's own points
+    origin = f"{record.origin}; " if record.origin else ""
+    stored.enqueue(
+        knobs,
+        f"{origin}measured again: its sweep stopped while it ran",
+        plan.fixed,
+        again=Again(Why.ORPHANED, trial.number),
+    )
+    progress.say(
+        f"trial #{trial.number}: its sweep stopped while it ran and left no result; its point is measured again"
+    )
+
+
 def settle(stored: StoredStudy, plan: SweepPlan, give_up: Callable[[], bool]) -> None:
     """Settle what earlier sweeps left (see the module's docstring), before the first ask."""
     found = orphans(
@@ -113,6 +136,7 @@ def settle(stored: StoredStudy, plan: SweepPlan, give_up: Callable[[], bool]) ->
             progress.say(f"trial #{trial.number}: its job finished after its sweep stopped; its result.json is read")
         else:
             stored.fail(trial.number, Status.INTERRUPTED, why)
+            _queue_again(stored, plan, trial)
     for trial, result in late_results(stored.trials(plan.fixed), plan.fixed):
         if trial.number in still:
             continue

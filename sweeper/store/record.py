@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from ..choice import Choice
 from ..machine import Fingerprint
 from ..measurement import Measurement
 from ..result import WALL_S, RunResult, Status
@@ -30,13 +31,11 @@ _RECOVERED_FROM = "recovered_from"
 _SCHEDULER_JOB, _QUEUE_WAIT = "scheduler_job", "queue_wait_s"
 _ORIGIN = "origin"  # set by Optuna's enqueue_trial (search/start.py): why this point was measured
 _QUEUED_FOR = "queued_for"  # the fixed overrides of the setup that queued the point: only it asks it
-# a later knob tried at the best so far (search/held_back.py): the knob, and the best's trial number
-_PROBE_KNOB, _PROBE_OF = "probe_knob", "probe_of"
-# a point measured in place of one the preset skipped (oversubscribed): that trial's number
-_IN_PLACE_OF = "in_place_of"
-# a proposal measured once more because a sampled point beat its run beyond the noise
-# (search/converge.py): the proposal's trial number
-_RECHECK_OF = "recheck_of"
+# a point queued to be measured again, or in place of another trial: {"why", "of", "knob"} (Again)
+_AGAIN = "again"
+# how studies written before `again` said the same: a held-back knob's try (the knob, the best's
+# number), a point in place of a skipped one, a proposal measured once more (read, never written)
+_PROBE_KNOB, _PROBE_OF, _IN_PLACE_OF, _RECHECK_OF = "probe_knob", "probe_of", "in_place_of", "recheck_of"
 # a result taken from another study of the same workload and hardware class: "<study>#<number>"
 _BORROWED_FROM = "borrowed_from"
 # the attributes of a result, copied when a result is reused for an identical configuration
@@ -48,6 +47,42 @@ def _status(attrs: Mapping[str, Any]) -> Status | None:
     if value is None:
         return None
     return Status(value)
+
+
+class Why(Choice):
+    """Why a point is queued for a run of its own although the study may hold it."""
+
+    RECHECK = "recheck"  # a proposal measured once more: its run may have read low (search/recheck.py)
+    HELD_KNOB = "held-knob"  # a held-back knob tried at the best so far (search/held_back.py)
+    IN_PLACE = "in-place"  # the nearest point within the cores, for one the preset skipped
+    ORPHANED = "orphaned"  # its sweep died while measuring it, and its job left no result (search/unfinished.py)
+
+
+@dataclass(frozen=True)
+class Again:
+    """An entry of the one queue of points measured again: why, the trial it stands for, and
+    for a held-back knob's try, the knob. Every path that measures a point again queues one, so
+    the study's trials say what each run was for."""
+
+    why: Why
+    of: int
+    knob: str | None = None
+
+    def attrs(self) -> dict[str, Any]:
+        return {"why": self.why.value, "of": self.of, **({"knob": self.knob} if self.knob else {})}
+
+    @classmethod
+    def from_attrs(cls, attrs: Mapping[str, Any]) -> Again | None:
+        """The stored entry, from `again` or the keys studies written before it used."""
+        if (again := attrs.get(_AGAIN)) is not None:
+            return cls(Why(again["why"]), int(again["of"]), again.get("knob"))
+        if attrs.get(_PROBE_KNOB) and attrs.get(_PROBE_OF) is not None:
+            return cls(Why.HELD_KNOB, int(attrs[_PROBE_OF]), attrs[_PROBE_KNOB])
+        if attrs.get(_IN_PLACE_OF) is not None:
+            return cls(Why.IN_PLACE, int(attrs[_IN_PLACE_OF]))
+        if attrs.get(_RECHECK_OF) is not None:
+            return cls(Why.RECHECK, int(attrs[_RECHECK_OF]))
+        return None
 
 
 @dataclass(frozen=True)
@@ -94,10 +129,7 @@ class TrialRecord:
     scheduler_job: str | None = None  # slurm:<job id>, where a scheduler ran it
     queue_wait_s: float | None = None  # from its submission to its run's start
     origin: str | None = None  # queued after the baseline: a warm start or a recipe, and from where
-    probe_knob: str | None = None  # a later knob tried at the best so far: which
-    probe_of: int | None = None  # ... and the best's trial number
-    in_place_of: int | None = None  # the skipped trial whose nearest point within the cores this is
-    recheck_of: int | None = None  # the proposal this run measures once more
+    again: Again | None = None  # queued to be measured again: why, and of which trial
     queued_for: tuple[str, ...] | None = None  # a queued point's setup (None: queued by hand, or not queued)
     recovered_from: int | None = None  # the failed trial whose job's late result this trial holds
     measured_again: str | None = None  # its first run was taken under load: what loaded it
@@ -134,16 +166,37 @@ class TrialRecord:
             scheduler_job=attrs.get(_SCHEDULER_JOB),
             queue_wait_s=attrs.get(_QUEUE_WAIT),
             origin=attrs.get(_ORIGIN),
-            probe_knob=attrs.get(_PROBE_KNOB),
-            probe_of=attrs.get(_PROBE_OF),
-            in_place_of=attrs.get(_IN_PLACE_OF),
-            recheck_of=attrs.get(_RECHECK_OF),
+            again=Again.from_attrs(attrs),
             queued_for=tuple(attrs[_QUEUED_FOR]) if attrs.get(_QUEUED_FOR) is not None else None,
             recovered_from=attrs.get(_RECOVERED_FROM),
             measured_again=attrs.get(_MEASURED_AGAIN),
             borrowed_from=attrs.get(_BORROWED_FROM),
             claimed_by=Owner(*attrs[_CLAIMED_BY]) if attrs.get(_CLAIMED_BY) else None,
         )
+
+    def again_for(self, why: Why) -> int | None:
+        """The trial this one stands for, where it was queued again for `why`."""
+        return self.again.of if self.again is not None and self.again.why == why else None
+
+    @property
+    def probe_knob(self) -> str | None:
+        """A held-back knob tried at the best so far: which."""
+        return self.again.knob if self.again is not None and self.again.why == Why.HELD_KNOB else None
+
+    @property
+    def probe_of(self) -> int | None:
+        """... and the best's trial number."""
+        return self.again_for(Why.HELD_KNOB)
+
+    @property
+    def in_place_of(self) -> int | None:
+        """The skipped trial whose nearest point within the cores this is."""
+        return self.again_for(Why.IN_PLACE)
+
+    @property
+    def recheck_of(self) -> int | None:
+        """The proposal this run measures once more."""
+        return self.again_for(Why.RECHECK)
 
     # -- reading (the typed parts on first use: a sweep reads many records) --
     @cached_property
@@ -213,23 +266,13 @@ class TrialRecord:
         return {_SCHEDULER_JOB: scheduler_job}
 
     @staticmethod
-    def queued(
-        origin: str | None,
-        fixed: Sequence[str],
-        probe_knob: str | None = None,
-        probe_of: int | None = None,
-        in_place_of: int | None = None,
-        recheck_of: int | None = None,
-    ) -> dict[str, Any]:
-        """A point queued for its setup's next ask (enqueue_trial's user_attrs): for which setup and why (none: the
-        baseline; for a later knob tried at the best so far, which knob at which trial; for a point measured in
-        place of a skipped one, which trial; for a proposal measured once more, its trial)."""
+    def queued(origin: str | None, fixed: Sequence[str], again: Again | None = None) -> dict[str, Any]:
+        """A point queued for its setup's next ask (enqueue_trial's user_attrs): for which setup and
+        why (no origin: the baseline), and where it is measured again, the queue's entry."""
         return {
             _QUEUED_FOR: list(fixed),
             **({_ORIGIN: origin} if origin is not None else {}),
-            **({_PROBE_KNOB: probe_knob, _PROBE_OF: probe_of} if probe_knob else {}),
-            **({_IN_PLACE_OF: in_place_of} if in_place_of is not None else {}),
-            **({_RECHECK_OF: recheck_of} if recheck_of is not None else {}),
+            **({_AGAIN: again.attrs()} if again is not None else {}),
         }
 
     @staticmethod

@@ -17,7 +17,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ..result import Status
 from .confirmation import Confirmation
-from .record import Owner, TrialRecord
+from .record import Again, Owner, TrialRecord, Why
 from .storage import open_storage
 from .trials import current, of_setup
 
@@ -176,22 +176,17 @@ class StoredStudy:
         knobs: Mapping[str, Any],
         origin: str | None,
         fixed: Sequence[str],
-        *,
-        probe_knob: str | None = None,
-        probe_of: int | None = None,
-        in_place_of: int | None = None,
-        recheck_of: int | None = None,
+        again: Again | None = None,
     ) -> bool:
         """Queue a point for this setup's next ask, with why: once (not if the setup's trials hold
-        it, the baseline's own point included), except the baseline (no origin), a later knob's
-        try, which must be trials of their own (answered from an identical run when there is one),
-        and a proposal measured once more (`recheck_of`: a run of its own).
-        False: the setup held it, so nothing was queued."""
-        if origin is not None and probe_knob is None and recheck_of is None and self.holds(knobs, fixed):
+        it, the baseline's own point included), except the baseline (no origin) and a point
+        measured again (`again`, the one queue's entry: a recheck, a held-back knob's try, an
+        orphaned trial's point), which are trials of their own; a point in place of a skipped one
+        is queued once too. False: the setup held it, so nothing was queued."""
+        own_run = again is not None and again.why != Why.IN_PLACE
+        if origin is not None and not own_run and self.holds(knobs, fixed):
             return False
-        self.study.enqueue_trial(
-            dict(knobs), user_attrs=TrialRecord.queued(origin, fixed, probe_knob, probe_of, in_place_of, recheck_of)
-        )
+        self.study.enqueue_trial(dict(knobs), user_attrs=TrialRecord.queued(origin, fixed, again))
         return True
 
     def holds(self, knobs: Mapping[str, Any], fixed: Sequence[str]) -> bool:
