@@ -1371,6 +1371,33 @@ def test_summary_json_keeps_why_the_search_stopped_beside_every_count():
     assert SweepSummary.from_json(summary.to_json()) == summary
 
 
+def test_queued_points_are_asked_in_the_chains_order_whatever_order_they_were_queued_in(tmp_path):
+    """The baseline, then the start points, then the points measured again, then a held-back
+    knob's try; the sampler only once none is queued."""
+    import optuna
+
+    from sweeper.store.record import Again, Owner, TrialRecord, Why
+    from sweeper.store.study import StoredStudy
+
+    storage = optuna.storages.InMemoryStorage()
+    stored = StoredStudy(optuna.create_study(storage=storage), storage)
+    queued = [
+        ({"b": 1}, "later: b=1 at the best so far (#9)", Again(Why.HELD_KNOB, 9, "b")),
+        ({"b": 2}, "recipe; measured once more", Again(Why.RECHECK, 8)),
+        ({"b": 3}, "recipe: the largest batch", None),
+        ({"b": 4}, "measured again: its sweep stopped while it ran", Again(Why.ORPHANED, 7)),
+        ({"b": 5}, None, None),  # the baseline
+    ]
+    for knobs, origin, again in queued:
+        assert stored.enqueue(knobs, origin, (), again=again)
+    owner = Owner("here", 1, None)
+    taken = [stored.ask((), owner) for _ in range(6)]
+    records = [TrialRecord.of(t) for t in taken]
+    assert [r.queue_place for r in records[:5]] == [0, 1, 2, 2, 3]
+    assert [t.number for t in taken[:5]] == [4, 2, 1, 3, 0]  # the re-measures in the order queued
+    assert taken[5].number == 5 and records[5].origin is None and records[5].queued_for is None  # the sampler's
+
+
 def test_a_queued_point_goes_only_to_the_setup_that_queued_it(tmp_path):
     """One study holds several setups, and Optuna keeps one queue per study: each setup's ask
     takes its own queued points, never another's; a point queued by hand goes to any."""

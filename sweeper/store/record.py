@@ -174,6 +174,18 @@ class TrialRecord:
             claimed_by=Owner(*attrs[_CLAIMED_BY]) if attrs.get(_CLAIMED_BY) else None,
         )
 
+    @property
+    def queue_place(self) -> int:
+        """Where a queued point stands in the one chain a sweep's proposals come from: the
+        baseline (queued with no origin) first, then the start points (warm starts, recipes),
+        then the points measured again, then a held-back knob's try; the sampler asks only when
+        the queue is empty."""
+        if self.origin is None:
+            return 0
+        if self.again is None:
+            return 1
+        return 3 if self.again.why == Why.HELD_KNOB else 2
+
     def again_for(self, why: Why) -> int | None:
         """The trial this one stands for, where it was queued again for `why`."""
         return self.again.of if self.again is not None and self.again.why == why else None

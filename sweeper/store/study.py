@@ -200,15 +200,17 @@ class StoredStudy:
         )
 
     def ask(self, fixed: Sequence[str], owner: Owner) -> optuna.Trial:
-        """Optuna's Study.ask, except that a queued point goes only to the setup that queued it,
-        and the trial carries `owner` from the moment it is RUNNING. A study
+        """Optuna's Study.ask, except that a queued point goes only to the setup that queued it, in
+        the chain's order (TrialRecord.queue_place) rather than the queue's, and the trial carries
+        `owner` from the moment it is RUNNING. A study
         holds several setups (fixed overrides) and Optuna keeps one queue per study, so Study.ask
         would hand one setup's queued point to whichever sweep asks first. A point queued by hand
         (no setup recorded) goes to any."""
         # Study.ask's own steps, through the storage the study reads (Optuna puts a cache in front
         # of an RDB, which must see the trial it hands out)
         storage = self.study._storage
-        for waiting in storage.get_all_trials(self.study_id, deepcopy=False, states=(TrialState.WAITING,)):
+        queued = storage.get_all_trials(self.study_id, deepcopy=False, states=(TrialState.WAITING,))
+        for waiting in sorted(queued, key=lambda t: (TrialRecord.of(t).queue_place, t.number)):
             setup = TrialRecord.of(waiting).queued_for
             if setup is not None and setup != tuple(fixed):
                 continue
