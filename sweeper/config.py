@@ -203,6 +203,17 @@ class CustomTask(FactoryTask):
     params: Dict[str, Any] = field(default_factory=dict)
 
 
+def typed_task(schema: Any, task: Any) -> Any:
+    """A built-in task's mapping, as every factory receives it, as the task's own type: its keys
+    typed and checked by its schema (a factory reads fields, not keys with defaults of its own)."""
+    known = {f.name for f in fields(schema)}
+    typed = OmegaConf.to_object(
+        OmegaConf.merge(OmegaConf.structured(schema), {k: v for k, v in task.items() if k in known})
+    )
+    assert isinstance(typed, schema)
+    return typed
+
+
 # (schema name, schema): each YAML of conf/ names its schema in its defaults
 # (`- /schema/task/mnist_mlp@_here_`); the schemas live in a group of their own, `schema/`, so
 # that they are never offered as a group's options (task=mnist_mlp is a workload, its schema is not)

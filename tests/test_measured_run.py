@@ -275,18 +275,23 @@ def test_typo_key_gets_one_line_with_the_key_it_meant(sweeper_run):
 
 def test_generated_mnist_is_torchvisions_own_class_and_adam_the_default():
     import torch
+    from omegaconf import OmegaConf
     from torchvision.datasets import MNIST
 
+    from sweeper.preflight import compose
     from sweeper.tasks.mnist_mlp import build
 
-    workload = build({"mode": "train", "num_samples": 100, "root": None})
+    def task(*overrides):  # as the run hands it to the factory: the composed task=mnist_mlp
+        return OmegaConf.to_container(compose(("task.num_samples=100", *overrides))["task"], resolve=True)
+
+    workload = build(task())
     assert type(workload.dataset) is MNIST and type(workload.dataset).__getitem__ is MNIST.__getitem__
     assert workload.dataset.data.dtype == torch.uint8 and workload.dataset.targets.dtype == torch.int64
     image, label = workload.dataset[3]
     assert image.shape == (1, 28, 28) and isinstance(label, int)
     params = list(workload.model.parameters())
     assert isinstance(workload.optimizer_fn(params), torch.optim.Adam)
-    sgd = build({"mode": "train", "num_samples": 100, "root": None, "optimizer": "sgd", "lr": 0.01})
+    sgd = build(task("task.optimizer=sgd", "task.lr=0.01"))
     assert isinstance(sgd.optimizer_fn(params), torch.optim.SGD)
 
 

@@ -166,7 +166,7 @@ def build(spec: RunSpec, ready: Prepared) -> Built:
         spec.loader,
         device,
         training,
-        task.get("epoch_samples"),
+        task["epoch_samples"],
         ready.placement.loader if ready.placement is not None else None,
         shard=(rank.rank, rank.world) if rank is not None else None,
     )

@@ -10,6 +10,7 @@ from typing import Any
 from torch import nn
 from torchvision import datasets, models, transforms
 
+from sweeper.config import ImageTask, Mode, typed_task
 from sweeper.errors import InvalidConfig
 from sweeper.paths import cache_dir, write_atomically
 from sweeper.workload import Workload
@@ -68,10 +69,11 @@ class IndexedImageFolder(datasets.ImageFolder):
 
 
 def build(task: dict[str, Any]) -> Workload:
-    size, classes = int(task["image_size"]), int(task["num_classes"])
-    transform = image_transform(size, task["mode"] == "train")
-    if task.get("data_dir"):
-        data = IndexedImageFolder(task["data_dir"], transform=transform)
+    typed = typed_task(ImageTask, task)
+    size, classes = typed.image_size, typed.num_classes
+    transform = image_transform(size, typed.mode == Mode.train)
+    if typed.data_dir:
+        data = IndexedImageFolder(typed.data_dir, transform=transform)
         if len(data.classes) > classes:
             raise InvalidConfig(
                 f"task.num_classes={classes} but task.data_dir has {len(data.classes)} class "
@@ -80,10 +82,10 @@ def build(task: dict[str, Any]) -> Workload:
     else:
         # source images a little larger than the crop, as photos are
         source = (3, int(size * 1.15), int(size * 1.15))
-        data = datasets.FakeData(int(task["num_samples"]), image_size=source, num_classes=classes, transform=transform)
+        data = datasets.FakeData(typed.num_samples, image_size=source, num_classes=classes, transform=transform)
     return Workload(
-        model=make_model(task["model"], classes, size),
+        model=make_model(typed.model, classes, size),
         dataset=data,
         loss_fn=nn.functional.cross_entropy,
-        convolutional=is_convolutional(task["model"]),
+        convolutional=is_convolutional(typed.model),
     )

@@ -10,6 +10,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import Dataset
 
+from sweeper.config import LanguageTask, typed_task
 from sweeper.errors import InvalidConfig
 from sweeper.workload import Workload
 
@@ -65,28 +66,28 @@ def next_token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
     return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
 
 
-def tokens(task: dict[str, Any]) -> np.ndarray:
-    vocab = int(task["vocab_size"])
-    if task.get("token_file"):
-        data = np.memmap(task["token_file"], dtype=np.uint16, mode="r")
+def tokens(task: LanguageTask) -> np.ndarray:
+    vocab = task.vocab_size
+    if task.token_file:
+        data = np.memmap(task.token_file, dtype=np.uint16, mode="r")
         head = data[:1_000_000]  # a look at the start, not a scan of a file of billions
         if len(head) and int(head.max()) >= vocab:
             raise InvalidConfig(
-                f"task.token_file={task['token_file']!r} holds token id {int(head.max())} "
+                f"task.token_file={task.token_file!r} holds token id {int(head.max())} "
                 f">= task.vocab_size={vocab}: raise task.vocab_size."
             )
         return data
     rng = np.random.default_rng(0)
-    return rng.integers(0, vocab, size=int(task["num_tokens"]), dtype=np.uint16)
+    return rng.integers(0, vocab, size=task.num_tokens, dtype=np.uint16)
 
 
 def build(task: dict[str, Any]) -> Workload:
-    seq_len = int(task["seq_len"])
-    model = GPT(int(task["vocab_size"]), seq_len, int(task["depth"]), int(task["width"]), int(task["heads"]))
-    make_opt = lambda ps: torch.optim.AdamW(ps, lr=float(task["lr"]))  # noqa: E731
+    typed = typed_task(LanguageTask, task)
+    model = GPT(typed.vocab_size, typed.seq_len, typed.depth, typed.width, typed.heads)
+    lr = typed.lr
     return Workload(
         model=model,
-        dataset=TokenWindows(tokens(task), seq_len),
+        dataset=TokenWindows(tokens(typed), typed.seq_len),
         loss_fn=next_token_loss,
-        optimizer_fn=make_opt,
+        optimizer_fn=lambda ps: torch.optim.AdamW(ps, lr=lr),
     )

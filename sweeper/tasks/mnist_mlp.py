@@ -11,6 +11,7 @@ from torch import nn
 from torch.utils.data import Dataset
 from torchvision import datasets, transforms
 
+from sweeper.config import MnistTask, Mode, Optimizer, typed_task
 from sweeper.errors import InvalidConfig
 from sweeper.paths import cache_dir, write_atomically
 from sweeper.workload import Workload
@@ -58,28 +59,30 @@ def mlp() -> nn.Module:
     )
 
 
-def dataset(task: dict[str, Any]) -> Dataset:
-    train = task["mode"] == "train"
-    if task.get("root"):
+def dataset(task: MnistTask) -> Dataset:
+    train = task.mode == Mode.train
+    if task.root:
         try:
-            return datasets.MNIST(task["root"], train=train, download=False, transform=MNIST_TRANSFORM)
+            return datasets.MNIST(task.root, train=train, download=False, transform=MNIST_TRANSFORM)
         except RuntimeError as exc:  # "Dataset not found. You can use download=True ..."
             raise InvalidConfig(
-                f"task.root={task['root']!r} holds no MNIST ({exc}): it needs MNIST/raw/ "
+                f"task.root={task.root!r} holds no MNIST ({exc}): it needs MNIST/raw/ "
                 "as torchvision writes it, or set task.root=null for generated data."
             ) from exc
-    return generated_mnist(int(task["num_samples"]), MNIST_TRANSFORM, train=train)
+    return generated_mnist(task.num_samples, MNIST_TRANSFORM, train=train)
 
 
-def optimizer(task: dict[str, Any]) -> Callable[[Any], torch.optim.Optimizer]:
-    """The published experiment's Adam (lr 1e-3) by default; SGD with momentum on request."""
-    lr = float(task.get("lr") or 1e-3)
-    if task.get("optimizer", "adam") == "sgd":
+def optimizer(task: MnistTask) -> Callable[[Any], torch.optim.Optimizer]:
+    """The published experiment's Adam (lr 1e-3: conf/task/mnist_mlp.yaml); SGD with momentum
+    on request."""
+    lr = task.lr
+    if task.optimizer == Optimizer.sgd:
         return lambda params: torch.optim.SGD(params, lr=lr, momentum=0.9)
     return lambda params: torch.optim.Adam(params, lr=lr)
 
 
 def build(task: dict[str, Any]) -> Workload:
+    typed = typed_task(MnistTask, task)
     return Workload(
-        model=mlp(), dataset=dataset(task), loss_fn=nn.functional.cross_entropy, optimizer_fn=optimizer(task)
+        model=mlp(), dataset=dataset(typed), loss_fn=nn.functional.cross_entropy, optimizer_fn=optimizer(typed)
     )
