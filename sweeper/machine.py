@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from . import share
+
 
 def cpu_model() -> str:
     try:
@@ -29,11 +31,13 @@ def cpu_model() -> str:
 
 def host_facts() -> dict[str, Any]:
     """What every fingerprint holds, known without torch."""
+    quota = share.quota_cpus()
     return {
         "hostname": socket.gethostname(),
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
-        "cpus_available": len(os.sched_getaffinity(0)),
+        "cpus_available": share.usable_cores(len(os.sched_getaffinity(0)), quota),
+        "cpu_quota": quota,
         "python": platform.python_version(),
         "platform": platform.platform(),
     }
@@ -46,8 +50,10 @@ class Fingerprint:
     hostname: str = ""
     cpu: str = ""
     cpu_count: int | None = None
-    # the cores the run could use before it pinned itself (backend.affinity)
+    # the cores the run could keep busy before it pinned itself (backend.affinity): its affinity's,
+    # fewer under a cgroup CPU quota (sweeper.share)
     cpus_available: int | None = None
+    cpu_quota: float | None = None  # the cgroup's CPU quota, in CPUs (None: none)
     python: str | None = None
     platform: str | None = None
     # torch's intra-op and inter-op threads in the run
@@ -77,7 +83,9 @@ class Fingerprint:
     def describe(self) -> str:
         """The machine in one line, as the terminal summary and the report say it."""
         return (
-            f"{self.hostname}: {self.cpu}, {self.cpus_available} cores, {self.gpu or 'no GPU'}, torch {self.torch}"
+            f"{self.hostname}: {self.cpu}, {self.cpus_available} cores"
+            + (f" (a CPU quota of {self.cpu_quota:g})" if self.cpu_quota is not None else "")
+            + f", {self.gpu or 'no GPU'}, torch {self.torch}"
             + (f", CUDA {self.cuda}" if self.cuda else "")
         )
 

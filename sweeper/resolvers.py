@@ -5,15 +5,14 @@ exist with workers."""
 
 from __future__ import annotations
 
-import os
-
 from omegaconf import OmegaConf
 
-from . import topology
+from . import share, topology
 
 
 def cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    """The cores this process may keep busy: its affinity's, fewer under a cgroup CPU quota."""
+    return share.cores_here()
 
 
 def powers_of_two_upto(n: int) -> list[int]:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,12 +49,19 @@ class Run:
 
 
 def run_sweeper(
-    tmp_path: Path, *overrides: str, env: dict[str, str] | None = None, timeout: float = 300, tiny: bool = True
+    tmp_path: Path,
+    *overrides: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+    tiny: bool = True,
+    wrap: Sequence[str] = (),
 ) -> Run:
+    """`python -m sweeper` with these overrides, its run directory in tmp_path; `wrap`: the command
+    it runs under (a shell that joins a cgroup first, say)."""
     run_dir = tmp_path / "run"
     args = [*(TINY if tiny else []), *overrides, f"hydra.run.dir={run_dir}"]
     proc = subprocess.run(
-        [sys.executable, "-m", "sweeper", *args],
+        [*wrap, sys.executable, "-m", "sweeper", *args],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": child_pythonpath(), **(env or {})},
         capture_output=True,

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import torch
 
+from .. import share
 from ..machine import Fingerprint, host_facts
 
 
 def fingerprint(device: torch.device, cpus_available: int | None = None) -> Fingerprint:
     """`cpus_available`: the machine's cores as the run found them before pinning itself
-    (backend.affinity), so that a pinned run is still on the same hardware class."""
+    (backend.affinity), so that a pinned run is still on the same hardware class; fewer under
+    its cgroup's CPU quota, as the host's facts count them."""
+    facts = host_facts()
     return Fingerprint.of(
         {
-            **host_facts(),
-            **({"cpus_available": cpus_available} if cpus_available else {}),
+            **facts,
+            **({"cpus_available": share.usable_cores(cpus_available, facts["cpu_quota"])} if cpus_available else {}),
             "threads": torch.get_num_threads(),
             "interop_threads": torch.get_num_interop_threads(),
             "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,

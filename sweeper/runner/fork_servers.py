@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from .. import topology
+from .. import share, topology
 from ..protocol import PARENT_PID_ENV, THREAD_ENV_VARS, ZYGOTE_FD_ENV, ZYGOTE_MODULE, pythonpath_with_cwd
 
 # starting the zygote imports torch: generous, it happens once per sweep
@@ -320,7 +320,7 @@ def _spare_environments(modules: Sequence[str], needed: Mapping[str, str]) -> li
     """The expected environments to start beside a needed zygote: those without a live zygote,
     as many as the cores beyond one, within the room left (the needed one counted), at most one
     of them and the needed one binding OpenMP's threads (they would share a core)."""
-    room = min(len(os.sched_getaffinity(0)) - 1, zygote_room(list(_ZYGOTES.values())) - len(_ZYGOTES) - 1)
+    room = min(share.cores_here() - 1, zygote_room(list(_ZYGOTES.values())) - len(_ZYGOTES) - 1)
     chosen: list[dict[str, str]] = []
     bound = _bound(needed)
     for env in _EXPECTED:

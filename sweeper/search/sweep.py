@@ -179,6 +179,12 @@ def announce(plan: SweepPlan, stored: StoredStudy) -> None:
         f"{', '.join(f'{o} ({d})' for o, d in zip(plan.objectives, plan.directions))}; "
         f"sampler {type(stored.study.sampler).__name__}"
     )
+    if (quota := plan.machine.fingerprint.cpu_quota) is not None:
+        progress.say(
+            f"a CPU quota of {quota:g} CPUs (this process's cgroup): the search counts {plan.machine.cores} "
+            f"core{'s' if plan.machine.cores != 1 else ''} for threads, workers and ranks, not the host's "
+            f"{plan.machine.fingerprint.cpu_count}"
+        )
     if plan.search.staged and (held := plan.held_back(0) - plan.later):
         progress.say(
             f"staged: the first {plan.search.staged:.0%} of n_trials search "
