@@ -132,6 +132,23 @@ def test_report_and_optimization_results_agree_on_a_constrained_front():
     results = optimization_results("s", ["samples_per_sec", "peak_memory_mb"], pareto_trials(trials, directions), None)
     assert charted == {s["number"] for s in results["solutions"]} == {0, 1}
     assert d.charts.front_on == "memory"
+    assert [p.number for p in d.charts.points if not p.feasible] == [2]  # drawn grey, past the limit
+
+
+def test_the_report_draws_a_sweeps_limits_and_its_latency_chart_where_latency_is_limited():
+    """The limits the sweep held the figures to come with its span: the memory chart draws its
+    cap, and a limit on p99 step time adds the latency chart, on p99, with its line."""
+    from sweeper.report.page import scatter_sections
+    from sweeper.store.study import SweepSpan
+
+    trials = [make(0, 64, 1000.0, 400.0, baseline=True, over_gb=-1.0), make(1, 256, 2500.0, 600.0, over_gb=3.0)]
+    span = SweepSpan(1.0, 2.0, "n_trials", 0, 0.08, {"peak_memory_mb": 500.0, "step_time_p99_ms": 50.0})
+    d = build_report_data(trials, study_name="s", workload="w train", fixed=[], confirmation=None, sweep_span=span)
+    assert d.charts.limits == {"peak_memory_mb": 500.0, "step_time_p99_ms": 50.0}
+    html = "".join(scatter_sections(d.charts, "w train"))
+    assert "Speed against step latency" in html and "samples/sec against p99 step latency" in html
+    plain = build_report_data(trials, study_name="s", workload="w train", fixed=[], confirmation=None)
+    assert "Speed against step latency" not in "".join(scatter_sections(plain.charts, "w train"))
 
 
 def test_a_samples_per_sec_search_still_draws_its_memory_front():

@@ -924,6 +924,38 @@ def test_orphans_by_process_here_and_by_heartbeat_elsewhere():
     assert [(t.number, why) for t, why in found] == [(0, DIED), (2, SILENT)]
 
 
+def test_a_run_past_a_limit_is_an_infeasible_trial_never_ranked(tmp_path):
+    """A cost over its limit and samples/sec under its are positive constraints (Optuna's
+    infeasible): the trial keeps its figures, ranks nowhere, and the counts say so."""
+    import optuna
+    from optuna.distributions import CategoricalDistribution
+
+    from sweeper.measurement import Measurement, Throughput, Timing
+    from sweeper.result import RunResult, Status
+    from sweeper.search.trials import over_limits
+    from sweeper.store.trials import count, ranked
+
+    fast = RunResult(
+        Status.OK,
+        measurement=Measurement(throughput=Throughput(samples_per_sec=900.0), timing=Timing(step_time_p99_ms=61.0)),
+    )
+    assert over_limits(fast, {"step_time_p99_ms": 50.0, "samples_per_sec": 1000.0}) == {
+        "step_time_p99_ms": 11.0,
+        "samples_per_sec": 100.0,
+    }
+    assert over_limits(fast, {"step_time_p99_ms": 80.0}) == {"step_time_p99_ms": -19.0}
+    study = optuna.create_study(direction="maximize")
+    for figure, excess in ((900.0, 11.0), (500.0, -1.0)):
+        trial = study.ask({"b": CategoricalDistribution([1, 2])})
+        trial.set_user_attr("knobs", {"b": 1})
+        trial.set_user_attr("status", "ok")
+        trial.set_user_attr("metrics", {"samples_per_sec": figure})
+        trial.set_constraint("step_time_p99_ms", excess)
+        study.tell(trial, figure)
+    trials = study.get_trials()
+    assert [t.number for t in ranked(trials)] == [1] and count(trials).infeasible == 1
+
+
 @pytest.mark.parametrize(
     ("values", "message"),
     [
@@ -931,7 +963,8 @@ def test_orphans_by_process_here_and_by_heartbeat_elsewhere():
         ({"n_trials": 0}, "n_trials=0 is invalid"),
         ({"confirm": {"top_k": -1}}, r"hydra.sweeper.confirm.top_k=-1 is invalid: expected an integer >= 0"),
         ({"confirm": {"rounds": 0}}, r"hydra.sweeper.confirm.rounds=0 is invalid: expected an integer >= 1"),
-        ({"constraints": {"max_memory_gb": 0}}, r"max_memory_gb=0.0 is invalid: expected a number > 0 or null"),
+        ({"constraints": {"peak_memory_mb": 0}}, r"constraints.peak_memory_mb=0.0 is invalid: expected a number > 0"),
+        ({"constraints": {"fps": 5}}, r"constraints: 'fps' is not a measured figure: expected some of samples_per_sec"),
     ],
 )
 def test_settings_are_checked(values, message):

@@ -160,6 +160,7 @@ class Timings:
         return Timing(
             step_time_p50_ms=1e3 * quantile(self.step_s, 0.5),
             step_time_p95_ms=1e3 * quantile(self.step_s, 0.95),
+            step_time_p99_ms=1e3 * quantile(self.step_s, 0.99),
             data_wait_fraction=wait_fraction,
             bottleneck=bottleneck(wait_fraction, busy),
             steps_measured=len(self.step_s),

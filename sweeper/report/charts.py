@@ -115,14 +115,47 @@ def _label_sought(ax: Any, points: Sequence[Point], x_of: Callable[[Point], floa
             )
 
 
+def _cost(x: str) -> Callable[[Point], float]:
+    """The x of a point on a chart of `x`: memory, p95 or p99 step latency."""
+    if x == "memory":
+        return lambda p: p.peak_memory_mb
+    return (lambda p: p.p99_ms) if x == "p99" else (lambda p: p.p95_ms)
+
+
+def _draw_limit(ax: Any, points: Sequence[Point], x_of: Callable[[Point], float], limit: float | None) -> None:
+    """The limit hydra.sweeper.constraints sets on this axis, as a line, and the runs past any
+    limit in grey: measured and kept, never ranked."""
+    past = [p for p in points if not p.feasible]
+    if past:
+        ax.scatter(
+            [x_of(p) for p in past],
+            [p.samples_per_sec for p in past],
+            marker="s",
+            color="#bdbdbd",
+            edgecolors="#737373",
+            label=f"past a limit, not ranked ({len(past)})",
+            zorder=2,
+        )
+    if limit is not None:
+        ax.axvline(limit, color="#cb181d", linestyle="--", linewidth=1.2, label=f"limit ({limit:g})", zorder=1)
+
+
 @chart
-def scatter_chart(points: Sequence[Point], failures: Sequence[Failure], *, x: str, xlabel: str, pareto: bool) -> Figure:
-    """samples/sec against a cost (peak memory or p95 latency); runs stopped early hollow, at the
-    figure they had; failures on the zero line."""
-    x_of = (lambda p: p.peak_memory_mb) if x == "memory" else (lambda p: p.p95_ms)
+def scatter_chart(
+    points: Sequence[Point],
+    failures: Sequence[Failure],
+    *,
+    x: str,
+    xlabel: str,
+    pareto: bool,
+    limit: float | None = None,
+) -> Figure:
+    """samples/sec against a cost (peak memory, p95 or p99 latency); runs stopped early hollow, at
+    the figure they had; runs past a limit grey, the limit a line; failures on the zero line."""
+    x_of = _cost(x)
     fig = Figure(figsize=(7.5, 4.2))
     ax = fig.subplots()
-    ordinary = [p for p in points if not (pareto and p.pareto) and not p.stopped]
+    ordinary = [p for p in points if not (pareto and p.pareto) and not p.stopped and p.feasible]
     # each kind of point has a shape of its own as well as a colour (print, colour-blind readers)
     ax.scatter(
         [x_of(p) for p in ordinary],
@@ -156,10 +189,17 @@ def scatter_chart(points: Sequence[Point], failures: Sequence[Failure], *, x: st
             label="Pareto-optimal",
             zorder=3,
         )
+    _draw_limit(ax, points, x_of, limit)
     _label_sought(ax, points, x_of, pareto)
     _mark_special(ax, points, x_of)
     if failures:
         _failures(ax, failures, min((x_of(p) for p in points), default=0.0))
+    _axes(ax, xlabel)
+    return fig
+
+
+def _axes(ax: Any, xlabel: str) -> None:
+    """The scatter's labels, its legend beside it (each label once) and its grid."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel("samples/sec, each trial's search run")
     ax.set_ylim(bottom=0)
@@ -167,7 +207,6 @@ def scatter_chart(points: Sequence[Point], failures: Sequence[Failure], *, x: st
     unique = dict(zip(labels, handles))
     ax.legend(unique.values(), unique.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.grid(alpha=0.3)
-    return fig
 
 
 @chart

@@ -4,7 +4,7 @@ notes, table): typed and frozen, so that the page and its tests read named field
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from optuna.trial import FrozenTrial
@@ -24,6 +24,8 @@ class Point:
     baseline: bool
     winner: bool
     stopped: bool = False  # pruned behind the best: its figure is from the windows it ran
+    p99_ms: float = 0.0
+    feasible: bool = True  # within every limit of hydra.sweeper.constraints
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,8 @@ class Charts:
     # data-parallel ranks, when trials ran with more than one count: (trial, nproc_per_node,
     # total samples/sec, one rank's mean samples/sec)
     ranks: tuple[tuple[int, int, float, float], ...] = ()
+    # the limits the sweep held the figures to (hydra.sweeper.constraints): figure -> limit
+    limits: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from ..store.trials import (
     changed_knobs,
     config_of,
     count,
+    feasible,
     measured_results,
     pareto_trials,
     primary_value,
@@ -128,6 +129,8 @@ def _points(
                 record.baseline,
                 t.number == winner,
                 stopped=_stopped_early(t, records),
+                p99_ms=m.timing.step_time_p99_ms,
+                feasible=feasible(t),
             )
         )
     return tuple(points)
@@ -325,6 +328,7 @@ def build_report_data(
         importances=dict(importances or {}),
         history=_history(done, first),
         ranks=tuple(ranks_of(done, records)),
+        limits=dict(sweep_span.constraints) if sweep_span is not None else {},
     )
     return ReportData(
         headline=headline,

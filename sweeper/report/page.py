@@ -265,19 +265,32 @@ def scatter_sections(c: Charts, workload: str) -> list[str]:
     if not c.points and not c.failures:
         return []
 
-    def scatter(x: str, xlabel: str, alt: str) -> str:
-        return img(charts.scatter_chart(c.points, c.failures, x=x, xlabel=xlabel, pareto=c.front_on == x), alt)
+    def scatter(x: str, xlabel: str, alt: str, limit: float | None) -> str:
+        drawn = charts.scatter_chart(c.points, c.failures, x=x, xlabel=xlabel, pareto=c.front_on == x, limit=limit)
+        return img(drawn, alt)
 
     sections = [
         "<h2>Speed against memory</h2>",
-        scatter("memory", "peak memory (MB, lower is better)", "samples/sec against peak memory, Pareto front"),
+        scatter(
+            "memory",
+            "peak memory (MB, lower is better)",
+            "samples/sec against peak memory, Pareto front",
+            c.limits.get("peak_memory_mb"),
+        ),
     ]
-    if c.front_on == "latency" or workload.endswith("inference"):
+    latency = "p99" if "step_time_p99_ms" in c.limits else "p95"
+    limit = c.limits.get(f"step_time_{latency}_ms")
+    if c.front_on == "latency" or workload.endswith("inference") or limit is not None:
         # a step's latency compares across batch sizes only where latency is the point: a
         # training step at batch 1024 is slower than at 64 and yet the faster loop
         sections += [
             "<h2>Speed against step latency</h2>",
-            scatter("latency", "p95 step time (ms, lower is better)", "samples/sec against p95 step latency"),
+            scatter(
+                latency,
+                f"{latency} step time (ms, lower is better)",
+                f"samples/sec against {latency} step latency",
+                limit,
+            ),
         ]
     return sections
 

@@ -140,7 +140,10 @@ def format_result(result: RunResult) -> str:
     f, t, m, u, run = measured.throughput, measured.timing, measured.memory, measured.utilization, measured.run
     rows = [
         ("samples/sec", _throughput_row(f)),
-        ("step time", f"p50 {t.step_time_p50_ms:.2f} ms   p95 {t.step_time_p95_ms:.2f} ms"),
+        (
+            "step time",
+            f"p50 {t.step_time_p50_ms:.2f} ms   p95 {t.step_time_p95_ms:.2f} ms   p99 {t.step_time_p99_ms:.2f} ms",
+        ),
         (
             "waiting for data",
             f"{100 * t.data_wait_fraction:.0f}% of step time: {t.bottleneck}"

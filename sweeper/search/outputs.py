@@ -73,7 +73,9 @@ def write_outputs(
     by_number = {t.number: t for t in trials}
     noise = plan.noise(trials, decision)
     winner = by_number[decision.winner] if decision else unconfirmed_winner(trials, kept_tries(trials, plan, noise))
-    span = SweepSpan(started_at, time.time(), why, winner.number if winner else None, noise.sigma)
+    span = SweepSpan(
+        started_at, time.time(), why, winner.number if winner else None, noise.sigma, dict(plan.settings.limits)
+    )
     stored.save_sweep_span(plan.fixed, span)
     baseline = baseline_of(trials)
     # the same Optuna call as the report's Pareto chart: the two never disagree

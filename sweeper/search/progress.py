@@ -137,6 +137,8 @@ def trial_line(
         outcome = f"{value:,.0f} samples/s, {measured.memory.peak_memory_mb:,.0f} MB"
         if measured.throughput.stopped == Stopped.TIME_LIMIT:
             outcome += f" (cut at its time limit after {measured.throughput.windows_measured} windows)"
+        if past := sorted(k for k, v in trial.constraints.items() if v > 0):
+            outcome += f", past the limit of {', '.join(past)}: kept, not ranked"
     elif record.status == Status.PRUNED:
         outcome = f"pruned ({record.samples_per_sec or 0:,.0f} samples/s)"
     else:
@@ -204,7 +206,7 @@ def final_summary(
         say(f"run-to-run noise: {noise.describe()}")
     decision = summary.confirmation
     if winner is None:
-        say("no configuration completed: see trials.csv for the reasons")
+        say(f"no configuration completed{_within(summary)}: see trials.csv for the reasons")
     elif noise is not None and noise.too_noisy and (decision is None or not decision.decided):
         say(
             f"no winner named: this machine is too noisy to rank (one configuration's runs spread "
@@ -223,6 +225,11 @@ def final_summary(
         f"study: stored as {summary.study!r} in {summary.storage} (one per hardware class); "
         f"browse it with: {dashboard_command(summary.storage)}"
     )
+
+
+def _within(summary: SweepSummary) -> str:
+    """Where every complete run was past a limit: so that "none completed" is not read as crashes."""
+    return " within hydra.sweeper.constraints" if summary.counts.infeasible else ""
 
 
 def _done_line(summary: SweepSummary) -> str:

@@ -11,7 +11,7 @@ from omegaconf.errors import ValidationError
 
 from ..choice import Choice
 from ..errors import ConfigError
-from ..measurement import DEFAULT_OBJECTIVES
+from ..measurement import DEFAULT_OBJECTIVES, DIRECTIONS
 
 # settings a sweep no longer has, and what does their work now: one line where a user still sets one
 REMOVED = {
@@ -33,6 +33,8 @@ REMOVED = {
     "recipes": "it is search.recipes now, beside the other start points of the search= preset",
     "warm_start": "it is search.warm_start now, beside the other start points of the search= preset",
     "quiet_wait_s": "it is measure.quiet_wait_s now, beside measure.foreign_cpu_max_pct, the load it waits out",
+    "constraints.max_memory_gb": "a limit is set on any measured figure, in its own unit: "
+    "hydra.sweeper.constraints={peak_memory_mb: 8192} for 8 GB",
     "confirm.runners_up": "the runners-up join the rounds when the first round leaves the fastest's place in "
     "doubt, beyond the run-to-run noise",
 }
@@ -109,12 +111,6 @@ class ConfirmConf:
 
 
 @dataclass
-class ConstraintsConf:
-    # a configuration whose peak memory passes this many GB is infeasible, never "best"
-    max_memory_gb: Optional[float] = None
-
-
-@dataclass
 class SweepSettings:
     # any Optuna sampler as a _target_ node (TPESampler, NSGAIISampler, GPSampler, RandomSampler,
     # GridSampler: its search_space comes from params); TPE starts after 5 random trials unless
@@ -135,7 +131,11 @@ class SweepSettings:
     timeout: Optional[str] = None
     # measured figures to optimise: samples_per_sec, peak_memory_mb, step_time_p95_ms, ...
     objectives: List[str] = field(default_factory=lambda: list(DEFAULT_OBJECTIVES))
-    constraints: ConstraintsConf = field(default_factory=ConstraintsConf)
+    # limits on measured figures, figure -> limit: a cost (memory, step time) at most its limit,
+    # samples_per_sec at least its; a configuration past one is measured and kept, never ranked,
+    # confirmed or the winner. {step_time_p99_ms: 50, peak_memory_mb: 40000}: a latency budget and
+    # a memory cap (the device's memory on a GPU; peak_rss_mb: the host's)
+    constraints: Dict[str, float] = field(default_factory=dict)
     confirm: ConfirmConf = field(default_factory=ConfirmConf)
     # stop before n_trials once the search has converged: the best is still at the level a recipe
     # or a warm start reached, and the last trials the sampler chose found nothing beyond the
@@ -193,17 +193,25 @@ class SweepSettings:
         ):
             if value is not None and value < low:
                 raise ConfigError(f"hydra.sweeper.{name}={value} is invalid: expected an integer >= {low} ({what}).")
-        limit = self.constraints.max_memory_gb
-        if limit is not None and limit <= 0:
-            raise ConfigError(
-                f"hydra.sweeper.constraints.max_memory_gb={limit} is invalid: expected a number > 0 or null."
-            )
+        for figure, limit in self.limits.items():
+            if figure not in DIRECTIONS:
+                raise ConfigError(
+                    f"hydra.sweeper.constraints: {figure!r} is not a measured figure: expected some of "
+                    f"{', '.join(DIRECTIONS)}, each with its limit ({{step_time_p99_ms: 50}})."
+                )
+            if not limit > 0:
+                raise ConfigError(f"hydra.sweeper.constraints.{figure}={limit} is invalid: expected a number > 0.")
 
     @property
     def grid(self) -> bool:
         """Whether the sampler is Optuna's GridSampler: it measures every point of the space, and
         takes no account of queued ones (a recipe would be measured twice)."""
         return str((self.sampler or {}).get("_target_", "")).endswith("GridSampler")
+
+    @property
+    def limits(self) -> dict[str, float]:
+        """hydra.sweeper.constraints as figure -> limit (none set: empty)."""
+        return {str(k): float(v) for k, v in (self.constraints or {}).items()}
 
     @property
     def run_spread(self) -> float:

@@ -163,7 +163,7 @@ def _open_directory(plan: SweepPlan, stored: StoredStudy, started_at: float) -> 
             f"hydra.sweep.dir={str(plan.sweep_dir)!r} cannot be written ({exc.strerror}): "
             "choose a directory you can write, e.g. hydra.sweep.dir=/tmp/sweeps/x."
         ) from exc
-    stored.save_sweep_span(plan.fixed, SweepSpan(started_at))
+    stored.save_sweep_span(plan.fixed, SweepSpan(started_at, constraints=dict(plan.settings.limits)))
     progress.open_log(plan.sweep_dir / "sweep.log")
     if plan.claim.pin is not None:  # the launcher's jobs, and their children, run there
         os.environ.update(plan.claim.env)
@@ -283,5 +283,6 @@ class Sweep:
             progress.say(f"interrupted by {signal_name(stop.signum)}: results and report are written")
             raise Interrupted(stop.signum)
         if summary.winner is None:  # a sweep with no answer fails, as a run does: cron and systemd see it
-            raise RunFailed(f"no configuration completed: the reasons are in {plan.sweep_dir / 'trials.csv'}")
+            within = " within hydra.sweeper.constraints" if summary.counts.infeasible else ""
+            raise RunFailed(f"no configuration completed{within}: the reasons are in {plan.sweep_dir / 'trials.csv'}")
         return summary

@@ -13,7 +13,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from ..knobs import Knob
-from ..measurement import MEMORY
+from ..measurement import DIRECTIONS
 from ..result import RunResult, Status
 from ..store.heartbeat import process_started
 from ..store.record import Owner, TrialRecord
@@ -122,6 +122,18 @@ def study_class(stored: StoredStudy, plan: SweepPlan) -> str | None:
     return measured.hardware_class if measured is not None else (plan.hardware_class if plan.runs_here else None)
 
 
+def over_limits(result: RunResult, limits: Mapping[str, float]) -> dict[str, float]:
+    """By how much each limited figure is past its limit, in Optuna's sense of a constraint (> 0:
+    infeasible): a cost over its limit, samples/sec under its. A figure the run did not record
+    is left out."""
+    excess = {}
+    for figure, limit in limits.items():
+        value = result.value(figure)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            excess[figure] = (value - limit) if DIRECTIONS[figure] == "minimize" else (limit - value)
+    return excess
+
+
 def tell_result(stored: StoredStudy, trial: Trial, result: RunResult, plan: SweepPlan) -> Told:
     expected = study_class(stored, plan)
     measured_on = result.fingerprint.hardware_class if result.fingerprint is not None else None
@@ -137,9 +149,8 @@ def tell_result(stored: StoredStudy, trial: Trial, result: RunResult, plan: Swee
     if result.status == Status.OK:
         values = [result.value(o) for o in plan.objectives]
         if all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
-            max_gb = plan.settings.constraints.max_memory_gb
-            if max_gb is not None and result.value(MEMORY) is not None:
-                trial.set_constraint("max_memory_gb", result.value(MEMORY) / 1024 - float(max_gb))
+            for figure, excess in over_limits(result, plan.settings.limits).items():
+                trial.set_constraint(figure, excess)
             return _tell(stored, trial, values)
         _set(trial, TrialRecord.ended(Status.ERROR, f"non-finite objective values {values}"))
         return _tell(stored, trial, state=TrialState.FAIL)

@@ -7,7 +7,7 @@ import hashlib
 import json
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -40,6 +40,8 @@ class SweepSpan:
     winner_trial: int | None = None
     # the run-to-run noise the sweep's decisions read at its end (relative sigma, sweeper.noise)
     noise: float | None = None
+    # the limits it held the figures to (hydra.sweeper.constraints): figure -> limit
+    constraints: dict[str, float] = field(default_factory=dict)
 
     @property
     def wall_s(self) -> float | None:
@@ -133,7 +135,8 @@ class StoredStudy:
         ended, why, winner, noise = (
             stored.get(key) for key in ("ended_at", "stopped_because", "winner_trial", "noise")
         )
-        return SweepSpan(float(stored["started_at"]), ended, why, winner, noise)
+        limits = {str(k): float(v) for k, v in (stored.get("constraints") or {}).items()}
+        return SweepSpan(float(stored["started_at"]), ended, why, winner, noise, limits)
 
     def describe(
         self, objectives: Sequence[str], hardware_class: str, *, workload: str = "", machine: str = ""

@@ -248,6 +248,7 @@ class Counts:
     predicted_oom: int  # not run: a smaller batch with the same memory settings ran out of memory
     surplus: int  # not run: n_trials reached by another process
     interrupted: int  # stopped by a signal or a dead sweep; measured again on resume
+    infeasible: int = 0  # of the complete ones, past a limit of hydra.sweeper.constraints: kept, not ranked
 
     def measured_words(self, failed: str = "failed") -> list[str]:
         """The measured trials in words that each mean one thing, for the log and the report."""
@@ -255,6 +256,7 @@ class Counts:
         return [f"{complete} complete"] + [
             f"{k} {what}"
             for k, what in (
+                (self.infeasible, "of them past a limit (hydra.sweeper.constraints), kept and not ranked"),
                 (self.stopped_early, "stopped early behind the best"),
                 (self.failed, failed),
                 (self.running, "still running in another sweep"),
@@ -280,6 +282,7 @@ def count(trials: Sequence[FrozenTrial]) -> Counts:
         predicted_oom=statuses.count(Status.OOM_PREDICTED),
         surplus=statuses.count(Status.SURPLUS),
         interrupted=statuses.count(Status.INTERRUPTED),
+        infeasible=sum(was_measured(t) and t.state == TrialState.COMPLETE and not feasible(t) for t, _ in records),
     )
 
 
