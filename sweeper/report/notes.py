@@ -97,6 +97,11 @@ def advice(
     notes = [kept] if kept else []
     notes += [note] if (note := batch_note(baseline, winner)) else []
     notes += [note] if (note := separation_note(confirmation)) else []
+    if confirmation is not None and confirmation.cheaper is not None:
+        notes.append(
+            f"The cheaper of equals: {confirmation.cheaper}. The rounds could not tell the two apart; the "
+            f"faster, #{confirmation.faster}, is in the table beside it."
+        )
     if confirmation is None and winner is not None and not kept:
         notes.append(
             "The winner was not confirmed by interleaved re-measurement: the speedup is from single search runs."

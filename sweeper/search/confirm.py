@@ -19,6 +19,7 @@ from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import config_key, config_of, level, primary_value, ranked, search_interval
 from . import progress
+from .cheapest import Cost, cheapest_of_equals
 from .held_back import kept_tries
 from .launch import JobRunner, measure_overrides
 from .plan import SweepPlan
@@ -352,6 +353,8 @@ def run_confirmation(
     _run_rounds(planner, plan, run, baseline, by_number, remaining, stopped)
     decision = planner.decision()
     if decision is not None:
+        costs = {n: Cost.of(TrialRecord.of(by_number[n])) for n in decision.rounds if n in by_number}
+        decision = cheapest_of_equals(decision, costs, noise)
         stored.save_confirmation(plan.fixed, decision)
     return decision
 

@@ -282,6 +282,8 @@ def _winner_lines(summary: SweepSummary, winner: FrozenTrial, baseline: FrozenTr
             f"{decision.median[decision.winner]:,.0f} vs baseline {decision.median[decision.baseline]:,.0f} "
             f"samples/s = {decision.speedup:.2f}x{spread}"
         )
+        if decision.cheaper is not None:
+            say(f"  {decision.cheaper}")
         if not decision.decided:
             say(
                 f"  not decided at 95%: over {decision.over_rounds} the lead is within the run-to-run noise "

@@ -25,6 +25,11 @@ class Confirmation:
     # run-to-run noise on average); on a machine too noisy to rank, an undecided lead is no winner
     # and the baseline is kept. True in a record of an earlier version
     decided: bool = True
+    # the fastest of the rounds, where the winner is a cheaper configuration that ties it within
+    # the noise (search/cheapest.py), and what the winner saves in words; None otherwise and in a
+    # record of an earlier version
+    faster: int | None = None
+    cheaper: str | None = None
 
     @property
     def rounds_run(self) -> int:
@@ -76,6 +81,8 @@ class Confirmation:
             speedup_high=_maybe(d.get("speedup_high")),
             win_share=float(d.get("win_share") or 0.0),
             decided=bool(d.get("decided", True)),
+            faster=int(d["faster"]) if d.get("faster") is not None else None,
+            cheaper=d.get("cheaper"),
         )
 
 

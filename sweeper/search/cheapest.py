@@ -1,0 +1,113 @@
+"""The cheapest of equals: two configurations the confirmation cannot tell apart are not equal if
+one needs fewer processes, fewer cores or much less memory. Among the candidates whose rounds
+leave them within the run-to-run noise of the fastest, the one that costs least is recommended,
+and the faster one named beside it. Pure: rounds, costs and the noise in, a decision out."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from ..noise import Noise
+from ..stats import Spread, quantile
+from ..store.confirmation import Confirmation
+from ..store.record import TrialRecord
+
+# memory alone makes a configuration cheaper only when it saves at least this share: a few
+# percent is the allocator's mood, not a cost a person would weigh against speed
+MEMORY_SAVING = 0.10
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a configuration takes of the machine: its processes (ranks, each with its loader
+    workers), the cores its compute threads keep busy (over the ranks), its peak memory."""
+
+    processes: int
+    cores: int
+    memory_mb: float
+
+    @classmethod
+    def of(cls, record: TrialRecord) -> Cost | None:
+        """From a trial's run (None: it has no measurement)."""
+        m = record.measurement
+        if m is None:
+            return None
+        ranks = max(1, m.run.nproc_per_node)
+        threads = record.fingerprint.threads if record.fingerprint is not None and record.fingerprint.threads else 1
+        return cls(ranks + m.memory.dataloader_processes, ranks * threads, m.memory.peak_memory_mb)
+
+    def cheaper_than(self, other: Cost) -> bool:
+        """Fewer processes; else as many and fewer cores; else as many of both and at least
+        MEMORY_SAVING less memory."""
+        if self.processes != other.processes:
+            return self.processes < other.processes
+        if self.cores != other.cores:
+            return self.cores < other.cores
+        return self.memory_mb <= (1 - MEMORY_SAVING) * other.memory_mb
+
+    def saving(self, other: Cost) -> str:
+        """What this one saves against `other`, in words: '1 process instead of 3 and 40% less memory'."""
+        said = []
+        if self.processes != other.processes:
+            said.append(f"{_count(self.processes, 'process')} instead of {other.processes}")
+        if self.cores != other.cores:
+            said.append(f"{_count(self.cores, 'core')} instead of {other.cores}")
+        if other.memory_mb > 0 and self.memory_mb <= (1 - MEMORY_SAVING) * other.memory_mb:
+            said.append(f"{1 - self.memory_mb / other.memory_mb:.0%} less memory")
+        return " and ".join(said) or "the same cost"
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else ("es" if what.endswith("s") else "s"))
+
+
+def _ratios(rounds: Mapping[int, list[float | None]], a: int, b: int) -> list[float]:
+    return [x / y for x, y in zip(rounds[a], rounds[b]) if x is not None and y is not None and y > 0]
+
+
+def cheapest_of_equals(decision: Confirmation, costs: Mapping[int, Cost | None], noise: Noise) -> Confirmation:
+    """The decision with its winner replaced by the cheapest candidate its rounds leave within
+    the noise of it (Noise.tie on their paired ratios), if one is cheaper (Cost.cheaper_than);
+    `faster` then names the fastest, and `cheaper` says what the recommended one saves. The
+    baseline is no candidate here: your own configuration tying the fastest is the confirmation's
+    own verdict. Unchanged where no tie is cheaper, or the costs are unknown."""
+    fastest = decision.winner
+    if fastest == decision.baseline or (own := costs.get(fastest)) is None:
+        return decision
+    equals = [
+        (cost, n)
+        for n in decision.rounds
+        if n not in (fastest, decision.baseline)
+        and (cost := costs.get(n)) is not None
+        and cost.cheaper_than(own)
+        and noise.tie(_ratios(decision.rounds, n, fastest))
+    ]
+    if not equals:
+        return decision
+    cost, chosen = min(equals, key=lambda e: (e[0].processes, e[0].cores, e[0].memory_mb))
+    ratios = _ratios(decision.rounds, chosen, decision.baseline)
+    wins = [  # as the confirmation counts them: rounds it beat every other configuration in
+        r
+        for r in range(decision.rounds_run)
+        if (mine := decision.rounds[chosen][r]) is not None
+        and all((other := runs[r]) is None or mine >= other for runs in decision.rounds.values())
+    ]
+    return replace(
+        decision,
+        winner=chosen,
+        speedup=Spread.of(ratios).median if ratios else float("nan"),
+        speedup_low=quantile(ratios, 0.25) if len(ratios) > 1 else None,
+        speedup_high=quantile(ratios, 0.75) if len(ratios) > 1 else None,
+        win_share=len(wins) / decision.rounds_run if decision.rounds_run else 0.0,
+        faster=fastest,
+        cheaper=f"#{chosen} ties #{fastest} within the noise with {cost.saving(own)}: recommended "
+        f"(#{fastest} read {_lead(decision, fastest, chosen):+.0%})",
+    )
+
+
+def _lead(decision: Confirmation, fastest: int, chosen: int) -> float:
+    """How much faster the fastest read than the chosen one, median over the rounds."""
+    ratios = _ratios(decision.rounds, fastest, chosen)
+    return statistics.median(ratios) - 1 if ratios else 0.0
