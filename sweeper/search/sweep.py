@@ -181,7 +181,8 @@ def announce(plan: SweepPlan, stored: StoredStudy) -> None:
     )
     if (quota := plan.machine.fingerprint.cpu_quota) is not None:
         progress.say(
-            f"a CPU quota of {quota:g} CPUs (this process's cgroup): the search counts {plan.machine.cores} "
+            f"a CPU quota of {quota:g} CPU{'' if quota == 1 else 's'} (this process's cgroup): the search counts "
+            f"{plan.machine.cores} "
             f"core{'s' if plan.machine.cores != 1 else ''} for threads, workers and ranks, not the host's "
             f"{plan.machine.fingerprint.cpu_count}"
         )
