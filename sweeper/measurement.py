@@ -342,6 +342,8 @@ COST_KIND = {
     "step_time_p99_ms": "latency",
 }
 PRIMARY = "samples_per_sec"
+# the step latency a chart or a limit reads, by percentile
+LATENCY = {"p95": "step_time_p95_ms", "p99": "step_time_p99_ms"}
 MEMORY = "peak_memory_mb"
 # samples/sec alone: the sampler searches one figure; the memory is measured all the same and
 # the report draws speed against it

@@ -1409,7 +1409,7 @@ def test_queued_points_are_asked_in_the_chains_order_whatever_order_they_were_qu
     knob's try; the sampler only once none is queued."""
     import optuna
 
-    from sweeper.store.record import Again, Owner, TrialRecord, Why
+    from sweeper.store.record import Again, Owner, TrialRecord, Why, queue_place
     from sweeper.store.study import StoredStudy
 
     storage = optuna.storages.InMemoryStorage()
@@ -1426,7 +1426,7 @@ def test_queued_points_are_asked_in_the_chains_order_whatever_order_they_were_qu
     owner = Owner("here", 1, None)
     taken = [stored.ask((), owner) for _ in range(6)]
     records = [TrialRecord.of(t) for t in taken]
-    assert [r.queue_place for r in records[:5]] == [0, 1, 2, 2, 3]
+    assert [queue_place(r) for r in records[:5]] == [0, 1, 2, 2, 3]
     assert [t.number for t in taken[:5]] == [4, 2, 1, 3, 0]  # the re-measures in the order queued
     assert taken[5].number == 5 and records[5].origin is None and records[5].queued_for is None  # the sampler's
 

@@ -8,6 +8,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from ..measurement import LATENCY, MEMORY
 from ..noise import noise_words
 from ..store.trials import Counts
 from . import charts
@@ -275,11 +276,11 @@ def scatter_sections(c: Charts, workload: str) -> list[str]:
             "memory",
             "peak memory (MB, lower is better)",
             "samples/sec against peak memory, Pareto front",
-            c.limits.get("peak_memory_mb"),
+            c.limits.get(MEMORY),
         ),
     ]
-    latency = "p99" if "step_time_p99_ms" in c.limits else "p95"
-    limit = c.limits.get(f"step_time_{latency}_ms")
+    latency = "p99" if LATENCY["p99"] in c.limits else "p95"
+    limit = c.limits.get(LATENCY[latency])
     if c.front_on == "latency" or workload.endswith("inference") or limit is not None:
         # a step's latency compares across batch sizes only where latency is the point: a
         # training step at batch 1024 is slower than at 64 and yet the faster loop

@@ -5,20 +5,19 @@ that can be wrong with the input is found here and raised as one ConfigError lin
 
 from __future__ import annotations
 
-import copy
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ValidationError
-from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.trial import FrozenTrial
 
 from .. import command
-from ..config import error_line, plain
+from ..config import plain
 from ..errors import ConfigError
 from ..knobs import Knob
 from ..machine import Machine
@@ -27,18 +26,18 @@ from ..overrides import split_arguments, to_overrides
 from ..runner.lock import DeviceClaim, claim_for
 from ..runner.probe import probe
 from ..runner.run import start_env_of
-from ..spec import GROUPS, RunSpec
+from ..spec import RunSpec
 from ..store.confirmation import Confirmation
 from ..store.storage import default_storage
 from ..store.trials import repeated_figures
-from ..validation import check_command_here, check_config, fp16_without_cuda
+from ..validation import check_command_here, check_config
 from . import space as sp
 from .budget import parse_duration
+from .checks import BASIC_LAUNCHER, check_device, check_launcher, check_space
 from .converge import Converged
 from .objectives import resolve_directions
 from .settings import SearchConf, SweepSettings
 
-_MISSING = object()
 # the groups a config of sweeper's own app has; another Hydra app's jobs measure themselves
 OWN_GROUPS = ("task", "loader", "backend", "measure")
 
@@ -201,85 +200,9 @@ def preset(base: DictConfig, compose: Compose, fixed: list[str], device_kind: st
     return search
 
 
-# an integer range of fewer values is checked value by value (task.heads=range(1,5): 3 does not
-# divide the width); a longer one, and a float interval, at its two ends
-EVERY_VALUE_UP_TO = 256
-
-
-def check_space(base: DictConfig, space: Mapping[str, BaseDistribution], own_app: bool) -> None:
-    """Every knob is a key of the config and every value of its range is one a run accepts."""
-    for key in space:
-        if OmegaConf.select(base, key, default=_MISSING) is _MISSING:
-            raise ConfigError(f"search param {key!r} is not a key of the config (typo?).")
-    if not own_app:
-        return
-    spec = RunSpec.of(base)
-    for key, dist in space.items():
-        group, _, leaf = key.partition(".")
-        if (group not in GROUPS and group != "task") or "." in leaf:
-            continue
-        if isinstance(dist, CategoricalDistribution):
-            values = list(dist.choices)
-        elif isinstance(dist, IntDistribution) and (dist.high - dist.low) // dist.step < EVERY_VALUE_UP_TO:
-            values = list(range(dist.low, dist.high + 1, dist.step))  # a value inside may be the bad one
-        elif isinstance(dist, (IntDistribution, FloatDistribution)):
-            values = [dist.low, dist.high]
-        for value in values:
-            typed = copy.deepcopy(base[group])
-            try:  # its type and choice, as Hydra will check it when the trial is composed
-                OmegaConf.update(typed, leaf, value, merge=False)
-            except Exception as exc:  # OmegaConf's ValidationError and kin
-                raise ConfigError(f"search param {key}: {error_line(exc, base) or exc}") from exc
-            if group == "task":  # a mapping, as a user's factory receives it
-                trial_spec = spec.replace(task={**spec.task, **OmegaConf.to_container(typed, resolve=True)})  # type: ignore[dict-item]
-            else:
-                trial_spec = spec.replace(**{group: OmegaConf.to_object(typed)})
-            # batch x ranks against the effective batch: held per trial
-            trial_spec = trial_spec.replace(train=replace(trial_spec.train, effective_batch=None, grad_accum_steps=1))
-            if key in sp.NEEDS_WORKERS:
-                loader = trial_spec.loader
-                trial_spec = trial_spec.replace(loader=replace(loader, num_workers=max(1, loader.num_workers)))
-            try:
-                check_config(trial_spec)
-            except ConfigError as exc:
-                raise ConfigError(f"search param {key}: {exc}") from exc
-
-
 def workload_label(base: DictConfig) -> str:
     task = base.task
     return f"{task.name} {task.mode}" + (f" ({task.model})" if "model" in task else "")
-
-
-# Hydra's launcher that runs each job in the sweep's own process, one after another
-BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
-
-
-def check_launcher(settings: SweepSettings, launcher: str) -> None:
-    """n_jobs > 1 needs a launcher that runs jobs elsewhere: the basic one runs them here, one by one."""
-    if settings.n_jobs > 1 and launcher == BASIC_LAUNCHER:
-        raise ConfigError(
-            f"hydra.sweeper.n_jobs={settings.n_jobs} launches that many trials at once, and "
-            "hydra/launcher=basic runs them here, one after another, on one machine that measures "
-            "one at a time: use a launcher with machines of its own (hydra/launcher=submitit_slurm, "
-            "pip install 'torch-sweeper[slurm]') or hydra.sweeper.n_jobs=1."
-        )
-
-
-def check_device(base: DictConfig, machine: Machine, launcher: str, script: bool) -> None:
-    """What cannot run on the device the runs have (this machine, the basic launcher): search=gpu
-    without CUDA would measure CPU runs with knobs that mean nothing there, and your own fp16
-    without CUDA would leave the sweep no baseline. One line, before trial 1."""
-    if launcher != BASIC_LAUNCHER or machine.device == "cuda":
-        return
-    if "search" in base and base.search and base.search.get("preset") == "gpu":
-        raise ConfigError(
-            f"search=gpu searches CUDA knobs (cuDNN, TF32, pinned memory, fp16), and the runs here have no "
-            f"CUDA device (backend.device={base.backend.device} is {machine.device} on this machine): use "
-            "search=auto or search=cpu, or a launcher whose jobs run on GPU nodes (hydra/launcher=submitit_slurm)."
-        )
-    # a script runs its loop as it likes; another Hydra app has no backend group
-    if not script and OmegaConf.select(base, Knob.BACKEND_PRECISION) == "fp16":
-        raise ConfigError(fp16_without_cuda(f"{machine.device} (backend.device={base.backend.device})"))
 
 
 def _machine(

@@ -174,40 +174,24 @@ class TrialRecord:
             claimed_by=Owner(*attrs[_CLAIMED_BY]) if attrs.get(_CLAIMED_BY) else None,
         )
 
-    @property
-    def queue_place(self) -> int:
-        """Where a queued point stands in the one chain a sweep's proposals come from: the
-        baseline (queued with no origin) first, then the start points (warm starts, recipes),
-        then the points measured again, then a held-back knob's try; the sampler asks only when
-        the queue is empty."""
-        if self.origin is None:
-            return 0
-        if self.again is None:
-            return 1
-        return 3 if self.again.why == Why.HELD_KNOB else 2
-
     def again_for(self, why: Why) -> int | None:
         """The trial this one stands for, where it was queued again for `why`."""
         return self.again.of if self.again is not None and self.again.why == why else None
 
     @property
-    def probe_knob(self) -> str | None:
-        """A held-back knob tried at the best so far: which."""
+    def probe_knob(self) -> str | None:  # a held-back knob tried at the best so far: which
         return self.again.knob if self.again is not None and self.again.why == Why.HELD_KNOB else None
 
     @property
-    def probe_of(self) -> int | None:
-        """... and the best's trial number."""
+    def probe_of(self) -> int | None:  # ... and the best's trial number
         return self.again_for(Why.HELD_KNOB)
 
     @property
-    def in_place_of(self) -> int | None:
-        """The skipped trial whose nearest point within the cores this is."""
+    def in_place_of(self) -> int | None:  # the skipped trial whose nearest point within the cores this is
         return self.again_for(Why.IN_PLACE)
 
     @property
-    def recheck_of(self) -> int | None:
-        """The proposal this run measures once more."""
+    def recheck_of(self) -> int | None:  # the proposal this run measures once more
         return self.again_for(Why.RECHECK)
 
     # -- reading (the typed parts on first use: a sweep reads many records) --
@@ -321,3 +305,14 @@ class TrialRecord:
     @staticmethod
     def heartbeat(now: float) -> dict[str, Any]:
         return {_HEARTBEAT: now}
+
+
+def queue_place(record: TrialRecord) -> int:
+    """Where a queued point stands in the one chain a sweep's proposals come from: the baseline
+    (queued with no origin) first, then the start points (warm starts, recipes), then the points
+    measured again, then a held-back knob's try; the sampler asks only when the queue is empty."""
+    if record.origin is None:
+        return 0
+    if record.again is None:
+        return 1
+    return 3 if record.again.why == Why.HELD_KNOB else 2

@@ -17,7 +17,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ..result import Status
 from .confirmation import Confirmation
-from .record import Again, Owner, TrialRecord, Why
+from .record import Again, Owner, TrialRecord, Why, queue_place
 from .storage import open_storage
 from .trials import current, of_setup
 
@@ -204,7 +204,7 @@ class StoredStudy:
 
     def ask(self, fixed: Sequence[str], owner: Owner) -> optuna.Trial:
         """Optuna's Study.ask, except that a queued point goes only to the setup that queued it, in
-        the chain's order (TrialRecord.queue_place) rather than the queue's, and the trial carries
+        the chain's order (record.queue_place) rather than the queue's, and the trial carries
         `owner` from the moment it is RUNNING. A study
         holds several setups (fixed overrides) and Optuna keeps one queue per study, so Study.ask
         would hand one setup's queued point to whichever sweep asks first. A point queued by hand
@@ -213,7 +213,7 @@ class StoredStudy:
         # of an RDB, which must see the trial it hands out)
         storage = self.study._storage
         queued = storage.get_all_trials(self.study_id, deepcopy=False, states=(TrialState.WAITING,))
-        for waiting in sorted(queued, key=lambda t: (TrialRecord.of(t).queue_place, t.number)):
+        for waiting in sorted(queued, key=lambda t: (queue_place(TrialRecord.of(t)), t.number)):
             setup = TrialRecord.of(waiting).queued_for
             if setup is not None and setup != tuple(fixed):
                 continue
