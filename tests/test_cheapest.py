@@ -31,6 +31,7 @@ ROUNDS = {0: [1000.0, 980.0, 1010.0], 4: [2050.0, 1990.0, 2100.0], 7: [2000.0, 2
         pytest.param({4: Cost(1, 2, 900.0), 7: Cost(1, 2, 860.0)}, 4, None, id="a-few-percent-of-memory-is-no-cost"),
         pytest.param({4: Cost(1, 2, 900.0), 7: Cost(2, 2, 500.0)}, 4, None, id="dearer-in-processes"),
         pytest.param({4: Cost(3, 2, 900.0), 7: None}, 4, None, id="cost-unknown"),
+        pytest.param({4: Cost(1, 1, 0.0), 7: Cost(1, 1, 0.0)}, 4, None, id="memory-not-recorded"),
     ],
 )
 def test_a_tie_that_costs_less_is_recommended_and_the_faster_named(costs, winner, words):

@@ -45,7 +45,7 @@ class Cost:
             return self.processes < other.processes
         if self.cores != other.cores:
             return self.cores < other.cores
-        return self.memory_mb <= (1 - MEMORY_SAVING) * other.memory_mb
+        return 0 < self.memory_mb <= (1 - MEMORY_SAVING) * other.memory_mb  # memory not recorded: no saving
 
     def saving(self, other: Cost) -> str:
         """What this one saves against `other`, in words: '1 process instead of 3 and 40% less memory'."""
