@@ -122,14 +122,20 @@ def _cost(x: str) -> Callable[[Point], float]:
     return (lambda p: p.p99_ms) if x == "p99" else (lambda p: p.p95_ms)
 
 
+def _plot(ax: Any, points: Sequence[Point], x_of: Callable[[Point], float], **style: Any) -> None:
+    """These points at their cost and samples/sec, in one style."""
+    ax.scatter([x_of(p) for p in points], [p.samples_per_sec for p in points], **style)
+
+
 def _draw_limit(ax: Any, points: Sequence[Point], x_of: Callable[[Point], float], limit: float | None) -> None:
     """The limit hydra.sweeper.constraints sets on this axis, as a line, and the runs past any
     limit in grey: measured and kept, never ranked."""
     past = [p for p in points if not p.feasible]
     if past:
-        ax.scatter(
-            [x_of(p) for p in past],
-            [p.samples_per_sec for p in past],
+        _plot(
+            ax,
+            past,
+            x_of,
             marker="s",
             color="#bdbdbd",
             edgecolors="#737373",
@@ -157,9 +163,10 @@ def scatter_chart(
     ax = fig.subplots()
     ordinary = [p for p in points if not (pareto and p.pareto) and not p.stopped and p.feasible]
     # each kind of point has a shape of its own as well as a colour (print, colour-blind readers)
-    ax.scatter(
-        [x_of(p) for p in ordinary],
-        [p.samples_per_sec for p in ordinary],
+    _plot(
+        ax,
+        ordinary,
+        x_of,
         marker="o",
         color="#6baed6",
         edgecolors="#08519c",
@@ -168,9 +175,10 @@ def scatter_chart(
     )
     stopped = [p for p in points if p.stopped]
     if stopped:
-        ax.scatter(
-            [x_of(p) for p in stopped],
-            [p.samples_per_sec for p in stopped],
+        _plot(
+            ax,
+            stopped,
+            x_of,
             marker="v",
             facecolors="none",
             edgecolors="#636363",
