@@ -119,6 +119,8 @@ class MeasureConf:
     quiet_wait_s: float = MISSING
     drift_tol: Optional[float] = MISSING
     max_s: Optional[float] = MISSING
+    # the samples of the job the figure stands for (2e6 reads as 2,000,000); null = the rate
+    job_samples: Optional[float] = MISSING
 
 
 @dataclass

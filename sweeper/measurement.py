@@ -89,6 +89,11 @@ class Throughput:
     compute_bound_samples_per_sec: float | None = None
     compute_bound_samples_per_sec_iqr: float | None = None
     data_path_cost: float | None = None
+    # measure.job_samples: samples_per_sec is then the whole job's (its samples over its time to
+    # finish, start-up included: sweeper.jobtime), and the rate once started is kept beside it
+    job_samples: int | None = None
+    job_time_s: float | None = None
+    running_samples_per_sec: float | None = None
 
     @property
     def noisy(self) -> bool:
@@ -106,6 +111,11 @@ class Throughput:
     @property
     def pruned(self) -> bool:
         return self.stopped.pruned
+
+    @property
+    def running_rate(self) -> float:
+        """samples/sec once started: the figure itself unless it is a whole job's."""
+        return self.running_samples_per_sec if self.running_samples_per_sec is not None else self.samples_per_sec
 
     @property
     def drift_note(self) -> str | None:
@@ -133,6 +143,7 @@ class Timing:
     samples_measured: int = 0
     warmup_s: float = 0.0
     warmup_steps: int = 0
+    warmup_samples: int = 0  # this process's samples over the warm-up
     warmup_steady: bool = False  # warm-up ended on a steady step rate, not at its maximum
     # warm-up ended early on two blocks far below the best (a sweep's run): its first window
     # then confirms that as a quarter window
@@ -149,6 +160,9 @@ class Timing:
     import_s: float | None = None
     build_s: float | None = None
     measure_s: float | None = None
+    # what the run paid before it ran at its rate: the build, the loader's start, compilation
+    # and autotuning, and the warm-up's time beyond its samples at the rate (sweeper.jobtime)
+    startup_s: float | None = None
 
     @property
     def waiting_share(self) -> float:

@@ -261,6 +261,11 @@ def _check_measure(spec: RunSpec) -> None:
         raise ConfigError(f"{Knob.MEASURE_QUIET_WAIT_S}={measure.quiet_wait_s!r} is invalid: expected seconds >= 0.")
     _check_share(Knob.MEASURE_DRIFT_TOL, measure.drift_tol)
     _check_positive(Knob.MEASURE_MAX_S, measure.max_s)
+    if measure.job_samples is not None and measure.job_samples < 1:
+        raise ConfigError(
+            f"{Knob.MEASURE_JOB_SAMPLES}={measure.job_samples!r} is invalid: expected the samples of the "
+            "whole job (>= 1, e.g. 2e6), or null for the rate alone."
+        )
 
 
 def check_config(spec: RunSpec) -> None:

@@ -38,6 +38,7 @@ METRICS = (
     "peak_rss_mb",
     "warmup_s",
     "compile_s",
+    "startup_s",
 )
 
 
@@ -108,8 +109,9 @@ def test_workers_threads_compute_bound_and_bf16(sweeper_run):
     assert measured.run.flush_denormal_in_effect is True and "subnormals flushed" in run.stdout
 
 
-def test_worker_restarts_at_epoch_ends_are_measured_once_and_counted(sweeper_run):
-    # 256 stored samples shown as 512-sample epochs: batch 64 ends an epoch every 8 steps
+def test_worker_restarts_at_epoch_ends_and_the_start_up_over_a_whole_job_are_counted(sweeper_run):
+    # 256 stored samples shown as 512-sample epochs: batch 64 ends an epoch every 8 steps; the
+    # figure stands for a job of 20,000 samples, whose start-up (forkserver workers) counts once
     run = sweeper_run(
         "task.num_samples=256",
         "task.epoch_samples=512",
@@ -117,14 +119,22 @@ def test_worker_restarts_at_epoch_ends_are_measured_once_and_counted(sweeper_run
         "loader.multiprocessing_context=forkserver",
         "loader.in_order=false",
         "backend.threads=1",
+        "measure.job_samples=2e4",
     )
     assert run.returncode == 0, run.stderr
     measured = run.result.measurement
+    f = measured.throughput
     assert (measured.run.epoch_samples, measured.run.stored_samples) == (512, 256)
-    assert measured.throughput.epoch_ends_measured > 0
-    assert measured.throughput.epoch_restart_s > 0
-    assert measured.throughput.samples_per_sec_steady > 0
+    assert f.epoch_ends_measured > 0
+    assert f.epoch_restart_s > 0
+    assert f.samples_per_sec_steady >= f.running_samples_per_sec > f.samples_per_sec > 0
     assert "each epoch end restarts the workers" in run.stdout
+    # the job: its samples over start-up + its samples at the rate with the restarts counted
+    startup = measured.timing.startup_s
+    assert f.job_samples == 20_000 and startup >= 0
+    assert f.job_time_s == pytest.approx(startup + 20_000 / f.running_samples_per_sec)
+    assert f.samples_per_sec == pytest.approx(20_000 / f.job_time_s)
+    assert "whole job         20,000 samples in" in run.stdout
 
 
 def test_image_folder_of_jpegs(sweeper_run, tmp_path):
@@ -254,6 +264,7 @@ def test_exception_in_user_code_is_an_error_with_its_message(sweeper_run):
         pytest.param(
             ["task=custom", "task.factory=nosuchmodule:build"], "cannot import module 'nosuchmodule'", id="factory"
         ),
+        pytest.param(["measure.job_samples=0"], "measure.job_samples=0.0 is invalid", id="job"),
     ],
 )
 def test_bad_input_is_one_line_and_measures_nothing(sweeper_run, overrides, message):

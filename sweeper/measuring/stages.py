@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .. import procs, topology
+from .. import jobtime, procs, topology
 from ..errors import InvalidConfig
 from ..machine import Fingerprint
 from ..measurement import Measurement, Memory, RunFacts, Stopped, Throughput, Timing, Utilization
@@ -339,6 +339,7 @@ def measure_one(spec: RunSpec, events: Events, rank: Rank | None = None) -> RunR
             build_s=measuring - started - ready.import_s,
             measure_s=time.perf_counter() - measuring,
         )
+        figures, timing_ = jobtime.with_startup(figures, timing_, measuring - started, spec.measure.job_samples)
         built.stream.close()  # the DataLoader workers shut down before the last memory sample
     facts, machine = describe(spec, ready, built)
     measurement = Measurement(figures, timing_, peak_memory(ready, peak), timed.utilization, facts)

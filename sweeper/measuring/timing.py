@@ -42,6 +42,7 @@ class Timings:
 
     warmup_s: float = 0.0
     warmup_steps: int = 0
+    warmup_samples: int = 0
     first_step_s: float = 0.0
     first_wait_s: float = 0.0  # the first batch: loader start-up (workers forking, first samples)
     window_samples_per_sec: list[float] = field(default_factory=list)
@@ -167,6 +168,7 @@ class Timings:
             samples_measured=self.samples,
             warmup_s=self.warmup_s,
             warmup_steps=self.warmup_steps,
+            warmup_samples=self.warmup_samples,
             warmup_steady=self.warmup_steady,
             warmup_far_below=self.warmup_far_below,
             warmup_samples_per_sec=self.warmup_samples_per_sec,
@@ -323,6 +325,7 @@ def measure(
     t = Timings()
     w = warm_up(rule, loop)
     t.warmup_s, t.warmup_steps, t.first_step_s, t.first_wait_s = w.seconds, w.steps, w.first_step_s, w.first_wait_s
+    t.warmup_samples = w.samples
     t.warmup_step_rate, t.warmup_steady, t.warmup_samples_per_sec = w.step_rate, w.steady, w.samples_per_sec
     t.warmup_far_below = w.far_below
     until: float | int = rule.window_s

@@ -64,6 +64,7 @@ class WarmUp:
     steady: bool  # it ended on a steady step rate, not on its maximum
     samples_per_sec: float | None  # over the steady span (the blocks the steady test compared)
     far_below: bool = False  # it ended on two blocks under the rule's warmup_bar (far_below)
+    samples: int = 0  # this process's samples over the whole warm-up, its first step's included
     out_of_time: bool = False  # it ended early to leave time for two windows before the run's time limit
 
 
@@ -194,7 +195,7 @@ def warm_up(rule: WarmUpRule, loop: Loop) -> WarmUp:
     start = clock()
     batch, t0, t1, _ = loop.step_once(timed=False)
     loop.sync()
-    first_step_s, first_wait_s = clock() - t0, t1 - t0
+    first_step_s, first_wait_s, samples = clock() - t0, t1 - t0, loop.samples_of(batch)
     settled = block_start = clock()  # the first step (compile, loader start) is no block's
     steps, step_rate, steady_rate, is_steady, ended_far_below = 1, 0.0, None, False, False
     block_steps, block_samples, block_epochs = 0, 0, loop.epochs_started()
@@ -204,7 +205,8 @@ def warm_up(rule: WarmUpRule, loop: Loop) -> WarmUp:
         batch, *_ = loop.step_once(timed=False)
         if loop.sync_every_step:
             loop.sync()
-        block_steps, block_samples, steps = block_steps + 1, block_samples + loop.samples_of(batch), steps + 1
+        size = loop.samples_of(batch)
+        block_steps, block_samples, steps, samples = block_steps + 1, block_samples + size, steps + 1, samples + size
         now = clock()
         action = loop.agree(_action(rule, steps, now - settled, loop.time_left(), (block_steps, now - block_start)))
         if action != _BLOCK_END:
@@ -237,4 +239,5 @@ def warm_up(rule: WarmUpRule, loop: Loop) -> WarmUp:
         steady_rate,
         ended_far_below,
         out_of_time=action == _OUT_OF_TIME,
+        samples=samples,
     )

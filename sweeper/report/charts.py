@@ -16,7 +16,7 @@ logging.getLogger("matplotlib").setLevel(logging.WARNING)
 import matplotlib  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from .contents import Failure, Point  # noqa: E402
+from .contents import Failure, JobLengths, Point  # noqa: E402
 from .why import StepBreakdown  # noqa: E402
 
 # the charts' style, applied while each is drawn (matplotlib's global settings stay as they were)
@@ -347,6 +347,49 @@ def ranks_chart(rows: Sequence[tuple[int, int, float, float]]) -> Figure:
     ax.set_xticks(counts, [str(c) for c in counts])
     ax.set_xlabel("dist.nproc_per_node (data-parallel ranks on this machine)")
     ax.set_ylabel("samples/sec")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return fig
+
+
+def job_span(job: JobLengths) -> tuple[float, float]:
+    """The job lengths worth drawing: around where start-up stops mattering (start-up x rate),
+    the crossovers and the job the sweep ranked by."""
+    marks = [line.startup_s * line.rate for line in job.lines if line.startup_s > 0]
+    marks += [lead.from_samples for lead in job.leads if lead.from_samples > 0]
+    marks += [job.job_samples] if job.job_samples else []
+    if not marks:
+        return 1e3, 1e8
+    return max(1.0, min(marks) / 20), max(marks) * 50
+
+
+@chart
+def job_chart(job: JobLengths) -> Figure:
+    """samples/sec over the whole job against the job's length, for each leading configuration
+    (its samples over start-up + samples / rate): the one that finishes first is the highest
+    curve, drawn thick over the lengths where it is."""
+    import numpy as np
+
+    fig = Figure(figsize=(7.5, 3.4))
+    ax = fig.subplots()
+    low, high = job_span(job)
+    lengths = np.geomspace(low, high, 200)
+    colors = matplotlib.colormaps["tab10"]
+    for i, line in enumerate(sorted(job.lines, key=lambda line: -line.rate)):
+        rate = lengths / np.array([line.time_s(n) for n in lengths])
+        ax.plot(lengths, rate, color=colors(i % 10), lw=1, alpha=0.6, label=f"#{line.number}")
+        for lead in job.leads:
+            if lead.line.number == line.number:
+                span = (lengths >= lead.from_samples) & (lengths <= (lead.to_samples or high))
+                ax.plot(lengths[span], rate[span], color=colors(i % 10), lw=3)
+    for lead in job.leads[1:]:
+        ax.axvline(lead.from_samples, color="#999", lw=0.8, ls=":")
+    if job.job_samples:
+        ax.axvline(job.job_samples, color="#d62728", lw=1, ls="--", label="the job ranked by")
+    ax.set_xscale("log")
+    ax.set_xlabel("job length (samples)")
+    ax.set_ylabel("samples/sec over the whole job")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))

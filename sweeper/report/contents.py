@@ -9,6 +9,7 @@ from typing import Any
 
 from optuna.trial import FrozenTrial
 
+from ..jobtime import JobLine, Lead
 from ..store.confirmation import Confirmation
 from ..store.trials import Counts, level
 from .why import StepBreakdown
@@ -111,6 +112,17 @@ class Winner:
 
 
 @dataclass(frozen=True)
+class JobLengths:
+    """The leading configurations' time to finish a job, against the job's length: which one
+    finishes first from which length on (sweeper.jobtime), from each one's search run."""
+
+    lines: tuple[JobLine, ...]
+    leads: tuple[Lead, ...]  # shortest jobs first
+    knobs: dict[int, dict[str, Any]]  # trial -> its knobs, to say what a lead's change is
+    job_samples: int | None = None  # the job the sweep ranked by (measure.job_samples); None: the rate
+
+
+@dataclass(frozen=True)
 class Charts:
     """What the charts and the "why" draw."""
 
@@ -129,6 +141,8 @@ class Charts:
     ranks: tuple[tuple[int, int, float, float], ...] = ()
     # the limits the sweep held the figures to (hydra.sweeper.constraints): figure -> limit
     limits: dict[str, float] = field(default_factory=dict)
+    # where start-up decides the winner, or the sweep ranked by a whole job's time; else None
+    job: JobLengths | None = None
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
+from ..jobtime import JobLine, distinct, leads
 from ..knobs import Knob
 from ..machine import Fingerprint
 from ..measurement import COST_KIND, DEFAULT_OBJECTIVES, KEY_FIGURES, PRIMARY
@@ -33,7 +34,7 @@ from ..store.trials import (
     unconfirmed_winner,
 )
 from .code import code_diff, script_diff
-from .contents import Charts, Failure, Headline, Notes, Point, ReportData, Table, Verdict, Winner
+from .contents import Charts, Failure, Headline, JobLengths, Notes, Point, ReportData, Table, Verdict, Winner
 from .notes import advice, search_notes
 from .why import StepBreakdown, breakdown
 
@@ -170,6 +171,29 @@ def _history(done: Sequence[FrozenTrial], first: datetime | None) -> tuple[tuple
         elapsed = (t.datetime_complete - first).total_seconds() if first and t.datetime_complete else 0.0
         history.append((t.number, elapsed, best_so_far))
     return tuple(history)
+
+
+# the configurations a job-length comparison draws: the fastest few, with the winner and baseline
+LEADING = 4
+
+
+def _job_lengths(
+    best: Sequence[FrozenTrial], baseline: FrozenTrial | None, winner: FrozenTrial | None, records: Records
+) -> JobLengths | None:
+    """The leading configurations as lines of time against job length; None where one of them
+    finishes first at every length (start-up decides nothing) and the sweep did not rank by a job."""
+    chosen = {t.number: t for t in [*best[:LEADING], *(t for t in (winner, baseline) if t is not None)]}
+    lines, job_samples = [], None
+    for number in chosen:
+        m = records[number].measurement
+        if m is None or m.timing.startup_s is None or number not in {t.number for t in best}:
+            continue
+        lines.append(JobLine(number, m.timing.startup_s, m.throughput.running_rate))
+        job_samples = job_samples or m.throughput.job_samples
+    found = leads(distinct(lines))
+    if not found or (len(found) < 2 and job_samples is None):
+        return None
+    return JobLengths(tuple(lines), found, {n: config_of(chosen[n]) for n in chosen}, job_samples)
 
 
 def _code(baseline: FrozenTrial | None, winner: FrozenTrial | None, records: Records, device: str) -> tuple[str, ...]:
@@ -329,6 +353,7 @@ def build_report_data(
         history=_history(done, first),
         ranks=tuple(ranks_of(done, records)),
         limits=dict(sweep_span.constraints) if sweep_span is not None else {},
+        job=_job_lengths(best, baseline, winner, records),
     )
     return ReportData(
         headline=headline,

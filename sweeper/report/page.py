@@ -12,7 +12,9 @@ from ..measurement import LATENCY, MEMORY
 from ..noise import noise_words
 from ..store.trials import Counts
 from . import charts
-from .contents import Charts, ReportData, Table, Verdict
+from ..jobtime import samples_text
+from .contents import Charts, JobLengths, ReportData, Table, Verdict
+from .notes import job_sentences
 from .why import StepBreakdown
 
 CSS = """
@@ -319,6 +321,27 @@ def knob_sections(c: Charts) -> list[str]:
     return sections
 
 
+def job_section(job: JobLengths | None) -> list[str]:
+    """Which configuration finishes a job first, by the job's length: the sentences and the chart."""
+    if job is None:
+        return []
+    ranked_by = (
+        f"<p>This sweep ranked by a job of {escape(samples_text(job.job_samples))} samples "
+        "(measure.job_samples): a figure is that job's samples over its time to finish, start-up "
+        "included.</p>"
+        if job.job_samples
+        else ""
+    )
+    said = "".join(f"<li>{escape(line)}</li>" for line in job_sentences(job))
+    return [
+        '<h2 id="job-length">The whole job: which finishes first</h2>',
+        ranked_by,
+        f"<p>A job of N samples takes its start-up (build, loader start, compilation, autotuning, "
+        f"warm-up) plus N at its rate, each measured in the configuration's search run.</p><ul>{said}</ul>",
+        img(charts.job_chart(job), "samples/sec over the whole job against the job's length"),
+    ]
+
+
 def siblings_section(siblings: tuple[tuple[str, str, float, str], ...]) -> list[str]:
     if not siblings:
         return []
@@ -338,6 +361,7 @@ def render(d: ReportData) -> str:
     c = d.charts
     sections = [f"<h1>{escape(d.headline.title)}</h1>", answer(d), the_search(d)]
     sections += scatter_sections(c, d.headline.workload)
+    sections += job_section(c.job)
     sections += ["<h2>Why: where step time goes</h2>", why(c.breakdowns)]
     sections += knob_sections(c)
     if c.ranks:

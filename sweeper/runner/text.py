@@ -118,11 +118,20 @@ def _warmup_row(t: Timing, script: bool) -> str:
         f"{t.warmup_s:.1f} s, {t.warmup_steps} steps"
         + (", steady" if t.warmup_steady else "")
         + (", ended far below the best" if t.warmup_far_below else "")
+        + (f", start-up {t.startup_s:.1f} s in all" if t.startup_s is not None else "")
         + (
             f" (the script's start to its first step {t.first_step_s:.2f} s)"
             if script
             else f" (first batch {t.first_batch_wait_s:.2f} s of loader start-up, compile/autotune {t.compile_s:.2f} s)"
         )
+    )
+
+
+def _job_row(f: Throughput, t: Timing) -> str:
+    """measure.job_samples: the job's time to finish, as start-up plus its samples at the rate."""
+    return (
+        f"{f.job_samples:,} samples in {f.job_time_s:,.1f} s: start-up {t.startup_s or 0.0:.1f} s, then "
+        f"{_num(f.running_rate)} samples/sec (samples/sec above is the whole job's)"
     )
 
 
@@ -174,6 +183,8 @@ def format_result(result: RunResult) -> str:
             )
         )
     rows += [("peak memory", _memory_row(m, run)), ("warm-up", _warmup_row(t, bool(run.command)))]
+    if f.job_samples is not None and f.job_time_s is not None:
+        rows.insert(1, ("whole job", _job_row(f, t)))
     if run.command:
         rows.insert(0, ("script", " ".join(run.command)))
     if result.fingerprint is not None:

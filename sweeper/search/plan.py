@@ -5,6 +5,8 @@ that can be wrong with the input is found here and raised as one ConfigError lin
 
 from __future__ import annotations
 
+import dataclasses
+
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -200,6 +202,22 @@ def preset(base: DictConfig, compose: Compose, fixed: list[str], device_kind: st
     return search
 
 
+# what torch.compile may pay for over a long job: its modes on a GPU (max-autotune's minutes of
+# autotuning pay only there), the default one on a CPU
+JOB_COMPILE = {True: "choice(off,default,max-autotune)", False: "choice(off,default)"}
+
+
+def with_job_knobs(search: SearchConf, job_samples: float | None, cuda: bool) -> SearchConf:
+    """With measure.job_samples, torch.compile is one of the preset's `later` knobs: its
+    compilation is start-up the job pays once, so it is tried once at the best so far and
+    searched only where it made that configuration finish the job sooner (search/held_back.py),
+    which it does only where the job is long enough."""
+    if not job_samples:
+        return search
+    params = {Knob.BACKEND_COMPILE: JOB_COMPILE[cuda], **search.params}
+    return dataclasses.replace(search, params=params, later=[*search.later, Knob.BACKEND_COMPILE])
+
+
 def workload_label(base: DictConfig) -> str:
     task = base.task
     return f"{task.name} {task.mode}" + (f" ({task.model})" if "model" in task else "")
@@ -309,6 +327,8 @@ def make_plan(
     script = own_app and command.is_script(base.task)
     machine = _machine(base, own_app, script, launcher, probe_machine)
     chosen = preset(base, compose, fixed, machine.device)
+    if own_app and not script:
+        chosen = with_job_knobs(chosen, OmegaConf.select(base, Knob.MEASURE_JOB_SAMPLES, default=None), machine.cuda)
     # how the search runs is not what a trial runs with: search.recipes=false and the like leave
     # the trials' overrides, and the setup that the study knows them by, as they were
     fixed = [o for o in fixed if not o.lstrip("+~").startswith("search.")]
