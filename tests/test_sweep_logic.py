@@ -1226,13 +1226,13 @@ def test_a_space_whose_choices_the_study_holds_otherwise_gets_its_own_study_said
     assert open_study(default)[1] == default  # the default space: the first study, nothing said
 
 
-def _later_study(tmp_path, best_knobs):
+def _later_study(tmp_path, best_knobs, arguments=("search=cpu",)):
     """A search=cpu plan past its later share, and a study with the baseline (#0) and a best (#1)."""
     import optuna
 
     from sweeper.store.study import StoredStudy
 
-    plan = _cpu_plan(tmp_path, {"n_trials": 10}, ["search=cpu"])
+    plan = _cpu_plan(tmp_path, {"n_trials": 10}, list(arguments))
     storage = optuna.storages.InMemoryStorage()
     stored = StoredStudy(optuna.create_study(storage=storage, directions=list(plan.directions)), storage)
     base = dict(plan.baseline_knobs)
@@ -1304,6 +1304,29 @@ def test_a_later_knobs_try_that_was_no_gain_is_not_confirmed_the_point_it_was_tr
     if first == 1:
         assert 2 not in asked
         assert f"not confirmed: trial #2, {knob}=forkserver at #1, no gain there: #1 stands for it" in out
+
+
+def test_over_a_whole_job_compile_is_tried_at_the_best_and_its_try_stands_on_its_own_figure(tmp_path, capsys):
+    """measure.job_samples makes backend.compile a later knob: tried once at the best (#1, 200),
+    where its 215 over the job is within the runs' spread (the knob is not searched further).
+    Unlike a way of starting workers, compile changes the rate: its try is a candidate of its
+    own, confirmed, and here the winner."""
+    from sweeper.search.held_back import held_later, kept_tries
+    from sweeper.search.trials import ask
+
+    knob = "backend.compile"
+    plan, stored = _later_study(tmp_path, {"loader.num_workers": 2}, ["search=cpu", "measure.job_samples=3e6"])
+    assert knob in plan.later and plan.space[knob].choices == ("off", "default")
+    ctx, said = plan.context(Learned(convolutional=False)), []
+    held_later(stored, plan, stored.trials(plan.fixed), ctx, frozenset({knob}), lambda key, line: said.append(line))
+    t, knobs = ask(stored, plan, ctx, baseline=False, held_back=frozenset({knob}))
+    assert knobs[knob] == "default" and knobs["loader.num_workers"] == 2
+    _tell(stored, t, 215.0)
+    held_later(stored, plan, stored.trials(plan.fixed), ctx, frozenset({knob}), lambda key, line: said.append(line))
+    assert said[-1].endswith("default 215: no gain, kept at your config's value (off) for the rest of the sweep")
+    assert kept_tries(stored.trials(plan.fixed), plan, plan.noise([])) == {}
+    decision, asked, _ = _run_confirmation(stored, plan, {0: 100.0, 1: 200.0, 2: 215.0}, capsys)
+    assert decision is not None and decision.winner == 2 and asked[0] == 2
 
 
 def test_a_later_knob_that_means_nothing_at_the_best_waits_for_a_best_it_changes(tmp_path):

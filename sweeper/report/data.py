@@ -173,27 +173,29 @@ def _history(done: Sequence[FrozenTrial], first: datetime | None) -> tuple[tuple
     return tuple(history)
 
 
-# the configurations a job-length comparison draws: the fastest few, with the winner and baseline
-LEADING = 4
-
-
 def _job_lengths(
     best: Sequence[FrozenTrial], baseline: FrozenTrial | None, winner: FrozenTrial | None, records: Records
 ) -> JobLengths | None:
-    """The leading configurations as lines of time against job length; None where one of them
-    finishes first at every length (start-up decides nothing) and the sweep did not rank by a job."""
-    chosen = {t.number: t for t in [*best[:LEADING], *(t for t in (winner, baseline) if t is not None)]}
-    lines, job_samples = [], None
-    for number in chosen:
-        m = records[number].measurement
-        if m is None or m.timing.startup_s is None or number not in {t.number for t in best}:
-            continue
-        lines.append(JobLine(number, m.timing.startup_s, m.throughput.running_rate))
-        job_samples = job_samples or m.throughput.job_samples
-    found = leads(distinct(lines))
+    """Every ranked configuration as a line of time against job length; the ones that finish
+    first at some length are drawn, with the winner and the baseline. None where one finishes
+    first at every length (start-up decides nothing) and the sweep did not rank by a job."""
+    lines, job_samples = {}, None
+    for t in best:
+        m = records[t.number].measurement
+        if m is not None and m.timing.startup_s is not None:
+            lines[t.number] = JobLine(t.number, m.timing.startup_s, m.throughput.running_rate)
+            job_samples = job_samples or m.throughput.job_samples
+    found = leads(distinct(list(lines.values())))
     if not found or (len(found) < 2 and job_samples is None):
         return None
-    return JobLengths(tuple(lines), found, {n: config_of(chosen[n]) for n in chosen}, job_samples)
+    drawn = {lead.line.number for lead in found} | {t.number for t in (winner, baseline) if t is not None}
+    by_number = {t.number: t for t in best}
+    return JobLengths(
+        tuple(lines[n] for n in sorted(drawn) if n in lines),
+        found,
+        {n: config_of(by_number[n]) for n in drawn if n in by_number},
+        job_samples,
+    )
 
 
 def _code(baseline: FrozenTrial | None, winner: FrozenTrial | None, records: Records, device: str) -> tuple[str, ...]:

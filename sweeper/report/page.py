@@ -8,11 +8,11 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from ..jobtime import samples_text
 from ..measurement import LATENCY, MEMORY
 from ..noise import noise_words
 from ..store.trials import Counts
 from . import charts
-from ..jobtime import samples_text
 from .contents import Charts, JobLengths, ReportData, Table, Verdict
 from .notes import job_sentences
 from .why import StepBreakdown

@@ -1,10 +1,13 @@
-"""The preset's `later` knobs (how loader workers start) when their turn comes.
+"""The preset's `later` knobs (how loader workers start; with measure.job_samples, torch.compile
+too) when their turn comes.
 
 Spawn and forkserver workers cost seconds of start-up a trial (every epoch without persistent
 workers) and run no faster than forked ones once started. So once search.later_after of n_trials
 are measured, the knob's first other value is tried once at the best configuration so far, and
 the sampler searches the knob only if that try was a gain there beyond the run-to-run noise
-(sweeper.noise); else the knob stays at your config's value. One try, not one per value:
+(sweeper.noise); else the knob stays at your config's value. A compile mode is start-up of the
+same kind over a whole job: its try is a gain only where the job is long enough to pay for it.
+One try, not one per value:
 forkserver and spawn workers differ from forked ones in the same way (each imports its modules
 and holds its own copy of what the parent had). No try at a best whose workers are persistent:
 they start once, before warm-up ends, so how they start cannot move its figure. Everything is
@@ -74,13 +77,19 @@ def tries_of(knob: str, trials: Sequence[FrozenTrial], setup: Sequence[FrozenTri
     return Tries(knob, Verdict.OPEN if gain else Verdict.KEPT, at, tried)
 
 
+# the later knobs that add start-up and nothing else: a try of one that was no gain is the
+# point it was tried at, slower to start (a compile mode changes the rate too: its try stands
+# on its own figure, and may win)
+START_UP_ONLY = frozenset({Knob.LOADER_MULTIPROCESSING_CONTEXT})
+
+
 def kept_tries(trials: Sequence[FrozenTrial], plan: SweepPlan, noise: Noise) -> dict[int, Tries]:
-    """The later knobs' tries that were no gain (the knob kept at your config's value). Each is
-    the configuration it was tried at with workers that start slower and run no faster, so the
-    point it was tried at stands for it in the confirmation: a winner that keeps your value, and
-    no run paying that start-up again."""
+    """The start-up-only later knobs' tries that were no gain (the knob kept at your config's
+    value). Each is the configuration it was tried at with workers that start slower and run no
+    faster, so the point it was tried at stands for it in the confirmation: a winner that keeps
+    your value, and no run paying that start-up again."""
     kept: dict[int, Tries] = {}
-    for knob in sorted(plan.later):
+    for knob in sorted(plan.later & START_UP_ONLY):
         tries = tries_of(knob, trials, trials, noise)
         if tries.verdict == Verdict.KEPT:
             kept.update({t.number: tries for t in tries.tried})

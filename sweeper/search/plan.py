@@ -6,7 +6,6 @@ that can be wrong with the input is found here and raised as one ConfigError lin
 from __future__ import annotations
 
 import dataclasses
-
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field

@@ -269,6 +269,11 @@ def _winner_lines(summary: SweepSummary, winner: FrozenTrial, baseline: FrozenTr
         else f"{speed:,.0f} samples/s (search run)"
     )
     say(f"winner: trial #{winner.number} {short_knobs(config_of(winner), against)}: {figure}, peak {memory:,.0f} MB")
+    if speed and record.measurement is not None and (job := record.measurement.throughput.job_samples):
+        base = decision.median.get(decision.baseline) if decision is not None else None
+        base = base or (TrialRecord.of(baseline).samples_per_sec if baseline is not None else None)
+        said = f"  over the whole job of {job:,} samples (measure.job_samples): done in {job / speed:,.0f} s"
+        say(said + (f", your configuration in {job / base:,.0f} s" if base else ""))
     if kept is not None:
         say(kept)
     elif decision is not None:

@@ -195,8 +195,8 @@ def announce(plan: SweepPlan, stored: StoredStudy) -> None:
     if plan.later and plan.search.later_after:
         progress.say(
             f"{', '.join(sorted(plan.later))}: at your config's values for the first "
-            f"{plan.search.later_after:.0%} of n_trials (seconds of start-up a trial, the same steady rate), "
-            "then tried at the best so far and searched only if that is a gain "
+            f"{plan.search.later_after:.0%} of n_trials (each costs seconds of start-up a trial), "
+            "then tried at the best so far and searched only if that is a gain there "
             "(search.later_after=null: searched from the start)"
         )
     for note in plan.notes:
