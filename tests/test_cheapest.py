@@ -67,4 +67,7 @@ def test_a_runs_cost_is_its_ranks_with_their_workers_its_threads_and_its_memory(
         "fingerprint": '{"threads": 3}',
     }
     assert Cost.of(TrialRecord.from_attrs(attrs)) == Cost(processes=6, cores=6, memory_mb=750.0)
+    # the workers asked for, where the trial says: the processes counted also hold their helpers
+    attrs["knobs"] = {"loader.num_workers": 1}
+    assert Cost.of(TrialRecord.from_attrs(attrs)) == Cost(processes=4, cores=6, memory_mb=750.0)
     assert Cost.of(TrialRecord.from_attrs({"status": "crash"})) is None

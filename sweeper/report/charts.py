@@ -206,10 +206,10 @@ def scatter_chart(
     return fig
 
 
-def _axes(ax: Any, xlabel: str) -> None:
-    """The scatter's labels, its legend beside it (each label once) and its grid."""
+def _axes(ax: Any, xlabel: str, ylabel: str = "samples/sec, each trial's search run") -> None:
+    """A speed chart's labels, its axis from zero, its legend beside it (each label once) and its grid."""
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("samples/sec, each trial's search run")
+    ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles))
@@ -345,11 +345,7 @@ def ranks_chart(rows: Sequence[tuple[int, int, float, float]]) -> Figure:
     best = [max(total for _, n, total, _ in rows if n == count) for count in counts]
     ax.plot(counts, best, "-", color="#2ca02c", label="best total at each count", zorder=2)
     ax.set_xticks(counts, [str(c) for c in counts])
-    ax.set_xlabel("dist.nproc_per_node (data-parallel ranks on this machine)")
-    ax.set_ylabel("samples/sec")
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    _axes(ax, "dist.nproc_per_node (data-parallel ranks on this machine)", "samples/sec")
     return fig
 
 
@@ -378,7 +374,7 @@ def job_chart(job: JobLengths) -> Figure:
     colors = matplotlib.colormaps["tab10"]
     for i, line in enumerate(sorted(job.lines, key=lambda line: -line.rate)):
         rate = lengths / np.array([line.time_s(n) for n in lengths])
-        ax.plot(lengths, rate, color=colors(i % 10), lw=1, alpha=0.6, label=f"#{line.number}")
+        ax.plot(lengths, rate, color=colors(i % 10), lw=1, alpha=0.6, label=job.label(line.number))
         for lead in job.leads:
             if lead.line.number == line.number:
                 span = (lengths >= lead.from_samples) & (lengths <= (lead.to_samples or high))
@@ -388,9 +384,5 @@ def job_chart(job: JobLengths) -> Figure:
     if job.job_samples:
         ax.axvline(job.job_samples, color="#d62728", lw=1, ls="--", label="the job ranked by")
     ax.set_xscale("log")
-    ax.set_xlabel("job length (samples)")
-    ax.set_ylabel("samples/sec over the whole job")
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    _axes(ax, "job length (samples)", "samples/sec over the whole job")
     return fig

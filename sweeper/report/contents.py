@@ -120,6 +120,13 @@ class JobLengths:
     leads: tuple[Lead, ...]  # shortest jobs first
     knobs: dict[int, dict[str, Any]]  # trial -> its knobs, to say what a lead's change is
     job_samples: int | None = None  # the job the sweep ranked by (measure.job_samples); None: the rate
+    baseline: int | None = None
+    winner: int | None = None
+
+    def label(self, number: int) -> str:
+        """'#7 (winner)', '#0 (yours)', '#5': a line's name in the chart."""
+        role = " (winner)" if number == self.winner else " (yours)" if number == self.baseline else ""
+        return f"#{number}{role}"
 
 
 @dataclass(frozen=True)

@@ -195,6 +195,8 @@ def _job_lengths(
         found,
         {n: config_of(by_number[n]) for n in drawn if n in by_number},
         job_samples,
+        baseline=baseline.number if baseline is not None else None,
+        winner=winner.number if winner is not None else None,
     )
 
 

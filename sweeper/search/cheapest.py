@@ -9,6 +9,7 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from ..knobs import Knob
 from ..noise import Noise
 from ..stats import Spread, quantile
 from ..store.confirmation import Confirmation
@@ -36,7 +37,11 @@ class Cost:
             return None
         ranks = max(1, m.run.nproc_per_node)
         threads = record.fingerprint.threads if record.fingerprint is not None and record.fingerprint.threads else 1
-        return cls(ranks + m.memory.dataloader_processes, ranks * threads, m.memory.peak_memory_mb)
+        # the workers each rank asked for: the processes counted under a run also hold the
+        # helpers of a worker's start, so they are the fallback only
+        workers = (record.knobs or {}).get(Knob.LOADER_NUM_WORKERS)
+        loaders = ranks * workers if isinstance(workers, int) else m.memory.dataloader_processes
+        return cls(ranks + loaders, ranks * threads, m.memory.peak_memory_mb)
 
     def cheaper_than(self, other: Cost) -> bool:
         """Fewer processes; else as many and fewer cores; else as many of both and at least
