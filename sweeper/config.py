@@ -69,6 +69,14 @@ class Isolation(Choice):
     spawn = "spawn"
 
 
+class PageCache(Choice):
+    """measure.page_cache: the state of the data set's files when each run begins."""
+
+    auto = "auto"
+    warm = "warm"
+    cold = "cold"
+
+
 @dataclass
 class LoaderConf:
     batch_size: int = MISSING
@@ -121,6 +129,9 @@ class MeasureConf:
     max_s: Optional[float] = MISSING
     # the samples of the job the figure stands for (2e6 reads as 2,000,000); null = the rate
     job_samples: Optional[float] = MISSING
+    # the data set's files before each run: evicted (cold), read in (warm), or cold where larger
+    # than memory (auto); sweeper/measuring/page_cache.py
+    page_cache: PageCache = MISSING
 
 
 @dataclass

@@ -47,6 +47,7 @@ class Knob:
     MEASURE_QUIET_WAIT_S = "measure.quiet_wait_s"
     MEASURE_ISOLATION = "measure.isolation"
     MEASURE_JOB_SAMPLES = "measure.job_samples"
+    MEASURE_PAGE_CACHE = "measure.page_cache"
     MEASURE_DRIFT_TOL = "measure.drift_tol"
     MEASURE_MAX_S = "measure.max_s"
     MEASURE_MIN_WINDOWS = "measure.min_windows"

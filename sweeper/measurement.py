@@ -252,6 +252,13 @@ class RunFacts:
     rank_cpus_allowed: tuple[str | None, ...] | None = None
     epoch_samples: int | None = None
     stored_samples: int | None = None
+    # the files the dataset read (measure.page_cache): the state each run began in (warm | cold),
+    # their count and size against the memory available, and the share cached as the run began
+    page_cache: str | None = None
+    data_files: int | None = None
+    data_bytes: int | None = None
+    memory_available_bytes: int | None = None
+    data_cached_at_start: float | None = None
     # task=script: the command as it ran (its words, the knobs interpolated)
     command: tuple[str, ...] | None = None
     # task=script: its steps came through sweeper.track / sweeper.step, which apply the

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from . import topology
 from .command import PYTHONS
+from .config import PageCache
 from .errors import ConfigError
 from .knobs import Knob
 from .spec import COMPILE_MODES, RunSpec
@@ -268,6 +269,17 @@ def _check_measure(spec: RunSpec) -> None:
         )
 
 
+def check_page_cache(asked: str, reads_files: bool, error: type[ConfigError] = ConfigError) -> None:
+    """measure.page_cache=warm or cold sets the state of the files a workload reads: one line
+    where it reads none (sweeper's own tasks are known before a run; a factory's, once built)."""
+    if asked != PageCache.auto and not reads_files:
+        raise error(
+            f"{Knob.MEASURE_PAGE_CACHE}={PageCache(asked).value} sets the state of the files a workload reads, "
+            "and this one reads none that sweeper knows of: point it at files (task.data_dir, task.token_file, "
+            "or Workload.files of your own) or set measure.page_cache=auto."
+        )
+
+
 def check_config(spec: RunSpec) -> None:
     """Raise ConfigError naming the first value out of range, or keys that contradict each other."""
     task, loader = spec.task, spec.loader
@@ -289,3 +301,5 @@ def check_config(spec: RunSpec) -> None:
     _check_backend(spec)
     _check_dist(spec)
     _check_measure(spec)
+    if spec.is_script or spec.factory.startswith("sweeper.tasks."):  # the files are known from the config
+        check_page_cache(spec.measure.page_cache, bool(task.get("data_dir") or task.get("token_file")))

@@ -137,26 +137,33 @@ def test_worker_restarts_at_epoch_ends_and_the_start_up_over_a_whole_job_are_cou
     assert "whole job         20,000 samples in" in run.stdout
 
 
-def test_image_folder_of_jpegs(sweeper_run, tmp_path):
-    from PIL import Image
+def test_image_folder_of_jpegs_begins_cold_and_a_token_shard_warm(sweeper_run, tmp_path):
+    from sweeper.data import make_images, make_tokens
 
     images = tmp_path / "my photos" / "über"  # spaces and non-ASCII in the path, as users have them
-    for cls in ("cat", "dog"):
-        (images / cls).mkdir(parents=True)
-        for i in range(8):
-            Image.new("RGB", (40, 36), (i * 20, 100, 50)).save(images / cls / f"{i}.jpg")
-    run = sweeper_run(*IMAGE, f"task.data_dir='{images}'", "loader.batch_size=4", "backend.channels_last=true")
+    made = make_images(images, images=16, classes=2, size=(64, 48))
+    run = sweeper_run(
+        *IMAGE,
+        f"task.data_dir='{images}'",
+        "loader.batch_size=4",
+        "backend.channels_last=true",
+        "measure.page_cache=cold",
+    )
     assert run.returncode == 0, run.stderr
-    assert run.result.status == "ok"
+    facts = run.result.measurement.run
+    assert (facts.page_cache, facts.data_files, facts.data_bytes) == ("cold", 16, made.bytes)
+    # evicted just before: what is cached as the run begins is what its first batch read, at most
+    assert facts.data_cached_at_start <= 0.5 and facts.memory_available_bytes > made.bytes
+    assert "16 files" in run.stdout and "evicted from the page cache before the run" in run.stdout
 
-
-def test_token_file_and_mnist_root(sweeper_run, tmp_path):
-    import numpy as np
-
-    np.arange(20000, dtype=np.uint16).__mod__(512).tofile(tmp_path / "train.bin")
-    run = sweeper_run(*LM, f"task.token_file={tmp_path / 'train.bin'}")
+    shard = make_tokens(tmp_path / "train.bin", tokens=20000, vocab=512)
+    run = sweeper_run(*LM, f"task.token_file={shard.path}")  # auto: a shard far smaller than memory is warm
     assert run.returncode == 0, run.stderr
+    facts = run.result.measurement.run
+    assert (facts.page_cache, facts.data_files, facts.data_cached_at_start) == ("warm", 1, 1.0)
 
+
+def test_mnist_root_without_mnist_is_one_line(sweeper_run, tmp_path):
     (tmp_path / "mnist").mkdir()
     run = sweeper_run(f"task.root={tmp_path / 'mnist'}")  # exists, but holds no MNIST
     assert run.returncode == 2
@@ -265,6 +272,7 @@ def test_exception_in_user_code_is_an_error_with_its_message(sweeper_run):
             ["task=custom", "task.factory=nosuchmodule:build"], "cannot import module 'nosuchmodule'", id="factory"
         ),
         pytest.param(["measure.job_samples=0"], "measure.job_samples=0.0 is invalid", id="job"),
+        pytest.param(["measure.page_cache=cold"], "measure.page_cache=cold sets the state of the files", id="cache"),
     ],
 )
 def test_bad_input_is_one_line_and_measures_nothing(sweeper_run, overrides, message):

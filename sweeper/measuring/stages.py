@@ -20,6 +20,7 @@ from ..measurement import Measurement, Memory, RunFacts, Stopped, Throughput, Ti
 from ..protocol import seconds_until_killed
 from ..result import RunResult, Status
 from ..spec import RunSpec
+from . import page_cache
 from .events import Events
 from .group import Rank, TorchGroup, join_group, numa_node, rank_cpus
 from .rule import Rule
@@ -329,6 +330,7 @@ def measure_one(spec: RunSpec, events: Events, rank: Rank | None = None) -> RunR
     with PeakRSS() as peak:
         events.phase("build")
         built = build(spec, ready)
+        cache = page_cache.prepare(spec.measure.page_cache, built.workload.files)
         measuring = time.perf_counter()
         timed = time_windows(spec, ready, built, events)
         figures = timed.throughput if timed.throughput.pruned else extras(spec, ready, built, timed.throughput, events)
@@ -342,6 +344,15 @@ def measure_one(spec: RunSpec, events: Events, rank: Rank | None = None) -> RunR
         figures, timing_ = jobtime.with_startup(figures, timing_, measuring - started, spec.measure.job_samples)
         built.stream.close()  # the DataLoader workers shut down before the last memory sample
     facts, machine = describe(spec, ready, built)
+    if cache is not None:
+        facts = replace(
+            facts,
+            page_cache=cache.page_cache,
+            data_files=cache.files,
+            data_bytes=cache.bytes,
+            memory_available_bytes=cache.memory_available_bytes,
+            data_cached_at_start=cache.cached_at_start,
+        )
     measurement = Measurement(figures, timing_, peak_memory(ready, peak), timed.utilization, facts)
     if figures.pruned:
         return RunResult(

@@ -31,6 +31,9 @@ class Workload:
     collate_fn: Callable[[list[Any]], Any] | None = None
     # channels_last only means something for convolutional models
     convolutional: bool = False
+    # the files the dataset reads, whose state in the page cache measure.page_cache sets before
+    # each run (none: data made in memory)
+    files: tuple[str, ...] = ()
 
 
 def load_factory(spec: str) -> Callable[[dict[str, Any]], Any]:

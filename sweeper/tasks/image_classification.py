@@ -88,4 +88,5 @@ def build(task: dict[str, Any]) -> Workload:
         dataset=data,
         loss_fn=nn.functional.cross_entropy,
         convolutional=is_convolutional(typed.model),
+        files=tuple(path for path, _ in data.samples) if typed.data_dir else (),
     )

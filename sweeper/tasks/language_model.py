@@ -90,4 +90,5 @@ def build(task: dict[str, Any]) -> Workload:
         dataset=TokenWindows(tokens(typed), typed.seq_len),
         loss_fn=next_token_loss,
         optimizer_fn=lambda ps: torch.optim.AdamW(ps, lr=lr),
+        files=(typed.token_file,) if typed.token_file else (),
     )

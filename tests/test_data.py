@@ -1,0 +1,69 @@
+"""Data sets made on disk (python -m sweeper.data) and the page cache set before each run: real
+files on this disk, evicted and read in, their residency read back from the kernel."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from sweeper.data import IMAGENET_MEAN_FILE_KB, make_images, make_tokens, photograph
+from sweeper.measuring import page_cache
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="posix_fadvise and mincore are Linux's")
+
+
+def test_jpegs_are_like_photographs_and_the_same_for_a_seed(tmp_path):
+    made = make_images(tmp_path / "set", images=24, classes=3, size=(469, 387))
+    files = sorted((tmp_path / "set").rglob("*.jpg"))
+    assert len(files) == made.count == 24 and {f.parent.name for f in files} == {"class_000", "class_001", "class_002"}
+    # ImageNet's mean file, within a third: neither noise (no compression) nor a flat field
+    assert 0.67 * IMAGENET_MEAN_FILE_KB < made.bytes / 24 / 1e3 < 1.33 * IMAGENET_MEAN_FILE_KB
+    assert photograph(5, 0, (64, 48)) == photograph(5, 0, (64, 48)) != photograph(6, 0, (64, 48))
+
+
+def test_a_token_shard_holds_ids_under_the_vocabulary_skewed_as_text_is(tmp_path):
+    made = make_tokens(tmp_path / "t.bin", tokens=100_000, vocab=512)
+    ids = np.memmap(made.path, dtype=np.uint16, mode="r")
+    assert len(ids) == 100_000 == made.count and ids.max() < 512
+    counts = np.bincount(ids, minlength=512)
+    assert counts[0] > 10 * np.median(counts)  # a few ids most of the text, as words are
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["images", "d", "--size", "3x3"], "--size='3x3' is invalid: expected sides of 8 pixels or more"),
+        (["tokens", "f", "--vocab", "70000"], "--vocab=70000 is invalid: uint16 ids hold at most 65536"),
+        (["images", "d", "--images", "0"], "'0' is invalid: expected a count >= 1"),
+    ],
+)
+def test_bad_sizes_are_one_line(tmp_path, args, message):
+    run = subprocess.run([sys.executable, "-m", "sweeper.data", *args], cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and message in run.stderr
+
+
+def test_cold_evicts_the_files_and_warm_reads_them_in(tmp_path):
+    made = make_images(tmp_path / "set", images=8, classes=2, size=(200, 150))
+    files = [str(f) for f in sorted((tmp_path / "set").rglob("*.jpg"))]
+    cold = page_cache.prepare("cold", files)
+    assert cold is not None and cold.page_cache == "cold" and cold.cached_at_start == 0.0
+    assert (cold.files, cold.bytes) == (8, made.bytes)
+    warm = page_cache.prepare("warm", files)
+    assert warm is not None and warm.cached_at_start == 1.0
+
+
+def test_auto_is_cold_only_where_the_set_is_larger_than_the_memory_available():
+    assert page_cache.chosen("auto", data_bytes=10, available_bytes=100) == "warm"
+    assert page_cache.chosen("auto", data_bytes=200, available_bytes=100) == "cold"
+    assert page_cache.chosen("warm", data_bytes=200, available_bytes=100) == "warm"
+
+
+def test_a_workload_without_files_takes_auto_alone():
+    from sweeper.errors import InvalidConfig
+
+    assert page_cache.prepare("auto", []) is None
+    with pytest.raises(InvalidConfig, match="measure.page_cache=cold sets the state of the files"):
+        page_cache.prepare("cold", [])
