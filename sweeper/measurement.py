@@ -271,6 +271,19 @@ class RunFacts:
     tf32_in_effect: bool | None = None
     cuda_initialized_at_start: bool | None = None
 
+    @property
+    def data_words(self) -> str | None:
+        """'400 files, 44.2 MB against 24.3 GB of memory available: cold, evicted from the page
+        cache before the run (3% cached as it began)'; None where the workload read no files."""
+        if self.page_cache is None:
+            return None
+        began = {"cold": "evicted from the page cache", "warm": "read into the page cache"}.get(self.page_cache, "")
+        return (
+            f"{self.data_files or 0:,} files, {(self.data_bytes or 0) / 1e6:,.1f} MB against "
+            f"{(self.memory_available_bytes or 0) / 1e9:,.1f} GB of memory available: {self.page_cache}, "
+            f"{began} before the run ({100 * (self.data_cached_at_start or 0.0):.0f}% cached as it began)"
+        )
+
 
 _SECTIONS = (
     ("throughput", Throughput),

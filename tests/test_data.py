@@ -67,3 +67,43 @@ def test_a_workload_without_files_takes_auto_alone():
     assert page_cache.prepare("auto", []) is None
     with pytest.raises(InvalidConfig, match="measure.page_cache=cold sets the state of the files"):
         page_cache.prepare("cold", [])
+
+
+def test_the_reports_first_screen_says_what_state_every_figure_stands_on():
+    import json
+
+    from optuna.distributions import CategoricalDistribution
+    from optuna.trial import TrialState, create_trial
+
+    from sweeper.report import build_report_data
+    from sweeper.report.page import answer
+
+    metrics = {
+        "samples_per_sec": 100.0,
+        "peak_memory_mb": 500.0,
+        "page_cache": "cold",
+        "data_files": 400,
+        "data_bytes": 44_200_000,
+        "memory_available_bytes": 24_300_000_000,
+        "data_cached_at_start": 0.0,
+    }
+    trial = create_trial(
+        state=TrialState.COMPLETE,
+        values=[100.0],
+        params={"loader.batch_size": 64},
+        distributions={"loader.batch_size": CategoricalDistribution([64])},
+        user_attrs={
+            "knobs": {"loader.batch_size": 64},
+            "status": "ok",
+            "baseline": True,
+            "metrics": metrics,
+            "fixed_overrides": [],
+            "fingerprint": json.dumps({"hostname": "lab1", "cpus_available": 2}),
+        },
+    )
+    data = build_report_data([trial], study_name="s", workload="w", fixed=[], confirmation=None)
+    assert data.headline.data is not None
+    assert (
+        "400 files, 44.2 MB against 24.3 GB of memory available: cold, evicted from the page cache before "
+        "the run (0% cached as it began); every run began so." in answer(data)
+    )

@@ -94,6 +94,8 @@ class Headline:
     scheduled: int = 0  # trials a scheduler ran (SLURM jobs)
     stopped: str | None = None  # why the last sweep's search stopped (n_trials, converged, budget, ...)
     noise: float | None = None  # the run-to-run noise its decisions read (relative sigma; None: not known)
+    # the files the baseline read and the page-cache state its runs began in (None: no files)
+    data: str | None = None
 
 
 @dataclass(frozen=True)

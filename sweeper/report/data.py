@@ -291,6 +291,7 @@ def _headline(
         scheduled=sum(records[t.number].scheduler_job is not None for t in shown),
         stopped=sweep_span.stopped_because if sweep_span else None,
         noise=sweep_span.noise if sweep_span else None,
+        data=next((m.run.data_words for t in shown if (m := records[t.number].measurement) is not None), None),
     )
 
 

@@ -135,6 +135,8 @@ def answer(d: ReportData) -> str:
     if not d.headline.sweep_finished and d.headline.sweep_wall_s is None:
         cards.append(_card("running", "the sweep is not over: this is a view of the trials so far"))
     parts = [f'<div class="headline" id="answer">{"".join(cards)}</div>']
+    if d.headline.data:  # what every figure above stands on: the files as the runs found them
+        parts.append(f'<p id="data"><b>Data</b> {escape(d.headline.data)}; every run began so.</p>')
     parts += [f'<div class="note">{escape(n)}</div>' for n in d.notes.advice]
     if w.code_diff:
         parts += [

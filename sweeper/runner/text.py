@@ -127,16 +127,6 @@ def _warmup_row(t: Timing, script: bool) -> str:
     )
 
 
-def data_row(run: RunFacts) -> str:
-    """The files the run read against memory, and the page-cache state it began in."""
-    began = {"cold": "evicted from the page cache", "warm": "read into the page cache"}.get(run.page_cache or "", "")
-    return (
-        f"{run.data_files or 0:,} files, {(run.data_bytes or 0) / 1e6:,.1f} MB against "
-        f"{(run.memory_available_bytes or 0) / 1e9:,.1f} GB of memory available: {run.page_cache}, "
-        f"{began} before the run ({100 * (run.data_cached_at_start or 0.0):.0f}% cached as it began)"
-    )
-
-
 def _job_row(f: Throughput, t: Timing) -> str:
     """measure.job_samples: the job's time to finish, as start-up plus its samples at the rate."""
     return (
@@ -184,8 +174,8 @@ def format_result(result: RunResult) -> str:
         rows.append(("utilization", used))
     if run.epoch_samples is not None:
         rows.append(("epoch", _epoch_row(f, run)))
-    if run.page_cache is not None:
-        rows.append(("data", data_row(run)))
+    if (data := run.data_words) is not None:
+        rows.append(("data", data))
     if f.compute_bound_samples_per_sec is not None:
         rows.append(
             (
