@@ -69,6 +69,13 @@ class Isolation(Choice):
     spawn = "spawn"
 
 
+class Decoder(Choice):
+    """task.decoder: PIL's decode and transforms, or torchvision.io's decode and transforms.v2 on tensors."""
+
+    pil = "pil"
+    torchvision = "torchvision"
+
+
 class PageCache(Choice):
     """measure.page_cache: the state of the data set's files when each run begins."""
 
@@ -192,6 +199,8 @@ class MnistTask(FactoryTask):
 class ImageTask(FactoryTask):
     model: str = MISSING
     data_dir: Optional[str] = MISSING
+    # how task.data_dir's JPEGs become tensors (sweeper/tasks/image_classification.py)
+    decoder: Decoder = MISSING
     image_size: int = MISSING
     num_classes: int = MISSING
     num_samples: int = MISSING

@@ -7,7 +7,17 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from .config import BackendConf, DistConf, FactoryTask, LoaderConf, MeasureConf, ScriptTask, TaskConf, TrainConf
+from .config import (
+    BackendConf,
+    DistConf,
+    FactoryTask,
+    ImageTask,
+    LoaderConf,
+    MeasureConf,
+    ScriptTask,
+    TaskConf,
+    TrainConf,
+)
 
 
 class Knob:
@@ -61,6 +71,8 @@ class Knob:
     MEASURE_WINDOWS = "measure.windows"
     # task
     TASK_COMMAND = "task.command"
+    TASK_DATA_DIR = "task.data_dir"
+    TASK_DECODER = "task.decoder"
     TASK_EPOCH_SAMPLES = "task.epoch_samples"
     TASK_FACTORY = "task.factory"
 
@@ -71,7 +83,7 @@ _SCHEMAS = {
     "dist": (DistConf,),
     "train": (TrainConf,),
     "measure": (MeasureConf,),
-    "task": (TaskConf, FactoryTask, ScriptTask),
+    "task": (TaskConf, FactoryTask, ScriptTask, ImageTask),
 }
 
 

@@ -107,3 +107,18 @@ def test_the_reports_first_screen_says_what_state_every_figure_stands_on():
         "400 files, 44.2 MB against 24.3 GB of memory available: cold, evicted from the page cache before "
         "the run (0% cached as it began); every run began so." in answer(data)
     )
+
+
+def test_both_decoders_make_the_same_tensor_from_a_jpeg(tmp_path):
+    """PIL's path and torchvision.io's with transforms.v2: the same shape, dtype and
+    normalization; the pixels differ only by the two resizers' rounding."""
+    from PIL import Image
+
+    from sweeper.tasks.image_classification import decode_jpeg_file, image_transform, tensor_transform
+
+    path = tmp_path / "a.jpg"
+    path.write_bytes(photograph(0, 0, (300, 200)))
+    by_pil = image_transform(64, train=False)(Image.open(path).convert("RGB"))
+    by_torchvision = tensor_transform(64, train=False)(decode_jpeg_file(str(path)))
+    assert by_pil.shape == by_torchvision.shape == (3, 64, 64) and by_pil.dtype == by_torchvision.dtype
+    assert (by_pil - by_torchvision).abs().mean() < 0.05

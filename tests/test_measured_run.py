@@ -155,6 +155,10 @@ def test_image_folder_of_jpegs_begins_cold_and_a_token_shard_warm(sweeper_run, t
     # evicted just before: what is cached as the run begins is what its first batch read, at most
     assert facts.data_cached_at_start <= 0.5 and facts.memory_available_bytes > made.bytes
     assert "16 files" in run.stdout and "evicted from the page cache before the run" in run.stdout
+    # torchvision.io's decode and transforms.v2 on tensors: the same batches, another path
+    run = sweeper_run(*IMAGE, f"task.data_dir='{images}'", "loader.batch_size=4", "task.decoder=torchvision")
+    assert run.returncode == 0, run.stderr
+    assert run.result.status == "ok" and run.result.measurement.run.page_cache == "warm"
 
     shard = make_tokens(tmp_path / "train.bin", tokens=20000, vocab=512)
     run = sweeper_run(*LM, f"task.token_file={shard.path}")  # auto: a shard far smaller than memory is warm

@@ -1329,6 +1329,17 @@ def test_over_a_whole_job_compile_is_tried_at_the_best_and_its_try_stands_on_its
     assert decision is not None and decision.winner == 2 and asked[0] == 2
 
 
+def test_the_decoder_is_searched_where_the_workload_decodes_files_of_its_own(tmp_path):
+    from sweeper.data import make_images
+
+    made = make_images(tmp_path / "jpegs", images=4, classes=2, size=(32, 32))
+    image = ["search=cpu", "task=image_classification", "task.num_classes=2"]
+    plan = _cpu_plan(tmp_path, {"n_trials": 10}, [*image, f"task.data_dir={made.path}"])
+    assert plan.space["task.decoder"].choices == ("pil", "torchvision")
+    assert plan.baseline_knobs["task.decoder"] == "pil"
+    assert "task.decoder" not in _cpu_plan(tmp_path, {"n_trials": 10}, image).space  # generated: never encoded
+
+
 def test_a_later_knob_that_means_nothing_at_the_best_waits_for_a_best_it_changes(tmp_path):
     from sweeper.search.held_back import held_later
 

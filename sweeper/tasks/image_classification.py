@@ -7,10 +7,11 @@ import json
 import os
 from typing import Any
 
+import torch
 from torch import nn
 from torchvision import datasets, models, transforms
 
-from sweeper.config import ImageTask, Mode, typed_task
+from sweeper.config import Decoder, ImageTask, Mode, typed_task
 from sweeper.errors import InvalidConfig
 from sweeper.paths import cache_dir, write_atomically
 from sweeper.workload import Workload
@@ -26,6 +27,25 @@ def image_transform(image_size: int, train: bool) -> transforms.Compose:
     else:
         head = [transforms.Resize(int(image_size * 256 / 224)), transforms.CenterCrop(image_size)]
     return transforms.Compose([*head, transforms.ToTensor(), transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+
+
+def tensor_transform(image_size: int, train: bool) -> Any:
+    """image_transform's steps in transforms.v2 on a uint8 tensor: the crop and resize before
+    the conversion to float, so that they work on a quarter of the bytes."""
+    from torchvision.transforms import v2
+
+    if train:
+        head = [v2.RandomResizedCrop(image_size, antialias=True), v2.RandomHorizontalFlip()]
+    else:
+        head = [v2.Resize(int(image_size * 256 / 224), antialias=True), v2.CenterCrop(image_size)]
+    return v2.Compose([*head, v2.ToDtype(torch.float32, scale=True), v2.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+
+
+def decode_jpeg_file(path: str) -> Any:
+    """A JPEG (or PNG) as a uint8 RGB tensor, decoded by torchvision.io (libjpeg-turbo)."""
+    from torchvision.io import ImageReadMode, decode_image, read_file
+
+    return decode_image(read_file(path), mode=ImageReadMode.RGB)
 
 
 def is_convolutional(model_name: str) -> bool:
@@ -71,8 +91,11 @@ class IndexedImageFolder(datasets.ImageFolder):
 def build(task: dict[str, Any]) -> Workload:
     typed = typed_task(ImageTask, task)
     size, classes = typed.image_size, typed.num_classes
-    transform = image_transform(size, typed.mode == Mode.train)
-    if typed.data_dir:
+    train = typed.mode == Mode.train
+    transform = image_transform(size, train)
+    if typed.data_dir and typed.decoder == Decoder.torchvision:
+        data = IndexedImageFolder(typed.data_dir, transform=tensor_transform(size, train), loader=decode_jpeg_file)
+    elif typed.data_dir:
         data = IndexedImageFolder(typed.data_dir, transform=transform)
         if len(data.classes) > classes:
             raise InvalidConfig(
