@@ -122,3 +122,11 @@ def test_both_decoders_make_the_same_tensor_from_a_jpeg(tmp_path):
     by_torchvision = tensor_transform(64, train=False)(decode_jpeg_file(str(path)))
     assert by_pil.shape == by_torchvision.shape == (3, 64, 64) and by_pil.dtype == by_torchvision.dtype
     assert (by_pil - by_torchvision).abs().mean() < 0.05
+
+
+def test_the_winners_decoder_is_written_as_the_datasets_lines():
+    from sweeper.report.code import code_diff
+
+    lines = code_diff({"task.decoder": "pil"}, {"task.decoder": "torchvision"}, "cpu")
+    assert lines[0] == "-dataset = ImageFolder(root, transform=transform)  # PIL decodes and transforms"
+    assert "decode_image(read_file(path), mode=ImageReadMode.RGB)" in lines[-1] and "v2.ToDtype" in lines[1]

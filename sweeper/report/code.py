@@ -129,6 +129,20 @@ def _flags(knobs: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _decoder(knobs: Mapping[str, Any]) -> list[str]:
+    """task.decoder as the dataset's lines: ImageFolder's PIL path, or torchvision.io's decode with
+    transforms.v2 on the uint8 tensor (crop and resize before the conversion to float)."""
+    if Knob.TASK_DECODER not in knobs:
+        return []
+    if knobs[Knob.TASK_DECODER] == "torchvision":
+        return [
+            "dataset = ImageFolder(root, transform=v2.Compose([v2.RandomResizedCrop(size, antialias=True), "
+            "v2.RandomHorizontalFlip(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(mean, std)]),",
+            "                      loader=lambda path: decode_image(read_file(path), mode=ImageReadMode.RGB))",
+        ]
+    return ["dataset = ImageFolder(root, transform=transform)  # PIL decodes and transforms"]
+
+
 def _loader(knobs: Mapping[str, Any], device: str) -> list[str]:
     args = [f"{name}={knobs[f'loader.{name}']!r}" for name in _LOADER_ARGS if f"loader.{name}" in knobs]
     if not args:
@@ -194,6 +208,7 @@ def script_lines(knobs: Mapping[str, Any], device: str) -> list[str]:
         Knob.BACKEND_KMP_BLOCKTIME,
         Knob.DIST_NPROC_PER_NODE,
         Knob.BACKEND_NUMA,
+        Knob.TASK_DECODER,
     }
     others = [f"# {key} = {value!r}" for key, value in sorted(knobs.items()) if key not in known]
     return [
@@ -202,6 +217,7 @@ def script_lines(knobs: Mapping[str, Any], device: str) -> list[str]:
         *_topology(knobs),
         *_threads(knobs),
         *_flags(knobs),
+        *_decoder(knobs),
         *_loader(knobs, device),
         *_model(knobs),
         *_precision(knobs, device),
