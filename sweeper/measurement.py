@@ -89,6 +89,11 @@ class Throughput:
     compute_bound_samples_per_sec: float | None = None
     compute_bound_samples_per_sec_iqr: float | None = None
     data_path_cost: float | None = None
+    # a workload on files (measure.compute_bound): the files alone, read cold by as many threads
+    # as the run has workers, and the loader alone with them cached (sweeper/measuring/ceiling.py)
+    disk_samples_per_sec: float | None = None
+    disk_mb_per_sec: float | None = None
+    decode_samples_per_sec: float | None = None
     # measure.job_samples: samples_per_sec is then the whole job's (its samples over its time to
     # finish, start-up included: sweeper.jobtime), and the rate once started is kept beside it
     job_samples: int | None = None
@@ -116,6 +121,25 @@ class Throughput:
     def running_rate(self) -> float:
         """samples/sec once started: the figure itself unless it is a whole job's."""
         return self.running_samples_per_sec if self.running_samples_per_sec is not None else self.samples_per_sec
+
+    @property
+    def ceiling_words(self) -> str | None:
+        """Which of the disk and the decoding limits the data path, against the run's own figure;
+        None where the ceilings were not measured."""
+        disk, decode = self.disk_samples_per_sec, self.decode_samples_per_sec
+        if disk is None or decode is None:
+            return None
+        run = self.running_rate
+        if disk < decode:
+            return (
+                f"the disk gives at most {disk:,.0f} samples/s cold ({self.disk_mb_per_sec or 0.0:,.0f} MB/s), "
+                f"and the run reaches {run:,.0f} (decoding alone would give {decode:,.0f} with the files cached)"
+            )
+        return (
+            f"decoding, not the disk, is what limits: the loader alone gives {decode:,.0f} samples/s with the "
+            f"files cached, the disk {disk:,.0f} cold ({self.disk_mb_per_sec or 0.0:,.0f} MB/s); the run "
+            f"reaches {run:,.0f}"
+        )
 
     @property
     def drift_note(self) -> str | None:

@@ -130,3 +130,34 @@ def test_the_winners_decoder_is_written_as_the_datasets_lines():
     lines = code_diff({"task.decoder": "pil"}, {"task.decoder": "torchvision"}, "cpu")
     assert lines[0] == "-dataset = ImageFolder(root, transform=transform)  # PIL decodes and transforms"
     assert "decode_image(read_file(path), mode=ImageReadMode.RGB)" in lines[-1] and "v2.ToDtype" in lines[1]
+
+
+def test_the_disk_alone_is_read_cold_and_the_loader_alone_runs_without_a_step(tmp_path):
+    from sweeper.measuring import ceiling
+
+    made = make_images(tmp_path / "set", images=16, classes=2, size=(200, 150))
+    files = [str(f) for f in sorted((tmp_path / "set").rglob("*.jpg"))]
+    taken = []
+    found = ceiling.measure(
+        files, 16, readers=2, seconds=0.2, next_batch=lambda: taken.append(1) or [0] * 4, samples_of=len
+    )
+    assert found.disk_mb_per_sec > 0 and found.decode_samples_per_sec > 0 and len(taken) > 1
+    # one file a sample: the disk's samples/s is its files/s, its MB/s the bytes
+    assert found.disk_samples_per_sec == pytest.approx(found.disk_mb_per_sec * 1e6 / (made.bytes / 16))
+
+
+@pytest.mark.parametrize(
+    ("disk", "decode", "says"),
+    [
+        (100.0, 400.0, "the disk gives at most 100 samples/s cold (11 MB/s), and the run reaches 90"),
+        (4000.0, 400.0, "decoding, not the disk, is what limits: the loader alone gives 400 samples/s"),
+    ],
+)
+def test_the_ceilings_say_which_limits(disk, decode, says):
+    from sweeper.measurement import Throughput
+
+    figures = Throughput(
+        samples_per_sec=90.0, disk_samples_per_sec=disk, disk_mb_per_sec=disk * 0.11, decode_samples_per_sec=decode
+    )
+    assert figures.ceiling_words is not None and figures.ceiling_words.startswith(says)
+    assert Throughput(samples_per_sec=90.0).ceiling_words is None

@@ -148,8 +148,12 @@ def test_image_folder_of_jpegs_begins_cold_and_a_token_shard_warm(sweeper_run, t
         "loader.batch_size=4",
         "backend.channels_last=true",
         "measure.page_cache=cold",
+        "measure.compute_bound=true",
     )
     assert run.returncode == 0, run.stderr
+    f = run.result.measurement.throughput  # the data path's ceilings beside the compute-only bound
+    assert f.disk_samples_per_sec > 0 and f.disk_mb_per_sec > 0 and f.decode_samples_per_sec > 0
+    assert "data path" in run.stdout
     facts = run.result.measurement.run
     assert (facts.page_cache, facts.data_files, facts.data_bytes) == ("cold", 16, made.bytes)
     # evicted just before: what is cached as the run begins is what its first batch read, at most

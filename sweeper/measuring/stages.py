@@ -20,7 +20,7 @@ from ..measurement import Measurement, Memory, RunFacts, Stopped, Throughput, Ti
 from ..protocol import seconds_until_killed
 from ..result import RunResult, Status
 from ..spec import RunSpec
-from . import page_cache
+from . import ceiling, page_cache
 from .events import Events
 from .group import Rank, TorchGroup, join_group, numa_node, rank_cpus
 from .rule import Rule
@@ -243,7 +243,8 @@ def pruned_reason(figures: Throughput, rule: Rule) -> str:
 
 def extras(spec: RunSpec, ready: Prepared, built: Built, figures: Throughput, events: Events) -> Throughput:
     """What a full run adds to its windows: the cost of restarting workers at each epoch end,
-    and the compute-only bound on a batch held on the device (measure.compute_bound)."""
+    and the compute-only bound on a batch held on the device with, for a workload on files, the
+    data path's ceilings (measure.compute_bound)."""
     from . import backend, timing
 
     load, meas = spec.loader, spec.measure
@@ -273,6 +274,23 @@ def extras(spec: RunSpec, ready: Prepared, built: Built, figures: Throughput, ev
             compute_bound_samples_per_sec=bound.samples_per_sec,
             compute_bound_samples_per_sec_iqr=bound.samples_per_sec_iqr,
             data_path_cost=1.0 - figures.samples_per_sec / bound.samples_per_sec,
+        )
+    files = built.workload.files
+    if meas.compute_bound and files and figures.stopped != Stopped.TIME_LIMIT:
+        events.phase("data ceilings")
+        found = ceiling.measure(
+            files,
+            len(built.workload.dataset),
+            max(1, load.num_workers),
+            2 * meas.window_s,
+            built.next_batch,
+            built.samples_of,
+        )
+        figures = replace(
+            figures,
+            disk_samples_per_sec=found.disk_samples_per_sec,
+            disk_mb_per_sec=found.disk_mb_per_sec,
+            decode_samples_per_sec=found.decode_samples_per_sec,
         )
     return figures
 

@@ -96,6 +96,8 @@ class Headline:
     noise: float | None = None  # the run-to-run noise its decisions read (relative sigma; None: not known)
     # the files the baseline read and the page-cache state its runs began in (None: no files)
     data: str | None = None
+    # which of the disk and the decoding limits the data path (measure.compute_bound on files)
+    data_path: str | None = None
 
 
 @dataclass(frozen=True)

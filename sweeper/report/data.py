@@ -273,6 +273,7 @@ def _headline(
     sweep_span: SweepSpan | None,
 ) -> Headline:
     starts = [t.datetime_start for t in shown if t.datetime_start]
+    data, data_path = _data_words(shown, records)
     ends = [t.datetime_complete for t in shown if t.datetime_complete]
     first = min(starts) if starts else None
     machine = machine_of(shown)
@@ -291,7 +292,20 @@ def _headline(
         scheduled=sum(records[t.number].scheduler_job is not None for t in shown),
         stopped=sweep_span.stopped_because if sweep_span else None,
         noise=sweep_span.noise if sweep_span else None,
-        data=next((m.run.data_words for t in shown if (m := records[t.number].measurement) is not None), None),
+        data=data,
+        data_path=data_path,
+    )
+
+
+def _data_words(shown: Sequence[FrozenTrial], records: Records) -> tuple[str | None, str | None]:
+    """The files the runs read and their state; and where runs measured them, the data path's
+    ceilings against the fastest such run."""
+    measured = [m for t in shown if (m := records[t.number].measurement) is not None and m.run.data_words]
+    bounded = [m for m in measured if m.throughput.ceiling_words is not None]
+    fastest = max(bounded, key=lambda m: m.throughput.running_rate) if bounded else None
+    return (
+        measured[0].run.data_words if measured else None,
+        fastest.throughput.ceiling_words if fastest is not None else None,
     )
 
 

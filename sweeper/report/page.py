@@ -137,6 +137,9 @@ def answer(d: ReportData) -> str:
     parts = [f'<div class="headline" id="answer">{"".join(cards)}</div>']
     if d.headline.data:  # what every figure above stands on: the files as the runs found them
         parts.append(f'<p id="data"><b>Data</b> {escape(d.headline.data)}; every run began so.</p>')
+    if d.headline.data_path:
+        said = d.headline.data_path
+        parts.append(f'<p id="data-path"><b>Data path</b> {escape(said[0].upper() + said[1:])}.</p>')
     parts += [f'<div class="note">{escape(n)}</div>' for n in d.notes.advice]
     if w.code_diff:
         parts += [

@@ -176,6 +176,8 @@ def format_result(result: RunResult) -> str:
         rows.append(("epoch", _epoch_row(f, run)))
     if (data := run.data_words) is not None:
         rows.append(("data", data))
+    if (ceilings := f.ceiling_words) is not None:
+        rows.append(("data path", ceilings))
     if f.compute_bound_samples_per_sec is not None:
         rows.append(
             (
