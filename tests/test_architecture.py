@@ -13,11 +13,13 @@ import pytest
 from conftest import ROOT
 
 PACKAGE = ROOT / "sweeper"
-# processes' entry points: the CLI, the report's CLI, the measuring child's two mains, and the
-# child's lifeline (a measuring process whose parent is gone ends itself at once)
+# processes' entry points: the CLI, the report's CLI, the data sets' CLI (python -m sweeper.data),
+# the measuring child's two mains, and the child's lifeline (a measuring process whose parent is
+# gone ends itself at once)
 ENTRY_POINTS = {
     "__main__.py",
     "report/__main__.py",
+    "data.py",
     "measuring/worker.py",
     "measuring/probe.py",
     "measuring/lifeline.py",
