@@ -123,25 +123,6 @@ class Throughput:
         return self.running_samples_per_sec if self.running_samples_per_sec is not None else self.samples_per_sec
 
     @property
-    def ceiling_words(self) -> str | None:
-        """Which of the disk and the decoding limits the data path, against the run's own figure;
-        None where the ceilings were not measured."""
-        disk, decode = self.disk_samples_per_sec, self.decode_samples_per_sec
-        if disk is None or decode is None:
-            return None
-        run = self.running_rate
-        if disk < decode:
-            return (
-                f"the disk gives at most {disk:,.0f} samples/s cold ({self.disk_mb_per_sec or 0.0:,.0f} MB/s), "
-                f"and the run reaches {run:,.0f} (decoding alone would give {decode:,.0f} with the files cached)"
-            )
-        return (
-            f"decoding, not the disk, is what limits: the loader alone gives {decode:,.0f} samples/s with the "
-            f"files cached, the disk {disk:,.0f} cold ({self.disk_mb_per_sec or 0.0:,.0f} MB/s); the run "
-            f"reaches {run:,.0f}"
-        )
-
-    @property
     def drift_note(self) -> str | None:
         """'drifting down 9% over the windows; measured until steady at step 1,400' (None: steady)."""
         if self.drift is None:
@@ -294,19 +275,6 @@ class RunFacts:
     flush_denormal_in_effect: bool | None = None
     tf32_in_effect: bool | None = None
     cuda_initialized_at_start: bool | None = None
-
-    @property
-    def data_words(self) -> str | None:
-        """'400 files, 44.2 MB against 24.3 GB of memory available: cold, evicted from the page
-        cache before the run (3% cached as it began)'; None where the workload read no files."""
-        if self.page_cache is None:
-            return None
-        began = {"cold": "evicted from the page cache", "warm": "read into the page cache"}.get(self.page_cache, "")
-        return (
-            f"{self.data_files or 0:,} files, {(self.data_bytes or 0) / 1e6:,.1f} MB against "
-            f"{(self.memory_available_bytes or 0) / 1e9:,.1f} GB of memory available: {self.page_cache}, "
-            f"{began} before the run ({100 * (self.data_cached_at_start or 0.0):.0f}% cached as it began)"
-        )
 
 
 _SECTIONS = (

@@ -9,6 +9,7 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
+from ..datapath import ceiling_words, data_words
 from ..jobtime import JobLine, distinct, leads
 from ..knobs import Knob
 from ..machine import Fingerprint
@@ -300,12 +301,12 @@ def _headline(
 def _data_words(shown: Sequence[FrozenTrial], records: Records) -> tuple[str | None, str | None]:
     """The files the runs read and their state; and where runs measured them, the data path's
     ceilings against the fastest such run."""
-    measured = [m for t in shown if (m := records[t.number].measurement) is not None and m.run.data_words]
-    bounded = [m for m in measured if m.throughput.ceiling_words is not None]
+    measured = [m for t in shown if (m := records[t.number].measurement) is not None and data_words(m.run)]
+    bounded = [m for m in measured if ceiling_words(m.throughput) is not None]
     fastest = max(bounded, key=lambda m: m.throughput.running_rate) if bounded else None
     return (
-        measured[0].run.data_words if measured else None,
-        fastest.throughput.ceiling_words if fastest is not None else None,
+        data_words(measured[0].run) if measured else None,
+        ceiling_words(fastest.throughput) if fastest is not None else None,
     )
 
 

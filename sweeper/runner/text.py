@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..config import BackendConf
+from ..datapath import ceiling_words, data_words
 from ..measurement import Memory, RunFacts, Stopped, Throughput, Timing
 from ..result import RunResult, Status
 from ..spec import CompileMode, RunSpec
@@ -174,9 +175,9 @@ def format_result(result: RunResult) -> str:
         rows.append(("utilization", used))
     if run.epoch_samples is not None:
         rows.append(("epoch", _epoch_row(f, run)))
-    if (data := run.data_words) is not None:
+    if (data := data_words(run)) is not None:
         rows.append(("data", data))
-    if (ceilings := f.ceiling_words) is not None:
+    if (ceilings := ceiling_words(f)) is not None:
         rows.append(("data path", ceilings))
     if f.compute_bound_samples_per_sec is not None:
         rows.append(
