@@ -142,6 +142,24 @@ def _ranks_row(rates: Sequence[float | None]) -> str:
     return f"{len(rates)} data-parallel ranks: {each} samples/sec each; the total above is theirs in common windows"
 
 
+def _data_path_rows(f: Throughput, run: RunFacts) -> list[tuple[str, str]]:
+    """The files the run read and their cache state, the data path's ceilings, the compute-only bound."""
+    rows = []
+    if (data := data_words(run)) is not None:
+        rows.append(("data", data))
+    if (ceilings := ceiling_words(f)) is not None:
+        rows.append(("data path", ceilings))
+    if f.compute_bound_samples_per_sec is not None:
+        rows.append(
+            (
+                "compute-only",
+                f"{_num(f.compute_bound_samples_per_sec)} samples/sec on a batch held in "
+                f"memory: the data path costs {100 * (f.data_path_cost or 0.0):.0f}%",
+            )
+        )
+    return rows
+
+
 def format_result(result: RunResult) -> str:
     """The terminal summary of a run: its figures, where step time goes, memory, the machine."""
     status, measured = result.status, result.measurement
@@ -175,18 +193,7 @@ def format_result(result: RunResult) -> str:
         rows.append(("utilization", used))
     if run.epoch_samples is not None:
         rows.append(("epoch", _epoch_row(f, run)))
-    if (data := data_words(run)) is not None:
-        rows.append(("data", data))
-    if (ceilings := ceiling_words(f)) is not None:
-        rows.append(("data path", ceilings))
-    if f.compute_bound_samples_per_sec is not None:
-        rows.append(
-            (
-                "compute-only",
-                f"{_num(f.compute_bound_samples_per_sec)} samples/sec on a batch held in "
-                f"memory: the data path costs {100 * (f.data_path_cost or 0.0):.0f}%",
-            )
-        )
+    rows += _data_path_rows(f, run)
     rows += [("peak memory", _memory_row(m, run)), ("warm-up", _warmup_row(t, bool(run.command)))]
     if f.job_samples is not None and f.job_time_s is not None:
         rows.insert(1, ("whole job", _job_row(f, t)))
