@@ -1,4 +1,4 @@
-"""Failures and hostile input (#11): a result received stands, a stop never waits a whole
+"""Failures and hostile input: a result received stands, a stop never waits a whole
 timeout, nothing escapes a run, the kernel's OOM kill is called oom, failures are measured
 again rather than reused forever, bad input and bad environments are one line before trial 1."""
 
@@ -212,6 +212,36 @@ def test_a_loader_worker_that_dies_is_a_crash(sweeper_run, factory):
     assert run.returncode == 1
     assert run.result.status == "crash", run.result
     assert "DataLoader worker" in run.result.reason
+
+
+def _raised_while(outer: str, inner: BaseException) -> BaseException:
+    try:
+        try:
+            raise inner
+        except BaseException as cause:
+            raise RuntimeError(outer) from cause
+    except RuntimeError as wrapped:
+        return wrapped
+
+
+@pytest.mark.parametrize(
+    ("inner", "status"),
+    [
+        (RuntimeError("DataLoader worker (pid 41) is killed by signal: Segmentation fault."), "crash"),
+        (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), "oom"),
+        (ValueError("a plain bug"), "error"),
+    ],
+)
+def test_a_cause_python_wrapped_still_decides_the_outcome(inner, status):
+    """torch raises a dead worker's error from a signal handler, wherever the main process is:
+    while a class is being made, Python wraps it, and the wrapper alone says nothing."""
+    from sweeper.measuring.failure import failure_of
+
+    wrapped = _raised_while("Error calling __set_name__ on 'Field' instance 'samples'", inner)
+    result = failure_of(wrapped)
+    assert result.status == status
+    expected = str(inner) if status != "error" else "__set_name__"
+    assert expected in result.reason
 
 
 @pytest.mark.slow

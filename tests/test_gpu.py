@@ -1,4 +1,4 @@
-"""The CUDA path on a real GPU (#14). Skipped where no NVIDIA GPU is visible (CI has none); on a
+"""The CUDA path on a real GPU. Skipped where no NVIDIA GPU is visible (CI has none); on a
 GPU server: `PYTHONPATH=/tmp/site:$PWD python3 -m pytest -m gpu` (benchmarks/gpu/README.md)."""
 
 from __future__ import annotations
