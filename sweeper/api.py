@@ -20,7 +20,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_LOCKED, ConfigError, Interrupted, MachineBusy, SweeperError
+from .errors import (
+    EXIT_BAD_CONFIG,
+    EXIT_CHANGED,
+    EXIT_DRIFTED,
+    EXIT_FAILED,
+    EXIT_LOCKED,
+    ConfigError,
+    Interrupted,
+    MachineBusy,
+    SweeperError,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -95,7 +105,8 @@ def sweep(
     argv += [f"hydra.sweeper.n_trials={n_trials}"] if n_trials is not None else []
     argv += [f"hydra.sweeper.timeout={timeout}"] if timeout is not None else []
     code, stderr = _cli(argv, multirun=True, echo=echo)
-    if code not in (0, EXIT_FAILED) or not (where / SUMMARY_FILE).is_file():  # none completed: winner None
+    # none completed: winner None; a watched night that re-tuned: summary.night says why
+    if code not in (0, EXIT_FAILED, EXIT_DRIFTED, EXIT_CHANGED) or not (where / SUMMARY_FILE).is_file():
         _drop_if_empty(where, existed)
         raise _error(code, stderr)
     return load(where)

@@ -13,6 +13,11 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 # a bad configuration, found before anything was measured
 EXIT_BAD_CONFIG = 2
+# a watched night (hydra.sweeper.watch) found the winner or your configuration moved beyond the
+# noise on the same fingerprint, and re-tuned
+EXIT_DRIFTED = 3
+# a watched night found the fingerprint changed (torch, CUDA, driver, CPU, GPU, cores), and re-tuned
+EXIT_CHANGED = 4
 # lock=fail and the machine was busy (EX_TEMPFAIL: try later)
 EXIT_LOCKED = 75
 
@@ -21,6 +26,7 @@ class SweeperError(Exception):
     """Base of sweeper's own stops; the message is one line for the user."""
 
     exit_code = EXIT_FAILED
+    said = False  # the sweep has said it already: not printed again as an error
 
 
 class ConfigError(SweeperError, ValueError):
@@ -43,6 +49,8 @@ class MachineBusy(SweeperError):
 class Interrupted(SweeperError):
     """Stopped by SIGTERM/SIGINT after writing what was measured: exit 128 + the signal."""
 
+    said = True
+
     def __init__(self, signum: int) -> None:
         self.signum = signum
         super().__init__(f"interrupted by {signal_name(signum)}")
@@ -50,6 +58,21 @@ class Interrupted(SweeperError):
     @property
     def exit_code(self) -> int:  # type: ignore[override]
         return 128 + self.signum
+
+
+class Retuned(SweeperError):
+    """A watched night re-tuned because the machine drifted or its fingerprint changed: results
+    and report are written, and the exit code says which, for cron mail or a systemd unit."""
+
+    said = True
+
+    def __init__(self, outcome: str) -> None:
+        self.outcome = outcome
+        super().__init__(f"the night {outcome}: re-tuned")
+
+    @property
+    def exit_code(self) -> int:  # type: ignore[override]
+        return EXIT_DRIFTED if self.outcome == "drifted" else EXIT_CHANGED
 
 
 class RunFailed(SweeperError):

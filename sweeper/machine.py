@@ -29,10 +29,28 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _first_line(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.readline().strip() or None
+    except OSError:
+        return None
+
+
+def nvidia_driver() -> str | None:
+    """The NVIDIA kernel module's version, where one is loaded (torch does not say it)."""
+    line = _first_line("/proc/driver/nvidia/version") or ""
+    words = line.split("Kernel Module", 1)[-1].split() if "Kernel Module" in line else []
+    return next((w for w in words if w[:1].isdigit()), None)
+
+
 def host_facts() -> dict[str, Any]:
     """What every fingerprint holds, known without torch."""
     quota = share.quota_cpus()
     return {
+        "kernel": platform.release(),
+        "governor": _first_line("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        "driver": nvidia_driver(),
         "hostname": socket.gethostname(),
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
@@ -64,6 +82,11 @@ class Fingerprint:
     torch: str | None = None
     cuda: str | None = None
     cudnn: int | None = None
+    # said in the difference between two nights, never part of the hardware class: the NVIDIA
+    # driver, the kernel's release and the CPU frequency governor (None where not readable)
+    driver: str | None = None
+    kernel: str | None = None
+    governor: str | None = None
     hardware_class: str = ""
 
     @classmethod
@@ -94,6 +117,47 @@ def hardware_class(info: Fingerprint) -> str:
     """Short stable id of what decides speed: CPU model and count, GPU, torch build."""
     key = f"{info.cpu}|{info.cpus_available}|{info.gpu}|{info.torch}"
     return hashlib.sha1(key.encode()).hexdigest()[:10]
+
+
+# what two nights' fingerprints are compared on, and the words for each. A difference in the
+# first group makes the night "changed" (it decides speed); the rest are only said
+DECIDING = {
+    "cpu": "CPU",
+    "cpus_available": "cores",
+    "gpu": "GPU",
+    "gpu_count": "GPUs",
+    "torch": "torch",
+    "cuda": "CUDA",
+    "cudnn": "cuDNN",
+    "driver": "driver",
+}
+SAID = {"kernel": "kernel", "governor": "CPU governor", "python": "Python"}
+
+
+@dataclass(frozen=True)
+class Change:
+    """One fact that differs between two fingerprints: 'torch 2.13.0 -> 2.14.1'."""
+
+    field: str
+    before: Any
+    after: Any
+    decides: bool  # whether it decides speed (DECIDING) or is only said (SAID)
+
+    def __str__(self) -> str:
+        label = {**DECIDING, **SAID}.get(self.field, self.field.replace("_", " "))
+        return f"{label} {self.before} -> {self.after}"
+
+
+def changes(before: Fingerprint, after: Fingerprint) -> list[Change]:
+    """What differs from `before` to `after`, the deciding facts first. A fact one side could not
+    read (None: an earlier version's record, a governor the VM hides) is no difference."""
+    found = []
+    for names, decides in ((DECIDING, True), (SAID, False)):
+        for name in names:
+            old, new = getattr(before, name), getattr(after, name)
+            if old not in (None, "") and new not in (None, "") and old != new:
+                found.append(Change(name, old, new, decides))
+    return found
 
 
 def host_fingerprint() -> Fingerprint:

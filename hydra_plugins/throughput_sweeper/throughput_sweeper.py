@@ -28,11 +28,11 @@ class ThroughputSweeper(Sweeper):
         )
 
     def sweep(self, arguments: List[str]) -> Optional[Any]:
-        from sweeper.errors import Interrupted, SweeperError, exit_code
+        from sweeper.errors import SweeperError, exit_code
 
         try:
             return self._sweep.sweep(arguments)
         except SweeperError as exc:
-            if not isinstance(exc, Interrupted):  # an interrupted sweep has said so already
+            if not exc.said:  # an interrupted sweep, a re-tuned night: said already
                 print(f"error: {exc}", file=sys.stderr)
             sys.exit(exit_code(exc))

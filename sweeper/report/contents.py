@@ -11,6 +11,7 @@ from optuna.trial import FrozenTrial
 
 from ..jobtime import JobLine, Lead
 from ..store.confirmation import Confirmation
+from ..store.nights import Night
 from ..store.trials import Counts, level
 from .why import StepBreakdown
 
@@ -186,3 +187,6 @@ class ReportData:
     charts: Charts
     notes: Notes
     table: Table
+    # the setup's watched nights, in this study and its siblings (hydra.sweeper.watch), oldest
+    # first, each with its study
+    nights: tuple[tuple[str, Night], ...] = ()

@@ -13,9 +13,11 @@ import pandas as pd
 
 from ..measurement import Measurement
 from ..result import Status
+from ..store.nights import Night
 from ..store.summary import SUMMARY_FILE, SweepSummary
 from ..store.table import knob_columns
 from . import charts
+from .nights import nights_chart
 from .page import CSS, img
 
 # below this, a slowdown is within what this kind of machine does run to run
@@ -69,6 +71,7 @@ class SweepRow:
     best: float | None
     speedup: float | None
     report: Path | None
+    night: Night | None = None  # the watched night the sweep began with (hydra.sweeper.watch)
 
 
 def _figures_of(directory: Path, summary: SweepSummary, outputs: Path) -> list[Figure]:
@@ -127,6 +130,7 @@ def collect(outputs: Path) -> tuple[list[SweepRow], list[Figure]]:
                 best,
                 summary.confirmation.speedup if summary.confirmation else None,
                 report if report.is_file() else None,
+                summary.night,
             )
         )
     return rows, figures
@@ -150,6 +154,12 @@ def render_index(outputs: Path, rows: Sequence[SweepRow], regressions: Sequence[
     for group in sorted({r.group for r in rows}):
         mine = sorted((r for r in rows if r.group == group), key=lambda r: r.when)
         parts.append(f"<h2>{escape(group)}</h2>")
+        nights = [r.night for r in mine if r.night is not None]
+        if nights:
+            parts.append(
+                f"<p>Night after night: the last night {nights[-1].words}.</p>"
+                + img(nights_chart(nights), f"the watched winner and your configuration, night after night, {group}")
+            )
         dated = [r for r in mine if r.best]
         if len(dated) > 1:
             parts.append(
@@ -163,6 +173,7 @@ def render_index(outputs: Path, rows: Sequence[SweepRow], regressions: Sequence[
             f'<td>{escape(r.when)}</td><td>{escape(r.study)}</td><td class="num">{r.measured}</td>'
             f'<td class="num">{"" if r.best is None else f"{r.best:,.0f}"}</td>'
             f'<td class="num">{"" if r.speedup is None else f"{r.speedup:.2f}x"}</td>'
+            f"<td>{r.night.outcome.value if r.night is not None else ''}</td>"
             + (
                 f'<td><a href="{escape(os.path.relpath(r.report, outputs))}">report</a></td>'
                 if r.report
@@ -173,7 +184,7 @@ def render_index(outputs: Path, rows: Sequence[SweepRow], regressions: Sequence[
         )
         parts.append(
             "<table><thead><tr><th>sweep</th><th>study</th><th>trials</th><th>best samples/sec</th>"
-            f"<th>speedup</th><th></th></tr></thead><tbody>{body}</tbody></table>"
+            f"<th>speedup</th><th>night</th><th></th></tr></thead><tbody>{body}</tbody></table>"
         )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>sweeper: all sweeps</title>'

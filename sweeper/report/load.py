@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ..measurement import PRIMARY
+from ..store.nights import history
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
-from ..store.trials import config_of, of_setup, ranked
+from ..store.trials import config_of, ranked
 from .contents import ReportData
 from .data import build_report_data, machine_of
 
@@ -61,12 +63,11 @@ def siblings(storage: Any, study_name: str) -> list[tuple[str, str, float, str]]
 
 def load_report_data(storage: str, study_name: str, fixed: Sequence[str] | None = None) -> ReportData:
     stored = StoredStudy.open(storage, study_name, create=False)
-    every = stored.trials()
-    fixed = list(fixed) if fixed is not None else setup_of(every)
-    trials = of_setup(every, fixed)
+    fixed = list(fixed) if fixed is not None else setup_of(stored.trials())
+    trials = stored.trials(fixed)
     study = stored.study
     workload = next((w for t in trials if (w := TrialRecord.of(t).workload)), "unknown")
-    return build_report_data(
+    data = build_report_data(
         trials,
         study_name=study_name,
         workload=workload,
@@ -81,3 +82,4 @@ def load_report_data(storage: str, study_name: str, fixed: Sequence[str] | None 
         sweep_span=stored.sweep_span(fixed),
         siblings=siblings(stored.storage, study_name),
     )
+    return replace(data, nights=tuple(history(stored.storage, study_name, fixed)))

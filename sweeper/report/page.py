@@ -14,6 +14,7 @@ from ..noise import noise_words
 from ..store.trials import Counts
 from . import charts
 from .contents import Charts, JobLengths, ReportData, Table, Verdict
+from .nights import nights_section
 from .notes import job_sentences
 from .why import StepBreakdown
 
@@ -378,6 +379,7 @@ def render(d: ReportData) -> str:
         ]
     if c.history:
         sections += ["<h2>Optimization history</h2>", img(charts.history_chart(c.history), "best so far")]
+    sections += nights_section(d.nights)
     sections += siblings_section(d.notes.siblings)
     sections += ['<h2>All trials</h2><p class="muted">Click a column to sort.</p>', trials_table(d.table)]
     return (

@@ -8,6 +8,7 @@ import math
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from optuna.trial import FrozenTrial
 from ..overrides import winner_command, winner_yaml
 from ..paths import SWEEP_FILE
 from ..store.confirmation import Confirmation
+from ..store.nights import Night, Outcome, save_night
 from ..store.storage import has_password, redact
 from ..store.study import StoredStudy, SweepSpan
 from ..store.summary import SweepSummary
@@ -35,6 +37,7 @@ from ..store.trials import (
 from . import progress
 from .held_back import kept_tries
 from .plan import SweepPlan
+from .watch import still_winner
 
 
 def _clean(value: Any) -> Any:
@@ -64,9 +67,15 @@ def optimization_results(
 
 
 def write_outputs(
-    stored: StoredStudy, plan: SweepPlan, decision: Confirmation | None, why: str, started_at: float
+    stored: StoredStudy,
+    plan: SweepPlan,
+    decision: Confirmation | None,
+    why: str,
+    started_at: float,
+    night: Night | None = None,
 ) -> SweepSummary:
-    """Everything a sweep leaves in its directory, from the study (the source of truth)."""
+    """Everything a sweep leaves in its directory, from the study (the source of truth); a
+    watched night's record is kept in the study too, before the report that draws it."""
     trials = stored.trials(plan.fixed)
     out = plan.sweep_dir
     write_table(trials_frame(trials), out)
@@ -89,8 +98,20 @@ def write_outputs(
         note = f"winner of study {plan.study_name}: trial {winner.number}"
         (out / "winner.yaml").write_text(winner_yaml(plan.fixed, knobs, note))
         (out / "winner_command.txt").write_text(command + "\n")
-    report_path = _write_report(plan)
     figure, figure_of = SweepSummary.winner_figure_of(decision, level(winner, trials) if winner else None)
+    if night is not None:
+        if night.outcome in (Outcome.drifted, Outcome.changed):
+            night = still_winner(night, winner, figure)
+        elif night.outcome == Outcome.first:
+            night = replace(night, winner_after=figure)
+        save_night(stored.study, plan.fixed, night)
+        if night.still_winner is not None:
+            progress.say(
+                "the winner watched tonight is still the winner"
+                if night.still_winner
+                else "the winner watched tonight is no longer the winner: the re-tune found another"
+            )
+    report_path = _write_report(plan)
     summary = SweepSummary(
         study=plan.study_name,
         storage=redact(plan.storage_url),
@@ -109,6 +130,7 @@ def write_outputs(
         winner_figure=figure_of,
         measured_since_start=measured_since(trials, started_at),
         noise=noise,
+        night=night,
     )
     summary.write(out)
     stored.save_outcome(

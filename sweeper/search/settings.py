@@ -162,6 +162,10 @@ class SweepSettings:
     # one measurement per machine (per GPU): wait for another sweeper's trial, fail at once
     # when the machine is busy at the start (exit code 75), or off
     lock: LockMode = LockMode.wait
+    # the nightly watch: before the search, the study's confirmed winner and your configuration
+    # measured side by side against their confirmed figures. The night holds (no search, exit 0),
+    # drifted (exit 3) or changed fingerprint (exit 4), and then re-tunes (search/watch.py)
+    watch: bool = False
 
     @classmethod
     def from_config(cls, values: Mapping[str, Any]) -> "SweepSettings":

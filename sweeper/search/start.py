@@ -134,6 +134,19 @@ def warm_starts(
     return points
 
 
+def winner_before_afresh(
+    stored: StoredStudy, fixed: Sequence[str], space: Mapping[str, BaseDistribution]
+) -> list[StartPoint]:
+    """Where this study started afresh (a watched night found the machine drifted), the winner
+    of the trials before, as a point of this space: measured early, as a warm start."""
+    first, number = stored.first_trial(fixed), stored.last_winner()
+    if not first or number is None or number >= first:
+        return []
+    knobs = {k: v for k, v in config_of(stored.trial(number)).items() if k in space and sp.contains(space[k], v)}
+    origin = f"warm start: the winner before the study started afresh (trial #{number})"
+    return [StartPoint(knobs, origin)] if knobs else []
+
+
 class Queued(Enum):
     """What became of a start point."""
 
@@ -160,6 +173,7 @@ def queue_start(stored: StoredStudy, plan: SweepPlan, room: int, ctx: sp.Context
     no recipes."""
     points = []
     if plan.search.warm_start:
+        points += winner_before_afresh(stored, plan.fixed, plan.space)
         points += warm_starts(stored.storage, stored.name, plan.fixed, plan.space)
     if plan.search.recipes and not plan.settings.grid:
         points += recipes(

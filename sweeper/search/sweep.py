@@ -11,7 +11,7 @@ import importlib.util
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,11 +24,12 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 
 from .. import foreign, topology
 from ..config import error_line
-from ..errors import EXIT_LOCKED, ConfigError, Interrupted, MachineBusy, RunFailed, signal_name
+from ..errors import EXIT_LOCKED, ConfigError, Interrupted, MachineBusy, Retuned, RunFailed, signal_name
 from ..knobs import Knob
 from ..runner.fork_servers import expecting
 from ..runner.lock import MeasureLock, describe
 from ..runner.signals import stop_on_signals
+from ..store.nights import Night, Outcome
 from ..store.storage import redact, scrub_files
 from ..store.study import StoredStudy, SweepSpan, space_conflict, space_study_name
 from ..store.summary import SweepSummary
@@ -40,6 +41,7 @@ from .loop import optimize, typical_wall
 from .outputs import write_outputs, write_sweep_info
 from .plan import SweepPlan, make_plan
 from .settings import LockMode, SweepSettings
+from .watch import watch
 
 TPE_STARTUP_TRIALS = 5
 
@@ -254,31 +256,18 @@ class Sweep:
         # a zygote that starts brings the space's other start environments up beside it
         with expecting(plan.start_environments()), stop_on_signals("the sweep") as stop:
             run = JobRunner(self.launcher, plan, stored, stop, remaining)
-            progress.start_bar(plan.settings.n_trials)
-            try:
-                why = optimize(
-                    stored,
-                    plan,
-                    run,
-                    remaining=remaining,
-                    stopped=lambda: f"stopped by {signal_name(stop.signum)}" if stop.requested else None,
-                )
-            finally:
-                progress.close_bar()
-            progress.say(f"stopped: {why}")
-            decision = (
-                None
-                if stop.requested
-                else run_confirmation(
-                    stored,
-                    plan,
-                    run,
-                    remaining=remaining,
-                    typical_wall_s=typical_wall(stored, plan),
-                    stopped=lambda: stop.requested,
-                )
+            night = (
+                watch(stored, plan, run, remaining=remaining, stopped=lambda: stop.requested)
+                if plan.settings.watch
+                else None
             )
-            summary = write_outputs(stored, plan, decision, why, started_at)
+            if night is not None and night.outcome == Outcome.holds and not stop.requested:
+                why = "the night holds: no search (hydra.sweeper.watch)"
+                summary = write_outputs(stored, plan, stored.confirmation(plan.fixed), why, started_at, night)
+            else:
+                if night is not None and night.reference == stored.name:
+                    afresh(stored, plan, night)
+                summary = _search(stored, plan, run, stop, remaining, started_at, night)
         scrub_files(plan.sweep_dir, plan.storage_url)
         if stop.signum is not None:
             progress.say(f"interrupted by {signal_name(stop.signum)}: results and report are written")
@@ -286,4 +275,57 @@ class Sweep:
         if summary.winner is None:  # a sweep with no answer fails, as a run does: cron and systemd see it
             within = " within hydra.sweeper.constraints" if summary.counts.infeasible else ""
             raise RunFailed(f"no configuration completed{within}: the reasons are in {plan.sweep_dir / 'trials.csv'}")
+        if night is not None and night.outcome in (Outcome.drifted, Outcome.changed):
+            raise Retuned(night.outcome.value)
         return summary
+
+
+def afresh(stored: StoredStudy, plan: SweepPlan, night: Night) -> None:
+    """A night that drifted, or changed in a fact the hardware class leaves out (the driver),
+    re-tunes in its own study from a fresh start: the older figures no longer say how fast this
+    machine runs (StoredStudy.start_afresh), and their winner is measured again early."""
+    if night.outcome not in (Outcome.drifted, Outcome.changed):
+        return
+    first = stored.start_afresh(plan.fixed)
+    stored.clear_confirmation(plan.fixed)
+    progress.say(
+        f"re-tuning from trial #{first} on: the study's {first} earlier trials teach the sampler, "
+        "and no figure of theirs is ranked"
+    )
+
+
+def _search(
+    stored: StoredStudy,
+    plan: SweepPlan,
+    run: JobRunner,
+    stop: Any,
+    remaining: Callable[[], float | None],
+    started_at: float,
+    night: Night | None,
+) -> SweepSummary:
+    """The search, the confirmation and the outputs."""
+    progress.start_bar(plan.settings.n_trials)
+    try:
+        why = optimize(
+            stored,
+            plan,
+            run,
+            remaining=remaining,
+            stopped=lambda: f"stopped by {signal_name(stop.signum)}" if stop.requested else None,
+        )
+    finally:
+        progress.close_bar()
+    progress.say(f"stopped: {why}")
+    decision = (
+        None
+        if stop.requested
+        else run_confirmation(
+            stored,
+            plan,
+            run,
+            remaining=remaining,
+            typical_wall_s=typical_wall(stored, plan),
+            stopped=lambda: stop.requested,
+        )
+    )
+    return write_outputs(stored, plan, decision, why, started_at, night)

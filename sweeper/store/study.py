@@ -83,10 +83,29 @@ class StoredStudy:
         return self.storage.get_trial_id_from_study_id_trial_number(self.study_id, number)
 
     def trials(self, fixed: Sequence[str] | None = None) -> list[FrozenTrial]:
-        """The study's trials (of one setup), a trial recovered later standing for the one it
-        replaces."""
+        """The study's trials (of one setup, since it last started afresh), a trial recovered
+        later standing for the one it replaces."""
         every = current(self.study.get_trials(deepcopy=False))
-        return every if fixed is None else of_setup(every, fixed)
+        if fixed is None:
+            return every
+        first = self.first_trial(fixed)
+        return [t for t in of_setup(every, fixed) if t.number >= first]
+
+    @staticmethod
+    def _afresh_key(fixed: Sequence[str]) -> str:
+        return f"afresh:{json.dumps(list(fixed))}"
+
+    def start_afresh(self, fixed: Sequence[str]) -> int:
+        """From now on this setup's figures are the trials numbered from here: the machine drifted
+        and the older figures no longer say how fast it runs. They stay in the study, where the
+        sampler learns from them (a warm start), but no ranking, reuse or report reads them."""
+        first = len(self.study.get_trials(deepcopy=False))
+        self.study.set_user_attr(self._afresh_key(fixed), first)
+        return first
+
+    def first_trial(self, fixed: Sequence[str]) -> int:
+        """The first trial number of this setup's figures (0: every trial; see start_afresh)."""
+        return int(self.study.user_attrs.get(self._afresh_key(fixed)) or 0)
 
     def stand_in(self, failed: FrozenTrial) -> optuna.Trial:
         """A new running trial with a failed trial's params and attributes, to be told the
@@ -114,6 +133,10 @@ class StoredStudy:
 
     def save_confirmation(self, fixed: Sequence[str], decision: Confirmation) -> None:
         self.study.set_user_attr(self._confirmation_key(fixed), decision.to_json())
+
+    def clear_confirmation(self, fixed: Sequence[str]) -> None:
+        """No confirmation stands for this setup (it started afresh: its trials are gone from view)."""
+        self.study.set_user_attr(self._confirmation_key(fixed), None)
 
     def confirmation(self, fixed: Sequence[str]) -> Confirmation | None:
         """The interleaved confirmation of this setup's last sweep."""
@@ -195,11 +218,11 @@ class StoredStudy:
     def holds(self, knobs: Mapping[str, Any], fixed: Sequence[str]) -> bool:
         """Whether a trial of this setup has exactly these knobs (asked, queued or measured): what
         enqueue skips."""
-        wanted, fixed = dict(knobs), tuple(fixed)
+        wanted, fixed, first = dict(knobs), tuple(fixed), self.first_trial(fixed)
         return any(
             t.system_attrs.get("fixed_params", t.params) == wanted
             for t in self.trials()
-            if fixed in ((r := TrialRecord.of(t)).fixed_overrides, r.queued_for)
+            if t.number >= first and fixed in ((r := TrialRecord.of(t)).fixed_overrides, r.queued_for)
         )
 
     def ask(self, fixed: Sequence[str], owner: Owner) -> optuna.Trial:

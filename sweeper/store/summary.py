@@ -11,6 +11,7 @@ from typing import Any
 
 from ..noise import Noise
 from .confirmation import Confirmation
+from .nights import Night
 from .trials import Counts
 
 SUMMARY_FILE = "summary.json"
@@ -40,6 +41,8 @@ class SweepSummary:
     measured_since_start: int | None = None
     # the run-to-run noise every decision read, as the sweep ended (None in an earlier version's)
     noise: Noise | None = None
+    # the watched night this sweep began with (hydra.sweeper.watch; None: not watched)
+    night: Night | None = None
 
     @staticmethod
     def winner_figure_of(
@@ -54,11 +57,12 @@ class SweepSummary:
         return self.confirmation.winner_samples_per_sec if self.confirmation is not None else None
 
     def to_json(self) -> dict[str, Any]:
-        out = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("counts", "confirmation")}
+        out = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("counts", "confirmation", "night")}
         out["fixed_overrides"] = list(self.fixed_overrides)
         out.update(dataclasses.asdict(self.counts))
         out["confirmation"] = self.confirmation.to_json() if self.confirmation is not None else None
         out["noise"] = self.noise.to_json() if self.noise is not None else None
+        out["night"] = self.night.to_json() if self.night is not None else None
         return out
 
     @classmethod
@@ -72,6 +76,7 @@ class SweepSummary:
                 "counts": Counts(**{f.name: int(d.get(f.name) or 0) for f in dataclasses.fields(Counts)}),
                 "confirmation": Confirmation.from_json(conf) if conf else None,
                 "noise": Noise(**values["noise"]) if values["noise"] else None,
+                "night": Night.from_json(values["night"]) if values["night"] else None,
                 "fixed_overrides": tuple(values["fixed_overrides"] or ()),
             }
         )

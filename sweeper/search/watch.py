@@ -1,0 +1,276 @@
+"""The nightly watch (hydra.sweeper.watch=true): before a night's search, the winner the study
+confirmed and your configuration are measured side by side, interleaved, and compared with the
+figures they were confirmed at. The night then holds (it ends without a search), drifted (it
+re-tunes afresh in the study) or changed (the fingerprint changed in a fact that decides speed:
+it re-tunes, warm-started from the earlier study). Deciding is pure (`decide`); `watch` measures.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial
+
+from ..machine import Change, Fingerprint, changes
+from ..noise import Z95, Noise
+from ..store.nights import Night, Outcome, nights_of
+from ..store.record import TrialRecord
+from ..store.study import StoredStudy
+from ..store.trials import config_of
+from . import progress
+from .launch import JobRunner, measure_overrides
+from .plan import SweepPlan
+
+# rounds before a night may decide: one run of each is one mood, not a level
+MIN_ROUNDS = 2
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What a night compares with: a study's last settled figures for its winner and for your
+    configuration (the confirmation's medians, or a re-measuring night's where the re-tune kept
+    your configuration), over how many runs, and the fingerprint they were measured on."""
+
+    study: str
+    winner_knobs: dict[str, Any]
+    baseline_knobs: dict[str, Any]
+    winner: float
+    baseline: float
+    winner_runs: int
+    baseline_runs: int
+    fingerprint: Fingerprint
+    noise: Noise
+
+
+def _count(runs: Sequence[float | None]) -> int:
+    return sum(1 for r in runs if r)
+
+
+def study_reference(stored: StoredStudy, plan: SweepPlan) -> Reference | None:
+    """The study's own reference for this setup: its confirmation, else the last night that
+    measured afresh (drifted or changed); None when it holds neither."""
+    trials = stored.trials(plan.fixed)
+    by_number = {t.number: t for t in stored.trials()}
+    conf = stored.confirmation(plan.fixed)
+    noise = plan.noise(trials, conf)
+    nights = nights_of(stored.study.user_attrs, plan.fixed)
+    if conf is not None and conf.winner in by_number and conf.baseline in by_number:
+        base = by_number[conf.baseline]
+        # the last night's fingerprint where one was watched (it holds the driver and the kernel)
+        measured = nights[-1].fingerprint if nights else TrialRecord.of(base).fingerprint or Fingerprint()
+        return Reference(
+            stored.name,
+            config_of(by_number[conf.winner]),
+            config_of(base),
+            conf.median[conf.winner],
+            conf.median[conf.baseline],
+            _count(conf.rounds[conf.winner]),
+            _count(conf.rounds[conf.baseline]),
+            measured,
+            noise,
+        )
+    remeasured = [
+        n for n in nights if n.outcome in (Outcome.drifted, Outcome.changed) and n.winner_now and n.baseline_now
+    ]
+    if not remeasured:
+        return None
+    night = remeasured[-1]
+    assert night.winner_now is not None and night.baseline_now is not None
+    return Reference(
+        stored.name,
+        dict(night.winner_knobs),
+        dict(night.baseline_knobs),
+        night.winner_now,
+        night.baseline_now,
+        _count(night.winner_runs),
+        _count(night.baseline_runs),
+        night.fingerprint,
+        noise,
+    )
+
+
+def find_reference(stored: StoredStudy, plan: SweepPlan) -> Reference | None:
+    """This study's reference, else that of the nearest earlier fingerprint: the sibling study
+    (the same name before the @, another hardware class) whose last sweep ended most recently."""
+    own = study_reference(stored, plan)
+    if own is not None:
+        return own
+    base = stored.name.split("@", 1)[0]
+    siblings = []
+    for name in optuna.get_all_study_names(stored.storage):
+        if name != stored.name and "@" in name and name.split("@", 1)[0] == base:
+            other = StoredStudy(optuna.load_study(study_name=name, storage=stored.storage), stored.storage)
+            span = other.sweep_span(plan.fixed)
+            if span is not None and (ref := study_reference(other, plan)) is not None:
+                siblings.append((span.ended_at or span.started_at, ref))
+    return max(siblings, key=lambda pair: pair[0])[1] if siblings else None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: Outcome
+    words: str
+    changes: tuple[str, ...]
+
+
+def band(noise: Noise, runs: int, runs_before: int) -> float:
+    """How far (in log) a median of `runs` runs may lie from one of `runs_before` runs of the same
+    configuration on the same machine, at 95%."""
+    return Z95 * noise.sigma * math.sqrt(1 / max(runs, 1) + 1 / max(runs_before, 1))
+
+
+def _noise_of(ref: Reference, tonight: Sequence[Sequence[float | None]]) -> Noise:
+    """The study's noise, updated with tonight's repeats; where it is not modelled (run_noise=0),
+    tonight's runs' own spread (a night can't be judged on no noise at all)."""
+    repeats = [[r for r in runs if r] for runs in tonight]
+    noise = Noise.estimate(ref.noise.prior, repeats) if ref.noise.prior > 0 else ref.noise
+    if noise.sigma > 0:
+        return noise
+    logs = [statistics.stdev(math.log(r) for r in runs) for runs in repeats if len(runs) > 1]
+    return Noise(max(logs, default=0.0), 0.0)
+
+
+def moved(now: Sequence[float | None], before: float, runs_before: int, noise: Noise) -> float | None:
+    """Tonight's median over the reference figure, where it lies beyond the noise (None: within
+    it). A configuration that failed every run tonight moved without bound (0.0)."""
+    done = [r for r in now if r]
+    if not done:
+        return 0.0
+    ratio = statistics.median(done) / before
+    return ratio if abs(math.log(ratio)) > band(noise, len(done), runs_before) else None
+
+
+def settled(ref: Reference, winner: Sequence[float | None], baseline: Sequence[float | None]) -> bool:
+    """Whether more rounds would not change the verdict: each side's deviation well inside its
+    band (half of it) or well outside (1.5 times), after MIN_ROUNDS rounds."""
+    if len(baseline) < MIN_ROUNDS:
+        return False
+    noise = _noise_of(ref, [winner, baseline])
+    for now, before, k0 in ((winner, ref.winner, ref.winner_runs), (baseline, ref.baseline, ref.baseline_runs)):
+        done = [r for r in now if r]
+        if not done or not now:
+            continue
+        d, b = abs(math.log(statistics.median(done) / before)), band(noise, len(done), k0)
+        if b * 0.5 < d < b * 1.5:
+            return False
+    return True
+
+
+def _side(name: str, now: Sequence[float | None], before: float, ratio: float | None) -> str:
+    done = [r for r in now if r]
+    if not done:
+        return f"{name} failed every run (it read {before:,.0f} samples/s)"
+    median = statistics.median(done)
+    state = "beyond the noise" if ratio is not None else "within the noise"
+    return f"{name} runs at {median:,.0f} samples/s against {before:,.0f} ({median / before - 1:+.0%}, {state})"
+
+
+def decide(
+    ref: Reference,
+    winner: Sequence[float | None],
+    baseline: Sequence[float | None],
+    now: Fingerprint,
+    other_study: bool = False,
+) -> Verdict:
+    """The night's outcome from tonight's runs and the reference (pure): changed where a fact
+    that decides speed changed (a reference in another study is on another hardware class, even
+    where its record is too old to say which fact); else drifted where either side moved beyond
+    the noise; else holds."""
+    found = changes(ref.fingerprint, now)
+    if other_study and not any(c.decides for c in found):
+        found.insert(0, Change("hardware_class", ref.study.split("@", 1)[-1], now.hardware_class, True))
+    noise = _noise_of(ref, [winner, baseline])
+    w = moved(winner, ref.winner, ref.winner_runs, noise) if winner else None
+    b = moved(baseline, ref.baseline, ref.baseline_runs, noise)
+    sides = ([_side("the winner", winner, ref.winner, w)] if winner else []) + [
+        _side("your configuration", baseline, ref.baseline, b)
+    ]
+    allowed = f"the run-to-run noise {noise.sigma:.1%} a run"
+    said = [str(c) for c in found]
+    if any(c.decides for c in found):
+        outcome, lead = Outcome.changed, f"changed: {', '.join(said)}"
+    elif w is not None or b is not None:
+        outcome, lead = Outcome.drifted, "drifted"
+    else:
+        outcome, lead = Outcome.holds, "holds"
+    also = f"; also {', '.join(said)}" if said and outcome != Outcome.changed else ""
+    return Verdict(outcome, f"{lead}{also}: {'; '.join(sides)} ({allowed})", tuple(said))
+
+
+def _rounds(
+    plan: SweepPlan, run: JobRunner, ref: Reference, remaining: Callable[[], float | None], stopped: Callable[[], bool]
+) -> tuple[list[float | None], list[float | None]]:
+    """The winner and your configuration, interleaved (W B, B W, ...), up to confirm.rounds
+    rounds (at least MIN_ROUNDS), fewer once more would not change the verdict."""
+    keys = {*plan.space, *plan.baseline_knobs}
+    knobs = {"winner": {k: v for k, v in ref.winner_knobs.items() if k in keys}, "baseline": dict(plan.baseline_knobs)}
+    same = {**plan.baseline_knobs, **knobs["winner"]} == dict(plan.baseline_knobs)
+    runs: dict[str, list[float | None]] = {"winner": [], "baseline": []}
+    for r in range(max(MIN_ROUNDS, plan.settings.confirm.rounds)):
+        order = ["baseline"] if same else (["winner", "baseline"] if r % 2 == 0 else ["baseline", "winner"])
+        for who in order:
+            if stopped():
+                return runs["winner"], runs["baseline"]
+            point = plan.overrides_for({**plan.baseline_knobs, **knobs[who]})
+            point += measure_overrides(plan, None, remaining())
+            result = run(point, job_idx=r, subdir=f"watch/round{r + 1}-{who}")
+            runs[who].append(result.samples_per_sec if result.ok else None)
+            shown = f"{result.samples_per_sec:,.0f} samples/s" if result.ok else f"{result.status}: {result.reason}"
+            name = "your configuration" if who == "baseline" else "the winner"
+            progress.say(f"  watch round {r + 1} {name}: {shown}")
+        if settled(ref, [] if same else runs["winner"], runs["baseline"]):
+            break
+    return ([] if same else runs["winner"]), runs["baseline"]
+
+
+def watch(
+    stored: StoredStudy,
+    plan: SweepPlan,
+    run: JobRunner,
+    *,
+    remaining: Callable[[], float | None],
+    stopped: Callable[[], bool],
+) -> Night:
+    """Measure the reference's winner and your configuration side by side, decide, say it, and
+    keep the night in the study (a first night, with nothing confirmed to watch, only says so)."""
+    started_at = time.time()
+    now = plan.machine.fingerprint
+    ref = find_reference(stored, plan)
+    if ref is None:
+        progress.say(f"watch: study {stored.name!r} has no confirmed winner to watch yet: the night tunes")
+        return Night(started_at, Outcome.first, now, words="tuned: nothing was confirmed to watch yet")
+    where = "" if ref.study == stored.name else f" of study {ref.study!r} (the nearest earlier fingerprint)"
+    progress.say(
+        f"watch: the confirmed winner{where} and your configuration, side by side, against "
+        f"{ref.winner:,.0f} and {ref.baseline:,.0f} samples/s"
+    )
+    winner, baseline = _rounds(plan, run, ref, remaining, stopped)
+    verdict = decide(ref, winner, baseline, now, other_study=ref.study != stored.name)
+    progress.say(f"watch: the night {verdict.words}")
+    return Night(
+        started_at,
+        verdict.outcome,
+        now,
+        reference=ref.study,
+        winner_knobs=ref.winner_knobs,
+        baseline_knobs=dict(plan.baseline_knobs),
+        winner_before=ref.winner,
+        baseline_before=ref.baseline,
+        winner_runs=winner,
+        baseline_runs=baseline,
+        words=verdict.words,
+        changes=list(verdict.changes),
+    )
+
+
+def still_winner(night: Night, winner: FrozenTrial | None, figure: float | None) -> Night:
+    """The night after its re-tune: whether the watched winner is still the winner (the same
+    knobs), and the new winner's figure."""
+    same = winner is not None and all(config_of(winner).get(k) == v for k, v in night.winner_knobs.items())
+    return replace(night, still_winner=same, winner_after=figure)
