@@ -21,7 +21,7 @@ from sweeper.noise import Noise
 from sweeper.report.nights import nights_chart, nights_section
 from sweeper.search.watch import Reference, decide, settled
 from sweeper.store.nights import Night, Outcome, history, nights_of, save_night
-from sweeper.store.study import StoredStudy
+from sweeper.store.study import StoredStudy, start_afresh
 from sweeper.store.summary import SweepSummary
 
 HERE = Fingerprint(hostname="lab1", cpu="EPYC", cpus_available=16, torch="2.14.1", kernel="6.1", hardware_class="abc")
@@ -137,8 +137,7 @@ def test_starting_afresh_hides_the_older_figures_and_their_confirmation(tmp_path
             )
         )
     assert [t.number for t in stored.trials(fixed)] == [0, 1] and stored.holds({"b": 1}, fixed)
-    assert stored.start_afresh(fixed) == 2
-    stored.clear_confirmation(fixed)
+    assert start_afresh(stored, fixed) == 2
     assert stored.trials(fixed) == [] and not stored.holds({"b": 1}, fixed)
     assert len(stored.trials()) == 2 and stored.confirmation(fixed) is None  # the sampler still sees them
 

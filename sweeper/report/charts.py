@@ -3,10 +3,12 @@ the page needs no font and no chart text can carry markup)."""
 
 from __future__ import annotations
 
+import base64
 import functools
 import io
 import logging
 from collections.abc import Callable, Sequence
+from html import escape
 from typing import Any
 
 # matplotlib's own INFO lines ("generated new fontManager" when it first builds its font cache)
@@ -43,6 +45,12 @@ def to_svg(fig: Figure) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
     return buf.getvalue()
+
+
+def img(svg: str, alt: str) -> str:
+    """An SVG chart as an <img> the page carries inline (the report works offline)."""
+    data = base64.b64encode(svg.encode()).decode()
+    return f'<img class="chart" alt="{escape(alt)}" src="data:image/svg+xml;base64,{data}">'
 
 
 def chart(draw: Callable[..., Figure]) -> Callable[..., str]:

@@ -17,8 +17,9 @@ from ..store.nights import Night
 from ..store.summary import SUMMARY_FILE, SweepSummary
 from ..store.table import knob_columns
 from . import charts
+from .charts import img
 from .nights import nights_chart
-from .page import CSS, img
+from .page import CSS
 
 # below this, a slowdown is within what this kind of machine does run to run
 MIN_SPREAD = 0.05

@@ -12,7 +12,7 @@ from matplotlib.dates import date2num
 from matplotlib.figure import Figure
 
 from ..store.nights import Night, Outcome
-from .charts import chart
+from .charts import chart, img
 
 _COLOURS = {Outcome.holds: "#2ca02c", Outcome.drifted: "#ff7f0e", Outcome.changed: "#d62728", Outcome.first: "#7f7f7f"}
 
@@ -76,8 +76,6 @@ def _figure(value: float | None, before: float | None) -> str:
 def nights_section(nights: Sequence[tuple[str, Night]]) -> list[str]:
     """The report's section: the last night's verdict, the chart and the table (nothing where no
     night was watched)."""
-    from .page import img  # the page draws this section: imported when it does
-
     if not nights:
         return []
     last = nights[-1][1]

@@ -3,7 +3,6 @@ inline JavaScript to sort the table. Every string from configs, studies and erro
 
 from __future__ import annotations
 
-import base64
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from ..measurement import LATENCY, MEMORY
 from ..noise import noise_words
 from ..store.trials import Counts
 from . import charts
+from .charts import img
 from .contents import Charts, JobLengths, ReportData, Table, Verdict
 from .nights import nights_section
 from .notes import job_sentences
@@ -76,11 +76,6 @@ document.querySelectorAll('a.link').forEach(function(a){
 REASON_CHARS = 60
 # complete trials per searched knob below which an importance ranking says nothing
 IMPORTANCE_TRIALS_PER_KNOB = 2
-
-
-def img(svg: str, alt: str) -> str:
-    data = base64.b64encode(svg.encode()).decode()
-    return f'<img class="chart" alt="{escape(alt)}" src="data:image/svg+xml;base64,{data}">'
 
 
 def _fmt(value: Any) -> str:

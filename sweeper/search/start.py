@@ -18,7 +18,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 
 from ..knobs import Knob
 from ..store.record import TrialRecord
-from ..store.study import StoredStudy
+from ..store.study import StoredStudy, first_trial
 from ..store.trials import config_of, ranked
 from . import space as sp
 from .plan import SweepPlan
@@ -139,7 +139,7 @@ def winner_before_afresh(
 ) -> list[StartPoint]:
     """Where this study started afresh (a watched night found the machine drifted), the winner
     of the trials before, as a point of this space: measured early, as a warm start."""
-    first, number = stored.first_trial(fixed), stored.last_winner()
+    first, number = first_trial(stored.study, fixed), stored.last_winner()
     if not first or number is None or number >= first:
         return []
     knobs = {k: v for k, v in config_of(stored.trial(number)).items() if k in space and sp.contains(space[k], v)}

@@ -31,7 +31,7 @@ from ..runner.lock import MeasureLock, describe
 from ..runner.signals import stop_on_signals
 from ..store.nights import Night, Outcome
 from ..store.storage import redact, scrub_files
-from ..store.study import StoredStudy, SweepSpan, space_conflict, space_study_name
+from ..store.study import StoredStudy, SweepSpan, space_conflict, space_study_name, start_afresh
 from ..store.summary import SweepSummary
 from . import progress, under_load
 from . import space as sp
@@ -286,8 +286,7 @@ def afresh(stored: StoredStudy, plan: SweepPlan, night: Night) -> None:
     machine runs (StoredStudy.start_afresh), and their winner is measured again early."""
     if night.outcome not in (Outcome.drifted, Outcome.changed):
         return
-    first = stored.start_afresh(plan.fixed)
-    stored.clear_confirmation(plan.fixed)
+    first = start_afresh(stored, plan.fixed)
     progress.say(
         f"re-tuning from trial #{first} on: the study's {first} earlier trials teach the sampler, "
         "and no figure of theirs is ranked"

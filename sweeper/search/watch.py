@@ -19,7 +19,7 @@ from optuna.trial import FrozenTrial
 
 from ..machine import Change, Fingerprint, changes
 from ..noise import Z95, Noise
-from ..store.nights import Night, Outcome, nights_of
+from ..store.nights import Night, Outcome, study_nights
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import config_of
@@ -59,7 +59,7 @@ def study_reference(stored: StoredStudy, plan: SweepPlan) -> Reference | None:
     by_number = {t.number: t for t in stored.trials()}
     conf = stored.confirmation(plan.fixed)
     noise = plan.noise(trials, conf)
-    nights = nights_of(stored.study.user_attrs, plan.fixed)
+    nights = study_nights(stored.study, plan.fixed)
     if conf is not None and conf.winner in by_number and conf.baseline in by_number:
         base = by_number[conf.baseline]
         # the last night's fingerprint where one was watched (it holds the driver and the kernel)

@@ -91,6 +91,11 @@ def save_night(study: optuna.Study, fixed: Sequence[str], night: Night) -> None:
     study.set_user_attr(_key(fixed, night.started_at), night.to_json())
 
 
+def study_nights(study: optuna.Study, fixed: Sequence[str]) -> list[Night]:
+    """The nights of one setup (fixed overrides) in a study, oldest first."""
+    return nights_of(study.user_attrs, fixed)
+
+
 def nights_of(attrs: Mapping[str, Any], fixed: Sequence[str]) -> list[Night]:
     """The nights of one setup (fixed overrides) among a study's attributes, oldest first."""
     mine = f"{_PREFIX}{json.dumps(list(fixed))}:"

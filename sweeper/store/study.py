@@ -88,24 +88,8 @@ class StoredStudy:
         every = current(self.study.get_trials(deepcopy=False))
         if fixed is None:
             return every
-        first = self.first_trial(fixed)
+        first = first_trial(self.study, fixed)
         return [t for t in of_setup(every, fixed) if t.number >= first]
-
-    @staticmethod
-    def _afresh_key(fixed: Sequence[str]) -> str:
-        return f"afresh:{json.dumps(list(fixed))}"
-
-    def start_afresh(self, fixed: Sequence[str]) -> int:
-        """From now on this setup's figures are the trials numbered from here: the machine drifted
-        and the older figures no longer say how fast it runs. They stay in the study, where the
-        sampler learns from them (a warm start), but no ranking, reuse or report reads them."""
-        first = len(self.study.get_trials(deepcopy=False))
-        self.study.set_user_attr(self._afresh_key(fixed), first)
-        return first
-
-    def first_trial(self, fixed: Sequence[str]) -> int:
-        """The first trial number of this setup's figures (0: every trial; see start_afresh)."""
-        return int(self.study.user_attrs.get(self._afresh_key(fixed)) or 0)
 
     def stand_in(self, failed: FrozenTrial) -> optuna.Trial:
         """A new running trial with a failed trial's params and attributes, to be told the
@@ -133,10 +117,6 @@ class StoredStudy:
 
     def save_confirmation(self, fixed: Sequence[str], decision: Confirmation) -> None:
         self.study.set_user_attr(self._confirmation_key(fixed), decision.to_json())
-
-    def clear_confirmation(self, fixed: Sequence[str]) -> None:
-        """No confirmation stands for this setup (it started afresh: its trials are gone from view)."""
-        self.study.set_user_attr(self._confirmation_key(fixed), None)
 
     def confirmation(self, fixed: Sequence[str]) -> Confirmation | None:
         """The interleaved confirmation of this setup's last sweep."""
@@ -218,7 +198,7 @@ class StoredStudy:
     def holds(self, knobs: Mapping[str, Any], fixed: Sequence[str]) -> bool:
         """Whether a trial of this setup has exactly these knobs (asked, queued or measured): what
         enqueue skips."""
-        wanted, fixed, first = dict(knobs), tuple(fixed), self.first_trial(fixed)
+        wanted, fixed, first = dict(knobs), tuple(fixed), first_trial(self.study, fixed)
         return any(
             t.system_attrs.get("fixed_params", t.params) == wanted
             for t in self.trials()
@@ -269,6 +249,26 @@ class StoredStudy:
         """End a RUNNING trial as failed, with why."""
         self.set_attrs(number, TrialRecord.ended(status, reason))
         self.study.tell(number, state=TrialState.FAIL)
+
+
+def _afresh_key(fixed: Sequence[str]) -> str:
+    return f"afresh:{json.dumps(list(fixed))}"
+
+
+def start_afresh(stored: StoredStudy, fixed: Sequence[str]) -> int:
+    """From now on this setup's figures are the trials numbered from here, and no confirmation
+    stands: the machine drifted, and the older figures no longer say how fast it runs. They stay
+    in the study, where the sampler learns from them (a warm start), but no ranking, reuse or
+    report reads them. Returns the first trial number of the fresh start."""
+    first = len(stored.study.get_trials(deepcopy=False))
+    stored.study.set_user_attr(_afresh_key(fixed), first)
+    stored.study.set_user_attr(StoredStudy._confirmation_key(fixed), None)
+    return first
+
+
+def first_trial(study: optuna.Study, fixed: Sequence[str]) -> int:
+    """The first trial number of this setup's figures (0: every trial; see start_afresh)."""
+    return int(study.user_attrs.get(_afresh_key(fixed)) or 0)
 
 
 def space_conflict(
