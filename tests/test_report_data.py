@@ -327,11 +327,11 @@ def test_other_hardware_classes_are_listed_side_by_side(tmp_path):
     from sweeper.report.load import siblings
 
     storage = f"sqlite:///{tmp_path / 's.db'}"
-    for name, sps in (("night@aaa", 100.0), ("night@bbb", 300.0), ("other@ccc", 5.0)):
+    for name, sps in (("night@00000000aa", 100.0), ("night@00000000bb", 300.0), ("other@00000000cc", 5.0)):
         study = optuna.create_study(study_name=name, storage=storage, directions=["maximize", "minimize"])
         study.add_trial(make(0, 64, sps))
-    rows = siblings(storage, "night@aaa")
-    assert [(n, v) for n, _, v, _ in rows] == [("night@bbb", 300.0)]
+    rows = siblings(storage, "night@00000000aa")
+    assert [(n, v) for n, _, v, _ in rows] == [("night@00000000bb", 300.0)]
     assert "lab1" in rows[0][1] and "loader.batch_size=64" in rows[0][3]
 
 

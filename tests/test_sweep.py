@@ -290,7 +290,7 @@ def test_a_second_machine_class_starts_from_the_first_ones_winner(tmp_path):
     # the batch the baseline does not run (a winner at the baseline's own point is not queued)
     params = {**winner.params, "loader.batch_size": 256}
     other = optuna.create_study(
-        storage=storage, study_name="second@elsewhere", directions=[d.name.lower() for d in mine.directions]
+        storage=storage, study_name="second@00000000e1", directions=[d.name.lower() for d in mine.directions]
     )
     moved = optuna.trial.create_trial(
         params=params,
@@ -308,7 +308,7 @@ def test_a_second_machine_class_starts_from_the_first_ones_winner(tmp_path):
     # is asked, so nothing is queued, and the log must say so (it once said "queued")
     base = mine.get_trials()[0]
     home = optuna.create_study(
-        storage=storage, study_name="second@home", directions=[d.name.lower() for d in mine.directions]
+        storage=storage, study_name="second@00000000f1", directions=[d.name.lower() for d in mine.directions]
     )
     home.add_trial(
         optuna.trial.create_trial(
@@ -322,10 +322,10 @@ def test_a_second_machine_class_starts_from_the_first_ones_winner(tmp_path):
 
     proc = run_multirun(tmp_path, *common, name="second", study="second")
     assert "queued after the baseline:" in proc.stdout and "warm start: the winner on elsewhere" in proc.stdout
-    assert "(warm start: the winner on home (study second@home, trial #0)) is your config's own point" in proc.stdout
+    assert "(warm start: the winner on home (study second@00000000f1, trial #0)) is your config's own point" in proc.stdout
     trials = load_study(tmp_path, "second").get_trials()
     started = trials[1]
-    assert started.user_attrs["origin"].startswith("warm start: the winner on elsewhere (study second@elsewhere")
+    assert started.user_attrs["origin"].startswith("warm start: the winner on elsewhere (study second@00000000e1")
     assert started.params == params
     assert "Queued after the baseline" in (tmp_path / "second" / "report.html").read_text()
 

@@ -554,18 +554,18 @@ def test_warm_starts_are_the_other_classes_winners_within_this_space():
         "loader.num_workers": CategoricalDistribution([0, 1]),
     }
     for name, knobs in (
-        ("w@gpu-a", {"loader.batch_size": 256, "loader.num_workers": 1, "backend.tf32": True}),
-        ("w@gpu-b", {"loader.batch_size": 4096, "loader.num_workers": 1}),
-        ("other@gpu-c", {"loader.batch_size": 64, "loader.num_workers": 0}),
+        ("w@00000000aa", {"loader.batch_size": 256, "loader.num_workers": 1, "backend.tf32": True}),
+        ("w@00000000bb", {"loader.batch_size": 4096, "loader.num_workers": 1}),
+        ("other@00000000cc", {"loader.batch_size": 64, "loader.num_workers": 0}),
     ):
         study = optuna.create_study(storage=storage, study_name=name)
         study.add_trial(trial(0, knobs, fixed=("task.mode=train",)))
         study.set_user_attr("winner_trial", 0)
-    points = start.warm_starts(storage, "w@cpu-here", ("task.mode=train",), space)
+    points = start.warm_starts(storage, "w@0000000011", ("task.mode=train",), space)
     # only this study's other classes; only knobs this space holds, with values it can take
     assert [p.knobs for p in points] == [{"loader.batch_size": 256, "loader.num_workers": 1}, {"loader.num_workers": 1}]
-    assert points[0].origin.startswith("warm start: the winner on gpu-a (study w@gpu-a, trial #0)")
-    assert start.warm_starts(storage, "w@cpu-here", ("task.mode=inference",), space) == []
+    assert points[0].origin.startswith("warm start: the winner on 00000000aa (study w@00000000aa, trial #0)")
+    assert start.warm_starts(storage, "w@0000000011", ("task.mode=inference",), space) == []
 
 
 def test_a_warm_start_at_the_baselines_own_point_is_not_queued(tmp_path):
@@ -580,18 +580,19 @@ def test_a_warm_start_at_the_baselines_own_point_is_not_queued(tmp_path):
     plan = _cpu_plan(tmp_path, {"n_trials": 4}, ["search=quick", "search.recipes=false", "loader.batch_size=64"])
     storage = optuna.storages.InMemoryStorage()
     stored = StoredStudy(
-        optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)), storage
+        optuna.create_study(storage=storage, study_name="w@0000000011", directions=list(plan.directions)), storage
     )
     _, baseline = ask(stored, plan, plan.context(Learned(convolutional=False)), baseline=True)
     space_knobs = {k: baseline[k] for k in plan.space}
-    for name, knobs in (("w@same", space_knobs), ("w@other", {**space_knobs, "loader.batch_size": 256})):
+    same, other_class = "w@00000000bb", "w@00000000aa"
+    for name, knobs in ((same, space_knobs), (other_class, {**space_knobs, "loader.batch_size": 256})):
         other = optuna.create_study(storage=storage, study_name=name, directions=list(plan.directions))
         other.add_trial(trial(0, knobs, fixed=plan.fixed))
         other.set_user_attr("winner_trial", 0)
     queued = start.queue_start(stored, plan, room=3, ctx=plan.context(Learned(convolutional=False)))
     assert [(p.origin.split(" (")[0], was) for p, was in queued] == [
-        ("warm start: the winner on other", start.Queued.QUEUED),
-        ("warm start: the winner on same", start.Queued.HELD),
+        ("warm start: the winner on 00000000aa", start.Queued.QUEUED),
+        ("warm start: the winner on 00000000bb", start.Queued.HELD),
     ]
     waiting = stored.study.get_trials(states=(TrialState.WAITING,))
     assert [t.system_attrs["fixed_params"]["loader.batch_size"] for t in waiting] == [256]
@@ -606,7 +607,7 @@ def _asked_baseline(plan):
 
     storage = optuna.storages.InMemoryStorage()
     stored = StoredStudy(
-        optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)), storage
+        optuna.create_study(storage=storage, study_name="w@0000000011", directions=list(plan.directions)), storage
     )
     ask(stored, plan, plan.context(Learned(convolutional=False)), baseline=True)
     return stored
@@ -699,7 +700,7 @@ def test_a_point_still_queued_is_measured_before_n_trials_counts_it(tmp_path):
     plan = _cpu_plan(tmp_path, {"n_trials": 2}, ["search.recipes=false"])  # no fixed overrides: as the main job
     storage = optuna.storages.InMemoryStorage()
     stored = StoredStudy(
-        optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)), storage
+        optuna.create_study(storage=storage, study_name="w@0000000011", directions=list(plan.directions)), storage
     )
     base = trial(0, dict(plan.baseline_knobs), sps=100.0, fixed=plan.fixed)
     base.user_attrs["baseline"] = True

@@ -21,15 +21,17 @@ from sweeper.noise import Noise
 from sweeper.report.nights import nights_chart, nights_section
 from sweeper.search.watch import Reference, decide, settled
 from sweeper.store.nights import Night, Outcome, history, nights_of, save_night
-from sweeper.store.study import StoredStudy, start_afresh
+from sweeper.store.study import StoredStudy, sibling_names, split_class, start_afresh
 from sweeper.store.summary import SweepSummary
 
-HERE = Fingerprint(hostname="lab1", cpu="EPYC", cpus_available=16, torch="2.14.1", kernel="6.1", hardware_class="abc")
+HERE = Fingerprint(
+    hostname="lab1", cpu="EPYC", cpus_available=16, torch="2.14.1", kernel="6.1", hardware_class="abcdef0123"
+)
 
 
 def reference(**kw) -> Reference:
     values = dict(
-        study="w@abc",
+        study="w@abcdef0123",
         winner_knobs={"loader.batch_size": 128},
         baseline_knobs={"loader.batch_size": 64},
         winner=1000.0,
@@ -82,8 +84,8 @@ def test_a_kernel_change_alone_is_said_but_decides_nothing():
 
 
 def test_another_studys_reference_is_a_changed_fingerprint():
-    verdict = decide(reference(study="w@old"), [1000.0, 1000.0], [500.0, 500.0], HERE, other_study=True)
-    assert verdict.outcome == Outcome.changed and "hardware class old -> abc" in verdict.words
+    verdict = decide(reference(study="w@0123456789"), [1000.0, 1000.0], [500.0, 500.0], HERE, other_study=True)
+    assert verdict.outcome == Outcome.changed and "hardware class 0123456789 -> abcdef0123" in verdict.words
 
 
 def test_the_rounds_go_on_while_a_side_sits_near_its_band():
@@ -98,11 +100,21 @@ def night(at: float, outcome: Outcome, **kw) -> Night:
     return Night(at, outcome, HERE, **kw)
 
 
+def test_a_studys_siblings_differ_in_the_hardware_class_alone():
+    storage = optuna.storages.InMemoryStorage()
+    for name in ("w@0123456789", "w@abcdef0123", "w-cpu-abcdef0123", "w-cpu-0123456789", "wx@0123456789", "w"):
+        optuna.create_study(storage=storage, study_name=name)
+    assert split_class("mnist_mlp-train-cpu-4f28130ed9") == ("mnist_mlp-train-cpu-", "4f28130ed9")
+    assert sibling_names(storage, "w@abcdef0123") == ["w@0123456789"]
+    assert sibling_names(storage, "w-cpu-abcdef0123") == ["w-cpu-0123456789"]
+    assert sibling_names(storage, "w") == []
+
+
 def test_nights_are_kept_per_setup_in_order_and_read_across_hardware_classes():
     storage = optuna.storages.InMemoryStorage()
-    old = optuna.create_study(storage=storage, study_name="w@old")
-    new = optuna.create_study(storage=storage, study_name="w@abc")
-    other = optuna.create_study(storage=storage, study_name="v@abc")
+    old = optuna.create_study(storage=storage, study_name="w@0123456789")
+    new = optuna.create_study(storage=storage, study_name="w@abcdef0123")
+    other = optuna.create_study(storage=storage, study_name="v@abcdef0123")
     save_night(old, ["a=1"], night(1.0, Outcome.first))
     save_night(new, ["a=1"], night(3.0, Outcome.changed, changes=["cores 8 -> 16"]))
     save_night(old, ["a=1"], night(2.0, Outcome.holds, winner_runs=[10.0, 12.0]))
@@ -110,10 +122,10 @@ def test_nights_are_kept_per_setup_in_order_and_read_across_hardware_classes():
     save_night(other, ["a=1"], night(2.7, Outcome.holds))
     assert [n.started_at for n in nights_of(old.user_attrs, ["a=1"])] == [1.0, 2.0]
     assert nights_of(old.user_attrs, ["a=1"])[1].winner_now == 11.0
-    assert [(s, n.outcome) for s, n in history(storage, "w@abc", ["a=1"])] == [
-        ("w@old", Outcome.first),
-        ("w@old", Outcome.holds),
-        ("w@abc", Outcome.changed),
+    assert [(s, n.outcome) for s, n in history(storage, "w@abcdef0123", ["a=1"])] == [
+        ("w@0123456789", Outcome.first),
+        ("w@0123456789", Outcome.holds),
+        ("w@abcdef0123", Outcome.changed),
     ]
 
 
@@ -124,7 +136,7 @@ def test_a_night_survives_summary_json(tmp_path):
 
 
 def test_starting_afresh_hides_the_older_figures_and_their_confirmation(tmp_path):
-    stored = StoredStudy.open(f"sqlite:///{tmp_path / 's.db'}", "w@abc")
+    stored = StoredStudy.open(f"sqlite:///{tmp_path / 's.db'}", "w@abcdef0123")
     fixed = ["task=x"]
     for value in (1, 2):
         stored.study.add_trial(
@@ -144,10 +156,10 @@ def test_starting_afresh_hides_the_older_figures_and_their_confirmation(tmp_path
 
 def test_the_report_draws_the_nights_and_names_each_change():
     nights = [
-        ("w@old", night(1.0, Outcome.first, winner_after=900.0)),
-        ("w@old", night(90000.0, Outcome.holds, winner_runs=[1000.0], baseline_runs=[500.0], words="holds: ok")),
+        ("w@0123456789", night(1.0, Outcome.first, winner_after=900.0)),
+        ("w@0123456789", night(90000.0, Outcome.holds, winner_runs=[1000.0], baseline_runs=[500.0], words="holds: ok")),
         (
-            "w@abc",
+            "w@abcdef0123",
             night(
                 180000.0,
                 Outcome.changed,

@@ -13,7 +13,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ..measurement import PRIMARY
 from ..store.nights import history
 from ..store.record import TrialRecord
-from ..store.study import StoredStudy
+from ..store.study import StoredStudy, sibling_names
 from ..store.trials import config_of, ranked
 from .contents import ReportData
 from .data import build_report_data, machine_of
@@ -48,11 +48,8 @@ def importances(study: optuna.Study, trials: Sequence[FrozenTrial]) -> dict[str,
 
 def siblings(storage: Any, study_name: str) -> list[tuple[str, str, float, str]]:
     """The same study on other hardware classes (`name@class`), each with its best trial."""
-    base = study_name.split("@")[0]
     rows = []
-    for name in optuna.get_all_study_names(storage):
-        if name == study_name or name.split("@")[0] != base or "@" not in name:
-            continue
+    for name in sibling_names(storage, study_name):
         trials = optuna.load_study(study_name=name, storage=storage).get_trials(deepcopy=False)
         best = ranked(trials)
         if best:

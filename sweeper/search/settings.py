@@ -83,7 +83,7 @@ class SearchConf:
     # from either side: points often near the best, measured before the sampler learns anything
     recipes: bool = True
     # after the baseline, the winners of this study's workload on the lab's other hardware
-    # classes (the storage's studies of the same name before the @)
+    # classes (the storage's studies whose names differ from this one's in the class alone)
     warm_start: bool = True
 
     def check(self) -> None:

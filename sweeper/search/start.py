@@ -18,7 +18,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 
 from ..knobs import Knob
 from ..store.record import TrialRecord
-from ..store.study import StoredStudy, first_trial
+from ..store.study import StoredStudy, first_trial, sibling_names, split_class
 from ..store.trials import config_of, ranked
 from . import space as sp
 from .plan import SweepPlan
@@ -114,11 +114,8 @@ def warm_starts(
 ) -> list[StartPoint]:
     """The winners of the same study on other hardware classes (`name@<class>`), as points of
     this space: their knobs that this space holds, with values it can take."""
-    base = study_name.split("@")[0]
     points = []
-    for name in sorted(optuna.get_all_study_names(storage)):
-        if name == study_name or "@" not in name or name.split("@")[0] != base:
-            continue
+    for name in sibling_names(storage, study_name):
         other = StoredStudy(optuna.load_study(study_name=name, storage=storage), storage)
         trials = other.trials(fixed)
         number = other.last_winner()
@@ -127,7 +124,7 @@ def warm_starts(
             continue
         knobs = {k: v for k, v in config_of(winner).items() if k in space and sp.contains(space[k], v)}
         if knobs:
-            hardware = TrialRecord.of(winner).hardware_class or name.split("@", 1)[1]
+            hardware = TrialRecord.of(winner).hardware_class or split_class(name)[1]
             points.append(
                 StartPoint(knobs, f"warm start: the winner on {hardware} (study {name}, trial #{winner.number})")
             )

@@ -21,7 +21,7 @@ from ..machine import Change, Fingerprint, changes
 from ..noise import Z95, Noise
 from ..store.nights import Night, Outcome, study_nights
 from ..store.record import TrialRecord
-from ..store.study import StoredStudy
+from ..store.study import StoredStudy, sibling_names, split_class
 from ..store.trials import config_of
 from . import progress
 from .launch import JobRunner, measure_overrides
@@ -97,18 +97,16 @@ def study_reference(stored: StoredStudy, plan: SweepPlan) -> Reference | None:
 
 def find_reference(stored: StoredStudy, plan: SweepPlan) -> Reference | None:
     """This study's reference, else that of the nearest earlier fingerprint: the sibling study
-    (the same name before the @, another hardware class) whose last sweep ended most recently."""
+    (the same study on another hardware class) whose last sweep ended most recently."""
     own = study_reference(stored, plan)
     if own is not None:
         return own
-    base = stored.name.split("@", 1)[0]
     siblings = []
-    for name in optuna.get_all_study_names(stored.storage):
-        if name != stored.name and "@" in name and name.split("@", 1)[0] == base:
-            other = StoredStudy(optuna.load_study(study_name=name, storage=stored.storage), stored.storage)
-            span = other.sweep_span(plan.fixed)
-            if span is not None and (ref := study_reference(other, plan)) is not None:
-                siblings.append((span.ended_at or span.started_at, ref))
+    for name in sibling_names(stored.storage, stored.name):
+        other = StoredStudy(optuna.load_study(study_name=name, storage=stored.storage), stored.storage)
+        span = other.sweep_span(plan.fixed)
+        if span is not None and (ref := study_reference(other, plan)) is not None:
+            siblings.append((span.ended_at or span.started_at, ref))
     return max(siblings, key=lambda pair: pair[0])[1] if siblings else None
 
 
@@ -184,7 +182,7 @@ def decide(
     the noise; else holds."""
     found = changes(ref.fingerprint, now)
     if other_study and not any(c.decides for c in found):
-        found.insert(0, Change("hardware_class", ref.study.split("@", 1)[-1], now.hardware_class, True))
+        found.insert(0, Change("hardware_class", split_class(ref.study)[1] or ref.study, now.hardware_class, True))
     noise = _noise_of(ref, [winner, baseline])
     w = moved(winner, ref.winner, ref.winner_runs, noise) if winner else None
     b = moved(baseline, ref.baseline, ref.baseline_runs, noise)

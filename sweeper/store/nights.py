@@ -14,6 +14,7 @@ import optuna
 
 from ..choice import Choice
 from ..machine import Fingerprint
+from .study import sibling_names
 
 _PREFIX = "night:"
 
@@ -104,12 +105,11 @@ def nights_of(attrs: Mapping[str, Any], fixed: Sequence[str]) -> list[Night]:
 
 
 def history(storage: Any, study_name: str, fixed: Sequence[str]) -> list[tuple[str, Night]]:
-    """Every night of this setup in the study and in its siblings (the same name before the @,
-    one study per hardware class), oldest first, each with its study: a study's history runs on
-    across the fingerprint changes that start a new study."""
-    base = study_name.split("@", 1)[0]
+    """Every night of this setup in the study and in its siblings (the same study on other
+    hardware classes), oldest first, each with its study: a study's history runs on across the
+    fingerprint changes that start a new study."""
     found = []
-    for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
-        if summary.study_name.split("@", 1)[0] == base:
-            found += [(summary.study_name, n) for n in nights_of(summary.user_attrs, fixed)]
+    for name in [study_name, *sibling_names(storage, study_name)]:
+        study = optuna.load_study(study_name=name, storage=storage)
+        found += [(name, n) for n in study_nights(study, fixed)]
     return sorted(found, key=lambda pair: pair[1].started_at)

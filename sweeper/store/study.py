@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -297,6 +298,29 @@ def space_study_name(name: str, space: Mapping[str, BaseDistribution]) -> str:
     space>`, the same study for the same space every time it is swept."""
     spelled = json.dumps({k: distribution_to_json(d) for k, d in sorted(space.items())}, sort_keys=True)
     return f"{name}~{hashlib.sha1(spelled.encode()).hexdigest()[:8]}"
+
+
+# a study's name ends in its hardware class: `<study_name>@<class>`, or by default
+# `<task>-<mode>-<device>-<class>` (search/plan.py)
+_CLASS_SUFFIX = re.compile(r"[@-]([0-9a-f]{10})$")
+
+
+def split_class(name: str) -> tuple[str, str | None]:
+    """A study's name as (what precedes its hardware class, the class); (name, None) for a
+    name that ends in none (a study named elsewhere, a space's own study)."""
+    found = _CLASS_SUFFIX.search(name)
+    return (name[: found.start(1)], found.group(1)) if found else (name, None)
+
+
+def sibling_names(storage: Any, name: str) -> list[str]:
+    """The same study on the storage's other hardware classes: the names that differ from
+    `name` in their class alone."""
+    base, cls = split_class(name)
+    if cls is None:
+        return []
+    return sorted(
+        n for n in optuna.get_all_study_names(storage) if n != name and (b := split_class(n))[0] == base and b[1]
+    )
 
 
 def stored_name(storage: Any, name: str) -> str:
