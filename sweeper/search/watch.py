@@ -22,7 +22,7 @@ from ..noise import Z95, Noise
 from ..store.nights import Night, Outcome, study_nights
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy, sibling_names, split_class
-from ..store.trials import config_of
+from ..store.trials import config_key, config_of, figures_by_config
 from . import progress
 from .launch import JobRunner, measure_overrides
 from .plan import SweepPlan
@@ -53,7 +53,9 @@ def _count(runs: Sequence[float | None]) -> int:
 
 
 def study_reference(stored: StoredStudy, plan: SweepPlan) -> Reference | None:
-    """The study's own reference for this setup: its confirmation, else the last night that
+    """The study's own reference for this setup: its confirmed winner and baseline, each at its
+    level over every run the study has of it (the confirmation's rounds and its own complete
+    runs: one round can catch a configuration at a high or low mood); else the last night that
     measured afresh (drifted or changed); None when it holds neither."""
     trials = stored.trials(plan.fixed)
     by_number = {t.number: t for t in stored.trials()}
@@ -61,17 +63,20 @@ def study_reference(stored: StoredStudy, plan: SweepPlan) -> Reference | None:
     noise = plan.noise(trials, conf)
     nights = study_nights(stored.study, plan.fixed)
     if conf is not None and conf.winner in by_number and conf.baseline in by_number:
-        base = by_number[conf.baseline]
+        base, won = by_number[conf.baseline], by_number[conf.winner]
+        runs = figures_by_config(trials, conf)
+        winner_runs = runs.get(config_key(won)) or [conf.median[conf.winner]]
+        baseline_runs = runs.get(config_key(base)) or [conf.median[conf.baseline]]
         # the last night's fingerprint where one was watched (it holds the driver and the kernel)
         measured = nights[-1].fingerprint if nights else TrialRecord.of(base).fingerprint or Fingerprint()
         return Reference(
             stored.name,
-            config_of(by_number[conf.winner]),
+            config_of(won),
             config_of(base),
-            conf.median[conf.winner],
-            conf.median[conf.baseline],
-            _count(conf.rounds[conf.winner]),
-            _count(conf.rounds[conf.baseline]),
+            statistics.median(winner_runs),
+            statistics.median(baseline_runs),
+            len(winner_runs),
+            len(baseline_runs),
             measured,
             noise,
         )

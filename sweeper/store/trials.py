@@ -113,6 +113,14 @@ def repeated_figures(trials: Sequence[FrozenTrial], confirmation: Confirmation |
     """samples/sec of each configuration measured more than once, one list a configuration: its own
     complete runs (a run measured again, a proposal's second run) and its confirmation rounds.
     What the run-to-run noise is estimated from (sweeper.noise); reused results are not runs."""
+    return [figures for figures in figures_by_config(trials, confirmation).values() if len(figures) > 1]
+
+
+def figures_by_config(
+    trials: Sequence[FrozenTrial], confirmation: Confirmation | None = None
+) -> dict[str, list[float]]:
+    """samples/sec of every run of each configuration (config_key): its own complete runs and its
+    confirmation rounds, reused results left out."""
     groups: dict[str, list[float]] = {}
     key_of: dict[int, str] = {}
     for t in trials:
@@ -125,7 +133,7 @@ def repeated_figures(trials: Sequence[FrozenTrial], confirmation: Confirmation |
         for number, figures in confirmation.rounds.items():
             if number in key_of:
                 groups.setdefault(key_of[number], []).extend(f for f in figures if f)
-    return [figures for figures in groups.values() if len(figures) > 1]
+    return groups
 
 
 # how a baseline may fail that the next sweep measures again: its sweep stopped, or the workload
