@@ -322,7 +322,8 @@ def test_a_second_machine_class_starts_from_the_first_ones_winner(tmp_path):
 
     proc = run_multirun(tmp_path, *common, name="second", study="second")
     assert "queued after the baseline:" in proc.stdout and "warm start: the winner on elsewhere" in proc.stdout
-    assert "(warm start: the winner on home (study second@00000000f1, trial #0)) is your config's own point" in proc.stdout
+    own = "(warm start: the winner on home (study second@00000000f1, trial #0)) is your config's own point"
+    assert own in proc.stdout
     trials = load_study(tmp_path, "second").get_trials()
     started = trials[1]
     assert started.user_attrs["origin"].startswith("warm start: the winner on elsewhere (study second@00000000e1")

@@ -64,6 +64,15 @@ def test_either_side_moving_beyond_the_noise_is_drift(winner, baseline):
     assert "beyond the noise" in verdict.words
 
 
+def test_the_studys_own_repeats_set_the_band_with_tonights():
+    """On a machine whose runs of one configuration spread 20%, a 21% move is within the noise; a
+    night's few runs alone (spreading 2%) would call it drift."""
+    quiet = reference(noise=Noise(0.05, 0.05))
+    noisy = reference(noise=Noise(0.05, 0.05), repeats=((1000.0, 1250.0, 800.0), (500.0, 620.0, 410.0)) * 3)
+    assert decide(quiet, [790.0, 800.0, 805.0], [395.0, 400.0, 402.0], HERE).outcome == Outcome.drifted
+    assert decide(noisy, [790.0, 800.0, 805.0], [395.0, 400.0, 402.0], HERE).outcome == Outcome.holds
+
+
 def test_a_winner_that_fails_every_run_tonight_drifted():
     verdict = decide(reference(), [None, None], [500.0, 500.0], HERE)
     assert verdict.outcome == Outcome.drifted and "failed every run" in verdict.words

@@ -22,7 +22,7 @@ from ..noise import Z95, Noise
 from ..store.nights import Night, Outcome, study_nights
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy, sibling_names, split_class
-from ..store.trials import config_key, config_of, figures_by_config
+from ..store.trials import config_key, config_of, figures_by_config, repeated_figures
 from . import progress
 from .launch import JobRunner, measure_overrides
 from .plan import SweepPlan
@@ -45,7 +45,10 @@ class Reference:
     winner_runs: int
     baseline_runs: int
     fingerprint: Fingerprint
-    noise: Noise
+    noise: Noise  # the study's: its prior and its estimate
+    # the study's configurations measured more than once, their runs' figures: what tonight's
+    # repeats are pooled with (a night's few runs alone would judge on too little)
+    repeats: tuple[tuple[float, ...], ...] = ()
 
 
 def _count(runs: Sequence[float | None]) -> int:
@@ -61,6 +64,7 @@ def study_reference(stored: StoredStudy, plan: SweepPlan) -> Reference | None:
     by_number = {t.number: t for t in stored.trials()}
     conf = stored.confirmation(plan.fixed)
     noise = plan.noise(trials, conf)
+    repeats = tuple(tuple(r) for r in repeated_figures(trials, conf))
     nights = study_nights(stored.study, plan.fixed)
     if conf is not None and conf.winner in by_number and conf.baseline in by_number:
         base, won = by_number[conf.baseline], by_number[conf.winner]
@@ -79,6 +83,7 @@ def study_reference(stored: StoredStudy, plan: SweepPlan) -> Reference | None:
             len(baseline_runs),
             measured,
             noise,
+            repeats,
         )
     remeasured = [
         n for n in nights if n.outcome in (Outcome.drifted, Outcome.changed) and n.winner_now and n.baseline_now
@@ -97,6 +102,7 @@ def study_reference(stored: StoredStudy, plan: SweepPlan) -> Reference | None:
         _count(night.baseline_runs),
         night.fingerprint,
         noise,
+        repeats,
     )
 
 
@@ -129,10 +135,12 @@ def band(noise: Noise, runs: int, runs_before: int) -> float:
 
 
 def _noise_of(ref: Reference, tonight: Sequence[Sequence[float | None]]) -> Noise:
-    """The study's noise, updated with tonight's repeats; where it is not modelled (run_noise=0),
-    tonight's runs' own spread (a night can't be judged on no noise at all)."""
+    """The study's noise estimate, its repeats pooled with tonight's (each configuration's runs
+    tonight a group of their own: a level that moved between nights is what is being judged, not
+    noise); where it is not modelled (run_noise=0), tonight's runs' own spread (a night can't be
+    judged on no noise at all)."""
     repeats = [[r for r in runs if r] for runs in tonight]
-    noise = Noise.estimate(ref.noise.prior, repeats) if ref.noise.prior > 0 else ref.noise
+    noise = Noise.estimate(ref.noise.prior, [*ref.repeats, *repeats]) if ref.noise.prior > 0 else ref.noise
     if noise.sigma > 0:
         return noise
     logs = [statistics.stdev(math.log(r) for r in runs) for runs in repeats if len(runs) > 1]
