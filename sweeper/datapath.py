@@ -9,14 +9,17 @@ from .measurement import RunFacts, Throughput
 
 def data_words(run: RunFacts) -> str | None:
     """'400 files, 44.2 MB against 24.3 GB of memory available: cold, evicted from the page cache
-    before the run (3% cached as it began)'; None where the workload read no files."""
+    before the run and each epoch (3% cached as it began)'; None where the workload read no files."""
     if run.page_cache is None:
         return None
-    began = {"cold": "evicted from the page cache", "warm": "read into the page cache"}.get(run.page_cache, "")
+    began = {
+        "cold": "evicted from the page cache before the run and each epoch",
+        "warm": "read into the page cache before the run",
+    }.get(run.page_cache, "")
     return (
         f"{run.data_files or 0:,} files, {(run.data_bytes or 0) / 1e6:,.1f} MB against "
         f"{(run.memory_available_bytes or 0) / 1e9:,.1f} GB of memory available: {run.page_cache}, "
-        f"{began} before the run ({100 * (run.data_cached_at_start or 0.0):.0f}% cached as it began)"
+        f"{began} ({100 * (run.data_cached_at_start or 0.0):.0f}% cached as it began)"
     )
 
 

@@ -55,6 +55,41 @@ def test_cold_evicts_the_files_and_warm_reads_them_in(tmp_path):
     assert warm is not None and warm.cached_at_start == 1.0
 
 
+def test_a_cold_stream_evicts_before_each_epoch_and_leaves_that_time_out_of_the_restart(tmp_path):
+    """A small set read cold would be warm from its second epoch on: the stream evicts it at each
+    epoch's start, as a set larger than memory is cold in every epoch; the eviction's own time is
+    not the loop's."""
+    from torch.utils.data import DataLoader
+
+    from sweeper.measuring.loader import BatchStream
+
+    make_images(tmp_path / "set", images=4, classes=2, size=(200, 150))
+    files = [str(f) for f in sorted((tmp_path / "set").rglob("*.jpg"))]
+    now = [0.0]
+
+    def read(indices: list[int]) -> list[int]:
+        now[0] += 1.0  # a batch takes a second
+        return [len(open(files[i], "rb").read()) for i in indices]
+
+    shares: list[tuple[float, float]] = []
+
+    def evict() -> None:
+        before = page_cache.cached_share(files)
+        page_cache.evict(files)
+        now[0] += 5.0  # the eviction takes five
+        shares.append((before, page_cache.cached_share(files)))
+
+    page_cache.evict(files)
+    stream = BatchStream(DataLoader(list(range(4)), batch_size=2, collate_fn=read), clock=lambda: now[0])
+    stream.before_epoch = evict
+    for _ in range(6):  # three epochs of two batches
+        stream()
+    assert stream.epochs_started == 3
+    # each epoch read every file in, and each new one began with none of them cached
+    assert [round(b, 1) for b, _ in shares] == [1.0, 1.0] and [a for _, a in shares] == [0.0, 0.0]
+    assert stream.restart_cost_s() == 1.0  # its first batch, not the eviction's five seconds
+
+
 def test_auto_is_cold_only_where_the_set_is_larger_than_the_memory_available():
     assert page_cache.chosen("auto", data_bytes=10, available_bytes=100) == "warm"
     assert page_cache.chosen("auto", data_bytes=200, available_bytes=100) == "cold"
@@ -105,7 +140,7 @@ def test_the_reports_first_screen_says_what_state_every_figure_stands_on():
     assert data.headline.data is not None
     assert (
         "400 files, 44.2 MB against 24.3 GB of memory available: cold, evicted from the page cache before "
-        "the run (0% cached as it began); every run began so." in answer(data)
+        "the run and each epoch (0% cached as it began); every run began so." in answer(data)
     )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import jobtime, procs, topology
+from ..config import PageCache
 from ..errors import InvalidConfig
 from ..machine import Fingerprint
 from ..measurement import Measurement, Memory, RunFacts, Stopped, Throughput, Timing, Utilization
@@ -349,6 +350,9 @@ def measure_one(spec: RunSpec, events: Events, rank: Rank | None = None) -> RunR
         events.phase("build")
         built = build(spec, ready)
         cache = page_cache.prepare(spec.measure.page_cache, built.workload.files)
+        if cache is not None and cache.page_cache == PageCache.cold:  # cold in every epoch, not the first alone
+            files = built.workload.files
+            built.stream.before_epoch = lambda: page_cache.evict(files)
         measuring = time.perf_counter()
         timed = time_windows(spec, ready, built, events)
         figures = timed.throughput if timed.throughput.pruned else extras(spec, ready, built, timed.throughput, events)

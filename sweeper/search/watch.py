@@ -137,12 +137,14 @@ def band(noise: Noise, runs: int, runs_before: int) -> float:
 def _noise_of(ref: Reference, tonight: Sequence[Sequence[float | None]]) -> Noise:
     """The study's noise estimate, its repeats pooled with tonight's (each configuration's runs
     tonight a group of their own: a level that moved between nights is what is being judged, not
-    noise); where it is not modelled (run_noise=0), tonight's runs' own spread (a night can't be
-    judged on no noise at all)."""
+    noise), and never below the prior: a sweep's repeats are minutes apart, two nights a day, and
+    hydra.sweeper.run_noise is the user's word for this machine's spread between runs. Where the
+    noise is not modelled (run_noise=0), tonight's runs' own spread (a night can't be judged on
+    no noise at all)."""
     repeats = [[r for r in runs if r] for runs in tonight]
-    noise = Noise.estimate(ref.noise.prior, [*ref.repeats, *repeats]) if ref.noise.prior > 0 else ref.noise
-    if noise.sigma > 0:
-        return noise
+    if ref.noise.prior > 0:
+        pooled = Noise.estimate(ref.noise.prior, [*ref.repeats, *repeats])
+        return replace(pooled, sigma=max(pooled.sigma, pooled.prior))
     logs = [statistics.stdev(math.log(r) for r in runs) for runs in repeats if len(runs) > 1]
     return Noise(max(logs, default=0.0), 0.0)
 
