@@ -91,26 +91,9 @@ def write_outputs(
     pareto = pareto_trials(trials, plan.directions)
     results = optimization_results(plan.study_name, plan.objectives, pareto, winner)
     (out / "optimization_results.yaml").write_text(yaml.safe_dump(results, sort_keys=False))
-    command = None
-    if winner is not None:
-        knobs = config_of(winner)
-        command = winner_command(plan.fixed, changed_knobs(baseline, winner))
-        note = f"winner of study {plan.study_name}: trial {winner.number}"
-        (out / "winner.yaml").write_text(winner_yaml(plan.fixed, knobs, note))
-        (out / "winner_command.txt").write_text(command + "\n")
+    command = _write_winner(plan, winner, baseline) if winner is not None else None
     figure, figure_of = SweepSummary.winner_figure_of(decision, level(winner, trials) if winner else None)
-    if night is not None:
-        if night.outcome in (Outcome.drifted, Outcome.changed):
-            night = still_winner(night, winner, figure)
-        elif night.outcome == Outcome.first:
-            night = replace(night, winner_after=figure)
-        save_night(stored.study, plan.fixed, night)
-        if night.still_winner is not None:
-            progress.say(
-                "the winner watched tonight is still the winner"
-                if night.still_winner
-                else "the winner watched tonight is no longer the winner: the re-tune found another"
-            )
+    night = _keep_night(stored, plan, night, winner, figure) if night is not None else None
     report_path = _write_report(plan)
     summary = SweepSummary(
         study=plan.study_name,
@@ -139,6 +122,33 @@ def write_outputs(
     _write_index()
     progress.final_summary(summary, winner, baseline, out, kept=baseline_kept(trials, decision))
     return summary
+
+
+def _write_winner(plan: SweepPlan, winner: FrozenTrial, baseline: FrozenTrial | None) -> str:
+    """winner.yaml and winner_command.txt; the command."""
+    command = winner_command(plan.fixed, changed_knobs(baseline, winner))
+    note = f"winner of study {plan.study_name}: trial {winner.number}"
+    (plan.sweep_dir / "winner.yaml").write_text(winner_yaml(plan.fixed, config_of(winner), note))
+    (plan.sweep_dir / "winner_command.txt").write_text(command + "\n")
+    return command
+
+
+def _keep_night(
+    stored: StoredStudy, plan: SweepPlan, night: Night, winner: FrozenTrial | None, figure: float | None
+) -> Night:
+    """A watched night as the study keeps it: after a re-tune, whether its winner still won."""
+    if night.outcome in (Outcome.drifted, Outcome.changed):
+        night = still_winner(night, winner, figure)
+    elif night.outcome == Outcome.first:
+        night = replace(night, winner_after=figure)
+    save_night(stored.study, plan.fixed, night)
+    if night.still_winner is not None:
+        progress.say(
+            "the winner watched tonight is still the winner"
+            if night.still_winner
+            else "the winner watched tonight is no longer the winner: the re-tune found another"
+        )
+    return night
 
 
 def write_sweep_info(plan: SweepPlan) -> None:
