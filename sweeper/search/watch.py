@@ -167,7 +167,7 @@ def settled(ref: Reference, winner: Sequence[float | None], baseline: Sequence[f
     noise = _noise_of(ref, [winner, baseline])
     for now, before, k0 in ((winner, ref.winner, ref.winner_runs), (baseline, ref.baseline, ref.baseline_runs)):
         done = [r for r in now if r]
-        if not done or not now:
+        if not done:
             continue
         d, b = abs(math.log(statistics.median(done) / before)), band(noise, len(done), k0)
         if b * 0.5 < d < b * 1.5:
