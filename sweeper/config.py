@@ -70,10 +70,13 @@ class Isolation(Choice):
 
 
 class Decoder(Choice):
-    """task.decoder: PIL's decode and transforms, or torchvision.io's decode and transforms.v2 on tensors."""
+    """task.decoder: PIL's decode and transforms, torchvision.io's decode and transforms.v2 on
+    tensors in the loader's workers, or the whole batch decoded on the run's device (nvJPEG on a
+    GPU), the workers only reading the files."""
 
     pil = "pil"
     torchvision = "torchvision"
+    device = "device"
 
 
 class PageCache(Choice):

@@ -1,13 +1,16 @@
 """The share of the machine this process may use: the cores it may run on (its affinity: taskset,
-cpusets) and the CPU time its cgroup allows (a CPU quota: docker's --cpus, a Kubernetes limit,
-systemd's CPUQuota). A process under a quota of 2 CPUs on a 64-core host that starts 64 threads
-is throttled each period, so every count of cores sweeper uses is the smaller of the two. Pure
-but for the files it is pointed at (no torch)."""
+cpusets), the CPU time its cgroup allows (a CPU quota: docker's --cpus, a Kubernetes limit,
+systemd's CPUQuota) and the memory it allows (docker's --memory), page cache included. A process
+under a quota of 2 CPUs on a 64-core host that starts 64 threads is throttled each period, so
+every count of cores sweeper uses is the smaller of the two; a data set larger than the memory
+limit cannot stay cached however much the host has free. Pure but for the files it is pointed at
+(no torch)."""
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 PROC_CGROUP = "/proc/self/cgroup"
@@ -42,32 +45,61 @@ def _level_quota(directory: Path, v2: bool) -> float | None:
     return None if quota_us <= 0 or period_us <= 0 else quota_us / period_us
 
 
-def quota_cpus(proc_cgroup: str = PROC_CGROUP, mountinfo: str = MOUNTINFO) -> float | None:
-    """The CPU quota of this process's cgroup and its ancestors, the tightest, in CPUs (1.5: one
-    and a half CPUs of time each period); None where no cgroup limits it."""
+# v1 writes "no limit" as the largest page-aligned long: anything this large is none
+_V1_UNLIMITED = 1 << 60
+
+
+def _level_memory(directory: Path, v2: bool) -> float | None:
+    """The memory limit one cgroup directory sets, in bytes (None: none, or unreadable)."""
+    try:
+        text = (directory / ("memory.max" if v2 else "memory.limit_in_bytes")).read_text().strip()
+        limit = None if text == "max" else int(text)
+    except (OSError, ValueError):
+        return None
+    return None if limit is None or limit >= _V1_UNLIMITED else float(limit)
+
+
+def _tightest(
+    controller: str, level: Callable[[Path, bool], float | None], proc_cgroup: str, mountinfo: str
+) -> float | None:
+    """The tightest limit `level` reads for `controller` in this process's cgroup and its
+    ancestors, over the v1 and v2 hierarchies mounted; None where none limits it."""
     try:
         entries = [line.split(":", 2) for line in Path(proc_cgroup).read_text().splitlines() if line.count(":") >= 2]
     except OSError:
         return None
-    quotas = []
+    limits = []
     for fstype, root, mount_point, options in _mounts(mountinfo):
         v2 = fstype == "cgroup2"
         for _, controllers, path in entries:
-            if (controllers == "") != v2 or (not v2 and "cpu" not in controllers.split(",")):
+            if (controllers == "") != v2 or (not v2 and controller not in controllers.split(",")):
                 continue
-            if not v2 and "cpu" not in options:
+            if not v2 and controller not in options:
                 continue
             relative = os.path.relpath(path, root) if path.startswith(root) else None
             if relative is None or relative.startswith(".."):
                 continue  # this process's cgroup is outside what the mount shows
             directory, top = Path(mount_point) / relative, Path(mount_point)
             while True:
-                if (level := _level_quota(directory, v2)) is not None:
-                    quotas.append(level)
+                if (found := level(directory, v2)) is not None:
+                    limits.append(found)
                 if directory == top or top not in directory.parents:
                     break
                 directory = directory.parent
-    return min(quotas) if quotas else None
+    return min(limits) if limits else None
+
+
+def quota_cpus(proc_cgroup: str = PROC_CGROUP, mountinfo: str = MOUNTINFO) -> float | None:
+    """The CPU quota of this process's cgroup and its ancestors, the tightest, in CPUs (1.5: one
+    and a half CPUs of time each period); None where no cgroup limits it."""
+    return _tightest("cpu", _level_quota, proc_cgroup, mountinfo)
+
+
+def memory_limit_bytes(proc_cgroup: str = PROC_CGROUP, mountinfo: str = MOUNTINFO) -> int | None:
+    """The memory limit of this process's cgroup and its ancestors, the tightest, in bytes (the
+    page cache counts against it); None where no cgroup limits it."""
+    found = _tightest("memory", _level_memory, proc_cgroup, mountinfo)
+    return None if found is None else int(found)
 
 
 def usable_cores(cpus: int, quota: float | None) -> int:

@@ -159,6 +159,33 @@ def test_both_decoders_make_the_same_tensor_from_a_jpeg(tmp_path):
     assert (by_pil - by_torchvision).abs().mean() < 0.05
 
 
+def test_a_batch_decoded_on_the_device_is_the_tensor_the_workers_would_have_made(tmp_path):
+    """task.decoder=device: the workers hand over the files' bytes; the batch's `.to()` decodes
+    them all at once and gives what torchvision.io's path gives sample by sample, laid out as
+    a tensor batch is (channels_last), with the classes beside it."""
+    import torch
+
+    from sweeper.measuring.loader import to_device
+    from sweeper.tasks.image_classification import (
+        collate_encoded,
+        decode_jpeg_file,
+        read_bytes,
+        tensor_transform,
+    )
+
+    paths = []
+    for i, size in enumerate([(300, 200), (160, 240), (469, 387)]):
+        paths.append(tmp_path / f"{i}.jpg")
+        paths[-1].write_bytes(photograph(i, 0, size))
+    batch = collate_encoded([(read_bytes(str(p)), i) for i, p in enumerate(paths)], image_size=64, train=False)
+    inputs, targets = to_device(batch, torch.device("cpu"), non_blocking=False, channels_last=True)
+    one_by_one = torch.stack([tensor_transform(64, train=False)(decode_jpeg_file(str(p))) for p in paths])
+    assert inputs.shape == (3, 3, 64, 64) and inputs.is_contiguous(memory_format=torch.channels_last)
+    assert torch.allclose(inputs, one_by_one) and targets.tolist() == [0, 1, 2]
+    trained = batch[0].__class__(batch[0].data, 32, train=True).to("cpu")  # random crops, the same shape
+    assert trained.shape == (3, 3, 32, 32) and trained.dtype == torch.float32
+
+
 def test_the_winners_decoder_is_written_as_the_datasets_lines():
     from sweeper.report.code import code_diff
 

@@ -87,6 +87,31 @@ def test_compile_on_cuda(sweeper_run):
     assert measured.timing.compile_s > 0
 
 
+def test_jpegs_decoded_on_the_gpu_in_batches(sweeper_run, tmp_path):
+    """task.decoder=device: nvJPEG decodes each batch the workers read; the tensor is the one
+    the CPU's decode gives, within the two decoders' rounding."""
+
+    from sweeper.data import make_images
+    from sweeper.tasks.image_classification import collate_encoded, read_bytes
+
+    made = make_images(tmp_path / "jpegs", images=32, classes=2, size=(200, 150))
+    files = sorted(str(f) for f in made.path.rglob("*.jpg"))[:4]
+    batch, _ = collate_encoded([(read_bytes(f), 0) for f in files], image_size=64, train=False)
+    on_gpu, on_cpu = batch.to("cuda"), batch.to("cpu")
+    assert on_gpu.is_cuda and (on_gpu.cpu() - on_cpu).abs().mean() < 0.05
+    run = sweeper_run(
+        *CUDA,
+        *SMALL["image_classification"],
+        f"task.data_dir={made.path}",
+        "task.num_classes=2",
+        "task.epoch_samples=null",
+        "loader.num_workers=2",
+        "task.decoder=device",
+        "loader.batch_size=8",
+    )
+    assert ok(run).throughput.samples_per_sec > 0
+
+
 def test_a_cuda_oom_is_oom_and_the_sweep_goes_on(tmp_path):
     # 20 GB per sample: batch 1 fits an 80 GB GPU, batch 8 cannot
     run_multirun(

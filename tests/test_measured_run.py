@@ -164,6 +164,12 @@ def test_image_folder_of_jpegs_begins_cold_and_a_token_shard_warm(sweeper_run, t
     run = sweeper_run(*IMAGE, f"task.data_dir='{images}'", "loader.batch_size=4", "task.decoder=torchvision")
     assert run.returncode == 0, run.stderr
     assert run.result.status == "ok" and run.result.measurement.run.page_cache == "warm"
+    # the batch's bytes decoded at once where the run is (here the CPU), the workers only reading
+    run = sweeper_run(
+        *IMAGE, f"task.data_dir='{images}'", "loader.batch_size=4", "loader.num_workers=1", "task.decoder=device"
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.result.status == "ok" and run.result.measurement.throughput.samples_per_sec > 0
 
     shard = make_tokens(tmp_path / "train.bin", tokens=20000, vocab=512)
     run = sweeper_run(*LM, f"task.token_file={shard.path}")  # auto: a shard far smaller than memory is warm

@@ -64,6 +64,29 @@ def test_the_quota_is_the_tightest_of_the_cgroup_and_its_parents(tmp_path, files
     assert share.quota_cpus(*_tree(tmp_path, files, mounts, cgroup)) == quota
 
 
+@pytest.mark.parametrize(
+    ("files", "mounts", "cgroup", "limit"),
+    [
+        pytest.param(
+            {"memory/job/memory.limit_in_bytes": "2147483648"}, V1_MOUNTS, "4:memory:/job\n", 2 << 30, id="v1"
+        ),
+        pytest.param(  # v1's "no limit"
+            {"memory/memory.limit_in_bytes": "9223372036854771712"}, V1_MOUNTS, "4:memory:/\n", None, id="v1-unlimited"
+        ),
+        pytest.param(  # a parent's limit binds its children; the cpu controller's files are not read
+            {"pod/memory.max": "1073741824", "pod/ctr/memory.max": "max", "pod/ctr/cpu.max": "100000 100000"},
+            V2_MOUNTS,
+            "0::/pod/ctr\n",
+            1 << 30,
+            id="v2-parent",
+        ),
+        pytest.param({"memory.max": "max"}, V2_MOUNTS, "0::/\n", None, id="v2-max"),
+    ],
+)
+def test_the_memory_limit_is_the_tightest_of_the_cgroup_and_its_parents(tmp_path, files, mounts, cgroup, limit):
+    assert share.memory_limit_bytes(*_tree(tmp_path, files, mounts, cgroup)) == limit
+
+
 def test_a_quota_is_whole_cores_at_least_one_never_more_than_the_affinity():
     assert share.usable_cores(8, None) == 8
     assert share.usable_cores(8, 2.0) == 2 and share.usable_cores(8, 2.5) == 2  # half a CPU more: throttled
@@ -115,5 +138,40 @@ def test_a_run_and_a_sweeps_presets_count_the_cores_a_cgroup_quota_gives(sweeper
             env={**os.environ, "PYTHONPATH": child_pythonpath()},
         )
         assert "backend.threads: choice(1)" in presets.stdout, presets.stdout + presets.stderr
+    finally:
+        group.rmdir()
+
+
+def test_in_a_real_cgroup_with_a_memory_limit_the_page_cache_holds_at_most_the_limit(tmp_path):
+    """Inside a real cgroup with a memory limit (docker --memory=256m) on a host with far more
+    free: the memory the page cache could hold is the limit, so measure.page_cache=auto makes a
+    set larger than it cold."""
+    if os.geteuid() != 0:
+        pytest.skip("making a cgroup with a memory limit needs root (.ci/run has it)")
+    group = Path("/sys/fs/cgroup/memory") / f"sweeper-test-{uuid.uuid4().hex[:8]}"
+    try:
+        group.mkdir()
+    except OSError:
+        pytest.skip("this machine has no writable v1 memory controller to make a cgroup in")
+    limit = 256 << 20
+    try:
+        (group / "memory.limit_in_bytes").write_text(str(limit))
+        read = subprocess.run(
+            [
+                "sh",
+                "-c",
+                f'echo $$ > {group / "cgroup.procs"} && exec "$@"',
+                "sh",
+                sys.executable,
+                "-c",
+                "from sweeper.measuring import page_cache as p; a = p.memory_available_bytes(); "
+                "print(a, p.chosen('auto', a + 1, a), p.chosen('auto', a - 1, a))",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": child_pythonpath()},
+        )
+        assert read.stdout.split() == [str(limit), "cold", "warm"], read.stdout + read.stderr
     finally:
         group.rmdir()

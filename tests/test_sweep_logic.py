@@ -1016,7 +1016,7 @@ def test_a_lost_jobs_reason_leads_with_the_schedulers_words_whatever_its_error_s
     assert len(long) < 220 and long.endswith("word ...")
 
 
-def _cpu_plan(tmp_path, settings, arguments):
+def _cpu_plan(tmp_path, settings, arguments, cuda=False):
     from hydra import compose, initialize_config_dir
 
     from sweeper import resolvers
@@ -1027,7 +1027,10 @@ def _cpu_plan(tmp_path, settings, arguments):
 
     resolvers.register()
     machine = Machine(
-        device="cpu", cuda=False, bf16=True, fingerprint=Fingerprint(hardware_class="x", cpus_available=2)
+        device="cuda" if cuda else "cpu",
+        cuda=cuda,
+        bf16=True,
+        fingerprint=Fingerprint(hardware_class="x", cpus_available=2),
     )
     with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
         return make_plan(
@@ -1339,6 +1342,9 @@ def test_the_decoder_is_searched_where_the_workload_decodes_files_of_its_own(tmp
     assert plan.space["task.decoder"].choices == ("pil", "torchvision")
     assert plan.baseline_knobs["task.decoder"] == "pil"
     assert "task.decoder" not in _cpu_plan(tmp_path, {"n_trials": 10}, image).space  # generated: never encoded
+    # on a GPU the batch may be decoded there too; on a CPU that would only move the work
+    on_gpu = _cpu_plan(tmp_path, {"n_trials": 10}, [*image, f"task.data_dir={made.path}"], cuda=True)
+    assert on_gpu.space["task.decoder"].choices == ("pil", "torchvision", "device")
 
 
 def test_a_later_knob_that_means_nothing_at_the_best_waits_for_a_best_it_changes(tmp_path):

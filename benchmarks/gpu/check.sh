@@ -10,6 +10,7 @@
 # truth (benchmarks/gpu/truth.py, one round), script (task=script against the script's own log,
 # alone and under sweeper, and with sweeper's NVML sampling hidden),
 # frameworks (benchmarks/framework_agreement.py: the Lightning and Trainer examples on the GPU),
+# decode (2,000 generated JPEGs, resnet18 inference read by task.decoder=pil, torchvision and device),
 # sweep:TASK (a search=gpu sweep of mnist_mlp, image_classification or language_model).
 # SWEEPER_TRUTH_ROUNDS (1) and SWEEPER_TRUTH_S (4: seconds measured per run) size truth;
 # SWEEPER_TRUTH_WINDOW_ONLY=1 leaves out truth's per-step runs; SWEEPER_SWEEP_S (200) caps each sweep; SWEEPER_GPU_TESTS picks tests by pytest's -k.
@@ -102,6 +103,15 @@ print({k: r.get(k) for k in ('status','samples_per_sec','wall_s')})" | tee -a "$
     frameworks)
         run frameworks 200 python3 benchmarks/framework_agreement.py 1
         grep -E "^\|" "$work/frameworks.log" | tee -a "$summary"
+        ;;
+    decode)
+        python3 -m sweeper.data images "$work/jpegs" --images 2000 >"$work/jpegs.log" 2>&1
+        for decoder in pil torchvision device; do
+            run "decode-$decoder" 90 python3 -m sweeper backend.device=cuda task=image_classification \
+                task.mode=inference "task.data_dir=$work/jpegs" task.num_classes=10 task.epoch_samples=null \
+                loader.batch_size=256 loader.num_workers=8 "task.decoder=$decoder" "hydra.run.dir=$work/decode-$decoder"
+            grep -m1 "samples/sec" "$work/decode-$decoder.log" | sed "s/^/$decoder: /" | tee -a "$summary"
+        done
         ;;
     sweep:*)
         task=${stage#sweep:}

@@ -136,9 +136,12 @@ def to_device(batch: Any, device: torch.device, non_blocking: bool, channels_las
         return type(batch)(map(move, batch))
     if callable(getattr(batch, "to", None)):
         try:
-            return batch.to(device, non_blocking=non_blocking)
+            moved = batch.to(device, non_blocking=non_blocking)
         except TypeError:  # a .to() that takes the device only
-            return batch.to(device)
+            moved = batch.to(device)
+        # a batch that becomes a tensor on its way (JPEG bytes decoded on the device) is laid out
+        # as a tensor batch is
+        return move(moved) if isinstance(moved, torch.Tensor) else moved
     if isinstance(batch, Mapping):
         return {k: move(v) for k, v in batch.items()}
     return batch

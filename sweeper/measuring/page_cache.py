@@ -7,8 +7,9 @@ confirmation's included, starts from one state: `cold`, its files evicted
 (posix_fadvise(DONTNEED), after their dirty pages are written: no root needed), as a data set
 larger than memory is in every epoch; or `warm`, its files read in first, as a small set is from
 its second epoch on. `auto` is cold where the set is larger than the memory the page cache could
-hold (MemAvailable), warm otherwise. The share of its pages cached when the run began is measured
-(mincore), so result.json says what each figure stood on, not only what was asked.
+hold (MemAvailable, at most the cgroup's memory limit), warm otherwise. The share of its pages
+cached when the run began is measured (mincore), so result.json says what each figure stood on,
+not only what was asked.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .. import share
 from ..config import PageCache
 from ..errors import InvalidConfig
 from ..validation import check_page_cache
@@ -36,15 +38,18 @@ class CacheState:
 
 
 def memory_available_bytes() -> int:
-    """The kernel's estimate of memory available without swapping (page cache included)."""
+    """The memory the page cache could hold: the kernel's estimate of memory available without
+    swapping, at most this process's cgroup memory limit (a container's --memory charges the
+    cache it reads too)."""
+    available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
     try:
         with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+            found = [int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")]
+        available = found[0] if found else available
     except OSError:
         pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    limit = share.memory_limit_bytes()
+    return available if limit is None else min(available, limit)
 
 
 def chosen(asked: str, data_bytes: int, available_bytes: int) -> str:

@@ -130,8 +130,9 @@ def _flags(knobs: Mapping[str, Any]) -> list[str]:
 
 
 def _decoder(knobs: Mapping[str, Any]) -> list[str]:
-    """task.decoder as the dataset's lines: ImageFolder's PIL path, or torchvision.io's decode with
-    transforms.v2 on the uint8 tensor (crop and resize before the conversion to float)."""
+    """task.decoder as the dataset's lines: ImageFolder's PIL path, torchvision.io's decode with
+    transforms.v2 on the uint8 tensor (crop and resize before the conversion to float), or the
+    batch's bytes decoded on the device at once."""
     if Knob.TASK_DECODER not in knobs:
         return []
     if knobs[Knob.TASK_DECODER] == "torchvision":
@@ -139,6 +140,14 @@ def _decoder(knobs: Mapping[str, Any]) -> list[str]:
             "dataset = ImageFolder(root, transform=v2.Compose([v2.RandomResizedCrop(size, antialias=True), "
             "v2.RandomHorizontalFlip(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(mean, std)]),",
             "                      loader=lambda path: decode_image(read_file(path), mode=ImageReadMode.RGB))",
+        ]
+    if knobs[Knob.TASK_DECODER] == "device":
+        return [
+            "dataset = ImageFolder(root, loader=read_bytes)  # the workers only read the files' bytes",
+            "loader = DataLoader(dataset, collate_fn=lambda s: ([b for b, _ in s], torch.tensor([c for _, c in s])))",
+            "images = decode_jpeg(encoded, mode=ImageReadMode.RGB, device=device)  # the whole batch at once",
+            "inputs = v2.ToDtype(torch.float32, scale=True)(torch.stack([crop(image) for image in images]))",
+            "inputs = v2.Normalize(mean, std)(inputs)",
         ]
     return ["dataset = ImageFolder(root, transform=transform)  # PIL decodes and transforms"]
 

@@ -217,15 +217,21 @@ def with_job_knobs(search: SearchConf, job_samples: float | None, cuda: bool) ->
     return dataclasses.replace(search, params=params, later=[*search.later, Knob.BACKEND_COMPILE])
 
 
-def with_file_knobs(search: SearchConf, base: DictConfig) -> SearchConf:
+# how files may be decoded: on a GPU also the whole batch on the device (nvJPEG), which on a CPU
+# would only move the decoding from the workers to the loop
+FILE_DECODERS = {True: "choice(pil,torchvision,device)", False: "choice(pil,torchvision)"}
+
+
+def with_file_knobs(search: SearchConf, base: DictConfig, cuda: bool) -> SearchConf:
     """Where the workload decodes files of its own (task.data_dir), how it decodes them is one of
-    the preset's knobs: PIL, or torchvision.io with transforms.v2 on tensors. Generated images
-    are never encoded, so the knob means nothing there and is not searched."""
+    the preset's knobs: PIL, torchvision.io with transforms.v2 on tensors, or on a GPU the batch
+    decoded there. Generated images are never encoded, so the knob means nothing there and is
+    not searched."""
     if OmegaConf.select(base, Knob.TASK_DECODER, default=None) is None or not OmegaConf.select(
         base, Knob.TASK_DATA_DIR, default=None
     ):
         return search
-    return dataclasses.replace(search, params={Knob.TASK_DECODER: "choice(pil,torchvision)", **search.params})
+    return dataclasses.replace(search, params={Knob.TASK_DECODER: FILE_DECODERS[cuda], **search.params})
 
 
 def workload_label(base: DictConfig) -> str:
@@ -339,7 +345,7 @@ def make_plan(
     chosen = preset(base, compose, fixed, machine.device)
     if own_app and not script:
         chosen = with_job_knobs(chosen, OmegaConf.select(base, Knob.MEASURE_JOB_SAMPLES, default=None), machine.cuda)
-        chosen = with_file_knobs(chosen, base)
+        chosen = with_file_knobs(chosen, base, machine.cuda)
     # how the search runs is not what a trial runs with: search.recipes=false and the like leave
     # the trials' overrides, and the setup that the study knows them by, as they were
     fixed = [o for o in fixed if not o.lstrip("+~").startswith("search.")]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -34,11 +36,57 @@ def tensor_transform(image_size: int, train: bool) -> Any:
     the conversion to float, so that they work on a quarter of the bytes."""
     from torchvision.transforms import v2
 
+    return v2.Compose([*_tensor_crop(image_size, train), *_tensor_normalize()])
+
+
+def _tensor_crop(image_size: int, train: bool) -> list[Any]:
+    from torchvision.transforms import v2
+
     if train:
-        head = [v2.RandomResizedCrop(image_size, antialias=True), v2.RandomHorizontalFlip()]
-    else:
-        head = [v2.Resize(int(image_size * 256 / 224), antialias=True), v2.CenterCrop(image_size)]
-    return v2.Compose([*head, v2.ToDtype(torch.float32, scale=True), v2.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+        return [v2.RandomResizedCrop(image_size, antialias=True), v2.RandomHorizontalFlip()]
+    return [v2.Resize(int(image_size * 256 / 224), antialias=True), v2.CenterCrop(image_size)]
+
+
+def _tensor_normalize() -> list[Any]:
+    from torchvision.transforms import v2
+
+    return [v2.ToDtype(torch.float32, scale=True), v2.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
+
+
+@dataclass(frozen=True)
+class EncodedJpegs:
+    """A batch of JPEG files' bytes, decoded where the batch goes (task.decoder=device): `.to()`
+    decodes them in one call of torchvision.io.decode_jpeg on that device (nvJPEG's batched
+    decode on a GPU), crops each there, then converts and normalizes the stacked batch. The
+    loader's workers only read the files; the tensor is image_transform's, as the other
+    decoders give it."""
+
+    data: tuple[torch.Tensor, ...]
+    image_size: int
+    train: bool
+
+    def to(self, device: Any, non_blocking: bool = False) -> torch.Tensor:
+        from torchvision.io import ImageReadMode, decode_jpeg
+        from torchvision.transforms import v2
+
+        images = decode_jpeg(list(self.data), mode=ImageReadMode.RGB, device=torch.device(device))
+        crop = v2.Compose(_tensor_crop(self.image_size, self.train))
+        return v2.Compose(_tensor_normalize())(torch.stack([crop(image) for image in images]))
+
+
+def read_bytes(path: str) -> torch.Tensor:
+    """A file's bytes as a uint8 tensor. Not torchvision.io.read_file: its tensor's storage cannot
+    pass from a loader worker to the loop (a bad file descriptor as the batch is unpickled)."""
+    with open(path, "rb") as f:
+        return torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
+
+
+def collate_encoded(
+    samples: list[tuple[torch.Tensor, int]], image_size: int, train: bool
+) -> tuple[EncodedJpegs, torch.Tensor]:
+    """(file bytes, class) pairs as one batch whose images the device decodes."""
+    data, targets = zip(*samples)
+    return EncodedJpegs(tuple(data), image_size, train), torch.tensor(targets)
 
 
 def decode_jpeg_file(path: str) -> Any:
@@ -93,23 +141,28 @@ def build(task: dict[str, Any]) -> Workload:
     size, classes = typed.image_size, typed.num_classes
     train = typed.mode == Mode.train
     transform = image_transform(size, train)
+    collate = None
     if typed.data_dir and typed.decoder == Decoder.torchvision:
         data = IndexedImageFolder(typed.data_dir, transform=tensor_transform(size, train), loader=decode_jpeg_file)
+    elif typed.data_dir and typed.decoder == Decoder.device:
+        data = IndexedImageFolder(typed.data_dir, loader=read_bytes)
+        collate = functools.partial(collate_encoded, image_size=size, train=train)
     elif typed.data_dir:
         data = IndexedImageFolder(typed.data_dir, transform=transform)
-        if len(data.classes) > classes:
-            raise InvalidConfig(
-                f"task.num_classes={classes} but task.data_dir has {len(data.classes)} class "
-                "folders: set task.num_classes to at least that."
-            )
     else:
         # source images a little larger than the crop, as photos are
         source = (3, int(size * 1.15), int(size * 1.15))
         data = datasets.FakeData(typed.num_samples, image_size=source, num_classes=classes, transform=transform)
+    if typed.data_dir and len(data.classes) > classes:
+        raise InvalidConfig(
+            f"task.num_classes={classes} but task.data_dir has {len(data.classes)} class "
+            "folders: set task.num_classes to at least that."
+        )
     return Workload(
         model=make_model(typed.model, classes, size),
         dataset=data,
         loss_fn=nn.functional.cross_entropy,
+        collate_fn=collate,
         convolutional=is_convolutional(typed.model),
         files=tuple(path for path, _ in data.samples) if typed.data_dir else (),
     )
