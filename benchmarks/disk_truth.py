@@ -9,9 +9,9 @@ sweeper with measure.page_cache=cold and =warm, and a hand-written loop (torchvi
 ImageFolder and DataLoader, the model under inference_mode) in a fresh process, its files
 evicted first with posix_fadvise: its first epoch is the cold figure, its second the warm one.
 `tokens`: the same on a token shard made by `python -m sweeper.data tokens` (`tokens` ids), the
-language model's inference (one block 64 wide, windows of 64) at batch 64, 2 workers, the hand loop reading the memory-mapped shard
-in shuffled windows. Interleaved, the order rotated each round; prints each round and the
-medians' ratios.
+language model's inference (one block 64 wide, windows of 64) at batch 64, 2 workers, the hand
+loop reading the memory-mapped shard in shuffled windows. Interleaved, the order rotated each
+round; prints each round and the medians' ratios.
 """
 
 from __future__ import annotations
