@@ -29,6 +29,21 @@ from sweeper.result import RunResult
 ROOT = Path(__file__).resolve().parents[1]
 SIZE, BATCH, WORKERS = 64, 64, 2
 
+# the plain loop's two epochs, after the data set's own lines (loader, model): the first cold, the second warm
+EPOCHS = r"""
+rates = []
+for epoch in range(2):
+    n, start = 0, None
+    with torch.inference_mode():
+        for i, (x, _) in enumerate(loader):
+            if i == 3:  # the workers started, the first batches out of the way
+                n, start = 0, time.perf_counter()
+            model(x)
+            n += len(x)
+    rates.append(n / (time.perf_counter() - start))
+print(rates[0], rates[1])
+"""
+
 HAND = r"""
 import os, sys, time
 import torch
@@ -46,17 +61,6 @@ tf = transforms.Compose([transforms.Resize(73), transforms.CenterCrop(64), trans
 data = datasets.ImageFolder(root, transform=tf)
 loader = DataLoader(data, batch_size=64, shuffle=True, num_workers=2, drop_last=True)
 model = models.mobilenet_v3_small(num_classes=10).eval()
-rates = []
-for epoch in range(2):
-    n, start = 0, None
-    with torch.inference_mode():
-        for i, (x, _) in enumerate(loader):
-            if i == 3:  # the workers started, the first batches out of the way
-                n, start = 0, time.perf_counter()
-            model(x)
-            n += len(x)
-    rates.append(n / (time.perf_counter() - start))
-print(rates[0], rates[1])
 """
 
 
@@ -74,17 +78,6 @@ os.close(fd)
 data = TokenWindows(np.memmap(path, dtype=np.uint16, mode="r"), 64)
 loader = DataLoader(data, batch_size=64, shuffle=True, num_workers=2, drop_last=True)
 model = GPT(8192, 64, 1, 64, 1).eval()
-rates = []
-for epoch in range(2):
-    n, start = 0, None
-    with torch.inference_mode():
-        for i, (x, _) in enumerate(loader):
-            if i == 3:  # the workers started, the first batches out of the way
-                n, start = 0, time.perf_counter()
-            model(x)
-            n += len(x)
-    rates.append(n / (time.perf_counter() - start))
-print(rates[0], rates[1])
 """
 
 IMAGES = [
@@ -132,7 +125,7 @@ def sweeper_figure(data: Path, state: str) -> float:
 
 
 def hand_figures(data: Path) -> tuple[float, float]:
-    hand = HAND_TOKENS if data.is_file() else HAND
+    hand = (HAND_TOKENS if data.is_file() else HAND) + EPOCHS
     out = subprocess.run([sys.executable, "-c", hand, str(data)], check=True, capture_output=True, text=True)
     cold, warm = (float(v) for v in out.stdout.split())
     return cold, warm
