@@ -191,7 +191,9 @@ def test_the_winners_decoder_is_written_as_the_datasets_lines():
 
     lines = code_diff({"task.decoder": "pil"}, {"task.decoder": "torchvision"}, "cpu")
     assert lines[0] == "-dataset = ImageFolder(root, transform=transform)  # PIL decodes and transforms"
-    assert "decode_image(read_file(path), mode=ImageReadMode.RGB)" in lines[-1] and "v2.ToDtype" in lines[1]
+    assert "decode_image(read_file(path), mode=ImageReadMode.RGB)" in lines[-1] and "v2.ToDtype" in lines[2]
+    # the crop is the user's own: the lines hold for training and inference alike
+    assert not any("RandomResizedCrop(size" in line for line in lines)
 
 
 def test_the_disk_alone_is_read_cold_and_the_loader_alone_runs_without_a_step(tmp_path):

@@ -137,8 +137,9 @@ def _decoder(knobs: Mapping[str, Any]) -> list[str]:
         return []
     if knobs[Knob.TASK_DECODER] == "torchvision":
         return [
-            "dataset = ImageFolder(root, transform=v2.Compose([v2.RandomResizedCrop(size, antialias=True), "
-            "v2.RandomHorizontalFlip(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(mean, std)]),",
+            "# crop: your crop and resize in transforms.v2 (v2.RandomResizedCrop to train; v2.Resize, v2.CenterCrop)",
+            "dataset = ImageFolder(root, transform=v2.Compose([*crop, v2.ToDtype(torch.float32, scale=True), "
+            "v2.Normalize(mean, std)]),",
             "                      loader=lambda path: decode_image(read_file(path), mode=ImageReadMode.RGB))",
         ]
     if knobs[Knob.TASK_DECODER] == "device":
