@@ -279,12 +279,19 @@ def extras(spec: RunSpec, ready: Prepared, built: Built, figures: Throughput, ev
     files = built.workload.files
     if meas.compute_bound and files and figures.stopped != Stopped.TIME_LIMIT:
         events.phase("data ceilings")
+        synchronize = backend.synchronize(ready.device)
+
+        def next_batch_done() -> Any:  # on the device, copied and decoded there (task.decoder=device)
+            batch = built.next_batch()
+            synchronize()
+            return batch
+
         found = ceiling.measure(
             files,
             len(built.workload.dataset),
             max(1, load.num_workers),
             2 * meas.window_s,
-            built.next_batch,
+            next_batch_done,
             built.samples_of,
         )
         figures = replace(
