@@ -94,24 +94,29 @@ def test_a_quota_is_whole_cores_at_least_one_never_more_than_the_affinity():
     assert share.quota_cpus("/nonexistent/cgroup", "/nonexistent/mountinfo") is None
 
 
-def _quota_cgroup(quota_us: int) -> Path | None:
-    """A real cgroup with a CPU quota of quota_us per 100 ms (v1's cpu controller, or v2's with
-    cpu delegated), made here; None where this machine does not let the test make one."""
+def _limited_cgroup(controller: str, limit: int) -> Path | None:
+    """A real cgroup made here with a limit of `controller` (cpu: quota_us per 100 ms; memory:
+    bytes), v1's controller or v2's with it delegated; None where this machine does not let the
+    test make one."""
     name = f"sweeper-test-{uuid.uuid4().hex[:8]}"
-    for parent, v2 in ((Path("/sys/fs/cgroup/cpu"), False), (Path("/sys/fs/cgroup"), True)):
+    files = {
+        ("cpu", False): ("cpu.cfs_quota_us", str(limit)),
+        ("cpu", True): ("cpu.max", f"{limit} 100000"),
+        ("memory", False): ("memory.limit_in_bytes", str(limit)),
+        ("memory", True): ("memory.max", str(limit)),
+    }
+    for parent, v2 in ((Path("/sys/fs/cgroup") / controller, False), (Path("/sys/fs/cgroup"), True)):
         try:
             control = parent / "cgroup.subtree_control"
-            if v2 and "cpu" not in control.read_text().split():
-                control.write_text("+cpu")  # the root cgroup may delegate it: no process rule there
+            if v2 and controller not in control.read_text().split():
+                control.write_text(f"+{controller}")  # the root cgroup may delegate it: no process rule there
             group = parent / name
             group.mkdir()
         except OSError:
             continue
         try:
-            if v2:
-                (group / "cpu.max").write_text(f"{quota_us} 100000")
-            else:
-                (group / "cpu.cfs_quota_us").write_text(str(quota_us))
+            filename, text = files[controller, v2]
+            (group / filename).write_text(text)
             return group
         except OSError:
             group.rmdir()
@@ -121,7 +126,7 @@ def _quota_cgroup(quota_us: int) -> Path | None:
 def test_a_run_and_a_sweeps_presets_count_the_cores_a_cgroup_quota_gives(sweeper_run, tmp_path):
     """Inside a real cgroup with a quota of 1.5 CPUs (docker --cpus=1.5): the run's fingerprint
     says 1 core and the quota, its terminal summary says so, and search=cpu offers threads up to 1."""
-    if os.geteuid() != 0 or (group := _quota_cgroup(150_000)) is None:
+    if os.geteuid() != 0 or (group := _limited_cgroup("cpu", 150_000)) is None:
         pytest.skip("making a cgroup with a CPU quota needs root and a writable cpu controller (.ci/run has both)")
     join = ["sh", "-c", f'echo $$ > {group / "cgroup.procs"} && exec "$@"', "sh"]
     try:
@@ -146,16 +151,12 @@ def test_in_a_real_cgroup_with_a_memory_limit_the_page_cache_holds_at_most_the_l
     """Inside a real cgroup with a memory limit (docker --memory=256m) on a host with far more
     free: the memory the page cache could hold is the limit, so measure.page_cache=auto makes a
     set larger than it cold."""
-    if os.geteuid() != 0:
-        pytest.skip("making a cgroup with a memory limit needs root (.ci/run has it)")
-    group = Path("/sys/fs/cgroup/memory") / f"sweeper-test-{uuid.uuid4().hex[:8]}"
-    try:
-        group.mkdir()
-    except OSError:
-        pytest.skip("this machine has no writable v1 memory controller to make a cgroup in")
+    if os.geteuid() != 0 or (group := _limited_cgroup("memory", 256 << 20)) is None:
+        pytest.skip(
+            "making a cgroup with a memory limit needs root and a writable memory controller (.ci/run has both)"
+        )
     limit = 256 << 20
     try:
-        (group / "memory.limit_in_bytes").write_text(str(limit))
         read = subprocess.run(
             [
                 "sh",
