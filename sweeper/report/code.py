@@ -145,7 +145,7 @@ def _decoder(knobs: Mapping[str, Any]) -> list[str]:
     if knobs[Knob.TASK_DECODER] == "device":
         return [
             "dataset = ImageFolder(root, loader=read_bytes)  # the workers only read the files' bytes",
-            "loader = DataLoader(dataset, collate_fn=lambda s: ([b for b, _ in s], torch.tensor([c for _, c in s])))",
+            "collate = lambda s: ([b for b, _ in s], torch.tensor([c for _, c in s]))  # collate_fn=collate",
             "images = decode_jpeg(encoded, mode=ImageReadMode.RGB, device=device)  # the whole batch at once",
             "inputs = v2.ToDtype(torch.float32, scale=True)(torch.stack([crop(image) for image in images]))",
             "inputs = v2.Normalize(mean, std)(inputs)",

@@ -67,11 +67,19 @@ class EncodedJpegs:
 
     def to(self, device: Any, non_blocking: bool = False) -> torch.Tensor:
         from torchvision.io import ImageReadMode, decode_jpeg
-        from torchvision.transforms import v2
 
         images = decode_jpeg(list(self.data), mode=ImageReadMode.RGB, device=torch.device(device))
-        crop = v2.Compose(_tensor_crop(self.image_size, self.train))
-        return v2.Compose(_tensor_normalize())(torch.stack([crop(image) for image in images]))
+        crop, normalize = _device_transforms(self.image_size, self.train)
+        return normalize(torch.stack([crop(image) for image in images]))
+
+
+@functools.cache
+def _device_transforms(image_size: int, train: bool) -> tuple[Any, Any]:
+    """EncodedJpegs' crop (per image) and conversion (per batch), built once per process, not
+    per batch in the loop."""
+    from torchvision.transforms import v2
+
+    return v2.Compose(_tensor_crop(image_size, train)), v2.Compose(_tensor_normalize())
 
 
 def read_bytes(path: str) -> torch.Tensor:
