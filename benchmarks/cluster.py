@@ -31,7 +31,7 @@ SPACE = [
     "task.num_samples=4096",
     "loader.batch_size=choice(32,64,128,256,512,1024)",
     "loader.num_workers=choice(0,1)",
-    "hydra.sweeper.confirm.top_k=0",
+    "hydra.sweeper.confirm=0",
     "hydra.sweeper.race=false",
     "hydra.sweeper.sampler.seed=1",
 ]

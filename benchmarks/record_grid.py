@@ -159,7 +159,7 @@ def record(name: str, tmp: Path) -> pd.DataFrame:
             f"hydra.sweeper.study_name={name}",
             "hydra.sweeper.sampler._target_=optuna.samplers.GridSampler",
             "hydra.sweeper.n_trials=1000",
-            "hydra.sweeper.confirm.top_k=0",
+            "hydra.sweeper.confirm=0",
             "hydra.sweeper.race=false",
             "search.warm_start=false",
             "hydra.sweeper.objectives=[samples_per_sec]",

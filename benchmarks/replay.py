@@ -40,6 +40,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import optuna
 import pandas as pd
@@ -57,6 +58,7 @@ from sweeper.measurement import Measurement, Memory, RunFacts, Stopped  # noqa: 
 from sweeper.measuring import timing  # noqa: E402
 from sweeper.preflight import compose as _compose  # noqa: E402
 from sweeper.result import RunResult, Status  # noqa: E402
+from sweeper.search import confirm  # noqa: E402
 from sweeper.search import space as sp  # noqa: E402
 from sweeper.search.confirm import run_confirmation  # noqa: E402
 from sweeper.search.converge import Converged  # noqa: E402
@@ -91,7 +93,8 @@ TWO = {
 # _measure (measure.* of search trials), _confirm_measure (of confirmation runs; else the defaults), _contend (the race
 # the earlier race: windows' noise only, and a run overlapping the best measured to max windows), _no_behind
 # (the earlier rule: a run behind the best's own interval measured on to precision), _two_window_floor
-# (before the same part: the floor waits for two windows however far below it a run is)
+# (before the same part: the floor waits for two windows however far below it a run is), _runners_up
+# (the confirmation's runners-up beside the search's fastest; 1 as shipped)
 def _precision(share: float) -> dict[str, Any]:
     """A strategy whose search and confirmation runs measure to this precision."""
     return {"_measure": {"rel_precision": share}, "_confirm_measure": {"rel_precision": share}}
@@ -103,7 +106,7 @@ STRATEGIES: dict[str, dict[str, Any]] = {
         **TWO,
         "run_noise": None,
         "_contend": True,
-        "confirm": {"top_k": 3},
+        "_runners_up": 2,
     },
     "TPE, speed+memory, race with run noise": {"sampler": TPE, **TWO},
     "TPE, speed+memory, staged 0.5": {"sampler": TPE, **TWO, "search.staged": 0.5},
@@ -188,7 +191,7 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "TPE, samples/sec, Optuna's regret-bound terminator": {"sampler": TPE, "_terminator": True},
     "TPE, samples/sec, confirm top 3 at 5% (the last stop's default)": {
         "sampler": TPE,
-        "confirm": {"top_k": 3},
+        "_runners_up": 2,
         "_confirm_measure": {"rel_precision": 0.05},
     },
     "TPE, samples/sec, staged 0.5": {"sampler": TPE, "search.staged": 0.5},
@@ -210,8 +213,8 @@ STRATEGIES: dict[str, dict[str, Any]] = {
         "_measure": {"windows": 6},
         "_confirm_measure": {"windows": 6},
     },
-    "TPE, samples/sec, confirm top 3": {"sampler": TPE, "confirm": {"top_k": 3}},
-    "TPE, samples/sec, confirm top 1": {"sampler": TPE, "confirm": {"top_k": 1}},
+    "TPE, samples/sec, confirm top 3": {"sampler": TPE, "_runners_up": 2},
+    "TPE, samples/sec, confirm top 1": {"sampler": TPE, "_runners_up": 0},
     "TPE, samples/sec, no stop behind the best": {"sampler": TPE, "_no_behind": True},
     "TPE, samples/sec, floor after two windows only": {"sampler": TPE, "_two_window_floor": True},
     "TPE, samples/sec, neither": {"sampler": TPE, "_no_behind": True, "_two_window_floor": True},
@@ -510,14 +513,15 @@ def replay_sweeper(
         why = optimize(stored, plan, runner, stopped=lambda: None, remaining=lambda: None)  # type: ignore[arg-type]
         searched = len(runner.log)
         runner.confirming = True
-        decision = run_confirmation(
-            stored,
-            plan,
-            runner,
-            remaining=lambda: None,
-            typical_wall_s=5.0,  # type: ignore[arg-type]
-            stopped=lambda: False,
-        )
+        with mock.patch.object(confirm, "RUNNERS_UP", strategy.get("_runners_up", confirm.RUNNERS_UP)):
+            decision = run_confirmation(
+                stored,
+                plan,
+                runner,
+                remaining=lambda: None,
+                typical_wall_s=5.0,  # type: ignore[arg-type]
+                stopped=lambda: False,
+            )
     trials = stored.trials(plan.fixed)
     by_number = {t.number: t for t in trials}
     best = ranked(trials)

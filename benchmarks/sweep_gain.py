@@ -158,7 +158,7 @@ def efficiency(tmp: Path) -> None:
         "tpe",
         *GRID_BASE,
         "hydra.sweeper.n_trials=30",
-        "hydra.sweeper.confirm.top_k=0",
+        "hydra.sweeper.confirm=0",
         "hydra.sweeper.objectives=[samples_per_sec]",
     )
     configs = {"grid best": grid_best}
@@ -237,7 +237,7 @@ def anchor(tmp: Path) -> None:
         "race",
         *GRID_BASE,
         "hydra.sweeper.n_trials=30",
-        "hydra.sweeper.confirm.top_k=0",
+        "hydra.sweeper.confirm=0",
         "hydra.sweeper.objectives=[samples_per_sec]",
         measure=[],
     )

@@ -35,7 +35,7 @@ def groups_text() -> str:
 
 
 def _leaves(schema: Any, prefix: str = "") -> list[str]:
-    """A dataclass's field names, nested ones dotted (confirm.top_k)."""
+    """A dataclass's field names, nested ones dotted (search.staged)."""
     names = []
     for f in fields(schema):
         if f.name.startswith("_"):

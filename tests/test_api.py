@@ -13,7 +13,7 @@ import sweeper
 from conftest import ROOT, TINY
 from sweeper.result import Status
 
-QUICK = [*TINY, "search=quick", "task.num_samples=2048", "hydra.sweeper.confirm.top_k=1"]
+QUICK = [*TINY, "search=quick", "task.num_samples=2048", "hydra.sweeper.confirm=1"]
 
 
 def cli_error(*args: str) -> str:

@@ -34,9 +34,9 @@ BAD_INPUTS = [
         id="misspelt-sweeper-key",
     ),
     pytest.param(
-        ["-m", "hydra.sweeper.confirm.top_kk=1"],
-        "did you mean hydra.sweeper.confirm.top_k?",
-        id="misspelt-nested-sweeper-key",
+        ["-m", "hydra.sweeper.confirm.rounds=2"],
+        "hydra.sweeper.confirm.rounds was removed: it is hydra.sweeper.confirm=N now",
+        id="removed-nested-sweeper-key",
     ),
     pytest.param(
         ["lodaer.batch_size=256"],
@@ -191,7 +191,7 @@ def test_help_says_what_sweeper_does_with_its_real_options(tmp_path):
     text = proc.stdout
     assert "find, by measurement" in text and "-m" in text and "is powered by Hydra" not in text
     assert "mnist_mlp*" in text and "_schema" not in text
-    for key in ("batch_size", "num_workers", "precision", "n_trials", "confirm.top_k", "timeout_s"):
+    for key in ("batch_size", "num_workers", "precision", "n_trials", "confirm", "run_noise", "timeout_s"):
         assert key in text
     for internal in ("prune_below", "behind"):  # what the sweep tells a trial is no user's key
         assert internal not in text

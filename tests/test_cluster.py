@@ -71,8 +71,7 @@ def test_trials_run_as_slurm_jobs_two_at_once_and_take_turns_on_the_node(tmp_pat
             *QUICK,
             "hydra.sweeper.n_jobs=2",
             "hydra.sweeper.n_trials=4",
-            "hydra.sweeper.confirm.top_k=1",
-            "hydra.sweeper.confirm.rounds=1",
+            "hydra.sweeper.confirm=1",
         )
     )
     trials = load_study(tmp_path).trials
@@ -102,7 +101,7 @@ def test_a_partition_that_does_not_exist_fails_each_trial_in_one_line(tmp_path, 
             *QUICK,
             "hydra.launcher.partition=nope",
             "hydra.sweeper.n_trials=2",
-            "hydra.sweeper.confirm.top_k=0",
+            "hydra.sweeper.confirm=0",
         ),
         code=1,  # no configuration completed
     )
@@ -135,7 +134,7 @@ def test_a_lost_job_never_decides_its_siblings_and_a_requeued_job_is_followed(tm
         *LONGER,
         "hydra.sweeper.n_jobs=2",
         "hydra.sweeper.n_trials=3",
-        "hydra.sweeper.confirm.top_k=0",
+        "hydra.sweeper.confirm=0",
         "hydra.sweeper.race=false",  # the kept job's run ends complete, however loaded the machine
     )
     (baseline,) = _wait_for(lambda: _tasks(slurm, "PENDING"), proc=proc)
@@ -171,7 +170,7 @@ def test_a_cancelled_job_says_so_and_a_rerun_after_kill_9_waits_for_the_running_
     measurement ended inside SLURM's grace). kill -9 of the sweep while its next job is still
     queued, and a rerun at once: the rerun waits for that job, reads its result, and measures
     no configuration twice."""
-    command = [*SLURM, *QUICK, *LONGER, "hydra.sweeper.n_trials=3", "hydra.sweeper.confirm.top_k=0"]
+    command = [*SLURM, *QUICK, *LONGER, "hydra.sweeper.n_trials=3", "hydra.sweeper.confirm=0"]
     _wait_for(lambda: not jobs(slurm), timeout=120)
     first = sweep(tmp_path, slurm, *command, *HELD)
     (baseline,) = _wait_for(lambda: _tasks(slurm, "PENDING"), proc=first)
@@ -214,7 +213,7 @@ def test_sigterm_while_a_job_is_queued_exits_143_and_the_next_sweep_reads_the_jo
     """A sweep stopped while the launcher waits on a queued job (for hours, on a busy
     partition) stops at once: the trial is stored as interrupted with its job named, the
     results are written, exit 143; the job stays queued, and the next sweep reads its result."""
-    command = [*SLURM, *QUICK, "hydra.sweeper.n_trials=1", "hydra.sweeper.confirm.top_k=0"]
+    command = [*SLURM, *QUICK, "hydra.sweeper.n_trials=1", "hydra.sweeper.confirm=0"]
     _wait_for(lambda: not jobs(slurm), timeout=120)
     first = sweep(tmp_path, slurm, *command, *HELD)
     (queued,) = _wait_for(lambda: _tasks(slurm, "PENDING"), proc=first)

@@ -199,7 +199,7 @@ def test_threads_over_a_range_with_a_null_baseline(tmp_path):
         "backend.threads=range(1,3)",
         "backend.interop_threads=shuffle(range(1,3))",
         "hydra.sweeper.n_trials=3",
-        "hydra.sweeper.confirm.top_k=0",
+        "hydra.sweeper.confirm=0",
     )
     assert "Traceback" not in proc.stderr and "UserWarning" not in proc.stderr
     assert "baseline" in proc.stdout and "interop_threads=None threads=None" in proc.stdout

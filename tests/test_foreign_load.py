@@ -129,7 +129,7 @@ def test_a_sweep_waits_for_quiet_and_never_ranks_a_figure_taken_under_load(tmp_p
         "task.num_samples=2048",
         "hydra.sweeper.n_trials=1",
         "measure.quiet_wait_s=60",
-        "hydra.sweeper.confirm.top_k=0",
+        "hydra.sweeper.confirm=0",
     ]
     try:
         sweep = subprocess.Popen(
@@ -180,7 +180,7 @@ def test_a_run_loaded_every_time_is_kept_and_not_ranked(tmp_path):
             "task.num_samples=2048",
             "hydra.sweeper.n_trials=1",
             "measure.quiet_wait_s=2",
-            "hydra.sweeper.confirm.top_k=0",
+            "hydra.sweeper.confirm=0",
             check=False,
         )
     assert proc.returncode == 1, proc.stderr[-3000:]  # no figure it could rank: no configuration completed

@@ -125,7 +125,7 @@ def test_a_cuda_oom_is_oom_and_the_sweep_goes_on(tmp_path):
         "loader.batch_size=choice(1,8)",
         "hydra.sweeper.sampler._target_=optuna.samplers.GridSampler",
         "hydra.sweeper.n_trials=2",
-        "hydra.sweeper.confirm.top_k=0",
+        "hydra.sweeper.confirm=0",
     )
     statuses = {
         t.user_attrs["knobs"]["loader.batch_size"]: t.user_attrs["status"] for t in load_study(tmp_path).get_trials()

@@ -18,7 +18,7 @@ from conftest import ROOT, TINY, load_study, run_multirun, running_attrs
 from sweeper.runner.lock import MeasureLock, choose_resource
 from sweeper.store.record import Owner, TrialRecord
 
-QUICK = ["search=quick", "task.num_samples=2048", "hydra.sweeper.confirm.top_k=0"]
+QUICK = ["search=quick", "task.num_samples=2048", "hydra.sweeper.confirm=0"]
 HOLD_LOCK = """
 import sys, time
 from sweeper.runner.lock import MeasureLock

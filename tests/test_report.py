@@ -44,8 +44,7 @@ def swept(tmp_path_factory):
         "loader.batch_size=choice(8,16,32,64)",
         "hydra.sweeper.sampler._target_=optuna.samplers.GridSampler",
         "hydra.sweeper.n_trials=4",
-        "hydra.sweeper.confirm.top_k=1",
-        "hydra.sweeper.confirm.rounds=1",
+        "hydra.sweeper.confirm=1",
         name="outputs/sweeps/night1",
         study=f"'{EVIL}'",
     )

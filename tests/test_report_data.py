@@ -486,7 +486,7 @@ def test_noisy_top_two_say_how_many_rounds_would_separate_them():
     ratios = [1.2, 0.9, 1300 / 1100]
     more = math.ceil(rounds_to_separate(ratios)) - 3
     assert note.startswith("The top two of the confirmation (#1 and #2) differ by 20.0%")
-    assert f"about {more} more interleaved round(s)" in note and f"sweeper.confirm.rounds={3 + more}" in note
+    assert f"about {more} more interleaved round(s)" in note and f"hydra.sweeper.confirm={3 + more}" in note
     # equal on average: no number of rounds helps
     even = {**noisy, 1: [1100.0, 900.0, 1000.0], 2: [900.0, 1100.0, 1000.0]}
     assert "treat them as equal" in separation_note(confirmation(even))

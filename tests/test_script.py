@@ -273,8 +273,7 @@ def test_a_script_sweep_searches_what_its_command_names_and_its_winner_reproduce
         script("ok", fake=f"python {ROOT / 'tests' / 'fake_script.py'}"),
         "search=cpu",
         "hydra.sweeper.n_trials=3",
-        "hydra.sweeper.confirm.top_k=1",
-        "hydra.sweeper.confirm.rounds=1",
+        "hydra.sweeper.confirm=1",
         "hydra.sweeper.race=false",
     )
     log = (tmp_path / "s" / "sweep.log").read_text()
@@ -326,7 +325,7 @@ def test_a_workload_that_fails_whatever_the_knobs_stops_the_sweep_and_is_measure
     not after n_trials, says why and exits 1; mended, the same command measures your configuration
     again first (the failed baseline was no figure of it) and confirms against it."""
     fake = f"python {ROOT / 'tests' / 'fake_script.py'}"
-    sweep = ["task=script", "search=quick", "hydra.sweeper.n_trials=8", "hydra.sweeper.confirm.rounds=1"]
+    sweep = ["task=script", "search=quick", "hydra.sweeper.n_trials=8", "hydra.sweeper.confirm=1"]
     broken = run_multirun(tmp_path, *sweep, script("untracked", fake=fake), name="broken", check=False)
     # no answer: exit 1, as a failed run (cron and systemd see it), its table and report written
     assert broken.returncode == 1 and broken.stderr.strip().startswith("error: no configuration completed")

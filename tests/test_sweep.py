@@ -17,7 +17,7 @@ from sweeper.store.record import TrialRecord
 
 pytestmark = pytest.mark.slow
 
-QUICK = ["search=quick", "task.num_samples=2048", "hydra.sweeper.confirm.top_k=1", "hydra.sweeper.confirm.rounds=1"]
+QUICK = ["search=quick", "task.num_samples=2048", "hydra.sweeper.confirm=1"]
 
 
 def sweep(tmp_path: Path, *overrides: str, name: str = "s", check: bool = True) -> subprocess.CompletedProcess:
@@ -103,7 +103,7 @@ def test_failed_trials_are_recorded_and_the_sweep_goes_on(tmp_path):
         "loader.batch_size=choice(8,16,64,128)",
         "hydra.sweeper.sampler._target_=optuna.samplers.GridSampler",
         "hydra.sweeper.n_trials=4",
-        "hydra.sweeper.confirm.top_k=0",
+        "hydra.sweeper.confirm=0",
     )
     trials = load(tmp_path).get_trials()
     assert trials[0].user_attrs["baseline"] and trials[0].user_attrs["status"] == "oom"
@@ -142,7 +142,7 @@ def test_samplers(tmp_path, sampler):
         *QUICK,
         f"hydra.sweeper.sampler._target_={sampler}",
         "hydra.sweeper.n_trials=2",
-        "hydra.sweeper.confirm.top_k=0",
+        "hydra.sweeper.confirm=0",
         "search.recipes=false",  # the trial after the baseline is the sampler's own
     )
     trials = load(tmp_path).get_trials()
@@ -232,7 +232,7 @@ def test_hopeless_trials_are_pruned_but_never_the_baseline(tmp_path):
         "loader.batch_size=choice(1,2)",
         "search.recipes=false",  # the recipes' largest batch is the baseline's 512
         "hydra.sweeper.n_trials=3",
-        "hydra.sweeper.confirm.top_k=0",
+        "hydra.sweeper.confirm=0",
         "measure.windows=4",
     )
     trials = [t for t in load(tmp_path).get_trials() if t.user_attrs.get("reused_from") is None]
@@ -258,7 +258,7 @@ def test_an_effective_batch_is_held_by_every_trial(tmp_path):
         "backend.threads=1",
         "train.effective_batch=256",
         "hydra.sweeper.n_trials=4",
-        "hydra.sweeper.confirm.top_k=0",
+        "hydra.sweeper.confirm=0",
     )
     measured = [t for t in load(tmp_path).get_trials() if t.user_attrs.get("reused_from") is None]
     assert len(measured) == 4
@@ -278,7 +278,7 @@ def test_a_second_machine_class_starts_from_the_first_ones_winner(tmp_path):
     common = [
         *QUICK,
         "hydra.sweeper.n_trials=2",
-        "hydra.sweeper.confirm.top_k=0",
+        "hydra.sweeper.confirm=0",
         "loader.batch_size=64",
         "hydra.sweeper.race=false",
     ]
@@ -342,7 +342,7 @@ def test_every_trials_stored_params_are_what_it_ran(tmp_path):
         tmp_path,
         "task.num_samples=2048",
         "hydra.sweeper.n_trials=4",
-        "hydra.sweeper.confirm.top_k=0",
+        "hydra.sweeper.confirm=0",
         "hydra.sweeper.sampler.seed=0",
     )
     checked = 0

@@ -134,8 +134,8 @@ def test_only_candidates_that_beat_the_baseline_in_the_search_are_confirmed():
         trial(2, {"loader.batch_size": 256}, sps=90.0),
         trial(3, {"loader.batch_size": 512}, sps=110.0),
     ]
-    assert [t.number for t in confirm.beat_baseline(done, base, top_k=3)] == [1, 3]
-    assert [t.number for t in confirm.beat_baseline(done, base, top_k=1)] == [1]
+    assert [t.number for t in confirm.beat_baseline(done, base, most=3)] == [1, 3]
+    assert [t.number for t in confirm.beat_baseline(done, base, most=1)] == [1]
 
 
 def test_a_configuration_measured_twice_is_one_candidate():
@@ -149,7 +149,7 @@ def test_a_configuration_measured_twice_is_one_candidate():
         trial(3, {"loader.batch_size": 64}, sps=120.0),
         trial(4, {"loader.batch_size": 512}, sps=110.0),
     ]
-    assert [t.number for t in confirm.beat_baseline(done, base, top_k=2)] == [2, 4]
+    assert [t.number for t in confirm.beat_baseline(done, base, most=2)] == [2, 4]
 
 
 def test_candidates_the_leader_left_behind_beyond_the_run_noise_are_not_confirmed():
@@ -167,7 +167,7 @@ def test_candidates_the_leader_left_behind_beyond_the_run_noise_are_not_confirme
         measured(2, 270.0, 250.0, 280.0),
         measured(3, 200.0, 190.0, 210.0),
     )
-    beat = confirm.beat_baseline([base, far, leader, close], base, top_k=3)
+    beat = confirm.beat_baseline([base, far, leader, close], base, most=3)
     assert [t.number for t in beat] == [1, 2, 3]
     # the leader's low end 290, widened for 8% run noise: 290 / exp(1.96 * sqrt(2) * 0.08) = 232
     assert [t.number for t in confirm.left_behind(beat, noise=N8)] == [3]
@@ -203,7 +203,7 @@ def test_a_trial_races_the_best_widened_for_the_run_noise_and_stops_behind_its_o
 def test_when_nothing_beat_the_baseline_the_sweep_says_so_in_one_sentence():
     base = _baseline(100.0)
     done = [base, trial(1, {"loader.batch_size": 128}, sps=80.0), trial(2, {"loader.batch_size": 256}, sps=60.0)]
-    assert confirm.beat_baseline(done, base, top_k=3) == []
+    assert confirm.beat_baseline(done, base, most=3) == []
     kept = trials.baseline_kept(done, None)
     assert kept == (
         "Your configuration (the baseline, trial #0) is already the fastest found: the best other, trial #1, "
@@ -433,7 +433,7 @@ def test_a_point_measured_twice_stands_in_the_confirmation_at_its_two_runs_mean(
 def test_unconfirmed_the_winner_is_the_point_at_the_highest_level_in_the_summary_the_console_and_the_report(
     tmp_path, capsys
 ):
-    """No confirmation (confirm.top_k=0): #1 read 200 once and 150 when measured again (175),
+    """No confirmation (hydra.sweeper.confirm=0): #1 read 200 once and 150 when measured again (175),
     #2 read 185. The winner is #2 at 185 everywhere: summary.json, the last lines, and the report,
     whether the sweep writes it or it is regenerated from a study that does not name the winner."""
     from sweeper.report.load import load_report_data
@@ -441,7 +441,7 @@ def test_unconfirmed_the_winner_is_the_point_at_the_highest_level_in_the_summary
     from sweeper.store.study import StoredStudy, SweepSpan
 
     url = f"sqlite:///{tmp_path / 'study.db'}"
-    plan = _cpu_plan(tmp_path, {"n_trials": 3, "storage": url, "confirm": {"top_k": 0}}, ["search=quick"])
+    plan = _cpu_plan(tmp_path, {"n_trials": 3, "storage": url, "confirm": 0}, ["search=quick"])
     stored = StoredStudy.open(url, plan.study_name, directions=list(plan.directions))
     base = trial(0, dict(plan.baseline_knobs), sps=100.0, fixed=plan.fixed)
     base.user_attrs["baseline"] = True
@@ -962,8 +962,8 @@ def test_a_run_past_a_limit_is_an_infeasible_trial_never_ranked(tmp_path):
     [
         ({"lock": "maybe"}, "hydra.sweeper.lock='maybe' is invalid"),
         ({"n_trials": 0}, "n_trials=0 is invalid"),
-        ({"confirm": {"top_k": -1}}, r"hydra.sweeper.confirm.top_k=-1 is invalid: expected an integer >= 0"),
-        ({"confirm": {"rounds": 0}}, r"hydra.sweeper.confirm.rounds=0 is invalid: expected an integer >= 1"),
+        ({"confirm": -1}, r"hydra.sweeper.confirm=-1 is invalid: expected an integer >= 0 \(the interleaved rounds"),
+        ({"confirm": {"rounds": 2}}, r"hydra.sweeper.confirm=\{'rounds': 2\} is invalid"),
         ({"constraints": {"peak_memory_mb": 0}}, r"constraints.peak_memory_mb=0.0 is invalid: expected a number > 0"),
         ({"constraints": {"fps": 5}}, r"constraints: 'fps' is not a measured figure: expected some of samples_per_sec"),
     ],
@@ -973,7 +973,8 @@ def test_settings_are_checked(values, message):
 
     with pytest.raises(ConfigError, match=message):
         SweepSettings.from_config(values)
-    assert SweepSettings.from_config({"confirm": {"rounds": 5}}).first_round_runs == 3  # 2 candidates and the baseline
+    assert SweepSettings.from_config({"confirm": 5}).first_round_runs == 3  # the fastest, its runner-up, the baseline
+    assert SweepSettings.from_config({"confirm": 0}).first_round_runs == 0
 
 
 @pytest.mark.parametrize(

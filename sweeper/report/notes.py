@@ -53,7 +53,7 @@ def separation_note(confirmation: Confirmation | None) -> str | None:
         return f"{pair}, yet their {done} interleaved rounds are enough to tell them apart (95% confidence)."
     return (
         f"{pair}: about {more} more interleaved round(s) would tell them apart (95% confidence; "
-        f"sweeper.confirm.rounds={done + more})."
+        f"hydra.sweeper.confirm={done + more})."
     )
 
 

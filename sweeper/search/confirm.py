@@ -23,6 +23,7 @@ from .cheapest import Cost, cheapest_of_equals
 from .held_back import kept_tries
 from .launch import JobRunner, measure_overrides
 from .plan import SweepPlan
+from .settings import RUNNERS_UP
 
 
 def round_order(candidates: Sequence[int], baseline: int, r: int) -> list[int]:
@@ -97,10 +98,10 @@ def own_figure(trial: FrozenTrial) -> float:
 def beat_baseline(
     trials: Sequence[FrozenTrial],
     baseline: FrozenTrial,
-    top_k: int,
+    most: int,
     figure: Callable[[FrozenTrial], float] = own_figure,
 ) -> list[FrozenTrial]:
-    """The fastest `top_k` configurations by `figure` that beat the baseline in the search (a
+    """The fastest `most` configurations by `figure` that beat the baseline in the search (a
     slower one can only lose the confirmation), each once: with hydra.sweeper.reuse=none a study
     holds several runs of one configuration, and its fastest stands for it (the baseline's own
     configuration is the baseline)."""
@@ -111,7 +112,7 @@ def beat_baseline(
         if figure(t) > base and config_key(t) not in seen:
             seen.add(config_key(t))
             chosen.append(t)
-    return chosen[:top_k]
+    return chosen[:most]
 
 
 def left_behind(
@@ -316,7 +317,7 @@ def run_confirmation(
     and the baseline alone, and the others join (that round first) only when it leaves doubt
     (in_doubt). A later knob's try that was no gain is not a
     candidate: the point it was tried at stands for it (later.kept_tries)."""
-    settings = plan.settings.confirm
+    rounds = plan.settings.confirm
     every = stored.trials(plan.fixed)
     by_number = {t.number: t for t in every}
     noise = plan.noise(every, stored.confirmation(plan.fixed))
@@ -330,15 +331,15 @@ def run_confirmation(
     def figure(trial: FrozenTrial) -> float:
         return levels.get(trial.number) or own_figure(trial)
 
-    beat = beat_baseline(trials, baseline, settings.top_k, figure) if baseline else []
+    beat = beat_baseline(trials, baseline, 1 + RUNNERS_UP, figure) if baseline else []
     behind = [t.number for t in left_behind(beat, noise, figure)]
     chosen = [t.number for t in beat if t.number not in behind]
-    if baseline is None or settings.top_k < 1 or settings.rounds < 1 or not chosen:
+    if baseline is None or rounds < 1 or not chosen:
         return None
     planner = Rounds(
         chosen=chosen,
         baseline=baseline.number,
-        rounds=plan_rounds(chosen, baseline.number, settings.rounds, remaining(), typical_wall_s)[-1][0] + 1,
+        rounds=plan_rounds(chosen, baseline.number, rounds, remaining(), typical_wall_s)[-1][0] + 1,
         waiting=chosen[1:],
         searched={n: v for n in [*chosen, baseline.number] if (v := figure(by_number[n])) > 0},
         noise=noise,

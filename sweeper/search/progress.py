@@ -292,7 +292,7 @@ def _winner_lines(summary: SweepSummary, winner: FrozenTrial, baseline: FrozenTr
         if not decision.decided:
             say(
                 f"  not decided at 95%: over {decision.over_rounds} the lead is within the run-to-run noise "
-                "(more hydra.sweeper.confirm.rounds would tell)"
+                "(more hydra.sweeper.confirm rounds would tell)"
             )
     elif baseline is not None and (base := TrialRecord.of(baseline).samples_per_sec):
         say(f"speedup over baseline (search runs, unconfirmed): {speed / base:.2f}x")

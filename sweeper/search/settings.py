@@ -13,6 +13,11 @@ from ..choice import Choice
 from ..errors import ConfigError
 from ..measurement import DEFAULT_OBJECTIVES, DIRECTIONS
 
+# the runners-up a confirmation may take beside the search's fastest, when its first round leaves
+# doubt: one. Confirming the fastest alone lost 0.002-0.005 of the pick on the replay bench, and a
+# second runner-up costs a round's run for near-ties the rounds rarely separate (docs/benchmarks.md)
+RUNNERS_UP = 1
+
 # settings a sweep no longer has, and what does their work now: one line where a user still sets one
 REMOVED = {
     "prune_ratio": "the prune floor follows the run-to-run noise (hydra.sweeper.run_noise; 0.08 = a floor "
@@ -37,6 +42,9 @@ REMOVED = {
     "hydra.sweeper.constraints={peak_memory_mb: 8192} for 8 GB",
     "confirm.runners_up": "the runners-up join the rounds when the first round leaves the fastest's place in "
     "doubt, beyond the run-to-run noise",
+    "confirm.top_k": "the search's fastest is confirmed, and its runner-up joins when the first round leaves "
+    "doubt beyond the run-to-run noise; hydra.sweeper.confirm=0 turns the confirmation off",
+    "confirm.rounds": "it is hydra.sweeper.confirm=N now: the interleaved rounds at most, 0 = no confirmation",
 }
 
 
@@ -101,16 +109,6 @@ class SearchConf:
 
 
 @dataclass
-class ConfirmConf:
-    # candidates re-measured against the baseline at the end (0 = no confirmation)
-    top_k: int = 2
-    # interleaved rounds at most, the order rotated each round: A B base, B base A, ...; they stop
-    # once the lead over the baseline is decided beyond the run-to-run noise (one round can do it).
-    # The candidates after the search's fastest join only when its first round leaves doubt
-    rounds: int = 3
-
-
-@dataclass
 class SweepSettings:
     # any Optuna sampler as a _target_ node (TPESampler, NSGAIISampler, GPSampler, RandomSampler,
     # GridSampler: its search_space comes from params); TPE starts after 5 random trials unless
@@ -136,7 +134,11 @@ class SweepSettings:
     # confirmed or the winner. {step_time_p99_ms: 50, peak_memory_mb: 40000}: a latency budget and
     # a memory cap (the device's memory on a GPU; peak_rss_mb: the host's)
     constraints: Dict[str, float] = field(default_factory=dict)
-    confirm: ConfirmConf = field(default_factory=ConfirmConf)
+    # the confirmation: the search's fastest re-measured against the baseline in up to this many
+    # interleaved rounds, the order rotated each round (A base, base A, ...); they stop once the
+    # lead is decided beyond the run-to-run noise (one round can do it). The runner-up joins when
+    # the first round leaves doubt. 0 = no confirmation
+    confirm: int = 3
     # stop before n_trials once the search has converged: the best is still at the level a recipe
     # or a warm start reached, and the last trials the sampler chose found nothing beyond the
     # run-to-run noise, most of them well behind it, after each main knob was measured at two
@@ -191,12 +193,11 @@ class SweepSettings:
                 f"hydra.sweeper.run_noise={self.run_noise} is invalid: expected a relative spread in "
                 "[0, 1) (0.08 = 8% between runs of one configuration), or null."
             )
-        for name, value, low, what in (
-            ("confirm.top_k", self.confirm.top_k, 0, "the candidates re-measured; 0 = no confirmation"),
-            ("confirm.rounds", self.confirm.rounds, 1, "the interleaved rounds at most"),
-        ):
-            if value is not None and value < low:
-                raise ConfigError(f"hydra.sweeper.{name}={value} is invalid: expected an integer >= {low} ({what}).")
+        if self.confirm < 0:
+            raise ConfigError(
+                f"hydra.sweeper.confirm={self.confirm} is invalid: expected an integer >= 0 (the interleaved "
+                "rounds at most; 0 = no confirmation)."
+            )
         for figure, limit in self.limits.items():
             if figure not in DIRECTIONS:
                 raise ConfigError(
@@ -224,6 +225,6 @@ class SweepSettings:
 
     @property
     def first_round_runs(self) -> int:
-        """Runs of the confirmation's first round, the runners-up joined: what a time budget keeps
+        """Runs of the confirmation's first round, the runner-up joined: what a time budget keeps
         for it (the confirmation runs as many rounds as the budget then holds, at least one)."""
-        return self.confirm.top_k + 1
+        return 1 + RUNNERS_UP + 1 if self.confirm else 0

@@ -219,13 +219,13 @@ def decide(
 def _rounds(
     plan: SweepPlan, run: JobRunner, ref: Reference, remaining: Callable[[], float | None], stopped: Callable[[], bool]
 ) -> tuple[list[float | None], list[float | None]]:
-    """The winner and your configuration, interleaved (W B, B W, ...), up to confirm.rounds
+    """The winner and your configuration, interleaved (W B, B W, ...), up to hydra.sweeper.confirm
     rounds (at least MIN_ROUNDS), fewer once more would not change the verdict."""
     keys = {*plan.space, *plan.baseline_knobs}
     knobs = {"winner": {k: v for k, v in ref.winner_knobs.items() if k in keys}, "baseline": dict(plan.baseline_knobs)}
     same = {**plan.baseline_knobs, **knobs["winner"]} == dict(plan.baseline_knobs)
     runs: dict[str, list[float | None]] = {"winner": [], "baseline": []}
-    for r in range(max(MIN_ROUNDS, plan.settings.confirm.rounds)):
+    for r in range(max(MIN_ROUNDS, plan.settings.confirm)):
         order = ["baseline"] if same else (["winner", "baseline"] if r % 2 == 0 else ["baseline", "winner"])
         for who in order:
             if stopped():
