@@ -172,6 +172,9 @@ class Machine:
     device: str  # "cpu" or "cuda": what backend.device resolves to here
     cuda: bool
     bf16: bool  # the device runs bf16
+    # ... and computes it in hardware (measuring/probe.py): where it is emulated, bf16 runs slower
+    # than fp32, and the recipes leave it to the sampler
+    bf16_fast: bool = True
     fingerprint: Fingerprint = field(default_factory=host_fingerprint)
     # channels_last only means something for convolutional models; None = not known
     convolutional: bool | None = None

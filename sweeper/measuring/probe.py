@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import Any
 
 
 def main() -> None:
@@ -39,12 +40,28 @@ def main() -> None:
                 "device": device.type,
                 "cuda": cuda,
                 "bf16": torch.cuda.is_bf16_supported() if cuda else True,
+                "bf16_fast": _bf16_fast(torch, cuda),
                 "fingerprint": fingerprint(device).to_dict(),
                 "loader_in_order": supports_in_order(),
                 "openmp": openmp_runtime(mapped_files()),
             }
         )
     )
+
+
+def _bf16_fast(torch: Any, cuda: bool) -> bool:
+    """Whether the device computes bf16 in hardware: a GPU without emulation (Ampere and later),
+    a CPU where oneDNN has a bf16 path (AVX-512 or AMX on x86, BF16 on Arm). Elsewhere torch
+    converts each op through fp32, and bf16 runs slower than fp32 (docs/search.md, the recipes)."""
+    if cuda:
+        try:
+            return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+        except TypeError:  # a torch before the keyword: its answer was without emulation
+            return bool(torch.cuda.is_bf16_supported())
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a build without the op: the sampler tries bf16 as before
+        return True
 
 
 if __name__ == "__main__":

@@ -87,8 +87,9 @@ class SearchConf:
     # the share of n_trials before the `later` knobs open; null or 0 = searched from the start
     later_after: Optional[float] = 0.5
     # after the baseline, the practitioners' recipes: the largest batch, bf16 where the device
-    # has it, pinned memory on CUDA, the cores split between loader workers and compute threads
-    # from either side: points often near the best, measured before the sampler learns anything
+    # computes it in hardware, pinned memory on CUDA, the cores split between loader workers and
+    # compute threads from either side: points often near the best, measured before the sampler
+    # learns anything
     recipes: bool = True
     # after the baseline, the winners of this study's workload on the lab's other hardware
     # classes (the storage's studies whose names differ from this one's in the class alone)

@@ -2,7 +2,7 @@
 guesses. The winners of the same study on the lab's other hardware classes (a warm start: what
 a lab with many machine types wants the second night), then the practitioners' recipes (the
 largest batch, the cores split between the loader and the compute from either side, bf16 where
-the device has it, pinned memory on CUDA).
+the device computes it in hardware, pinned memory on CUDA).
 Each is queued with Optuna's enqueue_trial for this setup alone, only with knobs valid in this
 space (the sampler fills the rest), and carries where it came from (`origin`) into its trial."""
 
@@ -52,16 +52,23 @@ def _nearest(dist: BaseDistribution, want: int) -> Any:
 
 
 def recipes(
-    space: Mapping[str, BaseDistribution], baseline: Mapping[str, Any], *, cores: int, cuda: bool, bf16: bool
+    space: Mapping[str, BaseDistribution],
+    baseline: Mapping[str, Any],
+    *,
+    cores: int,
+    cuda: bool,
+    bf16: bool,
+    bf16_emulated: bool = False,
 ) -> list[StartPoint]:
     """The practitioners' recipe on top of the baseline, once from each side of the cores'
     split: the loader's side (workers at the core count, compute threads on the cores they
     leave, at least one) and, on a CPU, the compute's side (compute threads at the core count,
-    the loader in the main process). Both with the largest batch, bf16 where the device has it,
-    channels_last (live only for convolutional models), persistent workers and pinned memory on
-    CUDA. Which side wins is the workload's (a loader-bound MLP, a compute-bound CNN), so both
-    are measured first. Workers and threads both at the core count oversubscribe: on 2 cores
-    that point read 0.61 of the best, and anchored TPE's model there."""
+    the loader in the main process). Both with the largest batch, bf16 where the device computes
+    it in hardware (`bf16`; emulated, it runs slower than fp32, and the recipe says it left bf16
+    out: `bf16_emulated`), channels_last (live only for convolutional models), persistent
+    workers and pinned memory on CUDA. Which side wins is the workload's (a loader-bound MLP, a
+    compute-bound CNN), so both are measured first. Workers and threads both at the core count
+    oversubscribe: on 2 cores that point read 0.61 of the best, and anchored TPE's model there."""
     yours = {k: v for k, v in baseline.items() if k in space and sp.contains(space[k], v)}
     common = {
         Knob.LOADER_BATCH_SIZE: _largest(space[Knob.LOADER_BATCH_SIZE]) if Knob.LOADER_BATCH_SIZE in space else None,
@@ -70,6 +77,8 @@ def recipes(
         Knob.LOADER_PIN_MEMORY: True if cuda else None,
         Knob.LOADER_PERSISTENT_WORKERS: True,
     }
+    precision = space.get(Knob.BACKEND_PRECISION)
+    emulated = bf16_emulated and precision is not None and sp.contains(precision, "bf16")
     workers = _nearest_in(space, Knob.LOADER_NUM_WORKERS, cores)
     sides = [
         (
@@ -99,6 +108,7 @@ def recipes(
                     recipe,
                     f"recipe: the largest batch, {what}"
                     + (", bf16" if recipe.get(Knob.BACKEND_PRECISION) == "bf16" else "")
+                    + (", no bf16 (emulated here)" if emulated else "")
                     + (", pinned memory" if recipe.get(Knob.LOADER_PIN_MEMORY) else ""),
                 )
             )
@@ -174,7 +184,12 @@ def queue_start(stored: StoredStudy, plan: SweepPlan, room: int, ctx: sp.Context
         points += warm_starts(stored.storage, stored.name, plan.fixed, plan.space)
     if plan.search.recipes and not plan.settings.grid:
         points += recipes(
-            plan.space, plan.baseline_knobs, cores=plan.machine.cores, cuda=plan.machine.cuda, bf16=plan.machine.bf16
+            plan.space,
+            plan.baseline_knobs,
+            cores=plan.machine.cores,
+            cuda=plan.machine.cuda,
+            bf16=plan.machine.bf16 and plan.machine.bf16_fast,
+            bf16_emulated=plan.machine.bf16 and not plan.machine.bf16_fast,
         )
     outcomes = []
     for point in (live(p, plan, ctx) for p in points):
