@@ -103,16 +103,19 @@ def recipes(
             if key in space and value is not None and sp.contains(space[key], value):
                 recipe[key] = value
         if recipe != yours and all(p.knobs != recipe for p in points):
-            points.append(
-                StartPoint(
-                    recipe,
-                    f"recipe: the largest batch, {what}"
-                    + (", bf16" if recipe.get(Knob.BACKEND_PRECISION) == "bf16" else "")
-                    + (", no bf16 (emulated here)" if emulated else "")
-                    + (", pinned memory" if recipe.get(Knob.LOADER_PIN_MEMORY) else ""),
-                )
-            )
+            points.append(StartPoint(recipe, _recipe_origin(what, recipe, emulated)))
     return points
+
+
+def _recipe_origin(what: str, recipe: Mapping[str, Any], bf16_emulated: bool) -> str:
+    """The recipe's words in the log and its trial: which side of the cores, and the precision
+    and memory it chose (or why not bf16)."""
+    return (
+        f"recipe: the largest batch, {what}"
+        + (", bf16" if recipe.get(Knob.BACKEND_PRECISION) == "bf16" else "")
+        + (", no bf16 (emulated here)" if bf16_emulated else "")
+        + (", pinned memory" if recipe.get(Knob.LOADER_PIN_MEMORY) else "")
+    )
 
 
 def _nearest_in(space: Mapping[str, BaseDistribution], key: str, want: int) -> Any:
