@@ -531,11 +531,11 @@ def test_the_recipes_split_the_cores_from_either_side_with_values_the_space_hold
     assert plain.knobs["loader.num_workers"] == 4 and plain.knobs["backend.threads"] == 2
     assert plain.knobs["backend.precision"] == "fp32"
     # bf16 emulated (a CPU without AVX-512 or AMX): the recipes stay at your precision, and say why
-    emulated, _ = start.recipes(space, baseline, cores=2, cuda=False, bf16=False, bf16_emulated=True)
+    emulated, _ = start.recipes(space, baseline, cores=2, cuda=False, bf16=True, bf16_fast=False)
     assert emulated.knobs["backend.precision"] == "fp32" and emulated.knobs["loader.batch_size"] == 1024
     assert emulated.origin.endswith(", no bf16 (emulated here)")
     fp32_only = {**space, "backend.precision": CategoricalDistribution(["fp32", "fp16"])}
-    (plain_fp16, _) = start.recipes(fp32_only, baseline, cores=2, cuda=False, bf16=False, bf16_emulated=True)
+    (plain_fp16, _) = start.recipes(fp32_only, baseline, cores=2, cuda=False, bf16=True, bf16_fast=False)
     assert not plain_fp16.origin.endswith("(emulated here)")  # no bf16 in the space: nothing left out
     # on CUDA the compute is the GPU's: the loader's side alone, with pinned memory
     gpu_space = {**space, "loader.pin_memory": CategoricalDistribution([False, True])}

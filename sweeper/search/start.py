@@ -58,27 +58,27 @@ def recipes(
     cores: int,
     cuda: bool,
     bf16: bool,
-    bf16_emulated: bool = False,
+    bf16_fast: bool = True,
 ) -> list[StartPoint]:
     """The practitioners' recipe on top of the baseline, once from each side of the cores'
     split: the loader's side (workers at the core count, compute threads on the cores they
     leave, at least one) and, on a CPU, the compute's side (compute threads at the core count,
-    the loader in the main process). Both with the largest batch, bf16 where the device computes
-    it in hardware (`bf16`; emulated, it runs slower than fp32, and the recipe says it left bf16
-    out: `bf16_emulated`), channels_last (live only for convolutional models), persistent
+    the loader in the main process). Both with the largest batch, bf16 where the device runs it
+    (`bf16`) and computes it in hardware (`bf16_fast`; emulated, it runs slower than fp32, and the
+    recipe says it left bf16 out), channels_last (live only for convolutional models), persistent
     workers and pinned memory on CUDA. Which side wins is the workload's (a loader-bound MLP, a
     compute-bound CNN), so both are measured first. Workers and threads both at the core count
     oversubscribe: on 2 cores that point read 0.61 of the best, and anchored TPE's model there."""
     yours = {k: v for k, v in baseline.items() if k in space and sp.contains(space[k], v)}
     common = {
         Knob.LOADER_BATCH_SIZE: _largest(space[Knob.LOADER_BATCH_SIZE]) if Knob.LOADER_BATCH_SIZE in space else None,
-        Knob.BACKEND_PRECISION: "bf16" if bf16 else None,
+        Knob.BACKEND_PRECISION: "bf16" if bf16 and bf16_fast else None,
         Knob.BACKEND_CHANNELS_LAST: True,
         Knob.LOADER_PIN_MEMORY: True if cuda else None,
         Knob.LOADER_PERSISTENT_WORKERS: True,
     }
     precision = space.get(Knob.BACKEND_PRECISION)
-    emulated = bf16_emulated and precision is not None and sp.contains(precision, "bf16")
+    emulated = bf16 and not bf16_fast and precision is not None and sp.contains(precision, "bf16")
     workers = _nearest_in(space, Knob.LOADER_NUM_WORKERS, cores)
     sides = [
         (
@@ -191,8 +191,8 @@ def queue_start(stored: StoredStudy, plan: SweepPlan, room: int, ctx: sp.Context
             plan.baseline_knobs,
             cores=plan.machine.cores,
             cuda=plan.machine.cuda,
-            bf16=plan.machine.bf16 and plan.machine.bf16_fast,
-            bf16_emulated=plan.machine.bf16 and not plan.machine.bf16_fast,
+            bf16=plan.machine.bf16,
+            bf16_fast=plan.machine.bf16_fast,
         )
     outcomes = []
     for point in (live(p, plan, ctx) for p in points):
