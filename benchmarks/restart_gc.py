@@ -8,8 +8,7 @@ inherited heap, touching, and so copying, its pages.
         -> per epoch: its seconds and each worker's full collections, for the loop as written and
            for the same loop after one gc.collect(), alternated in fresh processes
 
-The workload is mnist_mlp's (torchvision's MNIST class over generated images, Adam), as in
-hand_loop.py.
+The loop is hand_loop.py's (torchvision's MNIST class over generated images, Adam).
 """
 
 from __future__ import annotations
@@ -25,32 +24,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def loop(batch: int, workers: int, epochs: int, collect: bool) -> None:
-    """One process: the loop, each worker reporting its full collections on stderr."""
+    """One process: the loop, each worker reporting its full collections on stdout."""
     import torch
-    from torch.utils.data import DataLoader
-
-    from sweeper.tasks.mnist_mlp import MNIST_TRANSFORM, generated_mnist, mlp
+    from hand_loop import build, train_step
 
     torch.set_num_threads(1)
-    model = mlp()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    data = DataLoader(
-        generated_mnist(60000, MNIST_TRANSFORM),
-        batch_size=batch,
-        shuffle=True,
-        num_workers=workers,
-        drop_last=True,
-        worker_init_fn=_report_full_collections,
-    )
+    model, opt, data = build(batch, workers, worker_init_fn=_report_full_collections)
     if collect:
         gc.collect()
     for epoch in range(epochs):
         began = time.perf_counter()
         for x, y in data:
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+            train_step(model, opt, x, y)
         print(f"epoch {epoch}: {time.perf_counter() - began:.2f} s", flush=True)
 
 
@@ -80,7 +65,7 @@ def main() -> None:
         subprocess.run(
             [sys.executable, __file__, "--loop", str(batch), str(workers), str(epochs), str(collect)],
             check=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"},
+            env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'benchmarks'}", "PYTHONWARNINGS": "ignore"},
         )
 
 
