@@ -1,5 +1,7 @@
 """The mnist_mlp train step as people write it by hand (torchvision's MNIST class, Adam), timed
-with perf_counter.
+with perf_counter. With loader workers it has the report's collector line before the loop
+(gc.collect(); gc.freeze(), sweeper/report/code.py): the figure sweeper shows holds for a loop
+with it (restart_gc.py times a loop without it).
 
     python benchmarks/hand_loop.py BATCH WORKERS SECONDS [PERSISTENT]  -> prints samples/sec
     python benchmarks/hand_loop.py BATCH WORKERS SECONDS [PERSISTENT] --each-second [--flush-denormal]
@@ -9,6 +11,7 @@ with perf_counter.
            the CPU's slow path)
 """
 
+import gc
 import sys
 import time
 
@@ -57,6 +60,9 @@ def main() -> None:
     if "--flush-denormal" in flags:
         torch.set_flush_denormal(True)
     model, opt, data = build(batch, workers, persistent)
+    if workers > 0:  # the report's code for a loader that forks its workers
+        gc.collect()
+        gc.freeze()
 
     def batches():
         while True:

@@ -5,8 +5,9 @@ imports and the build), the worker's first allocations trigger a full collection
 inherited heap, touching, and so copying, its pages.
 
     python benchmarks/restart_gc.py [BATCH] [WORKERS] [EPOCHS]
-        -> per epoch: its seconds and each worker's full collections, for the loop as written and
-           for the same loop after one gc.collect(), alternated in fresh processes
+        -> per epoch: its seconds and each worker's full collections, for the loop as written,
+           after one gc.collect(), and after gc.collect() and gc.freeze(), alternated in fresh
+           processes, twice each
 
 The loop is hand_loop.py's (torchvision's MNIST class over generated images, Adam).
 """
@@ -23,15 +24,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def loop(batch: int, workers: int, epochs: int, collect: bool) -> None:
+# what runs between the build and the loop, by mode
+MODES = {
+    "as-written": "the loop as written:",
+    "collect": "after one gc.collect():",
+    "freeze": "after gc.collect() and gc.freeze():",
+}
+
+
+def loop(batch: int, workers: int, epochs: int, mode: str) -> None:
     """One process: the loop, each worker reporting its full collections on stdout."""
     import torch
     from hand_loop import build, train_step
 
     torch.set_num_threads(1)
     model, opt, data = build(batch, workers, worker_init_fn=_report_full_collections)
-    if collect:
+    if mode in ("collect", "freeze"):
         gc.collect()
+    if mode == "freeze":
+        gc.freeze()
     for epoch in range(epochs):
         began = time.perf_counter()
         for x, y in data:
@@ -56,14 +67,14 @@ def _report_full_collections(worker_id: int) -> None:
 
 def main() -> None:
     if sys.argv[1:2] == ["--loop"]:
-        batch, workers, epochs, collect = (int(a) for a in sys.argv[2:6])
-        loop(batch, workers, epochs, bool(collect))
+        batch, workers, epochs = (int(a) for a in sys.argv[2:5])
+        loop(batch, workers, epochs, sys.argv[5])
         return
     batch, workers, epochs = (int(a) for a in (sys.argv[1:] + ["1024", "3", "3"][len(sys.argv) - 1 :])[:3])
-    for collect in (0, 1, 0, 1):
-        print("after one gc.collect():" if collect else "the loop as written:", flush=True)
+    for mode in [*MODES, *MODES]:
+        print(MODES[mode], flush=True)
         subprocess.run(
-            [sys.executable, __file__, "--loop", str(batch), str(workers), str(epochs), str(collect)],
+            [sys.executable, __file__, "--loop", str(batch), str(workers), str(epochs), mode],
             check=True,
             env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'benchmarks'}", "PYTHONWARNINGS": "ignore"},
         )

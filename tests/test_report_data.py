@@ -336,7 +336,7 @@ def test_other_hardware_classes_are_listed_side_by_side(tmp_path):
 
 
 def test_code_diff_names_only_what_changed():
-    from sweeper.report.code import code_diff
+    from sweeper.report.code import FROZEN_COLLECTOR, code_diff
 
     baseline = {"loader.batch_size": 64, "loader.num_workers": 2, "backend.threads": None, "backend.precision": "fp32"}
     winner = {"loader.batch_size": 1024, "loader.num_workers": 2, "backend.threads": 1, "backend.precision": "fp16"}
@@ -350,14 +350,20 @@ def test_code_diff_names_only_what_changed():
         "+with torch.autocast(device_type='cuda', dtype=torch.float16):  # forward and loss",
         "+scaler = torch.amp.GradScaler('cuda')  # scaler.scale(loss).backward(); scaler.step(optimizer); "
         "scaler.update()",
+        f"+{FROZEN_COLLECTOR}",  # the winner's loader forks workers: its figure holds with the line
     )
     assert code_diff(baseline, dict(baseline), "cpu") == ()
+    # no forked workers, no collector's line: none at all, or started by a fresh interpreter
+    assert not any("gc.freeze" in line for line in code_diff(baseline, {**winner, "loader.num_workers": 0}, "cpu"))
+    spawned = {**winner, "loader.multiprocessing_context": "spawn"}
+    assert not any("gc.freeze" in line for line in code_diff(baseline, spawned, "cpu"))
     flushed = code_diff(
         {**baseline, "backend.flush_denormal": False}, {**baseline, "backend.flush_denormal": True}, "cpu"
     )
     assert flushed == (
         "-torch.set_flush_denormal(False)",
         "+torch.set_flush_denormal(True)  # values below about 1e-38 become 0: no slow subnormal math",
+        f"+{FROZEN_COLLECTOR}",  # the same 2 workers on both sides: the baseline's script may lack it
     )
 
 

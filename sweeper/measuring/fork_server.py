@@ -199,9 +199,8 @@ def main() -> None:
     os.sched_setaffinity(0, bound)
     hazard = fork_hazard(allowed)
     # the imports' objects, collected once and frozen here rather than scanned again by every
-    # trial's collection before its warm-up (stages.time_windows: 0.2-0.35 s a trial): a steady
-    # loop runs no full collection, so the frozen
-    # ones would never have been scanned in the user's script either
+    # trial's collection before its warm-up (stages.time_windows: 0.2-0.35 s a trial); a script
+    # with the report's code has them frozen too (report/code.py)
     gc.collect()
     gc.freeze()
     channel.sendall((json.dumps({"ready": True, "hazard": hazard, "failed": failed}) + "\n").encode())

@@ -192,11 +192,13 @@ def time_windows(spec: RunSpec, ready: Prepared, built: Built, events: Events) -
     from . import backend, timing, utilization
 
     device = ready.device
-    # Python's garbage collector as a script's is after its imports: nothing pending. A run holds
-    # the build's objects uncollected (and, spawned, the imports' too; forked, the zygote froze
-    # those), and a loader worker forked at an epoch end inherits that debt: its first collection
-    # scans and copies the heap, slower than the restart itself
+    # Python's garbage collector as the report's code leaves a script's (report/code.py): collected
+    # and frozen just before the loop. A script's collector can otherwise reach its loop with a
+    # full collection due, which every loader worker forked at an epoch start then runs over the
+    # inherited heap, copying its pages (benchmarks/restart_gc.py); whether it is due depends on
+    # the script's history, so a run cannot reproduce it, and measures the loop without it
     gc.collect()
+    gc.freeze()
     monitors: list[timing.Monitor] = utilization.monitors_for(
         spec.measure.foreign_cpu_max_pct, utilization.CpuMonitor()
     )

@@ -321,11 +321,30 @@ def _launch(knobs: Mapping[str, Any], words: Sequence[str], cpus: str | None) ->
     return lines
 
 
+# Every run is measured with the collector collected and frozen before its loop
+# (measuring/stages.py); a script's loop reads the same figure only with this line before it
+FROZEN_COLLECTOR = (
+    "gc.collect(); gc.freeze()  # just before the loop, as measured: forked loader workers then skip "
+    "a full collection of the heap they inherit"
+)
+
+
+def _collector(knobs: Mapping[str, Any]) -> list[str]:
+    """The collector's line where the loader forks its workers (PyTorch's default on Linux)."""
+    workers = int(knobs.get(Knob.LOADER_NUM_WORKERS) or 0)
+    forks = knobs.get(Knob.LOADER_MULTIPROCESSING_CONTEXT) in (None, "fork")
+    return [FROZEN_COLLECTOR] if workers > 0 and forks else []
+
+
 def code_diff(baseline: Mapping[str, Any], winner: Mapping[str, Any], device: str) -> tuple[str, ...]:
-    """`-` baseline / `+` winner lines for the knobs whose values differ; empty when none do."""
+    """`-` baseline / `+` winner lines for the knobs whose values differ; empty when none do.
+    A winner whose loader forks workers also gets the collector's line (FROZEN_COLLECTOR): its
+    figure holds for a loop with it."""
     changed = sorted(k for k in {*baseline, *winner} if baseline.get(k) != winner.get(k))
+    if not changed:
+        return ()
     before = script_lines({k: baseline.get(k) for k in changed}, device)
-    after = script_lines({k: winner.get(k) for k in changed}, device)
+    after = [*script_lines({k: winner.get(k) for k in changed}, device), *_collector(winner)]
     return tuple(
         line
         for line in difflib.unified_diff(before, after, lineterm="", n=0)
