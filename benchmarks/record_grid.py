@@ -3,6 +3,7 @@ space measured once, alike, by the real sweeper (GridSampler, no racing, no prun
 confirmation, a fixed measurement), and written to benchmarks/grid_<name>.csv.
 
     python benchmarks/record_grid.py mnist_mlp_train  # batch x workers x threads x precision (120)
+    python benchmarks/record_grid.py mnist_mlp_train_slow_bf16  # the same, on a host that emulates bf16
     python benchmarks/record_grid.py cpu_subgrid      # search=cpu's knobs, a documented sub-grid (forked ones)
     python benchmarks/record_grid.py image_small      # resnet18 at 32 px on FakeData: a convolutional surface
     python benchmarks/record_grid.py language_small   # a 2-layer decoder on generated tokens (48)
@@ -51,6 +52,9 @@ class GridSpec:
     space: tuple[str, ...]
     base: tuple[str, ...]
     main: tuple[str, ...] = ("loader.batch_size", "loader.num_workers", "backend.threads", "backend.precision")
+    # whether the host it was recorded on computed bf16 in hardware (the recipes the replay asks
+    # for are that host's)
+    bf16_fast: bool = True
 
     @property
     def knobs(self) -> list[str]:
@@ -64,8 +68,11 @@ MAIN_CPU = (
     "backend.precision=choice(fp32,bf16)",
 )
 GRIDS: dict[str, GridSpec] = {
-    # the issue's 4-knob space (benchmarks/sweep_gain.py's grid); threads=2 keeps the baseline inside it
+    # the race's 4-knob space (benchmarks/sweep_gain.py's grid); threads=2 keeps the baseline inside it
     "mnist_mlp_train": GridSpec(MAIN_CPU, ("search=none", "backend.threads=2")),
+    # the same on a Xeon with AVX-512 but neither AVX512_BF16 nor AMX: bf16 through fp32, and
+    # fp32 with loader workers the fastest
+    "mnist_mlp_train_slow_bf16": GridSpec(MAIN_CPU, ("search=none", "backend.threads=2"), bf16_fast=False),
     # search=cpu on this 2-core VM, the forked knobs: the main four at fewer values, with CPU
     # pinning and the workers' persistence. Left out: the knobs whose trials are spawned
     # (omp_bind, allocator: seconds of start-up each), ranks (every rank count beyond 1

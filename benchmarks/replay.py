@@ -478,12 +478,12 @@ def plan_for(spec: GridSpec, strategy: Mapping[str, Any], n_trials: int, tmp: Pa
             sweep_dir=tmp / "sweep",
         )
         # the grid's space is swept on the command line (all of it "asked"): its main knobs are the
-        # spec's; the grids' host computed bf16 in hardware (each grid's fastest bf16 point beats
-        # its fastest fp32 one), whatever this one does: the recipes are that host's
+        # spec's; whether bf16 ran in hardware is the grid's host's, whatever this one does: the
+        # recipes are that host's
         _PLANS[key] = replace(
             plan,
             main=frozenset(k for k in spec.main if k in plan.space),
-            machine=replace(plan.machine, bf16_fast=True),
+            machine=replace(plan.machine, bf16_fast=spec.bf16_fast),
         )
     return _PLANS[key]
 

@@ -278,11 +278,14 @@ def test_the_machine_probe_is_asked_once_per_machine_and_the_factory_still_check
     first = probe_module.probe("auto", "sweeper.tasks.mnist_mlp:build", "fork")
     second = probe_module.probe("auto", "sweeper.tasks.mnist_mlp:build", "fork")
     assert len(asked) == 1 and first == second and first.device == "cpu"
-    # bf16 runs on any CPU, and is computed in hardware where oneDNN has a bf16 path (AVX-512,
-    # AMX, Arm's BF16): the recipes read that, the space the first
+    # bf16 runs on any CPU, and is computed in hardware where the CPU has the instructions for
+    # it (cpu_computes_bf16): the recipes read that, the space the first
     import torch
 
-    assert first.bf16 and first.bf16_fast == torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    from sweeper.measuring.probe import cpu_computes_bf16
+
+    onednn = torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    assert first.bf16 and first.bf16_fast == cpu_computes_bf16(onednn, torch.cpu.get_capabilities())
     assert list((tmp_path / "machines").glob("*.json"))
     # cached machine, broken factory: found in the zygote the trials would fork from
     with pytest.raises(ConfigError, match="module 'sweeper.tasks.mnist_mlp' has no attribute 'nope'"):

@@ -530,7 +530,8 @@ def test_the_recipes_split_the_cores_from_either_side_with_values_the_space_hold
     plain, _ = start.recipes(space, baseline, cores=16, cuda=False, bf16=False)
     assert plain.knobs["loader.num_workers"] == 4 and plain.knobs["backend.threads"] == 2
     assert plain.knobs["backend.precision"] == "fp32"
-    # bf16 emulated (a CPU without AVX-512 or AMX): the recipes stay at your precision, and say why
+    # bf16 emulated (an x86 CPU without AVX512_BF16 or AMX-BF16): the recipes stay at your
+    # precision, and say why
     emulated, _ = start.recipes(space, baseline, cores=2, cuda=False, bf16=True, bf16_fast=False)
     assert emulated.knobs["backend.precision"] == "fp32" and emulated.knobs["loader.batch_size"] == 1024
     assert emulated.origin.endswith(", no bf16 (emulated here)")
@@ -1643,3 +1644,18 @@ def test_which_failures_the_failed_alike_rule_reads(status, reason, read):
     from sweeper.search.stops import alike_failure
 
     assert alike_failure(Status(status), reason) == read
+
+
+def test_an_x86_cpu_computes_bf16_only_with_its_instructions_an_arm_one_where_onednn_has_a_path():
+    from sweeper.measuring.probe import cpu_computes_bf16
+
+    avx512 = {"architecture": "x86_64", "avx512_f": True, "avx512_bf16": False, "amx_bf16": False}
+    # oneDNN runs bf16 on any AVX-512 CPU, through fp32 without the instructions: emulated
+    assert not cpu_computes_bf16(True, avx512)
+    assert cpu_computes_bf16(True, {**avx512, "avx512_bf16": True})
+    assert cpu_computes_bf16(True, {**avx512, "amx_bf16": True})
+    assert not cpu_computes_bf16(False, {**avx512, "amx_bf16": True})  # no oneDNN path: no bf16 kernels
+    assert cpu_computes_bf16(True, {"architecture": "aarch64"}) and not cpu_computes_bf16(
+        False, {"architecture": "aarch64"}
+    )
+    assert cpu_computes_bf16(True, {})  # a torch without get_capabilities: oneDNN's answer

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -51,17 +52,32 @@ def main() -> None:
 
 def _bf16_fast(torch: Any, cuda: bool) -> bool:
     """Whether the device computes bf16 in hardware: a GPU without emulation (Ampere and later),
-    a CPU where oneDNN has a bf16 path (AVX-512 or AMX on x86, BF16 on Arm). Elsewhere torch
-    converts each op through fp32, and bf16 runs slower than fp32 (docs/search.md, the recipes)."""
+    a CPU as `cpu_computes_bf16` says. Elsewhere each op converts through fp32, and bf16 runs
+    slower than fp32 (docs/search.md, the recipes)."""
     if cuda:
         try:
             return bool(torch.cuda.is_bf16_supported(including_emulation=False))
         except TypeError:  # a torch before the keyword: its answer was without emulation
             return bool(torch.cuda.is_bf16_supported())
     try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        onednn = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):  # a build without the op: the sampler tries bf16 as before
         return True
+    capabilities: Mapping[str, Any] = getattr(torch.cpu, "get_capabilities", dict)()
+    return cpu_computes_bf16(onednn, capabilities)
+
+
+def cpu_computes_bf16(onednn_bf16: bool, capabilities: Mapping[str, Any]) -> bool:
+    """Whether a CPU computes bf16 in hardware: oneDNN has a bf16 path (BF16 on Arm), and on x86
+    the instructions for it, AVX512_BF16 or AMX-BF16. oneDNN runs bf16 on any AVX-512 CPU, but
+    without those it converts through fp32: the MNIST MLP's train step ran 4x slower in bf16
+    than in fp32 on such a Xeon. `capabilities`: torch.cpu.get_capabilities() (empty where this
+    torch lacks it: oneDNN's answer stands)."""
+    if not onednn_bf16:
+        return False
+    if capabilities.get("architecture") in ("x86_64", "x86"):
+        return bool(capabilities.get("avx512_bf16") or capabilities.get("amx_bf16"))
+    return True
 
 
 if __name__ == "__main__":
