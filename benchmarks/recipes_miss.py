@@ -37,8 +37,14 @@ NO_RECIPES = "TPE, samples/sec, no recipes"
 def missed(grid: replay.Grid, plan: SweepPlan, at: float) -> tuple[replay.Grid, list[str]]:
     """The grid with its recipe points' figures set to the `at` quantile of its figures, and what
     was changed, a line each."""
+    machine = plan.machine
     points = recipes(
-        plan.space, plan.baseline_knobs, cores=plan.machine.cores, cuda=plan.machine.cuda, bf16=plan.machine.bf16
+        plan.space,
+        plan.baseline_knobs,
+        cores=machine.cores,
+        cuda=machine.cuda,
+        bf16=machine.bf16,
+        bf16_fast=machine.bf16_fast,
     )
     figure = float(
         pd.Series([r.samples_per_sec for r in grid.points.values() if r.status in ("ok", "pruned")]).quantile(at)
