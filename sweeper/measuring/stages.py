@@ -196,7 +196,7 @@ def time_windows(spec: RunSpec, ready: Prepared, built: Built, events: Events) -
     # and frozen just before the loop. A script's collector can otherwise reach its loop with a
     # full collection due, which every loader worker forked at an epoch start then runs over the
     # inherited heap, copying its pages (benchmarks/restart_gc.py); whether it is due depends on
-    # the script's history, so a run cannot reproduce it, and measures the loop without it
+    # the script's history, which a run cannot reproduce: it measures the loop without the debt
     gc.collect()
     gc.freeze()
     monitors: list[timing.Monitor] = utilization.monitors_for(

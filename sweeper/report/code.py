@@ -321,8 +321,8 @@ def _launch(knobs: Mapping[str, Any], words: Sequence[str], cpus: str | None) ->
     return lines
 
 
-# Every run is measured with the collector collected and frozen before its loop
-# (measuring/stages.py); a script's loop reads the same figure only with this line before it
+# A run of sweeper's own workloads is measured with the collector collected and frozen before
+# its loop (measuring/stages.py); a script's loop reads the same figure only with this line before it
 FROZEN_COLLECTOR = (
     "gc.collect(); gc.freeze()  # just before the loop, as measured: forked loader workers then skip "
     "a full collection of the heap they inherit"
