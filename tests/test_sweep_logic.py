@@ -1659,3 +1659,29 @@ def test_an_x86_cpu_computes_bf16_only_with_its_instructions_an_arm_one_where_on
         False, {"architecture": "aarch64"}
     )
     assert cpu_computes_bf16(True, {})  # a torch without get_capabilities: oneDNN's answer
+
+
+def test_the_last_lines_of_rounds_with_one_paired_ratio_give_no_interval(capsys):
+    """Two rounds where the baseline's first run was kept under load: one ratio, no IQR, and
+    the last lines are still written."""
+    from sweeper.search.progress import final_summary
+    from sweeper.store.confirmation import Confirmation
+    from sweeper.store.summary import SweepSummary
+
+    study = [trial(0, {"loader.batch_size": 64}, sps=100.0), trial(1, {"loader.batch_size": 256}, sps=230.0)]
+    decision = Confirmation(
+        winner=1, baseline=0, rounds={1: [228.0, 237.0], 0: [None, 97.0]}, median={1: 232.5, 0: 97.0},
+        speedup=237.0 / 97.0, speedup_low=None, speedup_high=None, win_share=1.0,
+    )  # fmt: skip
+    summary = SweepSummary(
+        study="s", storage="sqlite://", stopped="n_trials=2 reached", counts=trials.count(study), winner=1,
+        baseline=0, confirmation=decision, fixed_overrides=(), workload="w", hardware_class="h", machine="m",
+        command="python -m sweeper loader.batch_size=256", winner_samples_per_sec=232.5,
+    )  # fmt: skip
+    final_summary(summary, study[1], study[0], Path("."))
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("confirmed over"))
+    assert line == (
+        "confirmed over 2 interleaved rounds: 232 vs baseline 97 samples/s = 2.44x, "
+        "faster than your configuration in 100% of rounds"
+    )

@@ -277,11 +277,14 @@ def _winner_lines(summary: SweepSummary, winner: FrozenTrial, baseline: FrozenTr
     if kept is not None:
         say(kept)
     elif decision is not None:
-        spread = (
-            f" (IQR {decision.speedup_low:.2f}-{decision.speedup_high:.2f}x), {decision.won('rounds')}"
-            if decision.rounds_run > 1
+        # rounds of which one paired ratio alone survived (the baseline's other runs failed or
+        # were taken under load) give no interval: the rounds' share won is still said
+        interval = (
+            f" (IQR {decision.speedup_low:.2f}-{decision.speedup_high:.2f}x)"
+            if decision.speedup_low is not None and decision.speedup_high is not None
             else ""
         )
+        spread = f"{interval}, {decision.won('rounds')}" if decision.rounds_run > 1 else ""
         say(
             f"confirmed over {decision.over_rounds}: "
             f"{decision.median[decision.winner]:,.0f} vs baseline {decision.median[decision.baseline]:,.0f} "
