@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+from dataclasses import replace
 
 import pytest
 from optuna.distributions import CategoricalDistribution
@@ -191,6 +192,12 @@ def test_a_confirmation_of_one_round_shows_no_spread_it_did_not_measure():
     page = render(d)
     assert "confirmed side by side in one interleaved round" in page and "one round gives no interval" in page
     assert "IQR 2.40-2.40x" not in page
+    # two rounds, the baseline's first run kept under load: one ratio, and the page says so
+    two = replace(one, rounds={1: [2400.0, 2350.0], 0: [None, 1000.0]}, median={1: 2375.0, 0: 1000.0})
+    two = replace(two, speedup=2.35, speedup_low=None, speedup_high=None)
+    page = render(build_report_data(TRIALS, study_name="s", workload="w", fixed=[], confirmation=two))
+    assert "over 2 interleaved rounds, one of them with both figures" in page and "one ratio gives no interval" in page
+    assert "in one interleaved round" not in page
 
 
 def test_the_answer_comes_first_and_the_search_notes_below_it():
