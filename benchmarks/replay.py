@@ -153,6 +153,7 @@ STRATEGIES: dict[str, dict[str, Any]] = {
         "_converge": {"baseline_trusted": True, "behind": 0.15},
     },
     # near-ties at the shipped 10%: how many of the last 8 may come within the noise of the best
+    "TPE, samples/sec, converge: last 8, two near-ties": {"sampler": TPE, "_converge": {"ties": 2}},
     "TPE, samples/sec, converge: last 8, three near-ties": {"sampler": TPE, "_converge": {"ties": 3}},
     "TPE, samples/sec, converge: last 7": {"sampler": TPE, "_converge": {"after": 7}},
     "TPE, samples/sec, converge: last 6": {"sampler": TPE, "_converge": {"after": 6}},
