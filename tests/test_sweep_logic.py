@@ -542,6 +542,23 @@ def test_the_recipes_split_the_cores_from_either_side_with_values_the_space_hold
     gpu_space = {**space, "loader.pin_memory": CategoricalDistribution([False, True])}
     (only,) = start.recipes(gpu_space, {**baseline, "loader.pin_memory": False}, cores=16, cuda=True, bf16=True)
     assert only.knobs["loader.pin_memory"] is True and only.origin.endswith(", bf16, pinned memory")
+    # on a CPU, the allocator PyTorch's CPU launcher preloads: TCMalloc where installed (the space
+    # holds it), else JeMalloc; on CUDA, and where neither is installed, your config's
+    allocators = {**space, "backend.allocator": CategoricalDistribution(["default", "jemalloc", "tcmalloc"])}
+    yours = {**baseline, "backend.allocator": "default"}
+    both = start.recipes(allocators, yours, cores=2, cuda=False, bf16=False)
+    assert [p.knobs["backend.allocator"] for p in both] == ["tcmalloc", "tcmalloc"]
+    assert both[0].origin.endswith(", tcmalloc (as PyTorch's CPU launcher)")
+    only_je = {**space, "backend.allocator": CategoricalDistribution(["default", "jemalloc"])}
+    assert [p.knobs["backend.allocator"] for p in start.recipes(only_je, yours, cores=2, cuda=False, bf16=False)] == [
+        "jemalloc",
+        "jemalloc",
+    ]
+    neither = {**space, "backend.allocator": CategoricalDistribution(["default"])}
+    (plain_cpu, _) = start.recipes(neither, yours, cores=2, cuda=False, bf16=False)
+    assert plain_cpu.knobs["backend.allocator"] == "default" and "launcher" not in plain_cpu.origin
+    (on_gpu,) = start.recipes(allocators, yours, cores=16, cuda=True, bf16=False)
+    assert on_gpu.knobs["backend.allocator"] == "default"
     # a space without the knobs: nothing to queue beyond the baseline's own point
     assert (
         start.recipes(

@@ -2,7 +2,8 @@
 guesses. The winners of the same study on the lab's other hardware classes (a warm start: what
 a lab with many machine types wants the second night), then the practitioners' recipes (the
 largest batch, the cores split between the loader and the compute from either side, bf16 where
-the device computes it in hardware, pinned memory on CUDA).
+the device computes it in hardware, on a CPU the allocator PyTorch's CPU launcher preloads,
+pinned memory on CUDA).
 Each is queued with Optuna's enqueue_trial for this setup alone, only with knobs valid in this
 space (the sampler fills the rest), and carries where it came from (`origin`) into its trial."""
 
@@ -51,6 +52,16 @@ def _nearest(dist: BaseDistribution, want: int) -> Any:
     return below[-1] if below else (numbers[0] if numbers else None)
 
 
+# the allocators PyTorch's CPU launcher (torch.backends.xeon.run_cpu) preloads, in its order of
+# preference: the first the space holds (installed here) goes into a CPU recipe
+LAUNCHER_ALLOCATORS = ("tcmalloc", "jemalloc")
+
+
+def _launcher_allocator(space: Mapping[str, BaseDistribution]) -> str | None:
+    dist = space.get(Knob.BACKEND_ALLOCATOR)
+    return next((a for a in LAUNCHER_ALLOCATORS if dist is not None and sp.contains(dist, a)), None)
+
+
 def recipes(
     space: Mapping[str, BaseDistribution],
     baseline: Mapping[str, Any],
@@ -66,7 +77,8 @@ def recipes(
     the loader in the main process). Both with the largest batch, bf16 where the device runs it
     (`bf16`) and computes it in hardware (`bf16_fast`; emulated, it runs slower than fp32, and the
     recipe says it left bf16 out), channels_last (live only for convolutional models), persistent
-    workers and pinned memory on CUDA. Which side wins is the workload's (a loader-bound MLP, a
+    workers, on a CPU the allocator PyTorch's CPU launcher preloads (TCMalloc, else JeMalloc, where
+    the space holds one), and pinned memory on CUDA. Which side wins is the workload's (a loader-bound MLP, a
     compute-bound CNN), so both are measured first. Workers and threads both at the core count
     oversubscribe: on 2 cores that point read 0.61 of the best, and anchored TPE's model there."""
     yours = {k: v for k, v in baseline.items() if k in space and sp.contains(space[k], v)}
@@ -76,6 +88,7 @@ def recipes(
         Knob.BACKEND_CHANNELS_LAST: True,
         Knob.LOADER_PIN_MEMORY: True if cuda else None,
         Knob.LOADER_PERSISTENT_WORKERS: True,
+        Knob.BACKEND_ALLOCATOR: None if cuda else _launcher_allocator(space),
     }
     precision = space.get(Knob.BACKEND_PRECISION)
     emulated = bf16 and not bf16_fast and precision is not None and sp.contains(precision, "bf16")
@@ -114,6 +127,11 @@ def _recipe_origin(what: str, recipe: Mapping[str, Any], bf16_emulated: bool) ->
         f"recipe: the largest batch, {what}"
         + (", bf16" if recipe.get(Knob.BACKEND_PRECISION) == "bf16" else "")
         + (", no bf16 (emulated here)" if bf16_emulated else "")
+        + (
+            f", {allocator} (as PyTorch's CPU launcher)"
+            if (allocator := recipe.get(Knob.BACKEND_ALLOCATOR)) in LAUNCHER_ALLOCATORS
+            else ""
+        )
         + (", pinned memory" if recipe.get(Knob.LOADER_PIN_MEMORY) else "")
     )
 
