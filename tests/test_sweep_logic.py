@@ -559,6 +559,10 @@ def test_the_recipes_split_the_cores_from_either_side_with_values_the_space_hold
     assert plain_cpu.knobs["backend.allocator"] == "default" and "launcher" not in plain_cpu.origin
     (on_gpu,) = start.recipes(allocators, yours, cores=16, cuda=True, bf16=False)
     assert on_gpu.knobs["backend.allocator"] == "default"
+    (yours_on_gpu,) = start.recipes(
+        allocators, {**yours, "backend.allocator": "jemalloc"}, cores=16, cuda=True, bf16=False
+    )
+    assert yours_on_gpu.knobs["backend.allocator"] == "jemalloc" and "launcher" not in yours_on_gpu.origin
     # a space without the knobs: nothing to queue beyond the baseline's own point
     assert (
         start.recipes(

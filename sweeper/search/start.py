@@ -82,13 +82,15 @@ def recipes(
     compute-bound CNN), so both are measured first. Workers and threads both at the core count
     oversubscribe: on 2 cores that point read 0.61 of the best, and anchored TPE's model there."""
     yours = {k: v for k, v in baseline.items() if k in space and sp.contains(space[k], v)}
+    # in the space where set, so in each recipe: its log line names it
+    preloaded = None if cuda else _launcher_allocator(space)
     common = {
         Knob.LOADER_BATCH_SIZE: _largest(space[Knob.LOADER_BATCH_SIZE]) if Knob.LOADER_BATCH_SIZE in space else None,
         Knob.BACKEND_PRECISION: "bf16" if bf16 and bf16_fast else None,
         Knob.BACKEND_CHANNELS_LAST: True,
         Knob.LOADER_PIN_MEMORY: True if cuda else None,
         Knob.LOADER_PERSISTENT_WORKERS: True,
-        Knob.BACKEND_ALLOCATOR: None if cuda else _launcher_allocator(space),
+        Knob.BACKEND_ALLOCATOR: preloaded,
     }
     precision = space.get(Knob.BACKEND_PRECISION)
     emulated = bf16 and not bf16_fast and precision is not None and sp.contains(precision, "bf16")
@@ -116,22 +118,18 @@ def recipes(
             if key in space and value is not None and sp.contains(space[key], value):
                 recipe[key] = value
         if recipe != yours and all(p.knobs != recipe for p in points):
-            points.append(StartPoint(recipe, _recipe_origin(what, recipe, emulated)))
+            points.append(StartPoint(recipe, _recipe_origin(what, recipe, emulated, preloaded)))
     return points
 
 
-def _recipe_origin(what: str, recipe: Mapping[str, Any], bf16_emulated: bool) -> str:
+def _recipe_origin(what: str, recipe: Mapping[str, Any], bf16_emulated: bool, preloaded: str | None) -> str:
     """The recipe's words in the log and its trial: which side of the cores, and the precision
     and memory it chose (or why not bf16)."""
     return (
         f"recipe: the largest batch, {what}"
         + (", bf16" if recipe.get(Knob.BACKEND_PRECISION) == "bf16" else "")
         + (", no bf16 (emulated here)" if bf16_emulated else "")
-        + (
-            f", {allocator} (as PyTorch's CPU launcher)"
-            if (allocator := recipe.get(Knob.BACKEND_ALLOCATOR)) in LAUNCHER_ALLOCATORS
-            else ""
-        )
+        + (f", {preloaded} (as PyTorch's CPU launcher)" if preloaded else "")
         + (", pinned memory" if recipe.get(Knob.LOADER_PIN_MEMORY) else "")
     )
 
