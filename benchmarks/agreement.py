@@ -39,6 +39,14 @@ CONFIGS = {
         False,
         ("backend.allocator=jemalloc", "backend.omp_bind=close", "backend.threads=1"),
     ),
+    # the CPU recipe with the allocator PyTorch's CPU launcher preloads (a zygote started with
+    # LD_PRELOAD); the hand loop starts with the same LD_PRELOAD
+    "tcmalloc, batch 1024, 2 workers, 1 thread, persistent_workers=true": (
+        1024,
+        2,
+        True,
+        ("backend.allocator=tcmalloc", "backend.threads=1"),
+    ),
 }
 HAND_S = 10.0
 ISOLATIONS = tuple(os.environ.get("AGREEMENT_ISOLATIONS", "fork spawn").split())
