@@ -1706,3 +1706,29 @@ def test_the_last_lines_of_rounds_with_one_paired_ratio_give_no_interval(capsys)
         "confirmed over 2 interleaved rounds: 232 vs baseline 97 samples/s = 2.44x, "
         "faster than your configuration in 100% of rounds"
     )
+
+
+@pytest.mark.parametrize(
+    ("storage", "sql"),
+    [
+        pytest.param("sqlite:///x.db", True, id="sql"),
+        pytest.param(None, True, id="the-default-sqlite"),
+        pytest.param("journal:./x.log", False, id="journal"),
+    ],
+)
+def test_a_sweep_imports_its_storage_and_report_modules_ahead_while_the_zygote_imports_torch(storage, sql):
+    """What a sweep would import on first use (Optuna's SQL modules when an RDB storage opens,
+    the report's charts at the end) is imported at its start; a journal leaves SQLAlchemy out.
+    A fresh interpreter: this process has imported them already."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from sweeper.search.sweep import import_ahead\n"
+        "before = {m for m in ('alembic.command', 'sweeper.report.page') if m in sys.modules}\n"
+        f"import_ahead({storage!r})\n"
+        "print(sorted(before), 'alembic.command' in sys.modules, 'sweeper.report.page' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["[]", str(sql), "True"]
