@@ -292,6 +292,8 @@ def import_ahead(storage: str | None) -> None:
     on another core meanwhile, and the sweep waits for that before it can check the workload's
     module: these imports fill that wait instead of adding to the sweep's start and end."""
     sql = () if (storage or "").startswith(JOURNAL_PREFIX) else _SQL_MODULES
+    if sql:  # Alembic logs its plugins' set-up at import; Optuna quiets it so before its own import
+        logging.getLogger("alembic").setLevel(logging.WARNING)
     for name in (*sql, *_REPORT_MODULES):
         importlib.import_module(name)
 
