@@ -13,9 +13,9 @@ import types
 
 import pytest
 
-from sweeper.config import MeasureConf, TrialConf
+from sweeper.config import LoaderConf, MeasureConf, TrialConf
 from sweeper.measurement import Throughput, Utilization
-from sweeper.measuring import timing, utilization, warmup
+from sweeper.measuring import restarts, timing, utilization, warmup
 
 
 class FakeGpu:
@@ -180,14 +180,14 @@ def test_the_restart_cost_is_timed_once_and_counted_once_per_epoch():
         samples_per_sec_ci_low=950.0,
         samples_per_sec_ci_high=1050.0,
     )
-    out = timing.with_epoch_restarts(figures, 60_000, 3.0)
+    out = restarts.with_epoch_restarts(figures, 60_000, 3.0)
     # 60 s of steady steps plus one 3 s restart per epoch, the interval scaled with the figure
     assert out.samples_per_sec == pytest.approx(60_000 / 63.0)
     assert out.interval == pytest.approx((950.0 * 60 / 63, 1050.0 * 60 / 63))
     assert out.samples_per_sec_steady == 1000.0 and out.epoch_restart_s == 3.0
     # when most windows already held an epoch end, the windows have the restarts in them
     busy = dataclasses.replace(figures, samples_per_sec_steady=None, epoch_ends_measured=4)
-    assert timing.with_epoch_restarts(busy, 60_000, 3.0).samples_per_sec == 1000.0
+    assert restarts.with_epoch_restarts(busy, 60_000, 3.0).samples_per_sec == 1000.0
 
 
 def test_the_restart_is_read_from_the_windows_it_fell_in_when_there_are_such():
@@ -232,6 +232,44 @@ def test_with_restarts_timed_apart_the_rules_read_the_windows_no_epoch_end_fell_
     assert figures.samples_per_sec == figures.samples_per_sec_steady == pytest.approx(1000.0)
     assert figures.windows_measured == 4 and figures.epoch_ends_measured == 1  # all windows still reported
     assert t.throughput().samples_per_sec == pytest.approx(3400.0 / 4) and t.throughput().samples_per_sec_steady is None
+
+
+def test_with_restarts_timed_apart_the_rules_race_the_figure_with_its_restarts_as_the_best_holds_it():
+    """The figure of such a run adds the restart its windows read once per epoch, and so does the
+    best's that the bars come from: the prune floor, the race and `behind` read the run on that
+    scale, not its steady windows alone. A pruned run's figure is on the scale it was pruned on."""
+    t = timing.Timings()
+    for rate, ends in [(1000.0, 0), (400.0, 1), (1010.0, 0), (990.0, 0)]:
+        t.window_samples_per_sec.append(rate)
+        t.window_totals.append((rate, 1.0))
+        t.window_epoch_ends.append(ends)
+    # the restart cost the stalled window 0.6 s: an epoch of 3,000 samples runs at 3000 / 3.6
+    over_epochs = 3000 / 3.6
+    assert restarts.over_epochs(1000.0, 3000, 0.6) == pytest.approx(over_epochs)
+    rule = timing.Rule.of(
+        dataclasses.replace(_MEASURE, windows=10, min_windows=3, rel_precision=0.001, window_s=1.0),
+        workers=2,
+        persistent_workers=False,
+        trial=TrialConf(prune_below=900.0),
+        epoch_samples=3000,
+    )
+    assert timing._verdict(t, rule) == "pruned"  # 833 over epochs, under the floor
+    assert timing._verdict(t, dataclasses.replace(rule, epoch_samples=None)) is None  # 1,000 steady: above
+    behind = dataclasses.replace(rule, prune_below=None, behind=900.0)
+    assert timing._verdict(t, behind) == "behind"
+    assert timing._verdict(t, dataclasses.replace(behind, behind=None, race=(900.0, 1200.0))) == "raced"
+    assert timing._verdict(t, dataclasses.replace(behind, behind=None)) is None  # the precision rule alone
+    pruned = dataclasses.replace(t.throughput(restarts_apart=True), stopped=timing.Stopped.PRUNED)
+    loader = LoaderConf(batch_size=64, num_workers=2, persistent_workers=False)
+
+    def never() -> float:
+        raise AssertionError("a pruned run times no restart apart")
+
+    figures = restarts.with_restarts(pruned, loader, 3000, never)
+    assert figures.samples_per_sec == pytest.approx(over_epochs)
+    assert figures.samples_per_sec_steady == pytest.approx(1000.0)
+    unread = dataclasses.replace(pruned, epoch_restart_in_windows_s=None, samples_per_sec_steady=None)
+    assert restarts.with_restarts(unread, loader, 3000, never) == unread
 
 
 def _burn(seconds: float) -> None:

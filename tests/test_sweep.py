@@ -35,6 +35,9 @@ def test_quick_sweep_then_continue(tmp_path):
     # batch 2 with a worker twice: nothing beat the baseline)
     proc = sweep(tmp_path, *QUICK, "hydra.sweeper.n_trials=3", "loader.batch_size=2", "hydra.sweeper.sampler.seed=0")
     out = tmp_path / "s"
+    # the lines are sweeper's own: no library's log record (Hydra's "[date][name]" format) among them
+    assert proc.stdout.startswith("sweeper: study ")
+    assert not [line for line in proc.stdout.splitlines() if line.startswith("[")]
     study = load(tmp_path)
     trials = study.get_trials()
     measured = [t for t in trials if t.user_attrs.get("reused_from") is None]

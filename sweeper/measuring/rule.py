@@ -26,9 +26,9 @@ class Rule:
     `warmup_floor` of the floor end the warm-up there, steady or not, and the quarter window
     follows (docs/benchmarks.md has the races these bars were read from). Every rule reads the
     same statistic as the figure: the rate over the windows (samples over time) and its 95%
-    interval (stats.rate_interval). A window is at least `window_s` of whole loader
-    cycles (`cycle` steps: one batch from each worker, which arrive in bursts); a group's is rank
-    0's count of such steps."""
+    interval (stats.rate_interval), with the workers' restart per epoch where the figure has it.
+    A window is at least `window_s` of whole loader cycles (`cycle` steps: one batch from each
+    worker, which arrive in bursts); a group's is rank 0's count of such steps."""
 
     warmup_s: float
     warmup_steps: int
@@ -45,8 +45,10 @@ class Rule:
     behind: float | None = None
     cycle: int = 1
     # the loader's workers restart at each epoch end (not persistent), a cost timed apart: the
-    # rules read the windows no epoch end fell in (Timings.counted_totals)
+    # rules read the windows no epoch end fell in (Timings.counted_totals), with the restart those
+    # ends cost added per epoch of `epoch_samples` as the figure has it (None: not added)
     restarts_apart: bool = False
+    epoch_samples: int | None = None
     # a run whose windows still change by more than this (stats.trend) measures on, its earlier
     # windows left out of the figure, until steady or `max_s` seconds of windows; None: no check
     drift_tol: float | None = None
@@ -66,6 +68,7 @@ class Rule:
         workers: int = 0,
         persistent_workers: bool = True,
         trial: TrialConf | None = None,
+        epoch_samples: int | None = None,
     ) -> Rule:
         """measure.* (and the sweep's `trial` node: the best so far to race against) as a Rule.
         Warm-up lasts at least two batches per loader worker, so that every worker has started
@@ -87,6 +90,7 @@ class Rule:
             behind=trial.behind,
             cycle=max(1, workers),
             restarts_apart=workers > 0 and not persistent_workers,
+            epoch_samples=epoch_samples,
             drift_tol=measure.drift_tol,
             max_s=measure.max_s,
         )

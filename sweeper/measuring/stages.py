@@ -24,6 +24,7 @@ from ..spec import RunSpec
 from . import ceiling, page_cache
 from .events import Events
 from .group import Rank, TorchGroup, join_group, numa_node, rank_cpus
+from .restarts import with_restarts
 from .rule import Rule
 
 
@@ -213,7 +214,13 @@ def time_windows(spec: RunSpec, ready: Prepared, built: Built, events: Events) -
         built.step,
         built.samples_of,
         backend.synchronize(device),
-        rule := Rule.of(spec.measure, spec.loader.num_workers, spec.loader.persistent_workers, trial=spec.trial),
+        rule := Rule.of(
+            spec.measure,
+            spec.loader.num_workers,
+            spec.loader.persistent_workers,
+            trial=spec.trial,
+            epoch_samples=built.epoch_samples,
+        ),
         sync_every_step=spec.measure.sync == "step",
         step_timer=backend.step_timer(device),
         monitors=monitors,
@@ -247,18 +254,18 @@ def pruned_reason(figures: Throughput, rule: Rule) -> str:
 def extras(spec: RunSpec, ready: Prepared, built: Built, figures: Throughput, events: Events) -> Throughput:
     """What a full run adds to its windows: the cost of restarting workers at each epoch end,
     and the compute-only bound on a batch held on the device with, for a workload on files, the
-    data path's ceilings (measure.compute_bound)."""
+    data path's ceilings (measure.compute_bound). A pruned run gets no more than the restart its
+    windows read (restarts.with_restarts)."""
     from . import backend, timing
 
+    def timed_apart() -> float:
+        events.phase("epoch_restart")
+        return built.stream.restart_cost_s()
+
     load, meas = spec.loader, spec.measure
-    if load.num_workers > 0 and not load.persistent_workers:
-        # every epoch end starts the workers again: its cost as the windows it fell in lived it,
-        # else (no window held one) measured once, on its own
-        restart = figures.epoch_restart_in_windows_s
-        if restart is None:
-            events.phase("epoch_restart")
-            restart = built.stream.restart_cost_s()
-        figures = timing.with_epoch_restarts(figures, built.epoch_samples, restart)
+    figures = with_restarts(figures, load, built.epoch_samples, timed_apart)
+    if figures.pruned:
+        return figures
     if meas.compute_bound and figures.stopped != Stopped.TIME_LIMIT:  # no time left for a second loop
         events.phase("compute_bound")
         held = built.next_batch()  # one batch kept on the device: no loader in the loop
@@ -364,7 +371,7 @@ def measure_one(spec: RunSpec, events: Events, rank: Rank | None = None) -> RunR
             built.stream.before_epoch = lambda: page_cache.evict(files)
         measuring = time.perf_counter()
         timed = time_windows(spec, ready, built, events)
-        figures = timed.throughput if timed.throughput.pruned else extras(spec, ready, built, timed.throughput, events)
+        figures = extras(spec, ready, built, timed.throughput, events)
         # where the run's time went besides measuring (the process start is wall_s less these)
         timing_ = replace(
             timed.timing,
@@ -385,11 +392,5 @@ def measure_one(spec: RunSpec, events: Events, rank: Rank | None = None) -> RunR
             data_cached_at_start=cache.cached_at_start,
         )
     measurement = Measurement(figures, timing_, peak_memory(ready, peak), timed.utilization, facts)
-    if figures.pruned:
-        return RunResult(
-            Status.PRUNED,
-            pruned_reason(figures, Rule.of(spec.measure, trial=spec.trial)),
-            measurement,
-            machine,
-        )
-    return RunResult(Status.OK, None, measurement, machine)
+    reason = pruned_reason(figures, Rule.of(spec.measure, trial=spec.trial)) if figures.pruned else None
+    return RunResult(Status.PRUNED if figures.pruned else Status.OK, reason, measurement, machine)

@@ -19,11 +19,12 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..measurement import Stopped, Throughput, Timing, Utilization, bottleneck
 from ..stats import Spread, quantile, rate_interval, trend
+from .restarts import over_epochs
 from .rule import Rule
 from .warmup import AFTER_WINDOWS_S, Group, Loop, StepTimer, no_time_for_windows, warm_up
 
@@ -73,7 +74,7 @@ class Timings:
         """The figure is the counted windows' samples over their time, the statistic the
         interval, the precision rule and the racing rule are of (a median window with a mean's
         interval could lie outside it). With `restarts_apart` it is the steady rate
-        (samples_per_sec_steady too): with_epoch_restarts adds the restarts, timed apart."""
+        (samples_per_sec_steady too): restarts.with_epoch_restarts adds the restarts."""
         spread = Spread.of(self.window_samples_per_sec[self.dropped :])
         rate, interval = rate_interval(*self.counted_totals(restarts_apart))
         low, high = interval or (None, None)
@@ -122,7 +123,7 @@ class Timings:
 
     def steady_counted(self, restarts_apart: bool) -> bool:
         """Whether the figure is of the windows no epoch end fell in: the workers' restart at
-        an epoch end is timed apart and added per epoch (with_epoch_restarts), and such windows
+        an epoch end is timed apart and added per epoch (restarts.with_epoch_restarts), and such windows
         are the majority (else the windows' mean already holds the restarts)."""
         ends = sum(1 for e in self.kept_epoch_ends if e)
         return restarts_apart and bool(self.kept_epoch_ends) and 2 * ends < len(self.kept_epoch_ends)
@@ -222,7 +223,7 @@ def _verdict(t: Timings, rule: Rule) -> Stopped | None:
     """After a window: why to stop now, or None to go on."""
     counted = t.counted_totals(rule.restarts_apart)
     n = len(counted[0])
-    rate, interval = rate_interval(*counted)
+    rate, interval = _as_the_figure(t, rule, *rate_interval(*counted))
     if (
         rule.prune_below is not None
         and n >= 1
@@ -241,6 +242,20 @@ def _verdict(t: Timings, rule: Rule) -> Stopped | None:
     # a run close to the best stops when precise too: windows beyond that cannot resolve a
     # difference that the run-to-run noise hides (the confirmation measures the close ones again)
     return Stopped.PRECISE if (high - low) / 2 <= rule.rel_precision * rate else None
+
+
+def _as_the_figure(
+    t: Timings, rule: Rule, rate: float, interval: tuple[float, float] | None
+) -> tuple[float, tuple[float, float] | None]:
+    """The rules' rate and interval on the figure's scale: where the figure is of the windows no
+    epoch end fell in, with the workers' restart they read added per epoch
+    (restarts.with_epoch_restarts), the rules race that, as the best's figure and bars hold it,
+    not the steady windows alone."""
+    restart = t.restart_in_windows_s(rule.restarts_apart) if rule.epoch_samples else None
+    if restart is None or rate <= 0:
+        return rate, interval
+    scale = over_epochs(rate, rule.epoch_samples or 0, restart) / rate
+    return rate * scale, (interval[0] * scale, interval[1] * scale) if interval else None
 
 
 def _window(loop: Loop, t: Timings, rule: Rule, until: float | int) -> tuple[int, int, float]:
@@ -355,24 +370,3 @@ def measure(
     for monitor in monitors:
         t.utilization = t.utilization.merged(monitor.stop())
     return t
-
-
-def with_epoch_restarts(figures: Throughput, epoch_samples: int, restart_s: float) -> Throughput:
-    """The figure over whole epochs: each epoch pays one worker restart on top of its steady
-    steps. When the figure is of the steady windows (samples_per_sec_steady: the few windows an
-    end fell in left out), the restart (`restart_s`: read from those windows, else timed apart)
-    is added once per epoch, the interval scaled with it; otherwise the windows already hold
-    the restarts."""
-    steady = figures.samples_per_sec_steady
-    if steady is None or steady <= 0:
-        return replace(figures, samples_per_sec_steady=figures.samples_per_sec, epoch_restart_s=restart_s)
-    over_epochs = epoch_samples / (epoch_samples / steady + restart_s)
-    scale = over_epochs / steady
-    interval = figures.interval
-    return replace(
-        figures,
-        samples_per_sec=over_epochs,
-        epoch_restart_s=restart_s,
-        samples_per_sec_ci_low=interval[0] * scale if interval else None,
-        samples_per_sec_ci_high=interval[1] * scale if interval else None,
-    )
