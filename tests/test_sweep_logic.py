@@ -1735,3 +1735,42 @@ def test_a_sweep_imports_its_storage_and_report_modules_ahead_while_the_zygote_i
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["[]", str(sql), "True"]
     assert done.stderr == ""  # nothing logged
+
+
+@pytest.mark.parametrize(
+    ("runner_up_workers", "runs", "winner"),
+    [
+        pytest.param(2, [0, 1, 2], 2, id="cheaper-joins-the-first-round-and-is-recommended"),
+        pytest.param(4, [0, 1], 1, id="as-dear-waits-for-doubt"),
+    ],
+)
+def test_a_cheaper_runner_up_within_the_noise_is_measured_from_the_first_round(
+    tmp_path, capsys, runner_up_workers, runs, winner
+):
+    """The search's fastest (#1, 4 loader workers, 200 samples/s) leads the runner-up (#2, 190)
+    within the noise. A first round decides the lead over the baseline, so a runner-up that only
+    waits for doubt never runs, and a cheaper equal (2 workers: 3 processes instead of 5) could
+    not be recommended: it joins from the first round and, its round within the noise, is."""
+    import optuna
+
+    from sweeper.store.study import StoredStudy
+
+    plan = _cpu_plan(tmp_path, {"n_trials": 3}, ["search=quick"])
+    storage = optuna.storages.InMemoryStorage()
+    stored = StoredStudy(optuna.create_study(storage=storage, directions=list(plan.directions)), storage)
+    base = trial(0, dict(plan.baseline_knobs), sps=100.0, fixed=plan.fixed)
+    base.user_attrs["baseline"] = True
+    at = {**plan.baseline_knobs, "loader.batch_size": 256}
+    for t in (
+        base,
+        trial(1, {**at, "loader.num_workers": 4}, sps=200.0, fixed=plan.fixed),
+        trial(2, {**at, "loader.num_workers": runner_up_workers}, sps=190.0, fixed=plan.fixed),
+    ):
+        stored.study.add_trial(t)
+    decision, asked, out = _run_confirmation(stored, plan, {0: 100.0, 1: 200.0, 2: 196.0}, capsys)
+    assert sorted(asked) == runs, out
+    assert decision is not None and decision.rounds_run == 1 and decision.winner == winner
+    cheaper = "trial #2 is within the noise of #1 with 3 processes instead of 5: in the rounds from the first"
+    assert (cheaper in out) == (winner == 2)
+    if winner == 2:
+        assert decision.faster == 1 and "#2 ties #1 within the noise with 3 processes instead of 5" in decision.cheaper

@@ -1,7 +1,8 @@
 """The cheapest of equals: two configurations the confirmation cannot tell apart are not equal if
 one needs fewer processes, fewer cores or much less memory. Among the candidates whose rounds
 leave them within the run-to-run noise of the fastest, the one that costs least is recommended,
-and the faster one named beside it. Pure: rounds, costs and the noise in, a decision out."""
+and the faster one named beside it; a runner-up within the noise that costs less is measured in
+the rounds from the first. Pure: rounds, costs and the noise in, a decision out."""
 
 from __future__ import annotations
 
@@ -62,6 +63,15 @@ class Cost:
         if other.memory_mb > 0 and self.memory_mb <= (1 - MEMORY_SAVING) * other.memory_mb:
             said.append(f"{1 - self.memory_mb / other.memory_mb:.0%} less memory")
         return " and ".join(said) or "the same cost"
+
+
+def cheaper_runners_up(fastest: Cost | None, runners_up: Mapping[int, Cost | None]) -> list[int]:
+    """The runners-up that cost less than the search's fastest (Cost.cheaper_than): within its
+    noise, they join the confirmation from its first round, since only a candidate measured side
+    by side can be found its equal. Others join only on doubt. Unknown costs: none."""
+    if fastest is None:
+        return []
+    return [n for n, cost in runners_up.items() if cost is not None and cost.cheaper_than(fastest)]
 
 
 def _count(n: int, what: str) -> str:

@@ -1,7 +1,8 @@
 """Interleaved re-measurement of the top candidates and the baseline (A B base, B base A, base A B, ...),
 so that a winner is crowned on numbers taken side by side, not on one lucky run. Only candidates
-that beat the baseline in the search are confirmed, the runners-up only when the first round of
-the search's fastest leaves doubt (in_doubt), and rounds stop once the leader's lead over the
+that beat the baseline in the search are confirmed: a runner-up within the noise that costs less
+from the first round (the cheaper of equals), the others only when the first round of the
+search's fastest leaves doubt (in_doubt), and rounds stop once the leader's lead over the
 baseline is decided at 95%."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import config_key, config_of, level, primary_value, ranked, search_interval
 from . import progress
-from .cheapest import Cost, cheapest_of_equals
+from .cheapest import Cost, cheaper_runners_up, cheapest_of_equals
 from .held_back import kept_tries
 from .launch import JobRunner, measure_overrides
 from .plan import SweepPlan
@@ -313,10 +314,10 @@ def run_confirmation(
 ) -> Confirmation | None:
     """Re-measure the candidates that beat the baseline and the baseline, interleaved, as `Rounds`
     plans them; store and return the decision. None when there is nothing to confirm (the
-    baseline is the fastest found: the sweep says so). The first round runs the search's fastest
-    and the baseline alone, and the others join (that round first) only when it leaves doubt
-    (in_doubt). A later knob's try that was no gain is not a
-    candidate: the point it was tried at stands for it (later.kept_tries)."""
+    baseline is the fastest found: the sweep says so). The first round runs the search's fastest,
+    the baseline and a runner-up within the noise that costs less (cheaper_runners_up); the others
+    join (that round first) only when it leaves doubt (in_doubt). A later knob's try that was no
+    gain is not a candidate: the point it was tried at stands for it (later.kept_tries)."""
     rounds = plan.settings.confirm
     every = stored.trials(plan.fixed)
     by_number = {t.number: t for t in every}
@@ -336,15 +337,17 @@ def run_confirmation(
     chosen = [t.number for t in beat if t.number not in behind]
     if baseline is None or rounds < 1 or not chosen:
         return None
+    costs = {n: Cost.of(TrialRecord.of(by_number[n])) for n in chosen}
+    cheaper = cheaper_runners_up(costs[chosen[0]], {n: costs[n] for n in chosen[1:]})
     planner = Rounds(
         chosen=chosen,
         baseline=baseline.number,
         rounds=plan_rounds(chosen, baseline.number, rounds, remaining(), typical_wall_s)[-1][0] + 1,
-        waiting=chosen[1:],
+        waiting=[n for n in chosen[1:] if n not in cheaper],
         searched={n: v for n in [*chosen, baseline.number] if (v := figure(by_number[n])) > 0},
         noise=noise,
     )
-    _say_plan(planner, behind, noise)
+    _say_plan(planner, behind, noise, {n: _saving(costs[n], costs[chosen[0]]) for n in cheaper})
     for number, tries in kept.items():
         assert tries.at is not None
         progress.say(
@@ -360,12 +363,17 @@ def run_confirmation(
     return decision
 
 
-def _say_plan(planner: Rounds, behind: Sequence[int], noise: Noise) -> None:
+def _say_plan(planner: Rounds, behind: Sequence[int], noise: Noise, cheaper: Mapping[int, str]) -> None:
     members, waiting = planner.members, planner.waiting
     progress.say(
         f"confirming: {_trials(members)} (faster than the baseline in the search) and baseline "
         f"{planner.baseline}, up to {planner.rounds} interleaved rounds (fewer once the lead is decided at 95%)"
     )
+    for number, saving in cheaper.items():
+        progress.say(
+            f"  trial #{number} is within the noise of #{planner.chosen[0]} with {saving}: in the rounds "
+            "from the first, the cheaper of equals"
+        )
     if waiting:
         progress.say(
             f"  {_trials(waiting)} (also faster) {_join(waiting)} if the first round does not decide, "
@@ -376,6 +384,10 @@ def _say_plan(planner: Rounds, behind: Sequence[int], noise: Noise) -> None:
             f"  not confirmed: trials {list(behind)}, faster than the baseline but behind trial #{planner.chosen[0]} "
             f"beyond the run-to-run noise ({noise.sigma:.1%})"
         )
+
+
+def _saving(cost: Cost | None, fastest: Cost | None) -> str:
+    return cost.saving(fastest) if cost is not None and fastest is not None else "a lower cost"
 
 
 def _trials(numbers: Sequence[int]) -> str:
