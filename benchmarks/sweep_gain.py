@@ -81,6 +81,7 @@ class RaceRun:
     wall_s: float
     pick_share: float  # its pick's grid figure / the grid's best
     pick: tuple | None  # its pick (batch, workers, threads, precision)
+    ended: str = ""  # a sweeper sweep's "sweep done:" line: its trials and why it stopped
 
 
 def overrides(knobs: dict) -> list[str]:
@@ -365,7 +366,7 @@ def _sweeper_run(
     """One seeded sweeper sweep of the race's space: (when it reached 90% / 95% of the grid's
     best, its whole wall time, its pick's grid figure over the grid's best)."""
     start = time.time()
-    study, wall, _ = sweep(
+    study, wall, out = sweep(
         tmp,
         name,
         *GRID_BASE,
@@ -381,7 +382,8 @@ def _sweeper_run(
             measured.append((t.datetime_complete.timestamp() - start, _key(record.knobs)))
     winner = json.loads((tmp / name / "summary.json").read_text())["winner"]
     key = _key(study.trials[winner].user_attrs["knobs"]) if winner is not None else None
-    return RaceRun(_reach(measured, grid, grid_best), wall, grid.get(key, 0.0) / grid_best, key)
+    ended = next((line for line in out.splitlines() if line.startswith("sweep done:")), "")
+    return RaceRun(_reach(measured, grid, grid_best), wall, grid.get(key, 0.0) / grid_best, key, ended[:160])
 
 
 def variants(tmp: Path, seeds: int, n_trials: int, *overrides: str) -> None:
