@@ -65,13 +65,14 @@ class Cost:
         return " and ".join(said) or "the same cost"
 
 
-def cheaper_runners_up(fastest: Cost | None, runners_up: Mapping[int, Cost | None]) -> list[int]:
-    """The runners-up that cost less than the search's fastest (Cost.cheaper_than): within its
-    noise, they join the confirmation from its first round, since only a candidate measured side
-    by side can be found its equal. Others join only on doubt. Unknown costs: none."""
+def cheaper_runners_up(fastest: Cost | None, runners_up: Mapping[int, Cost | None]) -> dict[int, str]:
+    """The runners-up that cost less than the search's fastest (Cost.cheaper_than), each with
+    what it saves: within its noise, they join the confirmation from its first round, since only
+    a candidate measured side by side can be found its equal. Others join only on doubt. Unknown
+    costs: none."""
     if fastest is None:
-        return []
-    return [n for n, cost in runners_up.items() if cost is not None and cost.cheaper_than(fastest)]
+        return {}
+    return {n: c.saving(fastest) for n, c in runners_up.items() if c is not None and c.cheaper_than(fastest)}
 
 
 def _count(n: int, what: str) -> str:

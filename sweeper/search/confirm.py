@@ -338,7 +338,7 @@ def run_confirmation(
     if baseline is None or rounds < 1 or not chosen:
         return None
     costs = {n: Cost.of(TrialRecord.of(by_number[n])) for n in chosen}
-    cheaper = cheaper_runners_up(costs[chosen[0]], {n: costs[n] for n in chosen[1:]})
+    cheaper = cheaper_runners_up(costs[chosen[0]], {n: costs[n] for n in chosen[1:]})  # n -> its saving
     planner = Rounds(
         chosen=chosen,
         baseline=baseline.number,
@@ -347,7 +347,7 @@ def run_confirmation(
         searched={n: v for n in [*chosen, baseline.number] if (v := figure(by_number[n])) > 0},
         noise=noise,
     )
-    _say_plan(planner, behind, noise, {n: _saving(costs[n], costs[chosen[0]]) for n in cheaper})
+    _say_plan(planner, behind, noise, cheaper)
     for number, tries in kept.items():
         assert tries.at is not None
         progress.say(
@@ -357,8 +357,7 @@ def run_confirmation(
     _run_rounds(planner, plan, run, baseline, by_number, remaining, stopped)
     decision = planner.decision()
     if decision is not None:
-        costs = {n: Cost.of(TrialRecord.of(by_number[n])) for n in decision.rounds if n in by_number}
-        decision = cheapest_of_equals(decision, costs, noise)
+        decision = cheapest_of_equals(decision, costs, noise)  # its candidates are among `chosen`
         stored.save_confirmation(plan.fixed, decision)
     return decision
 
@@ -384,10 +383,6 @@ def _say_plan(planner: Rounds, behind: Sequence[int], noise: Noise, cheaper: Map
             f"  not confirmed: trials {list(behind)}, faster than the baseline but behind trial #{planner.chosen[0]} "
             f"beyond the run-to-run noise ({noise.sigma:.1%})"
         )
-
-
-def _saving(cost: Cost | None, fastest: Cost | None) -> str:
-    return cost.saving(fastest) if cost is not None and fastest is not None else "a lower cost"
 
 
 def _trials(numbers: Sequence[int]) -> str:
