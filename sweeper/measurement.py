@@ -206,6 +206,9 @@ class Utilization:
     # other processes' use of the run's GPU (NVML's per-process SM samples), percent, at its highest
     foreign_gpu_util_pct: float | None = None
     under_load: bool | None = None
+    # sweeper's own CPU beside the loop (its sampling threads in the measuring process and the
+    # process that started the run), percent of one core (measuring.harness)
+    harness_cpu_pct: float | None = None
 
     def merged(self, other: Utilization) -> Utilization:
         """This one with the figures `other` recorded (each monitor records some)."""
@@ -217,7 +220,9 @@ class Utilization:
         if self.cpu_util_main_pct is not None:
             parts.append(
                 f"CPU {self.cpu_util_main_pct:.0f}% in the training process, "
-                f"{self.cpu_util_workers_pct or 0.0:.0f}% in loader workers (100% = one core)"
+                f"{self.cpu_util_workers_pct or 0.0:.0f}% in loader workers"
+                + (f", {self.harness_cpu_pct:.1f}% in sweeper's own" if self.harness_cpu_pct is not None else "")
+                + " (100% = one core)"
             )
         if device_busy_fraction is not None:
             parts.append(f"device busy {device_busy_fraction:.0%} of the time")

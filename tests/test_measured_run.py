@@ -104,6 +104,9 @@ def test_workers_threads_compute_bound_and_bf16(sweeper_run):
     cores = result.fingerprint.cpus_available
     assert 0 < measured.utilization.cpu_util_main_pct <= 100 * cores + 5
     assert 0 < measured.utilization.cpu_util_workers_pct <= 100 * cores + 5
+    # sweeper's own threads and the command's process beside the loop: recorded, a sliver of a core
+    assert 0 <= measured.utilization.harness_cpu_pct < 100
+    assert "in sweeper's own" in run.stdout
     assert measured.utilization.gpu_util_pct is None  # no GPU here: not recorded rather than zero
     assert measured.throughput.epoch_restart_s is None  # persistent workers do not restart
     assert measured.run.flush_denormal_in_effect is True and "subnormals flushed" in run.stdout

@@ -297,6 +297,32 @@ def test_cpu_utilization_of_the_process_and_of_its_workers():
     assert scripted.stop() == Utilization(cpu_util_main_pct=75.0, cpu_util_workers_pct=150.0)
 
 
+def test_sweepers_own_threads_and_the_process_that_started_the_run_are_counted_apart_from_the_loop():
+    from sweeper.measuring import harness
+
+    # a thread of sweeper's own that works, beside a loop (this thread) that works too
+    sampler = harness.own_thread(lambda: _burn(0.2))
+    monitor = harness.HarnessMonitor(parent=os.getppid())
+    monitor.start()
+    sampler.start()
+    _burn(0.2)
+    sampler.join()
+    figures = monitor.stop()
+    # the sampler's 0.2 s (and the parent's little) over about 0.2-0.4 s: not this thread's own 0.2 s too
+    assert 40 < figures.harness_cpu_pct < 160
+    # the figure is the counters' difference over the clock's, whatever the counters are
+    reads, ticks = iter([3.0, 3.05]), iter([10.0, 15.0])
+    scripted = harness.HarnessMonitor(parent=None, read=lambda parent: next(reads), clock=lambda: next(ticks))
+    scripted.start()
+    assert scripted.stop().harness_cpu_pct == pytest.approx(1.0)
+    assert harness.process_cpu_s(2**22 + 12345) == 0.0  # a process that is gone reads nothing, not an error
+    # where the loop runs in a process of its own (a script), all of this process is sweeper's
+    whole = harness.HarnessMonitor(parent=None, whole_process=True)
+    whole.start()
+    _burn(0.2)
+    assert whole.stop().harness_cpu_pct > 50
+
+
 def fake_nvml(**overrides):
     rates = types.SimpleNamespace(gpu=80, memory=30)
     calls = {

@@ -14,6 +14,7 @@ import threading
 import psutil
 
 from .. import procs
+from .harness import own_thread
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -63,7 +64,7 @@ class PeakRSS:
         self.peak_bytes = 0
         self.peak_workers = 0
         self.peak_threads = 0  # of the measuring process itself: its thread pools as they ran
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread = own_thread(self._run)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):

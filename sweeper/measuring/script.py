@@ -20,7 +20,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +30,7 @@ from typing import Any
 from ..outcome import last_line
 from ..protocol import DEADLINE_ENV, STEPS_ENV, parse_stdout_line, parse_step_line, scratch_dir
 from ..result import Status, looks_like_oom
+from .harness import own_thread
 
 # after SIGTERM, a script gets this long to exit before its group is killed
 STOP_GRACE_S = 5.0
@@ -98,7 +98,7 @@ class Script:
             stderr=subprocess.STDOUT,
             preexec_fn=start,
         )
-        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader = own_thread(self._read)
         self._reader.start()
 
     @property

@@ -145,7 +145,7 @@ def measure_script(spec: RunSpec, events: Events) -> RunResult:
     try:
         with PeakRSS(pid=script.pid) as peak:
             monitors: list[timing.Monitor] = utilization.monitors_for(
-                meas.foreign_cpu_max_pct, utilization.CpuMonitor(script.pid)
+                meas.foreign_cpu_max_pct, utilization.CpuMonitor(script.pid), loop_apart=True
             )
             gpu = utilization.nvml_visible_monitor() if spec.backend.device != "cpu" else None
             monitors += [m for m in (gpu, gpu_memory) if m is not None]

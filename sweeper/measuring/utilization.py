@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import foreign, procs, topology
 from ..measurement import Utilization
+from .harness import HarnessMonitor, own_thread
 
 
 def cpu_seconds(pid: int) -> tuple[float, float]:
@@ -76,9 +77,11 @@ class ForeignMonitor:
         )
 
 
-def monitors_for(max_foreign_pct: float | None, *cpu: CpuMonitor) -> list[Any]:
-    """The CPU monitors of a run: its own use, and other processes' where it is watched."""
-    return [*cpu, *([ForeignMonitor(max_foreign_pct)] if max_foreign_pct is not None else [])]
+def monitors_for(max_foreign_pct: float | None, cpu: CpuMonitor, *, loop_apart: bool = False) -> list[Any]:
+    """The CPU monitors of a run: its own use, sweeper's own beside it (all of this process where
+    the loop runs in a process of its own: `loop_apart`), and other processes' where watched."""
+    watched = [ForeignMonitor(max_foreign_pct)] if max_foreign_pct is not None else []
+    return [cpu, HarnessMonitor(whole_process=loop_apart), *watched]
 
 
 def _nvml() -> Any | None:
@@ -109,7 +112,7 @@ class _Sampler:
                 return
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread = own_thread(self._run)
         self._thread.start()
 
     def _join(self) -> None:
