@@ -1,0 +1,62 @@
+"""The benchmark that holds sweeper's figure against loops written apart from it: those loops
+import nothing of sweeper's, they run, and the command lines it gives sweeper are accepted as
+written (a renamed key would otherwise surface only when someone runs it for an hour)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from test_architecture import imported
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import loop_agreement  # noqa: E402
+
+PLAIN = ROOT / "benchmarks" / "plain"
+
+
+def test_the_plain_loops_are_written_apart_from_sweeper():
+    """Nothing of sweeper's, nor the configs it composes, reaches the loops its figure is checked
+    against: a helper shared with sweeper would carry a mistake into both sides."""
+    assert sorted(p.name for p in PLAIN.glob("*.py")) == [
+        "imagefolder.py",
+        "mnist_mlp.py",
+        "stopwatch.py",
+        "token_lm.py",
+    ]
+    crossing = {
+        f"{path.name} imports {name}"
+        for path in PLAIN.glob("*.py")
+        for name in imported(path)
+        if name.split(".")[0] in {"sweeper", "hydra", "omegaconf", "tasks", "benchmarks", "conftest"}
+    }
+    assert crossing == set()
+    assert {c.loop for c in loop_agreement.CONFIGS} == {"mnist_mlp", "imagefolder", "token_lm"}
+
+
+@pytest.mark.parametrize("config", loop_agreement.CONFIGS, ids=lambda c: c.name)
+def test_each_configuration_is_a_command_line_sweeper_accepts(config):
+    from sweeper import preflight, resolvers
+
+    resolvers.register()
+    preflight.check(preflight.one_line_commands(config.overrides()))
+
+
+@pytest.mark.slow
+def test_the_plain_mnist_loop_runs_and_prints_its_figure(tmp_path, monkeypatch):
+    monkeypatch.setattr(loop_agreement, "DATA", tmp_path)
+    loop_agreement.write_mnist(tmp_path / "mnist")
+    config = loop_agreement.Config("one worker", "mnist_mlp", 256, 1)
+    args = [a for a in config.plain_args() if not a.startswith(("--seconds", "--skip"))]
+    out = subprocess.run(
+        [sys.executable, str(PLAIN / "mnist_mlp.py"), *args, "--seconds=2", "--skip=0.5"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert json.loads(out[-1])["samples_per_sec"] > 0
+    assert all(len(line.split()) == 2 for line in out[:-1])  # each second's rate before it
