@@ -5,7 +5,7 @@ nothing.
     python examples/train_script.py --batch-size 256 --workers 2 --epochs 1
     python -m sweeper -m task=script \\
         task.command='python examples/train_script.py --batch-size ${loader.batch_size} \\
-            --workers ${loader.num_workers} --precision ${backend.precision}'
+            --workers ${loader.num_workers} --precision ${backend.precision} --grad-accum ${train.grad_accum_steps}'
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: the epochs)")
     parser.add_argument("--data", default=None, help="torchvision MNIST root (MNIST/raw inside); none: fake images")
     parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--grad-accum", type=int, default=1, help="batches whose gradients make one optimizer step")
     parser.add_argument("--log-every", type=int, default=100, help="print samples/s every this many steps")
     return parser.parse_args()
 
@@ -61,21 +62,22 @@ def main() -> None:
     scaler = torch.amp.GradScaler(device.type) if args.precision == "fp16" else None
     steps, window_start, window_samples = 0, time.perf_counter(), 0
     for epoch in range(args.epochs):
-        for images, labels in sweeper.track(loader):  # <- the one line sweeper needs
+        for i, (images, labels) in enumerate(sweeper.track(loader)):  # <- the one line sweeper needs
             images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
-            optimizer.zero_grad(set_to_none=True)
             autocast = torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext()
             with autocast:
-                loss = nn.functional.cross_entropy(model(images), labels)
+                loss = nn.functional.cross_entropy(model(images), labels) / args.grad_accum
+            (scaler.scale(loss) if scaler is not None else loss).backward()
+            window_samples += images.shape[0]
+            if (i + 1) % args.grad_accum:
+                continue  # gradients of the next batch add to these: one optimizer step per grad_accum batches
             if scaler is not None:
-                scaler.scale(loss).backward()
                 scaler.step(optimizer)
                 scaler.update()
             else:
-                loss.backward()
                 optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
             steps += 1
-            window_samples += images.shape[0]
             if steps % args.log_every == 0:
                 if device.type == "cuda":
                     torch.cuda.synchronize()

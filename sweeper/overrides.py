@@ -12,6 +12,7 @@ import yaml
 
 from .errors import ConfigError
 from .knobs import Knob
+from .script_version import split_setup
 
 # Config groups of conf/: an override `task=x` selects an option, it does not set a value.
 GROUPS = ("task", "loader", "backend", "measure", "train")
@@ -42,12 +43,13 @@ def to_overrides(values: Mapping[str, Any]) -> list[str]:
 
 
 def split_fixed(fixed: Sequence[str]) -> tuple[dict[str, str], dict[str, Any]]:
-    """Group selections (task=image_classification) and values (task.model=resnet50)."""
+    """Group selections (task=image_classification) and values (task.model=resnet50); a stored
+    setup's script version (script_version.SETUP_NOTE) is no override and is left out."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     groups: dict[str, str] = {}
     values: dict[str, Any] = {}
-    for override in OverridesParser.create().parse_overrides(list(fixed)):
+    for override in OverridesParser.create().parse_overrides(split_setup(fixed)[0]):
         key = override.key_or_group
         if key.startswith("hydra") or key in SWEEP_ONLY or key.split(".")[0] == "search":
             continue

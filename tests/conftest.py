@@ -130,3 +130,14 @@ def sweeper_run(tmp_path):
 def pytest_collection_modifyitems(items):
     """The lint and type gate runs before the tests, so that a failing gate is the first thing read."""
     items.sort(key=lambda item: item.nodeid.split("::")[0] != "tests/test_lint.py")
+
+
+@pytest.fixture
+def allocators_installed(monkeypatch):
+    """For a test that plans a search (nothing runs) whose space holds backend.allocator: the
+    presets search it only where jemalloc and TCMalloc are installed, so the test plans as on a
+    machine that has both, whether this one does or not."""
+    from sweeper import topology
+
+    found = {"jemalloc": "libjemalloc.so.2", "tcmalloc": "libtcmalloc_minimal.so.4"}
+    monkeypatch.setattr(topology, "allocator_library", lambda name: found.get(name))

@@ -158,6 +158,8 @@ def test_a_script_is_measured_by_every_way_it_can_report(sweeper_run, mode):
     assert (measured.timing.bottleneck != "not reported") == waits
     assert "script" in run.stdout and "samples/sec" in run.stdout
     assert measured.memory.peak_rss_mb > 0 and measured.utilization.cpu_util_main_pct is not None
+    # the measuring process is sweeper's own, beside the script that runs the loop: counted
+    assert measured.utilization.harness_cpu_pct is not None and measured.utilization.harness_cpu_pct >= 0
 
 
 @pytest.mark.slow
@@ -346,3 +348,89 @@ def test_a_workload_that_fails_whatever_the_knobs_stops_the_sweep_and_is_measure
         assert "confirmed over 1 interleaved round" in mended, mended
     else:  # the mended baseline is the fastest, in the search or side by side
         assert "Your configuration (the baseline, trial #" in mended, mended
+
+
+# --- which script: an edited script is a new setup; a baseline left at sweeper's defaults is said
+
+
+def test_a_scripts_version_is_its_file_and_its_git_work_tree(tmp_path):
+    from sweeper.script_version import changed_note, other_versions, script_file, split_setup, version_of
+
+    train = tmp_path / "train.py"
+    train.write_text("print('step')\n")
+    words = ["python", "train.py", "--batch-size", "64"]
+    first = version_of(words, tmp_path)
+    assert first.path == "train.py" and first.commit is None and len(first.digest) == 12
+    assert version_of(words, tmp_path) == first  # the same file, the same version
+    train.write_text("print('step')\nprint('one line more')\n")
+    edited = version_of(words, tmp_path)
+    assert edited.digest != first.digest
+    # in a git work tree: the commit, and an uncommitted change to a module it imports, count too
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    (tmp_path / "model.py").write_text("WIDTH = 128\n")
+    for step in (["init", "-q"], ["add", "."], ["commit", "-qm", "first"]):
+        subprocess.run([*git, *step], cwd=tmp_path, check=True)
+    committed = version_of(words, tmp_path)
+    assert committed.commit is not None and not committed.dirty and committed.digest != edited.digest
+    (tmp_path / "model.py").write_text("WIDTH = 256\n")
+    dirty = version_of(words, tmp_path)
+    assert dirty.dirty and dirty.digest != committed.digest and "with uncommitted changes" in dirty.describe()
+    # `python -m package.module` is the module's file, found without importing it
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "run.py").write_text("raise SystemExit('never imported')\n")
+    assert script_file(["python", "-m", "pkg.run"], tmp_path) == tmp_path / "pkg" / "run.py"
+    assert script_file(["python", "missing.py"], tmp_path) is None
+    # a stored setup: the command line's overrides, and the version apart
+    setup = ("loader.batch_size=64", dirty.setup_entry())
+    assert split_setup(setup) == (["loader.batch_size=64"], dirty.setup_entry())
+    others = other_versions(
+        [setup, ("loader.batch_size=64",), ("loader.batch_size=32", first.setup_entry())],
+        ("loader.batch_size=64", edited.setup_entry()),
+    )
+    assert others == [dirty.setup_entry(), None]
+    note = changed_note(edited, others)
+    assert note.startswith("the script is not the one this study's earlier sweeps of this command measured")
+    assert changed_note(edited, []) is None
+
+
+def test_a_script_sweep_whose_baseline_is_sweepers_defaults_says_so_before_trial_1(tmp_path):
+    from test_sweep_logic import _cpu_plan
+
+    command = script("ok", "--workers ${loader.num_workers}")
+    plan = _cpu_plan(tmp_path, {"n_trials": 2}, ["task=script", command, "search=none"])
+    said = [n for n in plan.notes if "your configuration is sweeper's defaults" in n]
+    assert said and "(loader.batch_size=64 loader.num_workers=0)" in said[0], plan.notes
+    given = _cpu_plan(
+        tmp_path,
+        {"n_trials": 2},
+        ["task=script", command, "search=none", "loader.batch_size=256", "loader.num_workers=8"],
+    )
+    assert not [n for n in given.notes if "sweeper's defaults" in n], given.notes
+    # the setup is the command line's overrides and the script's version; the trials' commands are the overrides
+    assert given.setup[:-1] == given.fixed and given.setup[-1].startswith("#script tests/fake_script.py@")
+    assert not any(o.startswith("#") for o in given.overrides_for({}))
+
+
+@pytest.mark.slow
+def test_an_edited_script_is_measured_anew_and_the_log_says_what_it_differs_from(tmp_path):
+    train = tmp_path / "train.py"
+    train.write_text((ROOT / "tests" / "fake_script.py").read_text())
+    sweep = [
+        "task=script",
+        script("ok", fake=f"python {train}"),
+        "search=none",
+        "loader.batch_size=32",
+        "loader.num_workers=0",
+        "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.confirm=0",
+    ]
+    run_multirun(tmp_path, *sweep, name="first")
+    again = run_multirun(tmp_path, *sweep, name="again")
+    assert "nothing new measured" in again.stdout + (tmp_path / "again" / "sweep.log").read_text()
+    train.write_text(train.read_text() + "# one line added: a new augmentation, say\n")
+    run_multirun(tmp_path, *sweep, name="edited")
+    log = (tmp_path / "edited" / "sweep.log").read_text()
+    assert "the script is not the one this study's earlier sweeps of this command measured" in log, log
+    assert "nothing new measured" not in log
+    summary = json.loads((tmp_path / "edited" / "summary.json").read_text())
+    assert summary["measured_since_start"] >= 1, summary

@@ -1162,7 +1162,7 @@ def test_the_start_environments_a_sweep_expects_are_its_spaces_allocators_by_ope
         assert both.start_environments() == [{}, spread, preload, {**preload, **spread}]
 
 
-def test_the_presets_later_knobs_open_after_their_share_of_n_trials_unless_swept(tmp_path):
+def test_the_presets_later_knobs_open_after_their_share_of_n_trials_unless_swept(tmp_path, allocators_installed):
     """How workers start costs seconds a trial and leaves the steady rate alone: by default it
     stays at your config's value for the first half of the trials, then the sampler has it too."""
     plan = _cpu_plan(tmp_path, {"n_trials": 10}, ["search=cpu"])
@@ -1183,7 +1183,7 @@ def test_the_presets_later_knobs_open_after_their_share_of_n_trials_unless_swept
     assert both.held_back(6) == frozenset()
 
 
-def test_a_staged_search_asks_the_main_knobs_first_then_the_whole_space(tmp_path):
+def test_a_staged_search_asks_the_main_knobs_first_then_the_whole_space(tmp_path, allocators_installed):
     import optuna
 
     from sweeper.search import space as sp
@@ -1502,7 +1502,7 @@ def test_queued_points_are_asked_in_the_chains_order_whatever_order_they_were_qu
     assert taken[5].number == 5 and records[5].origin is None and records[5].queued_for is None  # the sampler's
 
 
-def test_a_queued_point_goes_only_to_the_setup_that_queued_it(tmp_path):
+def test_a_queued_point_goes_only_to_the_setup_that_queued_it(tmp_path, allocators_installed):
     """One study holds several setups, and Optuna keeps one queue per study: each setup's ask
     takes its own queued points, never another's; a point queued by hand goes to any."""
     import dataclasses

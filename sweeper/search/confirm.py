@@ -319,9 +319,9 @@ def run_confirmation(
     join (that round first) only when it leaves doubt (in_doubt). A later knob's try that was no
     gain is not a candidate: the point it was tried at stands for it (later.kept_tries)."""
     rounds = plan.settings.confirm
-    every = stored.trials(plan.fixed)
+    every = stored.trials(plan.setup)
     by_number = {t.number: t for t in every}
-    noise = plan.noise(every, stored.confirmation(plan.fixed))
+    noise = plan.noise(every, stored.confirmation(plan.setup))
     kept = kept_tries(every, plan, noise)  # a later knob's try that was no gain: its point stands for it
     trials = [t for t in every if t.number not in kept]
     baseline = next((t for t in trials if TrialRecord.of(t).baseline and t.state == TrialState.COMPLETE), None)
@@ -358,7 +358,7 @@ def run_confirmation(
     decision = planner.decision()
     if decision is not None:
         decision = cheapest_of_equals(decision, costs, noise)  # its candidates are among `chosen`
-        stored.save_confirmation(plan.fixed, decision)
+        stored.save_confirmation(plan.setup, decision)
     return decision
 
 

@@ -137,7 +137,7 @@ def held_later(
     once per key."""
     held = set()
     everything = stored.trials()
-    noise = noise if noise is not None else plan.noise(setup, stored.confirmation(plan.fixed))
+    noise = noise if noise is not None else plan.noise(setup, stored.confirmation(plan.setup))
     for knob in sorted(due):
         tries = tries_of(knob, everything, setup, noise)
         if tries.verdict == Verdict.OPEN:
@@ -164,7 +164,7 @@ def held_later(
             stored.enqueue(
                 point,
                 f"later: {knob}={point[knob]} at the best so far (#{best.number})",
-                plan.fixed,
+                plan.setup,
                 again=Again(Why.HELD_KNOB, best.number, knob),
             )
             say(

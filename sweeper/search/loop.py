@@ -59,7 +59,7 @@ def _converged(trials: list[FrozenTrial], plan: SweepPlan, state: LoopState) -> 
 
 def _update_noise(stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: list[FrozenTrial]) -> None:
     """The noise estimate from the study's repeated points, said when a new one moved it."""
-    noise = plan.noise(trials, stored.confirmation(plan.fixed))
+    noise = plan.noise(trials, stored.confirmation(plan.setup))
     if noise.points != state.noise.points or noise.prior != state.noise.prior:
         progress.say(f"run-to-run noise: {noise.describe()}")
     state.noise = noise
@@ -67,7 +67,7 @@ def _update_noise(stored: StoredStudy, plan: SweepPlan, state: LoopState, trials
 
 def typical_wall(stored: StoredStudy, plan: SweepPlan) -> float:
     """The median wall time of this setup's runs so far."""
-    walls = sorted(w for t in stored.trials(plan.fixed) if (w := TrialRecord.of(t).wall_s))
+    walls = sorted(w for t in stored.trials(plan.setup) if (w := TrialRecord.of(t).wall_s))
     return walls[len(walls) // 2] if walls else 0.0
 
 
@@ -75,7 +75,7 @@ def learned(stored: StoredStudy, plan: SweepPlan) -> Learned:
     """What the workload's own runs reported: whether channels_last means anything, whether a
     script's sweeper.track applies the first-step knobs (None until a run said)."""
     convolutional, applied = None, None
-    for t in stored.trials(plan.fixed):
+    for t in stored.trials(plan.setup):
         facts = run_facts(t)  # a run taken under load says them too
         if facts is not None:
             convolutional = convolutional if convolutional is not None else facts.convolutional
@@ -115,7 +115,7 @@ def optimize(
     while True:
         if (signal_stop := stopped()) is not None:
             return signal_stop
-        trials = stored.trials(plan.fixed)
+        trials = stored.trials(plan.setup)
         _update_noise(stored, plan, state, trials)
         measured = sum(was_measured(t) for t in trials)
         remaining_s = remaining()
@@ -175,7 +175,7 @@ def _tell(
     if record.recheck_of is not None:
         progress.second_run_line(done, stored.trial(record.recheck_of))
     elif was_measured(done) or record.status in (Status.OOM, Status.OOM_PREDICTED):
-        trials = stored.trials(plan.fixed)
+        trials = stored.trials(plan.setup)
         count = sum(was_measured(t) for t in trials if t.number <= done.number and t.state != TrialState.RUNNING)
         progress.trial_line(done, count, plan.settings.n_trials, ranked(trials), remaining(), plan.baseline_knobs)
 
@@ -193,7 +193,7 @@ def _queue_start_points(stored: StoredStudy, plan: SweepPlan, ctx: sp.Context) -
     """The other classes' winners and the recipes, queued once the baseline has run (so that a
     knob the workload makes dead, channels_last on a model without convolutions, is queued at
     the value the run will have), each with a line saying what became of it."""
-    room = plan.settings.n_trials - sum(was_measured(t) for t in stored.trials(plan.fixed))
+    room = plan.settings.n_trials - sum(was_measured(t) for t in stored.trials(plan.setup))
     for point, queued in queue_start(stored, plan, room, ctx):
         what = f"{progress.short_knobs(dict(point.knobs), plan.baseline_knobs)} ({point.origin})"
         if queued is Queued.QUEUED:
@@ -262,7 +262,7 @@ def _ask_batch(
             _queue_due(stored, plan, state, trials, ctx)
         trial, knobs = ask(stored, plan, ctx, baseline=first, held_back=held_back)
         state.start_points_due |= first  # after the baseline: the other classes' winners and the recipes
-        ahead = [t for t in stored.trials(plan.fixed) if t.number < trial.number and was_measured(t)]
+        ahead = [t for t in stored.trials(plan.setup) if t.number < trial.number and was_measured(t)]
         if len(ahead) >= plan.settings.n_trials:  # another process took the last slot meanwhile
             _note(state, skip(stored, trial, Status.SURPLUS, "n_trials was reached by another process of this study"))
             break
@@ -326,10 +326,10 @@ def _answer(
     (of this study, or of a `kin` study: the same workload and hardware class), a point the preset
     does not measure, a predicted OOM; None when it must be measured."""
     again = plan.settings.reuse == Reuse.none or TrialRecord.of(trial).recheck_of is not None
-    source = None if again else history.find_measured(trials, knobs, plan.fixed)
+    source = None if again else history.find_measured(trials, knobs, plan.setup)
     if source is not None:
         return reuse(stored, trial, source)
-    elsewhere = None if again else history.find_measured([t for _, t in kin], knobs, plan.fixed)
+    elsewhere = None if again else history.find_measured([t for _, t in kin], knobs, plan.setup)
     if elsewhere is not None:
         study = next(name for name, t in kin if t is elsewhere)
         progress.say(f"#{trial.number}: the result of study {study!r} #{elsewhere.number}, the same configuration")
@@ -338,7 +338,7 @@ def _answer(
         if (fitted := plan.within_cores(knobs)) is not None:  # measured next, unless the study holds it
             changes = ", ".join(f"{k.split('.')[-1]}={fitted[k]}" for k in fitted if fitted[k] != knobs[k])
             if stored.enqueue(
-                fitted, f"#{trial.number}'s point with {changes}", plan.fixed, again=Again(Why.IN_PLACE, trial.number)
+                fitted, f"#{trial.number}'s point with {changes}", plan.setup, again=Again(Why.IN_PLACE, trial.number)
             ):
                 say(
                     json.dumps(fitted, sort_keys=True, default=str),
@@ -348,7 +348,7 @@ def _answer(
             else:
                 unsampled += f"; its nearest point within the cores ({changes}) is in the study already"
         return skip(stored, trial, Status.SKIPPED, unsampled)
-    dominating = history.oom_dominating(trials, knobs, plan.fixed)
+    dominating = history.oom_dominating(trials, knobs, plan.setup)
     if dominating is not None:
         return skip(
             stored,
@@ -374,7 +374,7 @@ def _job(
     """The trial's job: its knobs, the race against the best so far, a timeout within the budget.
     The race and the prune floor serve samples/sec alone: with another objective, a slower run
     may be the leanest, a point of the Pareto front, and runs to its end."""
-    if (why := history.rerun_reason(trials, knobs, plan.fixed)) is not None:
+    if (why := history.rerun_reason(trials, knobs, plan.setup)) is not None:
         for key, value in TrialRecord.rerun(why).items():
             trial.set_user_attr(key, value)
     prune_below, race, behind = None, None, None

@@ -27,6 +27,7 @@ from ..overrides import split_arguments, to_overrides
 from ..runner.lock import DeviceClaim, claim_for
 from ..runner.probe import probe
 from ..runner.run import start_env_of
+from ..script_version import ScriptVersion, version_of
 from ..spec import RunSpec
 from ..store.confirmation import Confirmation
 from ..store.storage import default_storage
@@ -37,6 +38,7 @@ from .budget import parse_duration
 from .checks import BASIC_LAUNCHER, check_device, check_launcher, check_space
 from .converge import Converged
 from .objectives import resolve_directions
+from .script_plan import baseline_note, script_space
 from .settings import SearchConf, SweepSettings
 
 # the groups a config of sweeper's own app has; another Hydra app's jobs measure themselves
@@ -84,6 +86,15 @@ class SweepPlan:
     converge: Converged | None = None
     # the search= preset: its shares of n_trials (staged, later_after) and start points
     search: SearchConf = field(default_factory=SearchConf)
+    # task=script: the version of the script the command runs (its file, its git work tree)
+    script_version: ScriptVersion | None = None
+
+    @property
+    def setup(self) -> tuple[str, ...]:
+        """What this sweep's trials share with the study's other trials of their setup: the fixed
+        overrides and, for a script, the version of the script (an edited script is a new setup,
+        measured anew). The command lines made for the trials are the fixed overrides alone."""
+        return (*self.fixed, self.script_version.setup_entry()) if self.script_version else self.fixed
 
     def noise(self, trials: Sequence[FrozenTrial], confirmation: Confirmation | None = None) -> Noise:
         """The run-to-run noise every decision reads: hydra.sweeper.run_noise, updated from the
@@ -266,21 +277,6 @@ def _machine(
     return machine
 
 
-def _script_space(
-    space: dict[str, BaseDistribution], base: DictConfig, asked: frozenset[str]
-) -> tuple[dict[str, BaseDistribution], list[str]]:
-    """A script's space: the knobs its command or environment reads, and what to say about the
-    rest and about those applied at its first step."""
-    kept, note = command.searchable(list(space), command.template(base.task), list(base.task.reads), sorted(asked))
-    notes = [note] if note else []
-    if applied := sorted(k for k in kept if k in command.AT_FIRST_STEP):
-        notes.append(
-            f"task=script: {', '.join(applied)} are applied inside the script by sweeper.track at its first "
-            "step: searched once the baseline shows that the script uses sweeper.track or sweeper.step"
-        )
-    return {k: space[k] for k in kept}, notes
-
-
 def _space(
     base: DictConfig,
     chosen: SearchConf,
@@ -299,7 +295,7 @@ def _space(
     asked = frozenset({*(settings.params or {}), *swept})
     notes: list[str] = []
     if script:
-        space, notes = _script_space(space, base, asked)
+        space, notes = script_space(space, base, asked)
     if own_app:
         space = sp.hold_effective_batch(space, OmegaConf.select(base, Knob.TRAIN_EFFECTIVE_BATCH, default=None))
     check_space(base, space, own_app)
@@ -321,6 +317,18 @@ def _study_name(settings: SweepSettings, workload: str, machine: Machine) -> str
     if settings.study_name:
         return f"{settings.study_name}@{machine.hardware_class}"
     return f"{workload.split(' (')[0].replace(' ', '-')}-{machine.device}-{machine.hardware_class}"
+
+
+def _workload(
+    base: DictConfig, fixed: list[str], *, own_app: bool, script: bool, app_name: str
+) -> tuple[str, ScriptVersion | None, list[str]]:
+    """What the study is named by; a script's version (its edits are measured anew) and the
+    note on the baseline its command gives."""
+    if not script:
+        return (workload_label(base) if own_app else app_name), None, []
+    argv = RunSpec.of(base).argv
+    notes = [note] if (note := baseline_note(base, fixed)) else []
+    return f"{command.script_name(argv)} {base.task.mode} (script)", version_of(argv, Path.cwd()), notes
 
 
 def make_plan(
@@ -350,10 +358,8 @@ def make_plan(
     # the trials' overrides, and the setup that the study knows them by, as they were
     fixed = [o for o in fixed if not o.lstrip("+~").startswith("search.")]
     space, asked, notes = _space(base, chosen, settings, swept, machine, own_app=own_app, script=script)
-    if script:
-        workload = f"{command.script_name(RunSpec.of(base).argv)} {base.task.mode} (script)"
-    else:
-        workload = workload_label(base) if own_app else app_name
+    workload, version, script_notes = _workload(base, fixed, own_app=own_app, script=script, app_name=app_name)
+    notes += script_notes
     baseline_knobs = {k: plain(OmegaConf.select(base, k)) for k in space}
     return SweepPlan(
         settings=settings,
@@ -379,4 +385,5 @@ def make_plan(
         later=frozenset(k for k in chosen.later if k in space and k not in asked),
         converge=Converged(noise=settings.run_spread) if settings.converge and not settings.grid else None,
         search=chosen,
+        script_version=version,
     )

@@ -20,7 +20,7 @@ from .plan import SweepPlan
 def queue(stored: StoredStudy, plan: SweepPlan, trials: list[FrozenTrial], rule: Converged) -> None:
     """The point the rule says is due (Converged.recheck_due), queued once for this setup."""
     due = rule.recheck_due(trials)
-    setup = tuple(plan.fixed)
+    setup = tuple(plan.setup)
     if due is None or any(
         r.recheck_of == due.number and setup in (r.fixed_overrides, r.queued_for)
         for r in map(TrialRecord.of, stored.trials())
@@ -38,7 +38,7 @@ def queue(stored: StoredStudy, plan: SweepPlan, trials: list[FrozenTrial], rule:
     stored.enqueue(
         config_of(due),
         f"{origin or f'#{due.number}'}; measured once more: {why}",
-        plan.fixed,
+        plan.setup,
         again=Again(Why.RECHECK, due.number),
     )
     progress.say(f"measuring #{due.number} once more ({primary_value(due):,.0f} samples/s, {said}")

@@ -199,8 +199,8 @@ def queue_start(stored: StoredStudy, plan: SweepPlan, room: int, ctx: sp.Context
     no recipes."""
     points = []
     if plan.search.warm_start:
-        points += winner_before_afresh(stored, plan.fixed, plan.space)
-        points += warm_starts(stored.storage, stored.name, plan.fixed, plan.space)
+        points += winner_before_afresh(stored, plan.setup, plan.space)
+        points += warm_starts(stored.storage, stored.name, plan.setup, plan.space)
     if plan.search.recipes and not plan.settings.grid:
         points += recipes(
             plan.space,
@@ -212,11 +212,11 @@ def queue_start(stored: StoredStudy, plan: SweepPlan, room: int, ctx: sp.Context
         )
     outcomes = []
     for point in (live(p, plan, ctx) for p in points):
-        if stored.holds(point.knobs, plan.fixed):
+        if stored.holds(point.knobs, plan.setup):
             outcomes.append((point, Queued.HELD))
         elif room <= 0:
             outcomes.append((point, Queued.NO_ROOM))
-        elif stored.enqueue(point.knobs, point.origin, plan.fixed):
+        elif stored.enqueue(point.knobs, point.origin, plan.setup):
             outcomes.append((point, Queued.QUEUED))
             room -= 1
         else:

@@ -75,15 +75,15 @@ def ask(
     if baseline:
         inside = {k: v for k, v in plan.baseline_knobs.items() if sp.contains(plan.space[k], v)}
         outside = {k: v for k, v in plan.baseline_knobs.items() if k not in inside}
-        stored.enqueue(inside, None, plan.fixed)
-    trial = stored.ask(plan.fixed, this_sweep())
+        stored.enqueue(inside, None, plan.setup)
+    trial = stored.ask(plan.setup, this_sweep())
     if not baseline and TrialRecord.of(trial).origin is None:
         outside = {k: plan.baseline_knobs[k] for k in held_back}
     knobs = choose_knobs(plan, ctx, lambda key, dist: outside[key] if key in outside else suggest(trial, key, dist))
     attrs = TrialRecord.started(
         baseline=baseline,
         knobs=knobs,
-        fixed=list(plan.fixed),
+        fixed=list(plan.setup),
         workload=plan.workload,
         sweep_dir=str(plan.sweep_dir),
         hardware_class=plan.hardware_class,
@@ -117,7 +117,7 @@ def _set(trial: Trial, attrs: Mapping[str, Any]) -> None:
 def study_class(stored: StoredStudy, plan: SweepPlan) -> str | None:
     """The hardware class the study ranks: its baseline's (the machine a scheduler chose for it),
     else this machine's where the jobs run here."""
-    baseline = baseline_of(stored.trials(plan.fixed))
+    baseline = baseline_of(stored.trials(plan.setup))
     measured = TrialRecord.of(baseline).fingerprint if baseline is not None else None
     return measured.hardware_class if measured is not None else (plan.hardware_class if plan.runs_here else None)
 

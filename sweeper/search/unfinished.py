@@ -92,7 +92,7 @@ def _queue_again(stored: StoredStudy, plan: SweepPlan, trial: FrozenTrial) -> No
     asked again as the baseline, and a point measured again for another trial stands for that
     one: neither is queued here."""
     record = TrialRecord.of(trial)
-    if not trial.params or record.fixed_overrides != plan.fixed or record.baseline or record.again is not None:
+    if not trial.params or record.fixed_overrides != plan.setup or record.baseline or record.again is not None:
         return
     knobs = {k: v for k, v in trial.params.items() if k in plan.space}
     if len(knobs) != len(trial.params):
@@ -101,7 +101,7 @@ def _queue_again(stored: StoredStudy, plan: SweepPlan, trial: FrozenTrial) -> No
     stored.enqueue(
         knobs,
         f"{origin}measured again: its sweep stopped while it ran",
-        plan.fixed,
+        plan.setup,
         again=Again(Why.ORPHANED, trial.number),
     )
     progress.say(
@@ -120,7 +120,7 @@ def settle(stored: StoredStudy, plan: SweepPlan, give_up: Callable[[], bool]) ->
     )
     failed = [
         t
-        for t in stored.trials(plan.fixed)
+        for t in stored.trials(plan.setup)
         if t.state == TrialState.FAIL
         and TrialRecord.of(t).status in _LOST
         and TrialRecord.of(t).scheduler_job is not None
@@ -131,13 +131,13 @@ def settle(stored: StoredStudy, plan: SweepPlan, give_up: Callable[[], bool]) ->
             continue  # its job runs on: the next sweep reads it
         record = TrialRecord.of(trial)
         result = left_result(record.sweep_dir, trial.number)
-        if result is not None and record.fixed_overrides == plan.fixed:
+        if result is not None and record.fixed_overrides == plan.setup:
             tell_result(stored, Trial(stored.study, stored.trial_id(trial.number)), result, plan)
             progress.say(f"trial #{trial.number}: its job finished after its sweep stopped; its result.json is read")
         else:
             stored.fail(trial.number, Status.INTERRUPTED, why)
             _queue_again(stored, plan, trial)
-    for trial, result in late_results(stored.trials(plan.fixed), plan.fixed):
+    for trial, result in late_results(stored.trials(plan.setup), plan.setup):
         if trial.number in still:
             continue
         stand_in = stored.stand_in(trial)

@@ -60,12 +60,12 @@ def study_reference(stored: StoredStudy, plan: SweepPlan) -> Reference | None:
     level over every run the study has of it (the confirmation's rounds and its own complete
     runs: one round can catch a configuration at a high or low mood); else the last night that
     measured afresh (drifted or changed); None when it holds neither."""
-    trials = stored.trials(plan.fixed)
+    trials = stored.trials(plan.setup)
     by_number = {t.number: t for t in stored.trials()}
-    conf = stored.confirmation(plan.fixed)
+    conf = stored.confirmation(plan.setup)
     noise = plan.noise(trials, conf)
     repeats = tuple(tuple(r) for r in repeated_figures(trials, conf))
-    nights = study_nights(stored.study, plan.fixed)
+    nights = study_nights(stored.study, plan.setup)
     if conf is not None and conf.winner in by_number and conf.baseline in by_number:
         base, won = by_number[conf.baseline], by_number[conf.winner]
         runs = figures_by_config(trials, conf)
@@ -115,7 +115,7 @@ def find_reference(stored: StoredStudy, plan: SweepPlan) -> Reference | None:
     siblings = []
     for name in sibling_names(stored.storage, stored.name):
         other = StoredStudy(optuna.load_study(study_name=name, storage=stored.storage), stored.storage)
-        span = other.sweep_span(plan.fixed)
+        span = other.sweep_span(plan.setup)
         if span is not None and (ref := study_reference(other, plan)) is not None:
             siblings.append((span.ended_at or span.started_at, ref))
     return max(siblings, key=lambda pair: pair[0])[1] if siblings else None
