@@ -18,6 +18,12 @@ EXIT_BAD_CONFIG = 2
 EXIT_DRIFTED = 3
 # a watched night found the fingerprint changed (torch, CUDA, driver, CPU, GPU, cores), and re-tuned
 EXIT_CHANGED = 4
+# the study's storage stayed unreachable past its retries (EX_UNAVAILABLE): run the command again
+# once it is back; a run's result waits on disk meanwhile
+EXIT_STORAGE_DOWN = 69
+# the disk under the sweep's outputs or its study's file is full (EX_IOERR): nothing more runs,
+# the study keeps what was measured
+EXIT_DISK_FULL = 74
 # lock=fail and the machine was busy (EX_TEMPFAIL: try later)
 EXIT_LOCKED = 75
 
@@ -73,6 +79,41 @@ class Retuned(SweeperError):
     @property
     def exit_code(self) -> int:  # type: ignore[override]
         return EXIT_DRIFTED if self.outcome == "drifted" else EXIT_CHANGED
+
+
+class StorageUnreachable(SweeperError):
+    """The study's storage could not be reached for longer than the sweep retries it."""
+
+    exit_code = EXIT_STORAGE_DOWN
+
+
+class DiskFull(SweeperError):
+    """No space left where the sweep writes (its outputs, an SQLite or journal study). `result`
+    is the run in flight's result when a job measured and could not write it."""
+
+    exit_code = EXIT_DISK_FULL
+
+    def __init__(self, message: str, result: object | None = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+def is_disk_full(exc: BaseException | None) -> bool:
+    """Whether an error, or one it was raised from, says the disk is full (ENOSPC, EDQUOT, SQLite's
+    'database or disk is full')."""
+    import errno
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, DiskFull):
+            return True
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if "database or disk is full" in str(exc) or "No space left on device" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 class RunFailed(SweeperError):

@@ -28,7 +28,7 @@ class ThroughputSweeper(Sweeper):
         )
 
     def sweep(self, arguments: List[str]) -> Optional[Any]:
-        from sweeper.errors import SweeperError, exit_code
+        from sweeper.errors import EXIT_DISK_FULL, SweeperError, exit_code, is_disk_full
 
         try:
             return self._sweep.sweep(arguments)
@@ -36,3 +36,8 @@ class ThroughputSweeper(Sweeper):
             if not exc.said:  # an interrupted sweep, a re-tuned night: said already
                 print(f"error: {exc}", file=sys.stderr)
             sys.exit(exit_code(exc))
+        except OSError as exc:  # a full disk met outside the places that say it better
+            if not is_disk_full(exc):
+                raise
+            print(f"error: no space left on device ({exc}); the study keeps what was measured", file=sys.stderr)
+            sys.exit(EXIT_DISK_FULL)

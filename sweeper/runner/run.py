@@ -11,6 +11,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from .. import topology
+from ..errors import DiskFull, is_disk_full
 from ..protocol import thread_env
 from ..result import RunResult
 from ..spec import RunSpec
@@ -75,7 +76,9 @@ def measure_spec(
     scheduler_job: str | None = None,
 ) -> RunResult:
     """Measure a checked spec; the result says what the run ended as
-    (ok, oom, timeout, crash, error, invalid, pruned, interrupted); never raises for the child's sake."""
+    (ok, oom, timeout, crash, error, invalid, pruned, interrupted); never raises for the child's
+    sake. A disk too full for result.json is DiskFull, which carries the result: what was
+    measured outlives it."""
     started_with, why = start_env(spec)
     isolation = str(spec.measure.isolation)
     result = run_isolated(
@@ -94,6 +97,13 @@ def measure_spec(
         scheduler_job=scheduler_job,
         config=spec.config(),
     )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / RESULT_FILE).write_text(json.dumps(result.to_json(), indent=2, default=str) + "\n")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / RESULT_FILE).write_text(json.dumps(result.to_json(), indent=2, default=str) + "\n")
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        raise DiskFull(
+            f"no space left on device for {out_dir / RESULT_FILE}", result.replace(job_dir=str(out_dir))
+        ) from exc
     return result

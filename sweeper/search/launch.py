@@ -8,13 +8,13 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.utils import JobStatus
 from hydra.plugins.launcher import Launcher
 
-from ..errors import ConfigError
+from ..errors import ConfigError, is_disk_full
 from ..knobs import Knob
 from ..noise import Noise
 from ..result import RunResult, Status
@@ -25,6 +25,7 @@ from ..store.heartbeat import heartbeat
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from . import progress, scheduled, under_load
+from .disk import DiskWatch
 from .plan import SweepPlan
 from .settings import LockMode
 
@@ -139,6 +140,29 @@ def failed_job(exc: BaseException) -> RunResult:
     return RunResult(status, _first_line(exc))
 
 
+def _waited(result: RunResult, submitted: float) -> RunResult:
+    """The result with the time from the job's submission to its run's start (a queue)."""
+    if result.started_at is None:
+        return result
+    return result.replace(queue_wait_s=max(0.0, result.started_at - submitted))
+
+
+def _checked(result: RunResult, handle: Any) -> RunResult:
+    """What the scheduler did to a job that returned: cancelled it, though its measurement
+    ended inside the grace before the kill (the figure is kept, and says so); requeued it
+    after it returned (its node failed as it exited): the rerun is cancelled, as it would
+    only measure the same configuration again."""
+    name = scheduled.name_of(handle)
+    state = scheduled.job_state(name)
+    if state in scheduled.WAITING:
+        with contextlib.suppress(Exception):
+            handle.cancel(check=False)
+        progress.say(f"{name} was requeued after it returned its result: its rerun is cancelled")
+    if state == "CANCELLED" and result.ok:
+        return result.replace(reason="cancelled by the scheduler after measuring: its figure is kept")
+    return result
+
+
 @dataclass
 class JobRunner:
     """Runs the sweep's jobs through Hydra's launcher: one, or a batch at once (n_jobs), each
@@ -151,6 +175,11 @@ class JobRunner:
     stop: StopRequest
     # the sweep's budget left (None: no budget): a lost batch's other jobs are waited for within it
     remaining: Callable[[], float | None] = lambda: None
+    # the disk under the sweep's outputs: once a job finds it full, no job is launched after it
+    disk: DiskWatch = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.disk = DiskWatch(self.plan.sweep_dir, self.plan.storage_url)
 
     def __call__(
         self, overrides: list[str], job_idx: int, trial_number: int | None = None, subdir: str | None = None
@@ -180,6 +209,7 @@ class JobRunner:
         return under_load.kept_under_load(result, under_load.LOAD_RERUNS + 1) if result.under_load else result
 
     def _measured(self, jobs: Sequence[Job]) -> list[RunResult]:
+        self.disk.check()
         if self.stop.requested:
             return [RunResult(Status.INTERRUPTED, self.stop.reason) for _ in jobs]
         with contextlib.ExitStack() as beating:
@@ -206,10 +236,12 @@ class JobRunner:
             # while the launcher waited on the queue: each job is then followed for itself
             except (Exception, StopWaiting) as exc:  # noqa: BLE001
                 lost: BaseException = exc
+                if is_disk_full(exc):
+                    self.disk.met(exc)
             else:
-                results = [self._waited(self._returned(r), submitted) for r in returns]
+                results = [_waited(self._returned(r), submitted) for r in returns]
                 if len(handles) == len(results):
-                    results = [self._checked(result, handle) for result, handle in zip(results, handles)]
+                    results = [_checked(result, handle) for result, handle in zip(results, handles)]
                 return results
         if len(handles) != len(jobs):  # jobs sweeper cannot follow: what they left where they ran
             return [self._recovered(job, lost, submitted) for job in jobs]
@@ -234,7 +266,7 @@ class JobRunner:
     def _followed(self, job: Job, handle: Any, submitted: float) -> RunResult:
         ended = scheduled.follow(handle, give_up=lambda: self.stop.requested or self._out_of_time())
         if ended.returned is not None:
-            return self._checked(self._waited(self._returned(ended.returned), submitted), handle)
+            return _checked(_waited(self._returned(ended.returned), submitted), handle)
         if ended.raised is not None:
             return failed_job(ended.raised)
         self._keep_log(job, scheduled.launcher_log(handle))
@@ -260,21 +292,6 @@ class JobRunner:
         left = self.remaining()
         return left is not None and left <= 0
 
-    def _checked(self, result: RunResult, handle: Any) -> RunResult:
-        """What the scheduler did to a job that returned: cancelled it, though its measurement
-        ended inside the grace before the kill (the figure is kept, and says so); requeued it
-        after it returned (its node failed as it exited): the rerun is cancelled, as it would
-        only measure the same configuration again."""
-        name = scheduled.name_of(handle)
-        state = scheduled.job_state(name)
-        if state in scheduled.WAITING:
-            with contextlib.suppress(Exception):
-                handle.cancel(check=False)
-            progress.say(f"{name} was requeued after it returned its result: its rerun is cancelled")
-        if state == "CANCELLED" and result.ok:
-            return result.replace(reason="cancelled by the scheduler after measuring: its figure is kept")
-        return result
-
     def _keep_log(self, job: Job, text: str) -> None:
         """The launcher's account of a job lost without a result, in the trial's folder (its
         reason stays one sentence)."""
@@ -288,6 +305,12 @@ class JobRunner:
     def _returned(self, job: Any) -> RunResult:
         if job.status == JobStatus.COMPLETED:
             return as_result(job.return_value, self.plan.objectives)
+        raised = getattr(job, "_return_value", None)  # read as is: Hydra's getter prints a line first
+        if isinstance(raised, BaseException) and is_disk_full(raised):
+            measured = self.disk.met(raised)
+            if measured is not None:  # measured, and only its result.json found no room
+                return measured
+            return failed_job(raised)
         try:
             job.return_value  # re-raises the job's exception
         except Exception as exc:  # noqa: BLE001 - a failed job is data
@@ -301,7 +324,7 @@ class JobRunner:
         path = self.plan.sweep_dir / job.subdir / RESULT_FILE
         if path.is_file() and path.stat().st_mtime >= submitted:
             with contextlib.suppress(ValueError, OSError):
-                return self._waited(
+                return _waited(
                     RunResult.from_json(json.loads(path.read_text())).replace(job_dir=str(path.parent)), submitted
                 )
         return None
@@ -329,13 +352,6 @@ class JobRunner:
             yield
         finally:
             params["additional_parameters"] = before
-
-    @staticmethod
-    def _waited(result: RunResult, submitted: float) -> RunResult:
-        """The result with the time from the job's submission to its run's start (a queue)."""
-        if result.started_at is None:
-            return result
-        return result.replace(queue_wait_s=max(0.0, result.started_at - submitted))
 
 
 Run = Callable[..., RunResult]

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 from optuna.trial import FrozenTrial
 
+from ..errors import DiskFull, is_disk_full
 from ..overrides import winner_command, winner_yaml
 from ..paths import SWEEP_FILE
 from ..store.confirmation import Confirmation
@@ -35,6 +36,7 @@ from ..store.trials import (
     unconfirmed_winner,
 )
 from . import progress
+from .disk import out_of_room
 from .held_back import kept_tries
 from .plan import SweepPlan
 from .watch import still_winner
@@ -75,8 +77,26 @@ def write_outputs(
     night: Night | None = None,
 ) -> SweepSummary:
     """Everything a sweep leaves in its directory, from the study (the source of truth); a
-    watched night's record is kept in the study too, before the report that draws it."""
-    trials = stored.trials(plan.fixed)
+    watched night's record is kept in the study too, before the report that draws it. A full
+    disk is the sweep's one line (DiskFull, exit 74), not a traceback: the study holds every
+    trial, and `python -m sweeper.report` writes the rest once there is room."""
+    try:
+        return _write_outputs(stored, plan, decision, why, started_at, night)
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        raise DiskFull(out_of_room(plan.sweep_dir, plan.storage_url, exc)) from exc
+
+
+def _write_outputs(
+    stored: StoredStudy,
+    plan: SweepPlan,
+    decision: Confirmation | None,
+    why: str,
+    started_at: float,
+    night: Night | None,
+) -> SweepSummary:
+    trials = stored.trials(plan.setup)
     out = plan.sweep_dir
     write_table(trials_frame(trials), out)
     by_number = {t.number: t for t in trials}
@@ -85,7 +105,7 @@ def write_outputs(
     span = SweepSpan(
         started_at, time.time(), why, winner.number if winner else None, noise.sigma, dict(plan.settings.limits)
     )
-    stored.save_sweep_span(plan.fixed, span)
+    stored.save_sweep_span(plan.setup, span)
     baseline = baseline_of(trials)
     # the same Optuna call as the report's Pareto chart: the two never disagree
     pareto = pareto_trials(trials, plan.directions)
@@ -103,7 +123,7 @@ def write_outputs(
         winner=winner.number if winner else None,
         baseline=baseline.number if baseline else None,
         confirmation=decision,
-        fixed_overrides=plan.fixed,
+        fixed_overrides=plan.setup,
         workload=plan.workload,
         hardware_class=plan.hardware_class,
         machine=plan.machine.fingerprint.hostname,
@@ -141,7 +161,7 @@ def _keep_night(
         night = still_winner(night, winner, figure)
     elif night.outcome == Outcome.first:
         night = replace(night, winner_after=figure)
-    save_night(stored.study, plan.fixed, night)
+    save_night(stored.study, plan.setup, night)
     if night.still_winner is not None:
         progress.say(
             "the winner watched tonight is still the winner"
@@ -160,7 +180,7 @@ def write_sweep_info(plan: SweepPlan) -> None:
                 "study": plan.study_name,
                 "storage": redact(plan.storage_url),
                 "storage_has_password": has_password(plan.storage_url),
-                "fixed_overrides": list(plan.fixed),
+                "fixed_overrides": list(plan.setup),
                 "workload": plan.workload,
                 "hardware_class": plan.hardware_class,
             },
@@ -183,7 +203,7 @@ def _write_report(plan: SweepPlan) -> Path | None:
     from ..report.load import load_report_data
 
     try:
-        data = load_report_data(plan.storage_url, plan.study_name, list(plan.fixed))
+        data = load_report_data(plan.storage_url, plan.study_name, list(plan.setup))
         return write_report(data, plan.sweep_dir / "report.html")
     except Exception as exc:  # noqa: BLE001 - a report bug must not lose a night's results
         _report_failure("report", exc)

@@ -82,9 +82,12 @@ def say(line: str) -> None:
         _BAR[0].write(line, file=sys.stdout)
     else:
         print(line, flush=True)
-    for path in _LOG:
-        with path.open("a") as f:
-            f.write(line + "\n")
+    for path in list(_LOG):
+        try:
+            with path.open("a") as f:
+                f.write(line + "\n")
+        except OSError:  # a full disk: the lines go on on stdout, and the sweep stops on its own account
+            _LOG.remove(path)
 
 
 def time_left(trials: Sequence[FrozenTrial], done: int, total: int, remaining_s: float | None) -> float | None:

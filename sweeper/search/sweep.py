@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -24,18 +25,29 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 
 from .. import foreign, topology
 from ..config import error_line
-from ..errors import EXIT_LOCKED, ConfigError, Interrupted, MachineBusy, Retuned, RunFailed, signal_name
+from ..errors import (
+    EXIT_LOCKED,
+    ConfigError,
+    Interrupted,
+    MachineBusy,
+    Retuned,
+    RunFailed,
+    signal_name,
+)
 from ..knobs import Knob
 from ..runner.fork_servers import expecting
 from ..runner.lock import MeasureLock, describe
 from ..runner.signals import stop_on_signals
+from ..script_version import changed_note, other_versions
 from ..store.nights import Night, Outcome
-from ..store.storage import JOURNAL_PREFIX, redact, scrub_files
+from ..store.record import TrialRecord
+from ..store.storage import JOURNAL_PREFIX, command_line, redact, scrub_files
 from ..store.study import StoredStudy, SweepSpan, space_conflict, space_study_name, start_afresh
 from ..store.summary import SweepSummary
 from . import progress, under_load
 from . import space as sp
 from .confirm import run_confirmation
+from .disk import check_room
 from .launch import JobRunner
 from .loop import optimize, typical_wall
 from .outputs import write_outputs, write_sweep_info
@@ -98,6 +110,10 @@ def open_study(plan: SweepPlan) -> tuple[StoredStudy, SweepPlan]:
         )
         plan = replace(plan, study_name=own, notes=(*plan.notes, note))
         stored = _open_checked(plan)
+    if plan.script_version is not None:
+        setups = (TrialRecord.of(t).fixed_overrides for t in stored.study.get_trials(deepcopy=False))
+        if changed := changed_note(plan.script_version, other_versions(setups, plan.setup)):
+            plan = replace(plan, notes=(*plan.notes, changed))
     stored.describe(
         plan.objectives, plan.hardware_class, workload=plan.workload, machine=plan.machine.fingerprint.describe()
     )
@@ -165,7 +181,7 @@ def _open_directory(plan: SweepPlan, stored: StoredStudy, started_at: float) -> 
             f"hydra.sweep.dir={str(plan.sweep_dir)!r} cannot be written ({exc.strerror}): "
             "choose a directory you can write, e.g. hydra.sweep.dir=/tmp/sweeps/x."
         ) from exc
-    stored.save_sweep_span(plan.fixed, SweepSpan(started_at, constraints=dict(plan.settings.limits)))
+    stored.save_sweep_span(plan.setup, SweepSpan(started_at, constraints=dict(plan.settings.limits)))
     progress.open_log(plan.sweep_dir / "sweep.log")
     if plan.claim.pin is not None:  # the launcher's jobs, and their children, run there
         os.environ.update(plan.claim.env)
@@ -245,6 +261,7 @@ class Sweep:
             launcher=str(self.config.hydra.launcher.get("_target_", "")),
         )
         stored, plan = open_study(plan)  # a storage or sampler it cannot open: one line, no sweep directory yet
+        check_room(plan)
         _open_directory(plan, stored, started_at)
         announce(plan, stored)
         check_lock_at_start(plan)
@@ -253,6 +270,9 @@ class Sweep:
 
         def remaining() -> float | None:
             return None if plan.deadline_s is None else plan.deadline_s - (time.monotonic() - started)
+
+        # from here an outage of the study's storage is waited out, not a traceback (store/retry.py)
+        stored.storage.ride_out(progress.say, lambda: command_line(sys.argv[1:]), remaining)
 
         # a zygote that starts brings the space's other start environments up beside it
         with expecting(plan.start_environments()), stop_on_signals("the sweep") as stop:
@@ -264,7 +284,7 @@ class Sweep:
             )
             if night is not None and night.outcome == Outcome.holds and not stop.requested:
                 why = "the night holds: no search (hydra.sweeper.watch)"
-                summary = write_outputs(stored, plan, stored.confirmation(plan.fixed), why, started_at, night)
+                summary = write_outputs(stored, plan, stored.confirmation(plan.setup), why, started_at, night)
             else:
                 if night is not None and night.reference == stored.name:
                     afresh(stored, plan, night)
@@ -304,7 +324,7 @@ def afresh(stored: StoredStudy, plan: SweepPlan, night: Night) -> None:
     machine runs (StoredStudy.start_afresh), and their winner is measured again early."""
     if night.outcome not in (Outcome.drifted, Outcome.changed):
         return
-    first = start_afresh(stored, plan.fixed)
+    first = start_afresh(stored, plan.setup)
     progress.say(
         f"re-tuning from trial #{first} on: the study's {first} earlier trials teach the sampler, "
         "and no figure of theirs is ranked"

@@ -30,12 +30,14 @@ def heartbeat(stored: StoredStudy, number: int | None, interval_s: float = HEART
         return
     trial_id = stored.trial_id(number)
     stop = threading.Event()
+    # a beat missed in an outage is missed, not waited out: the sweep's own calls wait for it
+    storage = getattr(stored.storage, "inner", stored.storage)
 
     def beat() -> None:
         while True:
             try:
                 for key, value in TrialRecord.heartbeat(time.time()).items():
-                    stored.storage.set_trial_user_attr(trial_id, key, value)
+                    storage.set_trial_user_attr(trial_id, key, value)
             except Exception:  # noqa: BLE001 - a missed beat must not stop a measurement
                 pass
             if stop.wait(interval_s):

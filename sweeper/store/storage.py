@@ -3,8 +3,13 @@ Optuna's journal file (machines that share only a filesystem). Passwords are nev
 
 from __future__ import annotations
 
+import logging
+import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from .retry import RetryingStorage
 
 JOURNAL_PREFIX = "journal:"
 
@@ -15,7 +20,12 @@ def default_storage() -> str:
 
 
 def open_storage(url: str) -> Any:
-    """The storage object optuna.create_study/load_study take."""
+    """The storage object optuna.create_study/load_study take. Its calls are not retried until
+    the sweep that opened it says how (RetryingStorage.ride_out): a wrong URL is one line at once."""
+    return RetryingStorage(_opened(url), redact(url))
+
+
+def _opened(url: str) -> Any:
     if url.startswith(JOURNAL_PREFIX):
         from optuna.storages import JournalStorage
         from optuna.storages.journal import JournalFileBackend
@@ -36,13 +46,48 @@ def open_storage(url: str) -> Any:
                 f"cannot create {str(folder)!r} for the study storage ({exc.strerror}): "
                 "run from a directory you can write, or set hydra.sweeper.storage."
             ) from exc
-    return RDBStorage(url)
+    _quiet_outage_warnings()
+    # a connection is tested before each use: a restarted server's dead ones are replaced
+    storage = RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
+    try:  # Optuna caches finished trials in front of an RDB (what create_study does with a URL)
+        from optuna.storages._cached_storage import _CachedStorage
+    except ImportError:
+        return storage
+    return _CachedStorage(storage)
+
+
+def _outage_warning(record: logging.LogRecord) -> bool:
+    """Optuna's RDB storage warns, traceback-long, when a query fails and it tries another way;
+    with the server gone that is an outage, which RetryingStorage says in one line."""
+    return not str(record.msg).startswith("Caught an error from sqlalchemy")
+
+
+def _quiet_outage_warnings() -> None:
+    log = logging.getLogger("optuna.storages._rdb.storage")
+    if _outage_warning not in log.filters:
+        log.addFilter(_outage_warning)
+
+
+def storage_file(url: str) -> Path | None:
+    """The file an SQLite or journal storage lives in (None: a database server's)."""
+    if url.startswith(JOURNAL_PREFIX):
+        return Path(url[len(JOURNAL_PREFIX) :].removeprefix("//")).expanduser()
+    if url.startswith("sqlite:///"):
+        return Path(url.removeprefix("sqlite:///"))
+    return None
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """The sweep's command as the user typed it, any password in a storage URL left out."""
+    words = []
+    for word in argv:
+        key, eq, value = word.partition("=")
+        words.append(f"{key}={redact(value)}" if eq and "://" in value else word)
+    return shlex.join(["sweeper", *words])
 
 
 def dashboard_command(url: str) -> str:
     """The optuna-dashboard command line that opens this storage (its password left for you to add)."""
-    import shlex
-
     if url.startswith(JOURNAL_PREFIX):
         return f"optuna-dashboard {shlex.quote(url[len(JOURNAL_PREFIX) :].removeprefix('//'))}"
     return f"optuna-dashboard {shlex.quote(redact(url))}"
