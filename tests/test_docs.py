@@ -17,7 +17,7 @@ import pytest
 import yaml
 from omegaconf import MISSING, OmegaConf
 
-from conftest import ROOT
+from conftest import ROOT, child_pythonpath
 
 DOCS = ROOT / "docs"
 SETTINGS = DOCS / "settings.md"
@@ -208,6 +208,52 @@ def test_every_command_the_docs_show_does_what_they_say(monkeypatch):
         assert one.error is None or "needs a CUDA device" in one.error, f"{command}: no error, the page shows one"
 
 
+# an override a page names in running text: `loader.batch_size=256`, `hydra.sweeper.timeout=6h`
+_NAMED = re.compile(r"`((?:task|loader|backend|measure|train|dist|search|hydra\.sweeper)\.[a-z_.]+)=[^`\s]*`")
+
+
+def test_every_key_the_pages_name_in_their_text_is_a_key_of_the_config():
+    """A key written in a sentence (`task.epochs=3`) is no command the test above runs: it is held
+    against the schemas here, a task's keys against every task's (which task a sentence means is
+    the reader's)."""
+    from sweeper.preflight import compose
+
+    config = compose(())
+    task_keys = {
+        k
+        for task in ("mnist_mlp", "image_classification", "language_model", "custom", "script")
+        for k in _leaves(compose((f"task={task}",))["task"], "task.")
+    }
+    wrong = []
+    for page in (ROOT / "README.md", *sorted(DOCS.glob("*.md"))):
+        for key in _NAMED.findall(page.read_text()):
+            known = (
+                key in task_keys
+                if key.startswith("task.")
+                else OmegaConf.select(config, key, default=MISSING) is not MISSING
+            )
+            if not known:
+                wrong.append(f"{page.name}: {key}")
+    assert wrong == []
+
+
+def test_every_exit_code_is_in_the_readme_the_reliability_page_and_the_help():
+    from sweeper import errors
+
+    codes = {value for name, value in vars(errors).items() if name.startswith("EXIT_")} | {130, 143}
+    help_text = yaml.safe_load((ROOT / "conf" / "config.yaml").read_text())["hydra"]["help"]["template"]
+    said = help_text[help_text.index("Exit codes:") :].split("Documentation:")[0]
+    for where, text in (
+        ("README.md", (ROOT / "README.md").read_text()),
+        ("reliability.md", (DOCS / "reliability.md").read_text()),
+    ):
+        table = text[text.index("xit codes\n") :]
+        rows = {int(c) for c in re.findall(r"^\| (\d+)(?: / \d+)? \|", table, re.M)}
+        rows |= {int(c) for c in re.findall(r"^\| \d+ / (\d+) \|", table, re.M)}
+        assert codes <= rows, f"{where} lacks exit codes {sorted(codes - rows)}"
+    assert all(re.search(rf"\b{code}\b", said) for code in codes), said
+
+
 # how development history reads: an issue's number, a session, the parts of a piece of work
 HISTORY = re.compile(
     r"\bissue ?#?\d+|\bthis session\b|\b(?:first|second|third|fourth|fifth|sixth|seventh|eighth|"
@@ -236,3 +282,32 @@ def test_what_ships_speaks_of_itself_alone():
             if HISTORY.search(line):
                 found.append(f"{name}:{number}: {line.strip()[:100]}")
     assert not found, "\n".join(found[:20])
+
+
+# the tutorial's single run and the script's own run, shortened: a second of warm-up, three windows
+_QUICK = ["measure.warmup_max_s=1", "measure.windows=3", "measure.min_windows=3"]
+
+
+@pytest.mark.slow
+def test_the_tutorials_commands_run_as_shown(tmp_path):
+    """The tutorial's first commands, copied into a shell from the repository's root: the
+    script on its own prints its samples/s, and sweeper measures it once with the values given."""
+    from sweeper.errors import EXIT_OK
+
+    page = DOCS / "tutorial.md"
+    script = re.search(r"\$ (python examples/train_script\.py [^\n]+)", page.read_text())
+    assert script is not None
+    words = shlex.split(script.group(1).replace("--max-steps 600", "--max-steps 60"))
+    env = {**os.environ, "PYTHONPATH": child_pythonpath()}
+    alone = subprocess.run([sys.executable, *words[1:]], cwd=ROOT, capture_output=True, text=True, env=env)
+    assert alone.returncode == 0 and "samples/s" in alone.stdout, alone.stderr[-2000:]
+    single = [one for one in _shown_commands(page) if one.argv[:1] == ["task=script"]][0]
+    measured = subprocess.run(
+        [sys.executable, "-m", "sweeper", *single.argv, *_QUICK, f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert measured.returncode == EXIT_OK, measured.stdout[-2000:] + measured.stderr[-2000:]
+    assert "samples/sec" in measured.stdout and (tmp_path / "run" / "result.json").is_file()
