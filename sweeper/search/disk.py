@@ -15,10 +15,12 @@ from ..store.storage import redact, storage_file
 from . import progress
 from .plan import SweepPlan
 
-# what a run leaves in the sweep's directory (result.json, worker.log, .hydra/) and adds to an
-# SQLite study: measured on this project's 2-core VM over a 20-trial sweep (docs/reliability.md)
-RUN_BYTES = 80_000
-# the tables, the report and the index a sweep writes at its end
+# what a run leaves in the sweep's directory (result.json, worker.log, .hydra/: 22-23 KB) and
+# adds to an SQLite study (about 9 KB a trial), with room to spare: measured over the README's
+# sweep and a script's (docs/lab-servers.md)
+RUN_BYTES = 40_000
+# the tables and the report a sweep writes at its end (0.35-0.45 MB after 12-16 trials; the
+# report grows with the trials)
 END_BYTES = 1_500_000
 
 
