@@ -261,6 +261,18 @@ def _tmpfs(path: Path, size: str) -> None:
         pytest.skip("needs root to mount a small tmpfs")
 
 
+def _report_written(sweep_dir: Path, cwd: Path) -> None:
+    """`python -m sweeper.report <dir>`, once there is room again, writes the sweep's report."""
+    report = subprocess.run(
+        [sys.executable, "-m", "sweeper.report", str(sweep_dir)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": child_pythonpath()},
+    )
+    assert report.returncode == 0 and (sweep_dir / "report.html").is_file(), report.stderr
+
+
 def _fill(path: Path, leave: int) -> Path:
     """A file that leaves `leave` bytes free on path's disk."""
     filler = path / "filler"
@@ -288,14 +300,7 @@ def test_a_disk_that_fills_mid_sweep_stops_it_with_one_line_and_the_report_comes
         launched_after = len(study.trials) - len(told)
         assert launched_after <= 1  # at most the run in flight when the disk filled
         filler.unlink()
-        report = subprocess.run(
-            [sys.executable, "-m", "sweeper.report", str(disk / "s")],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            env={**os.environ, "PYTHONPATH": child_pythonpath()},
-        )
-        assert report.returncode == 0 and (disk / "s" / "report.html").is_file(), report.stderr
+        _report_written(disk / "s", tmp_path)
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
 
@@ -390,13 +395,6 @@ def test_a_disk_that_fills_during_the_confirmation_or_the_watch_stops_with_one_l
         lines = [line for line in err.splitlines() if line.strip()]
         assert len(lines) == 1 and "no space left on the disk of" in lines[0] and "Traceback" not in err, err
         filler.unlink()
-        report = subprocess.run(
-            [sys.executable, "-m", "sweeper.report", str(disk / "s")],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            env={**os.environ, "PYTHONPATH": child_pythonpath()},
-        )
-        assert report.returncode == 0 and (disk / "s" / "report.html").is_file(), report.stderr
+        _report_written(disk / "s", tmp_path)
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
