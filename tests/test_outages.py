@@ -4,6 +4,7 @@ when it does not or when the disk is full, and loses nothing it measured."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -11,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import optuna
@@ -252,13 +254,19 @@ def test_a_database_down_past_the_bound_stops_with_one_line_and_a_rerun_loses_no
         assert TrialRecord.of(trials[int(path.parent.name)]).samples_per_sec == pytest.approx(figure)
 
 
-def _tmpfs(path: Path, size: str) -> None:
+@contextlib.contextmanager
+def _tmpfs(path: Path, size: str) -> Iterator[Path]:
+    """A small disk of its own at `path` while inside, unmounted after."""
     path.mkdir()
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
     if done.returncode != 0:
         if os.environ.get("CI"):
             pytest.fail(f"CI runs as root and must mount a tmpfs: {done.stderr.decode().strip()}")
         pytest.skip("needs root to mount a small tmpfs")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 def _report_written(sweep_dir: Path, cwd: Path) -> None:
@@ -284,8 +292,7 @@ def _fill(path: Path, leave: int) -> Path:
 @pytest.mark.slow
 def test_a_disk_that_fills_mid_sweep_stops_it_with_one_line_and_the_report_comes_later(tmp_path):
     disk = tmp_path / "disk"
-    _tmpfs(disk, "8m")
-    try:
+    with _tmpfs(disk, "8m"):
         proc = _sweep(disk, "s", f"sqlite:///{tmp_path / 'study.db'}", "hydra.sweeper.n_trials=8")
         _wait_for(disk / "s" / "sweep.log", "trial 4/8", proc)  # three trials told
         filler = _fill(disk, 4_000)
@@ -301,23 +308,18 @@ def test_a_disk_that_fills_mid_sweep_stops_it_with_one_line_and_the_report_comes
         assert launched_after <= 1  # at most the run in flight when the disk filled
         filler.unlink()
         _report_written(disk / "s", tmp_path)
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 @pytest.mark.slow
 def test_a_study_file_on_a_full_disk_is_one_line_not_a_traceback(tmp_path):
     disk = tmp_path / "disk"
-    _tmpfs(disk, "4m")
-    try:
+    with _tmpfs(disk, "4m"):
         proc = _sweep(tmp_path, "s", f"sqlite:///{disk / 'study.db'}", "hydra.sweeper.n_trials=8")
         _wait_for(tmp_path / "s" / "sweep.log", "trial 2/8", proc)
         _fill(disk, 0)
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == EXIT_DISK_FULL, out[-2000:] + err[-2000:]
         assert "Traceback" not in err and "error: the disk under the study's storage" in err, err
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 def _night(sweep_dir: Path, storage: str, *extra: str) -> subprocess.Popen:
@@ -384,9 +386,8 @@ def test_a_database_restart_during_the_confirmation_or_the_watch_costs_nothing(t
 @pytest.mark.parametrize("phase", ["confirm", "watch"])
 def test_a_disk_that_fills_during_the_confirmation_or_the_watch_stops_with_one_line(tmp_path, phase):
     disk = tmp_path / "disk"
-    _tmpfs(disk, "8m")
     storage = f"sqlite:///{tmp_path / 'study.db'}"
-    try:
+    with _tmpfs(disk, "8m"):
         proc, mark = _to_the_phase(tmp_path, storage, phase, disk / "s")
         _wait_for(disk / "s" / "sweep.log", mark, proc)
         filler = _fill(disk, 4_000)
@@ -396,5 +397,3 @@ def test_a_disk_that_fills_during_the_confirmation_or_the_watch_stops_with_one_l
         assert len(lines) == 1 and "no space left on the disk of" in lines[0] and "Traceback" not in err, err
         filler.unlink()
         _report_written(disk / "s", tmp_path)
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)

@@ -20,7 +20,7 @@ import argparse
 import os
 
 import torch
-from stopwatch import Stopwatch
+from stopwatch import run
 from torch import nn
 from torch.utils.data import DataLoader
 from torchvision import datasets, models, transforms
@@ -93,13 +93,7 @@ def build(args: argparse.Namespace):
 def main() -> None:
     args = arguments()
     loader, step = build(args)
-    clock = Stopwatch(args.seconds, args.skip)
-    while True:
-        if args.cold:
-            evict(args.data)
-        for batch in loader:
-            if clock.step(step(batch)):
-                return
+    run(loader, step, args.seconds, args.skip, (lambda: evict(args.data)) if args.cold else (lambda: None))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ seconds (the warm-up), epoch ends and worker restarts included, as a long run li
 import argparse
 
 import torch
-from stopwatch import Stopwatch
+from stopwatch import run
 from torch import nn
 from torch.utils.data import DataLoader
 from torchvision import datasets, transforms
@@ -71,11 +71,7 @@ def build(args: argparse.Namespace):
 def main() -> None:
     args = arguments()
     loader, step = build(args)
-    clock = Stopwatch(args.seconds, args.skip)
-    while True:
-        for batch in loader:
-            if clock.step(step(batch)):
-                return
+    run(loader, step, args.seconds, args.skip)
 
 
 if __name__ == "__main__":

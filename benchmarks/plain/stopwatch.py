@@ -4,6 +4,8 @@ samples over the time after a warm-up of `skip` seconds. Nothing of sweeper's.""
 
 import json
 import time
+from collections.abc import Callable, Iterable
+from typing import Any
 
 
 class Stopwatch:
@@ -27,3 +29,20 @@ class Stopwatch:
             return False
         print(json.dumps({"samples_per_sec": self.counted / (now - self.counted_from)}), flush=True)
         return True
+
+
+def run(
+    loader: Iterable[Any],
+    step: Callable[[Any], int],
+    seconds: float,
+    skip: float,
+    each_epoch: Callable[[], None] = lambda: None,
+) -> None:
+    """Epoch after epoch over `loader` (`each_epoch` before each), `step` returning each batch's
+    samples, until `seconds` have passed; the figure printed at the end."""
+    clock = Stopwatch(seconds, skip)
+    while True:
+        each_epoch()
+        for batch in loader:
+            if clock.step(step(batch)):
+                return

@@ -15,7 +15,7 @@ import argparse
 
 import numpy as np
 import torch
-from stopwatch import Stopwatch
+from stopwatch import run
 from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
@@ -113,11 +113,7 @@ def build(args: argparse.Namespace):
 def main() -> None:
     args = arguments()
     loader, step = build(args)
-    clock = Stopwatch(args.seconds, args.skip)
-    while True:
-        for batch in loader:
-            if clock.step(step(batch)):
-                return
+    run(loader, step, args.seconds, args.skip)
 
 
 if __name__ == "__main__":
