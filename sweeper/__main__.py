@@ -34,9 +34,9 @@ def measure_once(cfg: DictConfig, out_dir: Path) -> RunResult:
     device takes), stops on SIGTERM/SIGINT, prints its figures."""
     spec = checked_spec(cfg)
     print(f"sweeper: measuring {describe_config(spec)}", flush=True)
-    claim = claim_for(str(spec.backend.device))
+    claim = claim_for(str(spec.backend.device), ranks=spec.nproc)
     with (
-        held(claim.resource, "python -m sweeper", on_wait=lambda line: print(line, file=sys.stderr, flush=True)),
+        held(claim.locks, "python -m sweeper", on_wait=lambda line: print(line, file=sys.stderr, flush=True)),
         stop_on_signals("the run") as stop,
     ):
         result = measure_spec(spec, out_dir, env=claim.env)
@@ -68,13 +68,13 @@ def measure_in_job(spec: RunSpec, out_dir: Path) -> RunResult:
     once, whoever submitted them."""
     from .search import progress  # the sweep's log, where the job runs in the sweep's process
 
-    claim = claim_for(str(spec.backend.device))
+    claim = claim_for(str(spec.backend.device), ranks=spec.nproc)
     stopped = lambda: IN_FLIGHT.stopped is not None  # noqa: E731 - the sweep's SIGTERM, in this process
     job = scheduler_job()
     if not spec.measure.lock:
         result = measure_spec(spec, out_dir, env=claim.env, scheduler_job=job)
     else:
-        with held(claim.resource, f"a sweep's job in {out_dir}", on_wait=progress.say, should_stop=stopped) as got:
+        with held(claim.locks, f"a sweep's job in {out_dir}", on_wait=progress.say, should_stop=stopped) as got:
             result = (
                 measure_spec(spec, out_dir, env=claim.env, scheduler_job=job)
                 if got

@@ -5,9 +5,12 @@ exist with workers."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from omegaconf import OmegaConf
 
-from . import share, topology
+from . import host, share, topology
+from .search import scaling
 
 
 def cores() -> int:
@@ -15,13 +18,8 @@ def cores() -> int:
     return share.cores_here()
 
 
-def powers_of_two_upto(n: int) -> list[int]:
-    """1, 2, 4, ... up to n, and n itself: candidate thread counts for n cores."""
-    values, v = [], 1
-    while v < n:
-        values.append(v)
-        v *= 2
-    return [*values, n]
+def _listed(values: Sequence[object]) -> str:
+    return ",".join(map(str, values))
 
 
 # backend.precision as Lightning's Trainer(precision=...) names it
@@ -53,33 +51,25 @@ def if_workers(value: object, workers: int) -> object:
 
 def precisions() -> str:
     """The precisions a run here can take: fp16 only with a GPU (it needs a GradScaler on CUDA)."""
-    from .runner.lock import visible_gpus
-
-    return "fp32,bf16,fp16" if visible_gpus() else "fp32,bf16"
+    return "fp32,bf16,fp16" if host.planned().gpus else "fp32,bf16"
 
 
 def register() -> None:
     if not OmegaConf.has_resolver("sweeper.cores"):
         OmegaConf.register_new_resolver("sweeper.cores", cores)
-    if not OmegaConf.has_resolver("sweeper.affinities"):
-        # pinning means something with two cores or more
-        OmegaConf.register_new_resolver(
-            "sweeper.affinities", lambda: ",".join(topology.AFFINITIES if cores() >= 2 else ("none",))
-        )
-    if not OmegaConf.has_resolver("sweeper.allocators"):
-        OmegaConf.register_new_resolver("sweeper.allocators", lambda: ",".join(topology.installed_allocators()))
-    if not OmegaConf.has_resolver("sweeper.nproc_choices"):
-        # data-parallel ranks: with two cores or more, 1, 2, 4, ... up to one per core
-        OmegaConf.register_new_resolver(
-            "sweeper.nproc_choices", lambda: ",".join(map(str, powers_of_two_upto(cores()) if cores() >= 2 else [1]))
-        )
-    if not OmegaConf.has_resolver("sweeper.numa_modes"):
-        # node binding of the ranks where the machine has two NUMA nodes or more
-        OmegaConf.register_new_resolver("sweeper.numa_modes", lambda: ",".join(topology.numa_modes()))
-    if not OmegaConf.has_resolver("sweeper.thread_choices"):
-        OmegaConf.register_new_resolver(
-            "sweeper.thread_choices", lambda: ",".join(map(str, powers_of_two_upto(cores())))
-        )
+    # the presets' spaces, scaled to the machine planned for (sweeper.search.scaling)
+    for name, make in (
+        ("sweeper.affinities", lambda: _listed(scaling.affinities(host.planned()))),
+        ("sweeper.allocators", lambda: _listed(topology.installed_allocators())),
+        ("sweeper.nproc_choices", lambda: _listed(scaling.rank_choices(host.planned()))),
+        ("sweeper.gpu_rank_choices", lambda: _listed(scaling.gpu_rank_choices(host.planned()))),
+        ("sweeper.numa_modes", lambda: _listed(scaling.numa_modes(host.planned()))),
+        ("sweeper.thread_choices", lambda: _listed(scaling.thread_choices(host.planned()))),
+        ("sweeper.worker_space", lambda: scaling.worker_space(host.planned())),
+        ("sweeper.gpu_worker_choices", lambda: _listed(scaling.gpu_worker_choices(host.planned()))),
+    ):
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, make)
     for name, function in (
         ("sweeper.lightning_precision", lightning_precision),
         ("sweeper.equals", equals),

@@ -60,10 +60,15 @@ def _level_memory(directory: Path, v2: bool) -> float | None:
 
 
 def _tightest(
-    controller: str, level: Callable[[Path, bool], float | None], proc_cgroup: str, mountinfo: str
+    controller: str,
+    level: Callable[[Path, bool], float | None],
+    proc_cgroup: str,
+    mountinfo: str,
+    tree: str = "",
 ) -> float | None:
     """The tightest limit `level` reads for `controller` in this process's cgroup and its
-    ancestors, over the v1 and v2 hierarchies mounted; None where none limits it."""
+    ancestors, over the v1 and v2 hierarchies mounted; None where none limits it. `tree` is
+    prefixed to the mount points (a machine's files recorded elsewhere, sweeper.host)."""
     try:
         entries = [line.split(":", 2) for line in Path(proc_cgroup).read_text().splitlines() if line.count(":") >= 2]
     except OSError:
@@ -79,7 +84,8 @@ def _tightest(
             relative = os.path.relpath(path, root) if path.startswith(root) else None
             if relative is None or relative.startswith(".."):
                 continue  # this process's cgroup is outside what the mount shows
-            directory, top = Path(mount_point) / relative, Path(mount_point)
+            top = Path(tree + mount_point)
+            directory = top / relative
             while True:
                 if (found := level(directory, v2)) is not None:
                     limits.append(found)
@@ -89,16 +95,16 @@ def _tightest(
     return min(limits) if limits else None
 
 
-def quota_cpus(proc_cgroup: str = PROC_CGROUP, mountinfo: str = MOUNTINFO) -> float | None:
+def quota_cpus(proc_cgroup: str = PROC_CGROUP, mountinfo: str = MOUNTINFO, tree: str = "") -> float | None:
     """The CPU quota of this process's cgroup and its ancestors, the tightest, in CPUs (1.5: one
     and a half CPUs of time each period); None where no cgroup limits it."""
-    return _tightest("cpu", _level_quota, proc_cgroup, mountinfo)
+    return _tightest("cpu", _level_quota, proc_cgroup, mountinfo, tree)
 
 
-def memory_limit_bytes(proc_cgroup: str = PROC_CGROUP, mountinfo: str = MOUNTINFO) -> int | None:
+def memory_limit_bytes(proc_cgroup: str = PROC_CGROUP, mountinfo: str = MOUNTINFO, tree: str = "") -> int | None:
     """The memory limit of this process's cgroup and its ancestors, the tightest, in bytes (the
     page cache counts against it); None where no cgroup limits it."""
-    found = _tightest("memory", _level_memory, proc_cgroup, mountinfo)
+    found = _tightest("memory", _level_memory, proc_cgroup, mountinfo, tree)
     return None if found is None else int(found)
 
 

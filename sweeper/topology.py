@@ -126,13 +126,18 @@ def threads_per_rank(threads: int | None, cores: int, nproc: int) -> int | None:
     return max(1, cores // nproc)
 
 
-def oversubscribes(nproc: int, threads: int | None, workers: int, cores: int) -> bool:
-    """Whether several ranks ask for more cores than there are: ranks x threads or ranks x
-    loader workers beyond the cores. A knob value a user may ask for; the presets skip it.
-    One process keeps the loader range its preset has (workers waiting on I/O may outnumber cores)."""
+def oversubscribes(nproc: int, threads: int | None, workers: int, cores: int, logical: int | None = None) -> bool:
+    """Whether several ranks ask for more than the machine has: ranks x compute threads beyond
+    the physical `cores` (unless each rank takes its share of the SMT siblings as well: ranks x
+    threads = the `logical` CPUs), or ranks x loader workers beyond the logical CPUs (processes
+    that wait on I/O as much as they compute). A knob value a user may ask for; the presets skip
+    it. One process keeps the loader range its preset has (workers may outnumber cores)."""
     if nproc <= 1:
         return False
-    return nproc * (threads or 1) > cores or nproc * workers > cores
+    logical = logical or cores
+    compute = nproc * (threads or 1)
+    smt_share = logical > cores and compute == logical
+    return (compute > cores and not smt_share) or nproc * workers > logical
 
 
 # --- NUMA: one rank per node, bound with numactl -------------------------------------------

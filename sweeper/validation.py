@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import topology
+from . import host, topology
 from .command import PYTHONS
 from .config import PageCache
 from .errors import ConfigError
@@ -132,7 +132,8 @@ def _check_dist(spec: RunSpec) -> None:
     _check_int(Knob.DIST_NPROC_PER_NODE, nproc, 1)
     if numa == "none":
         return
-    nodes = topology.numa_nodes()
+    planned = host.planned()  # this machine, or the one a plan is printed for
+    nodes = [n.node for n in planned.nodes]
     if len(nodes) < 2:
         raise ConfigError(
             f"backend.numa={numa!r} binds ranks to NUMA nodes, and this machine has {len(nodes) or 1}: "
@@ -143,7 +144,7 @@ def _check_dist(spec: RunSpec) -> None:
             f"backend.numa={numa!r} puts the same number of ranks on each of the {len(nodes)} NUMA "
             f"nodes: dist.nproc_per_node={nproc} is not a multiple of {len(nodes)}."
         )
-    if shutil.which("numactl") is None:
+    if planned is host.this_host() and shutil.which("numactl") is None:
         raise ConfigError(
             f"backend.numa={numa!r} runs each rank under numactl, which is not installed: install "
             "numactl (Debian/Ubuntu) or use backend.numa=none."

@@ -85,7 +85,7 @@ def test_a_single_run_and_a_sweep_take_the_same_lock(tmp_path, monkeypatch, two_
             sweep_dir=tmp_path / "sweep",
             probe_machine=lambda *probed: CUDA_MACHINE,
         )
-    assert seen["resource"] == plan.claim.resource == "gpu1"
+    assert seen["resource"] == plan.claim.locks == ("gpu1",)
     assert seen["env"] == plan.claim.env == {"CUDA_VISIBLE_DEVICES": "1"}
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from sweeper import outcome
 from sweeper.measuring import timing
-from sweeper.resolvers import powers_of_two_upto
+from sweeper.search.scaling import powers_of_two_upto
 from sweeper.stats import Spread, quantile
 
 

@@ -13,6 +13,7 @@ from optuna.trial import TrialState, create_trial
 from conftest import running_attrs
 from sweeper import overrides
 from sweeper.errors import ConfigError
+from sweeper.host import Host, from_description
 from sweeper.noise import Noise
 from sweeper.search import confirm, history, objectives, outputs
 from sweeper.search.budget import parse_duration
@@ -21,6 +22,11 @@ from sweeper.store import trials
 
 # 8% run-to-run noise, the prior alone (hydra.sweeper.run_noise's default)
 N8 = Noise(0.08, 0.08)
+
+
+def _flat(cores: int) -> Host:
+    """A machine of `cores` cores on one socket, no SMT, no GPU."""
+    return from_description({"cores_per_socket": cores})
 
 
 def trial(number, knobs, state=TrialState.COMPLETE, status="ok", sps=100.0, rel_iqr=0.01, fixed=()):
@@ -509,7 +515,7 @@ def test_the_recipes_split_the_cores_from_either_side_with_values_the_space_hold
         "backend.precision": "fp32",
         "backend.channels_last": False,
     }
-    loader, compute = start.recipes(space, baseline, cores=2, cuda=False, bf16=True)
+    loader, compute = start.recipes(space, baseline, host=_flat(2), cuda=False, bf16=True)
     # the loader's side: workers at the core count, one compute thread (never both at 2 on 2 cores)
     assert loader.knobs == {
         "loader.batch_size": 1024,
@@ -527,46 +533,52 @@ def test_the_recipes_split_the_cores_from_either_side_with_values_the_space_hold
     }
     assert loader.origin.startswith("recipe: the largest batch, the loader's side") and loader.origin.endswith(", bf16")
     # no bf16 on the device, 16 cores: the nearest the space holds
-    plain, _ = start.recipes(space, baseline, cores=16, cuda=False, bf16=False)
+    plain, _ = start.recipes(space, baseline, host=_flat(16), cuda=False, bf16=False)
     assert plain.knobs["loader.num_workers"] == 4 and plain.knobs["backend.threads"] == 2
     assert plain.knobs["backend.precision"] == "fp32"
     # bf16 emulated (an x86 CPU without AVX512_BF16 or AMX-BF16): the recipes stay at your
     # precision, and say why
-    emulated, _ = start.recipes(space, baseline, cores=2, cuda=False, bf16=True, bf16_fast=False)
+    emulated, _ = start.recipes(space, baseline, host=_flat(2), cuda=False, bf16=True, bf16_fast=False)
     assert emulated.knobs["backend.precision"] == "fp32" and emulated.knobs["loader.batch_size"] == 1024
     assert emulated.origin.endswith(", no bf16 (emulated here)")
     fp32_only = {**space, "backend.precision": CategoricalDistribution(["fp32", "fp16"])}
-    (plain_fp16, _) = start.recipes(fp32_only, baseline, cores=2, cuda=False, bf16=True, bf16_fast=False)
+    (plain_fp16, _) = start.recipes(fp32_only, baseline, host=_flat(2), cuda=False, bf16=True, bf16_fast=False)
     assert not plain_fp16.origin.endswith("(emulated here)")  # no bf16 in the space: nothing left out
     # on CUDA the compute is the GPU's: the loader's side alone, with pinned memory
     gpu_space = {**space, "loader.pin_memory": CategoricalDistribution([False, True])}
-    (only,) = start.recipes(gpu_space, {**baseline, "loader.pin_memory": False}, cores=16, cuda=True, bf16=True)
+    (only,) = start.recipes(gpu_space, {**baseline, "loader.pin_memory": False}, host=_flat(16), cuda=True, bf16=True)
     assert only.knobs["loader.pin_memory"] is True and only.origin.endswith(", bf16, pinned memory")
     # on a CPU, the allocator PyTorch's CPU launcher preloads: TCMalloc where installed (the space
     # holds it), else JeMalloc; on CUDA, and where neither is installed, your config's
     allocators = {**space, "backend.allocator": CategoricalDistribution(["default", "jemalloc", "tcmalloc"])}
     yours = {**baseline, "backend.allocator": "default"}
-    both = start.recipes(allocators, yours, cores=2, cuda=False, bf16=False)
+    both = start.recipes(allocators, yours, host=_flat(2), cuda=False, bf16=False)
     assert [p.knobs["backend.allocator"] for p in both] == ["tcmalloc", "tcmalloc"]
     assert both[0].origin.endswith(", tcmalloc (as PyTorch's CPU launcher)")
     only_je = {**space, "backend.allocator": CategoricalDistribution(["default", "jemalloc"])}
-    assert [p.knobs["backend.allocator"] for p in start.recipes(only_je, yours, cores=2, cuda=False, bf16=False)] == [
+    assert [
+        p.knobs["backend.allocator"] for p in start.recipes(only_je, yours, host=_flat(2), cuda=False, bf16=False)
+    ] == [
         "jemalloc",
         "jemalloc",
     ]
     neither = {**space, "backend.allocator": CategoricalDistribution(["default"])}
-    (plain_cpu, _) = start.recipes(neither, yours, cores=2, cuda=False, bf16=False)
+    (plain_cpu, _) = start.recipes(neither, yours, host=_flat(2), cuda=False, bf16=False)
     assert plain_cpu.knobs["backend.allocator"] == "default" and "launcher" not in plain_cpu.origin
-    (on_gpu,) = start.recipes(allocators, yours, cores=16, cuda=True, bf16=False)
+    (on_gpu,) = start.recipes(allocators, yours, host=_flat(16), cuda=True, bf16=False)
     assert on_gpu.knobs["backend.allocator"] == "default"
     (yours_on_gpu,) = start.recipes(
-        allocators, {**yours, "backend.allocator": "jemalloc"}, cores=16, cuda=True, bf16=False
+        allocators, {**yours, "backend.allocator": "jemalloc"}, host=_flat(16), cuda=True, bf16=False
     )
     assert yours_on_gpu.knobs["backend.allocator"] == "jemalloc" and "launcher" not in yours_on_gpu.origin
     # a space without the knobs: nothing to queue beyond the baseline's own point
     assert (
         start.recipes(
-            {"loader.num_workers": IntDistribution(0, 0)}, {"loader.num_workers": 0}, cores=2, cuda=False, bf16=False
+            {"loader.num_workers": IntDistribution(0, 0)},
+            {"loader.num_workers": 0},
+            host=_flat(2),
+            cuda=False,
+            bf16=False,
         )
         == []
     )

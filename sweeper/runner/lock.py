@@ -10,7 +10,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,18 +90,29 @@ class MeasureLock:
 
 @contextlib.contextmanager
 def held(
-    resource: str, what: str, on_wait: Callable[[str], None], should_stop: Callable[[], bool] = lambda: False
+    resource: str | Sequence[str],
+    what: str,
+    on_wait: Callable[[str], None],
+    should_stop: Callable[[], bool] = lambda: False,
 ) -> Iterator[bool]:
-    """Hold the machine-wide lock of `resource` while inside; True once held, False if told to
-    stop while waiting. `on_wait` gets one line naming the holder."""
-    lock = MeasureLock(resource, {"what": what})
-    got = lock.acquire(
-        on_wait=lambda h: on_wait(f"waiting: this machine is measuring for {describe(h)}"), should_stop=should_stop
-    )
+    """Hold the machine-wide locks of `resource` (one, or several GPUs for data-parallel ranks,
+    taken in order so that two claims never wait on each other) while inside; True once held,
+    False if told to stop while waiting. `on_wait` gets one line naming the holder."""
+    names = [resource] if isinstance(resource, str) else sorted(resource)
+    taken: list[MeasureLock] = []
     try:
-        yield got
+        for name in names:
+            lock = MeasureLock(name, {"what": what})
+            if not lock.acquire(
+                on_wait=lambda h: on_wait(f"waiting: this machine is measuring for {describe(h)}"),
+                should_stop=should_stop,
+            ):
+                yield False
+                return
+            taken.append(lock)
+        yield True
     finally:
-        if got:
+        for lock in reversed(taken):
             lock.release()
 
 
@@ -135,22 +146,30 @@ def visible_gpus(gpus_dir: str | None = None) -> int:
 class DeviceClaim:
     """What a measurement locks, and the CUDA_VISIBLE_DEVICES that pins its runs there."""
 
-    resource: str  # "cpu" or "gpu<N>"
-    pin: str | None = None
+    resource: str  # "cpu" or "gpu<N>": the first (or only) lock
+    pin: str | None = None  # "3", or "0,1" for two ranks
+    # every lock the measurement holds: its GPUs, one per data-parallel rank
+    resources: tuple[str, ...] = ()
 
     @property
     def env(self) -> dict[str, str]:
         return {"CUDA_VISIBLE_DEVICES": self.pin} if self.pin is not None else {}
 
+    @property
+    def locks(self) -> tuple[str, ...]:
+        return self.resources or (self.resource,)
 
-def claim_for(device: str, gpus: int | None = None) -> DeviceClaim:
+
+def claim_for(device: str, gpus: int | None = None, ranks: int = 1) -> DeviceClaim:
     """The lock of a measurement on `backend.device`: the same for a single run and a sweep.
-    On a machine with several GPUs a free one is taken and the runs are pinned to it."""
+    On a machine with several GPUs a free one is taken and the runs are pinned to it; data-parallel
+    ranks take one GPU each (free ones first), locked and pinned together."""
     gpus = visible_gpus() if gpus is None else gpus
     if device == "cpu" or gpus == 0:
         return DeviceClaim("cpu")
-    resource = choose_resource(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
-    return DeviceClaim(resource, resource.removeprefix("gpu") if gpus > 1 else None)
+    chosen = choose_resources(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"), min(max(1, ranks), gpus))
+    pin = ",".join(r.removeprefix("gpu") for r in chosen) if gpus > 1 else None
+    return DeviceClaim(chosen[0], pin, tuple(chosen))
 
 
 def choose_resource(gpu_count: int, visible: str | None) -> str:
@@ -158,11 +177,20 @@ def choose_resource(gpu_count: int, visible: str | None) -> str:
     the first when all are busy, to wait for). A CUDA_VISIBLE_DEVICES set by the user wins."""
     if gpu_count <= 0:
         return "cpu"
+    return choose_resources(gpu_count, visible, 1)[0]
+
+
+def choose_resources(gpu_count: int, visible: str | None, count: int) -> list[str]:
+    """`count` GPUs to measure on: the first of CUDA_VISIBLE_DEVICES where the user set it, else
+    the free ones first (in index order), then busy ones to wait for."""
     if visible:
-        return f"gpu{visible.split(',')[0]}"
+        return [f"gpu{entry.strip()}" for entry in visible.split(",")[:count]]
+    free, busy = [], []
     for index in range(gpu_count):
         probe = MeasureLock(f"gpu{index}", {})
         if probe.try_acquire():
             probe.release()
-            return f"gpu{index}"
-    return "gpu0"
+            free.append(f"gpu{index}")
+        else:
+            busy.append(f"gpu{index}")
+    return sorted((free + busy)[:count], key=lambda r: int(r[3:]))

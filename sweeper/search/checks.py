@@ -13,6 +13,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 
 from ..config import error_line
 from ..errors import ConfigError
+from ..host import planned
 from ..knobs import Knob
 from ..machine import Machine
 from ..spec import GROUPS, RunSpec
@@ -60,6 +61,9 @@ def check_space(base: DictConfig, space: Mapping[str, BaseDistribution], own_app
             if key in sp.NEEDS_WORKERS:
                 loader = trial_spec.loader
                 trial_spec = trial_spec.replace(loader=replace(loader, num_workers=max(1, loader.num_workers)))
+            if key == Knob.BACKEND_NUMA and value != "none":  # it binds ranks: checked with a rank per node
+                ranks = max(trial_spec.nproc, len(planned().nodes))
+                trial_spec = trial_spec.replace(dist=replace(trial_spec.dist, nproc_per_node=ranks))
             try:
                 check_config(trial_spec)
             except ConfigError as exc:

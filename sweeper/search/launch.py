@@ -218,7 +218,7 @@ class JobRunner:
             if self.plan.own_app or self.plan.settings.lock == LockMode.off:
                 return self._launch(jobs)
             with held(
-                self.plan.claim.resource,
+                self.plan.claim.locks,
                 f"study {self.plan.study_name}",
                 on_wait=progress.say,
                 should_stop=lambda: self.stop.requested,

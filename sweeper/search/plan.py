@@ -20,11 +20,12 @@ from optuna.trial import FrozenTrial
 from .. import command
 from ..config import plain
 from ..errors import ConfigError
+from ..host import Host, this_host
 from ..knobs import Knob
 from ..machine import Machine
 from ..noise import Noise
 from ..overrides import split_arguments, to_overrides
-from ..runner.lock import DeviceClaim, claim_for
+from ..runner.lock import DeviceClaim
 from ..runner.probe import probe
 from ..runner.run import start_env_of
 from ..script_version import ScriptVersion, version_of
@@ -32,12 +33,12 @@ from ..spec import RunSpec
 from ..store.confirmation import Confirmation
 from ..store.storage import default_storage
 from ..store.trials import repeated_figures
-from ..validation import check_command_here, check_config
 from . import space as sp
 from .budget import parse_duration
-from .checks import BASIC_LAUNCHER, check_device, check_launcher, check_space
+from .checks import BASIC_LAUNCHER, check_launcher, check_space
 from .converge import Converged
 from .objectives import resolve_directions
+from .plan_machine import claim_of, machine_for
 from .script_plan import baseline_note, script_space
 from .settings import SearchConf, SweepSettings
 
@@ -88,6 +89,8 @@ class SweepPlan:
     search: SearchConf = field(default_factory=SearchConf)
     # task=script: the version of the script the command runs (its file, its git work tree)
     script_version: ScriptVersion | None = None
+    # the cores, SMT siblings, NUMA nodes and GPUs the plan counts (this machine, or one described)
+    host: Host = field(default_factory=this_host)
 
     @property
     def setup(self) -> tuple[str, ...]:
@@ -135,9 +138,10 @@ class SweepPlan:
             return None
         return sp.unsampled_reason(
             self._with_base(knobs),
-            self.machine.cores,
+            self.host.usable_physical,
             self.base_value(Knob.TRAIN_EFFECTIVE_BATCH),
             ranks_from_preset=self.ranks_from_preset,
+            logical=self.host.usable_logical,
         )
 
     def within_cores(self, knobs: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -145,7 +149,9 @@ class SweepPlan:
         the cores with ranks the preset chose (see space.within_cores); None otherwise."""
         if not self.own_app or not self.ranks_from_preset:
             return None
-        fitted = sp.within_cores(self._with_base(knobs), self.machine.cores, self.space)
+        fitted = sp.within_cores(
+            self._with_base(knobs), self.host.usable_physical, self.space, self.host.usable_logical
+        )
         return None if fitted is None else {k: fitted[k] for k in knobs}
 
     def held_back(self, measured: int) -> frozenset[str]:
@@ -250,33 +256,6 @@ def workload_label(base: DictConfig) -> str:
     return f"{task.name} {task.mode}" + (f" ({task.model})" if "model" in task else "")
 
 
-def _machine(
-    base: DictConfig,
-    own_app: bool,
-    script: bool,
-    launcher: str,
-    probe_machine: Callable[[str, str | None, str], Machine],
-) -> Machine:
-    """The machine the runs measure on, after the checks a run of this config would make there:
-    this host's probe for sweeper's own workloads, this host alone for another app's jobs."""
-    if not own_app:
-        return Machine.this_host()
-    spec = RunSpec.of(base)
-    check_config(spec)
-    if launcher == BASIC_LAUNCHER:  # the runs run here; a cluster's job checks on its node
-        check_command_here(spec)
-    machine = probe_machine(
-        str(base.backend.device), None if script else str(base.task.factory), str(base.measure.isolation)
-    )
-    if machine.cuda and base.measure.memory_limit_gb is not None:
-        raise ConfigError(
-            f"measure.memory_limit_gb={base.measure.memory_limit_gb} limits the address space, which "
-            "the CUDA libraries need far more of than they use: set measure.memory_limit_gb=null on a GPU."
-        )
-    check_device(base, machine, launcher, script)
-    return machine
-
-
 def _space(
     base: DictConfig,
     chosen: SearchConf,
@@ -340,8 +319,11 @@ def make_plan(
     sweep_dir: Path,
     probe_machine: Callable[[str, str | None, str], Machine] = probe,
     launcher: str = BASIC_LAUNCHER,
+    host: Host | None = None,
 ) -> SweepPlan:
-    """Everything a sweep needs before trial 1; ConfigError names the first thing that is wrong."""
+    """Everything a sweep needs before trial 1; ConfigError names the first thing that is wrong.
+    `host`: the machine the plan counts cores and GPUs of (this one unless described)."""
+    host = host or this_host()
     check_launcher(settings, launcher)
     fixed, swept = split_arguments(arguments)
     base = compose(fixed)
@@ -349,7 +331,7 @@ def make_plan(
     deadline_s = parse_duration(settings.timeout)
     own_app = all(key in base for key in OWN_GROUPS)
     script = own_app and command.is_script(base.task)
-    machine = _machine(base, own_app, script, launcher, probe_machine)
+    machine = machine_for(base, own_app, script, launcher, probe_machine)
     chosen = preset(base, compose, fixed, machine.device)
     if own_app and not script:
         chosen = with_job_knobs(chosen, OmegaConf.select(base, Knob.MEASURE_JOB_SAMPLES, default=None), machine.cuda)
@@ -375,7 +357,7 @@ def make_plan(
         baseline_knobs=baseline_knobs,
         study_name=_study_name(settings, workload, machine),
         storage_url=settings.storage or default_storage(),
-        claim=claim_for(str(base.backend.device) if own_app else "cpu"),
+        claim=claim_of(base, own_app, host, space),
         sweep_dir=sweep_dir,
         asked=asked,
         notes=tuple(notes),
@@ -386,4 +368,5 @@ def make_plan(
         converge=Converged(noise=settings.run_spread) if settings.converge and not settings.grid else None,
         search=chosen,
         script_version=version,
+        host=host,
     )

@@ -128,6 +128,10 @@ class SweepSettings:
     params: Optional[Dict[str, str]] = None
     # wall budget for the whole sweep including the confirmation: 8h, 30m, 90s; null = none
     timeout: Optional[str] = None
+    # print the plan and measure nothing: `here` (this machine, with an estimate of the sweep's
+    # wall time) or a machine description file (python -m sweeper.host prints this machine's);
+    # null = sweep
+    plan: Optional[str] = None
     # measured figures to optimise: samples_per_sec, peak_memory_mb, step_time_p95_ms, ...
     objectives: List[str] = field(default_factory=lambda: list(DEFAULT_OBJECTIVES))
     # limits on measured figures, figure -> limit: a cost (memory, step time) at most its limit,

@@ -187,10 +187,15 @@ def hold_effective_batch(space: dict[str, BaseDistribution], effective: int | No
 
 
 def unsampled_reason(
-    knobs: Mapping[str, Any], cores: int, effective_batch: int | None, ranks_from_preset: bool
+    knobs: Mapping[str, Any],
+    cores: int,
+    effective_batch: int | None,
+    ranks_from_preset: bool,
+    logical: int | None = None,
 ) -> str | None:
     """Why a trial's configuration is not measured, or None: ranks that divide no effective
-    batch, or (when the preset chose the ranks, not the user) ranks oversubscribing the cores."""
+    batch, or (when the preset chose the ranks, not the user) ranks oversubscribing the physical
+    `cores` or the `logical` CPUs (topology.oversubscribes)."""
     nproc = int(knobs.get(Knob.DIST_NPROC_PER_NODE) or 1)
     batch = knobs.get(Knob.LOADER_BATCH_SIZE)
     if effective_batch and isinstance(batch, int) and effective_batch % (batch * nproc):
@@ -199,18 +204,21 @@ def unsampled_reason(
             f"train.effective_batch={effective_batch}"
         )
     threads, workers = knobs.get(Knob.BACKEND_THREADS), int(knobs.get(Knob.LOADER_NUM_WORKERS) or 0)
-    if ranks_from_preset and topology.oversubscribes(nproc, threads, workers, cores):
+    if ranks_from_preset and topology.oversubscribes(nproc, threads, workers, cores, logical):
         per_rank = threads or 1
+        smt = f" ({logical} logical CPUs)" if logical and logical > cores else ""
         return (
             f"{nproc} ranks x ({per_rank} thread{'s' * (per_rank != 1)}, {workers} loader "
             f"worker{'s' * (workers != 1)}) oversubscribe "
-            f"the {cores} cores; the preset does not sample it "
+            f"the {cores} cores{smt}; the preset does not sample it "
             "(sweep dist.nproc_per_node yourself to measure such points)"
         )
     return None
 
 
-def within_cores(knobs: Mapping[str, Any], cores: int, space: Mapping[str, BaseDistribution]) -> dict[str, Any] | None:
+def within_cores(
+    knobs: Mapping[str, Any], cores: int, space: Mapping[str, BaseDistribution], logical: int | None = None
+) -> dict[str, Any] | None:
     """The point nearest an oversubscribed one that the preset measures: the same ranks, with
     threads and loader workers lowered to the cores each rank has, where the space holds those
     values; None when the point is not oversubscribed or cannot be fitted. TPE models each
@@ -218,19 +226,19 @@ def within_cores(knobs: Mapping[str, Any], cores: int, space: Mapping[str, BaseD
     slow, and a sweep rarely measured the ranks where they were the fastest point."""
     nproc = int(knobs.get(Knob.DIST_NPROC_PER_NODE) or 1)
     threads, workers = knobs.get(Knob.BACKEND_THREADS), int(knobs.get(Knob.LOADER_NUM_WORKERS) or 0)
-    if not topology.oversubscribes(nproc, threads, workers, cores):
+    if not topology.oversubscribes(nproc, threads, workers, cores, logical):
         return None
-    share = max(1, cores // nproc)
+    logical = logical or cores
     fitted = dict(knobs)
-    if nproc * (threads or 1) > cores:
-        fitted[Knob.BACKEND_THREADS] = share
-    if nproc * workers > cores:
-        fitted[Knob.LOADER_NUM_WORKERS] = share
+    if topology.oversubscribes(nproc, threads, 0, cores, logical):
+        fitted[Knob.BACKEND_THREADS] = max(1, cores // nproc)
+    if nproc * workers > logical:
+        fitted[Knob.LOADER_NUM_WORKERS] = max(1, logical // nproc)
     changed = [k for k in (Knob.BACKEND_THREADS, Knob.LOADER_NUM_WORKERS) if fitted.get(k) != knobs.get(k)]
     if any(k not in space or not contains(space[k], fitted[k]) for k in changed):
         return None
     if topology.oversubscribes(
-        nproc, fitted.get(Knob.BACKEND_THREADS), int(fitted.get(Knob.LOADER_NUM_WORKERS) or 0), cores
+        nproc, fitted.get(Knob.BACKEND_THREADS), int(fitted.get(Knob.LOADER_NUM_WORKERS) or 0), cores, logical
     ):
         return None
     return fitted

@@ -17,6 +17,7 @@ from typing import Any
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 
+from ..host import Host
 from ..knobs import Knob
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy, first_trial, sibling_names, split_class
@@ -66,21 +67,26 @@ def recipes(
     space: Mapping[str, BaseDistribution],
     baseline: Mapping[str, Any],
     *,
-    cores: int,
+    host: Host,
     cuda: bool,
     bf16: bool,
     bf16_fast: bool = True,
 ) -> list[StartPoint]:
     """The practitioners' recipe on top of the baseline, once from each side of the cores'
     split: the loader's side (workers at the core count, compute threads on the cores they
-    leave, at least one) and, on a CPU, the compute's side (compute threads at the core count,
-    the loader in the main process). Both with the largest batch, bf16 where the device runs it
-    (`bf16`) and computes it in hardware (`bf16_fast`; emulated, it runs slower than fp32, and the
-    recipe says it left bf16 out), channels_last (live only for convolutional models), persistent
-    workers, on a CPU the allocator PyTorch's CPU launcher preloads (TCMalloc, else JeMalloc, where
-    the space holds one), and pinned memory on CUDA. Which side wins is the workload's (a loader-bound MLP, a
-    compute-bound CNN), so both are measured first. Workers and threads both at the core count
-    oversubscribe: on 2 cores that point read 0.61 of the best, and anchored TPE's model there."""
+    leave, at least one) and, on a CPU, the compute's side (compute threads at the physical core
+    count, as PyTorch's CPU launcher sets them, the loader in the main process). Which side wins
+    is the workload's (a loader-bound MLP, a compute-bound CNN), so both are measured first.
+    Workers and threads both at the core count oversubscribe: on 2 cores that point read 0.61 of
+    the best, and anchored TPE's model there.
+    On several GPUs the loader's side runs one rank per GPU, the CPUs split between their
+    workers; on two NUMA nodes or more ranks are bound to nodes, and on a CPU a third recipe runs
+    one rank per node with threads on its physical cores (run_cpu's instance per node).
+    All with the largest batch, bf16 where the device runs it (`bf16`) and computes it in
+    hardware (`bf16_fast`; emulated, it runs slower than fp32, and the recipe says it left bf16
+    out), channels_last (live only for convolutional models), persistent workers, on a CPU the
+    allocator PyTorch's CPU launcher preloads (TCMalloc, else JeMalloc, where the space holds
+    one), and pinned memory on CUDA."""
     yours = {k: v for k, v in baseline.items() if k in space and sp.contains(space[k], v)}
     # in the space where set, so in each recipe: its log line names it
     preloaded = None if cuda else _launcher_allocator(space)
@@ -94,6 +100,34 @@ def recipes(
     }
     precision = space.get(Knob.BACKEND_PRECISION)
     emulated = bf16 and not bf16_fast and precision is not None and sp.contains(precision, "bf16")
+    points: list[StartPoint] = []
+    for what, split in _sides(space, host, cuda):
+        recipe = dict(yours)
+        for key, value in {**common, **split}.items():
+            if key in space and value is not None and sp.contains(space[key], value):
+                recipe[key] = value
+        if recipe != yours and all(p.knobs != recipe for p in points):
+            points.append(StartPoint(recipe, _recipe_origin(what, recipe, emulated, preloaded)))
+    return points
+
+
+def _sides(space: Mapping[str, BaseDistribution], host: Host, cuda: bool) -> list[tuple[str, dict[str, Any]]]:
+    """Each recipe's split of the machine: what it says, and its ranks, workers and threads."""
+    nodes = len(host.nodes)
+    if cuda:  # one rank per GPU, where the space has ranks; the CPUs split between their workers
+        ranks = _nearest_in(space, Knob.DIST_NPROC_PER_NODE, max(1, len(host.gpus))) or 1
+        per_rank = max(1, host.usable_logical // ranks)
+        workers = _nearest_in(space, Knob.LOADER_NUM_WORKERS, per_rank)
+        what = "the loader's side: workers at the core count" if ranks == 1 else (
+            f"the loader's side: one rank per GPU ({ranks}), each with {workers} workers of the "
+            f"{host.usable_logical} CPUs"
+        )  # fmt: skip
+        split = {Knob.DIST_NPROC_PER_NODE: ranks, Knob.LOADER_NUM_WORKERS: workers}
+        if ranks >= 2 and nodes >= 2:
+            split[Knob.BACKEND_NUMA] = "node"
+            what += ", ranks bound to NUMA nodes"
+        return [(what, split)]
+    cores = host.usable_physical
     workers = _nearest_in(space, Knob.LOADER_NUM_WORKERS, cores)
     sides = [
         (
@@ -102,24 +136,26 @@ def recipes(
                 Knob.LOADER_NUM_WORKERS: workers,
                 Knob.BACKEND_THREADS: _nearest_in(space, Knob.BACKEND_THREADS, max(1, cores - (workers or 0))),
             },
-        )
+        ),
+        (
+            "the compute's side: compute threads at the core count, the loader in the main process",
+            {Knob.LOADER_NUM_WORKERS: 0, Knob.BACKEND_THREADS: _nearest_in(space, Knob.BACKEND_THREADS, cores)},
+        ),
     ]
-    if not cuda:
+    per_node = cores // nodes if nodes >= 2 else 0
+    if per_node and _nearest_in(space, Knob.DIST_NPROC_PER_NODE, nodes) == nodes:
         sides.append(
             (
-                "the compute's side: compute threads at the core count, the loader in the main process",
-                {Knob.LOADER_NUM_WORKERS: 0, Knob.BACKEND_THREADS: _nearest_in(space, Knob.BACKEND_THREADS, cores)},
+                f"one rank per NUMA node ({nodes}), bound there, compute threads on its {per_node} cores",
+                {
+                    Knob.DIST_NPROC_PER_NODE: nodes,
+                    Knob.BACKEND_NUMA: "node",
+                    Knob.LOADER_NUM_WORKERS: 0,
+                    Knob.BACKEND_THREADS: _nearest_in(space, Knob.BACKEND_THREADS, per_node),
+                },
             )
         )
-    points: list[StartPoint] = []
-    for what, split in sides:
-        recipe = dict(yours)
-        for key, value in {**common, **split}.items():
-            if key in space and value is not None and sp.contains(space[key], value):
-                recipe[key] = value
-        if recipe != yours and all(p.knobs != recipe for p in points):
-            points.append(StartPoint(recipe, _recipe_origin(what, recipe, emulated, preloaded)))
-    return points
+    return sides
 
 
 def _recipe_origin(what: str, recipe: Mapping[str, Any], bf16_emulated: bool, preloaded: str | None) -> str:
@@ -205,7 +241,7 @@ def queue_start(stored: StoredStudy, plan: SweepPlan, room: int, ctx: sp.Context
         points += recipes(
             plan.space,
             plan.baseline_knobs,
-            cores=plan.machine.cores,
+            host=plan.host,
             cuda=plan.machine.cuda,
             bf16=plan.machine.bf16,
             bf16_fast=plan.machine.bf16_fast,

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from ..noise import Noise
 from ..result import Status
 from . import progress
+from .budget import format_duration
 
 # suggestions in a row that were all measured before: the space has nothing new left
 EXHAUSTED_AFTER = 20
@@ -66,7 +67,11 @@ def stop_reason(
     if converged is not None:
         return converged
     if remaining_s is not None and (remaining_s <= reserve_s or remaining_s <= 0):
-        return "timeout budget reached (time kept for the confirmation)"
+        return (
+            f"timeout budget reached: {format_duration(max(0.0, remaining_s))} left, and the next trial with the "
+            f"confirmation's first round takes about {format_duration(reserve_s)}: no trial is started that "
+            "cannot finish"
+        )
     return None
 
 

@@ -34,9 +34,11 @@ from ..errors import (
     RunFailed,
     signal_name,
 )
+from ..host import load_description, planned_for, this_host
 from ..knobs import Knob
 from ..runner.fork_servers import expecting
 from ..runner.lock import MeasureLock, describe
+from ..runner.probe import probe
 from ..runner.signals import stop_on_signals
 from ..script_version import changed_note, other_versions
 from ..store.nights import Night, Outcome
@@ -44,7 +46,7 @@ from ..store.record import TrialRecord
 from ..store.storage import JOURNAL_PREFIX, command_line, redact, scrub_files
 from ..store.study import StoredStudy, SweepSpan, space_conflict, space_study_name, start_afresh
 from ..store.summary import SweepSummary
-from . import progress, under_load
+from . import preview, progress, under_load
 from . import space as sp
 from .confirm import run_confirmation
 from .disk import check_room
@@ -146,13 +148,14 @@ def check_lock_at_start(plan: SweepPlan) -> None:
     """lock=fail: a busy machine ends the sweep at once, with its own exit code (for cron)."""
     if plan.settings.lock != LockMode.fail:
         return
-    lock = MeasureLock(plan.claim.resource, {"what": f"study {plan.study_name}"})
-    if not lock.try_acquire():
-        raise MachineBusy(
-            f"this machine is measuring for {describe(lock.holder())}; "
-            f"hydra.sweeper.lock=fail: exiting with {EXIT_LOCKED}."
-        )
-    lock.release()
+    for resource in plan.claim.locks:
+        lock = MeasureLock(resource, {"what": f"study {plan.study_name}"})
+        if not lock.try_acquire():
+            raise MachineBusy(
+                f"this machine is measuring for {describe(lock.holder())}; "
+                f"hydra.sweeper.lock=fail: exiting with {EXIT_LOCKED}."
+            )
+        lock.release()
 
 
 def busy_at_start(plan: SweepPlan, started: foreign.Snapshot) -> str | None:
@@ -185,7 +188,8 @@ def _open_directory(plan: SweepPlan, stored: StoredStudy, started_at: float) -> 
     progress.open_log(plan.sweep_dir / "sweep.log")
     if plan.claim.pin is not None:  # the launcher's jobs, and their children, run there
         os.environ.update(plan.claim.env)
-        progress.say(f"pinned to GPU {plan.claim.pin}")
+        many = "," in plan.claim.pin
+        progress.say(f"pinned to GPU{'s' if many else ''} {plan.claim.pin}" + (" (one per rank)" if many else ""))
 
 
 def announce(plan: SweepPlan, stored: StoredStudy) -> None:
@@ -239,18 +243,40 @@ class Sweep:
         # one progress line per trial is ours; Hydra's "Launching 1 jobs locally" is noise
         logging.getLogger("hydra._internal.core_plugins.basic_launcher").setLevel(logging.WARNING)
 
+    def show_plan(self, settings: SweepSettings, arguments: Sequence[str]) -> None:
+        """hydra.sweeper.plan: the plan for this machine or a described one, printed; nothing swept."""
+        described = settings.plan != preview.HERE
+        try:
+            host = load_description(str(settings.plan)) if described else this_host()
+        except ValueError as exc:
+            raise ConfigError(f"hydra.sweeper.plan: {exc}") from exc
+        with planned_for(host):
+            plan = make_plan(
+                settings,
+                arguments,
+                compose=self.compose,
+                app_name=str(self.config.hydra.job.name),
+                sweep_dir=Path(str(self.config.hydra.sweep.dir)),
+                launcher=str(self.config.hydra.launcher.get("_target_", "")),
+                probe_machine=(lambda device, *_: preview.described_machine(host, device)) if described else probe,
+                host=host,
+            )
+        preview.show(plan, described)
+
     def compose(self, overrides: Sequence[str]) -> DictConfig:
         try:
             return self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
         except Exception as exc:  # Hydra's own message names the bad key
             raise ConfigError(error_line(exc) or " ".join(str(exc).split())) from exc
 
-    def sweep(self, arguments: Sequence[str]) -> SweepSummary:
+    def sweep(self, arguments: Sequence[str]) -> SweepSummary | None:
+        if (settings := SweepSettings.from_config(self.raw_settings)).plan is not None:
+            self.show_plan(settings, arguments)
+            return None
         started, started_at = time.monotonic(), time.time()
         # the machine's load from here to trial 1 (busy_at_start): the zygote's imports and the
         # study's opening take the seconds a sample would
         load_from = foreign.snapshot(topology.machine_cpus(), os.getpid())
-        settings = SweepSettings.from_config(self.raw_settings)
         import_ahead(settings.storage)
         plan = make_plan(
             settings,

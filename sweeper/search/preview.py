@@ -1,0 +1,223 @@
+"""The plan, shown before a night is spent on it (hydra.sweeper.plan): the machine as read, the
+space, the start points in order, what the preset skips and why, and an estimate of the sweep's
+wall time. Nothing is measured, but for one run of your config where the study has no history
+to time a run by (the probe). `plan_lines` is pure; `show` gathers what it prints."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+
+from ..host import Host
+from ..knobs import Knob
+from ..machine import Fingerprint, Machine, hardware_class
+from ..store.record import TrialRecord
+from ..store.study import StoredStudy
+from . import space as sp
+from .budget import format_duration
+from .plan import SweepPlan
+from .settings import RUNNERS_UP, SweepSettings
+from .start import StartPoint, recipes
+
+HERE = "here"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A sweep's wall time from one run's: each trial a run, the confirmation's rounds three runs
+    each (the winner, the baseline and a runner-up); a budget cuts the trials to what it holds
+    after the confirmation's first round. Trials raced behind the best stop sooner: at most."""
+
+    run_s: float
+    source: str  # where the run's wall time came from
+    trials: int  # the trials the sweep counts on
+    confirm_runs: int
+    budget_s: float | None = None
+
+    @classmethod
+    def of(cls, run_s: float, source: str, settings: SweepSettings, budget_s: float | None) -> Estimate:
+        runs = settings.confirm * (2 + RUNNERS_UP)
+        trials = settings.n_trials
+        if budget_s is not None and run_s > 0:
+            trials = max(0, min(trials, math.floor(budget_s / run_s) - settings.first_round_runs))
+            runs = min(runs, max(settings.first_round_runs, math.floor(budget_s / run_s) - trials))
+        return cls(run_s, source, trials, runs, budget_s)
+
+    @property
+    def total_s(self) -> float:
+        return self.run_s * (self.trials + self.confirm_runs)
+
+    def describe(self, n_trials: int) -> str:
+        cut = (
+            f"; hydra.sweeper.timeout={format_duration(self.budget_s)} holds {self.trials} of the "
+            f"{n_trials} trials and the confirmation's first round"
+            if self.budget_s is not None and self.trials < n_trials
+            else ""
+        )
+        return (
+            f"about {format_duration(self.run_s)} a run ({self.source}): at most "
+            f"{format_duration(self.total_s)} for {self.trials} trials and {self.confirm_runs} confirmation runs{cut}"
+        )
+
+
+def _values(dist: BaseDistribution | None, base: Any) -> list[Any]:
+    if isinstance(dist, CategoricalDistribution):
+        return list(dist.choices)
+    if isinstance(dist, IntDistribution):
+        return list(range(dist.low, dist.high + 1, dist.step))
+    return [base]
+
+
+def skipped(plan: SweepPlan) -> list[str]:
+    """The ranks x threads x workers points of the space that the preset does not measure, counted,
+    with one reason and the point measured instead (pure but for the plan)."""
+    keys = (Knob.DIST_NPROC_PER_NODE, Knob.BACKEND_THREADS, Knob.LOADER_NUM_WORKERS)
+    grids = [_values(plan.space.get(k), plan.base_value(k)) for k in keys]
+    if len(grids[0]) < 2:
+        return []
+    total, over, first = 0, 0, None
+    for point in itertools.product(*grids):
+        knobs = dict(zip(keys, point))
+        total += 1
+        if (why := plan.unsampled_reason(knobs)) is not None:
+            over += 1
+            if first is None:
+                first = (why.split(";")[0], plan.within_cores(knobs))
+    if first is None:
+        return []
+    instead = (
+        f"; measured instead at {sp_short(first[1])}" if first[1] else "; no nearer point of the space fits"
+    )  # fmt: skip
+    return [f"{over} of {total} ranks x threads x workers points, e.g. {first[0]}{instead}"]
+
+
+def sp_short(knobs: Mapping[str, Any] | None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in (knobs or {}).items())
+
+
+def plan_lines(
+    plan: SweepPlan, points: Sequence[StartPoint], skips: Sequence[str], estimate: Estimate | str
+) -> list[str]:
+    """What `hydra.sweeper.plan` prints (pure)."""
+    host = plan.host
+    lines = [f"machine: {host.describe()}", f"workload: {plan.workload}, preset {plan.search.preset}"]
+    lines.append(f"space: {len(plan.space)} knobs (* searched first), your config's value in brackets")
+    for key in plan.order:
+        mark = "*" if key in plan.main else " "
+        lines.append(f"  {mark} {key:<30} {sp.spelled(plan.space[key]):<36} [{plan.baseline_knobs.get(key)}]")
+    dropped = sorted(set(plan.search.params) - set(plan.space))
+    if dropped:
+        lines.append(f"not searched here (one value on this machine, or not installed): {', '.join(dropped)}")
+    lines.append("start: trial 0 your config, then")
+    for n, point in enumerate(points, 1):
+        changed = {k: v for k, v in point.knobs.items() if plan.baseline_knobs.get(k) != v}
+        lines.append(f"  {n}. {point.origin.removeprefix('recipe: ')}: {sp_short(changed) or 'as yours'}")
+    if not points:
+        lines.append("  the sampler's choices (no recipes)")
+    lines += [f"skipped, not measured: {s}" for s in skips] or ["skipped, not measured: none"]
+    lines.append(
+        f"estimate: {estimate.describe(plan.settings.n_trials) if isinstance(estimate, Estimate) else estimate}"
+    )
+    return lines
+
+
+def start_points(plan: SweepPlan) -> list[StartPoint]:
+    if not plan.search.recipes or plan.settings.grid:
+        return []
+    machine = plan.machine
+    return recipes(
+        plan.space,
+        plan.baseline_knobs,
+        host=plan.host,
+        cuda=machine.cuda,
+        bf16=machine.bf16,
+        bf16_fast=machine.bf16_fast,
+    )
+
+
+def history_run_s(plan: SweepPlan, trials: Sequence[Any]) -> float | None:
+    """The median wall time of the study's runs of this setup, where it has any."""
+    walls = sorted(w for t in trials if (w := TrialRecord.of(t).wall_s))
+    return walls[len(walls) // 2] if walls else None
+
+
+def probe_run_s(fixed: Sequence[str]) -> float | None:
+    """One run of your config as `python -m sweeper` measures it, timed (None: it failed)."""
+    with tempfile.TemporaryDirectory(prefix="sweeper-plan-") as out:
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "sweeper", *fixed, f"hydra.run.dir={out}"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        return time.monotonic() - started if done.returncode == 0 else None
+
+
+def described_machine(host: Host, device: str) -> Machine:
+    """What the probe would find on a described machine: CUDA where it has GPUs and the config
+    does not ask for the CPU, bf16 computed in hardware (the probe there will say otherwise)."""
+    cuda = bool(host.gpus) and device != "cpu"
+    made = Fingerprint(
+        hostname=host.name,
+        cpu="described",
+        cpu_count=host.logical,
+        cpus_available=host.usable_logical,
+        cpu_quota=host.cpu_quota,
+        gpu=host.gpus[0].name if cuda else None,
+        gpu_count=len(host.gpus) if cuda else 0,
+    )
+    fingerprint = dataclasses.replace(made, hardware_class=hardware_class(made))
+    return Machine(device="cuda" if cuda else "cpu", cuda=cuda, bf16=True, fingerprint=fingerprint)
+
+
+def estimate_for(plan: SweepPlan, described: bool) -> Estimate | str:
+    """From the study's runs where it has some, else from one probe run of your config here."""
+    if described:
+        return "made on the machine itself: run the same command there with hydra.sweeper.plan=here"
+    trials = study_trials(plan)
+    if trials and (run_s := history_run_s(plan, trials)) is not None:
+        source = f"the median of the study's {len(trials)} runs of this setup"
+    elif not plan.own_app:
+        return "none: another app's runs cannot be probed; a first sweep's trials time them"
+    else:
+        progress_line(f"timing one run of your config (python -m sweeper {' '.join(plan.fixed)}) ...")
+        if (probe := probe_run_s(plan.fixed)) is None:
+            return "none: the probe run of your config failed (python -m sweeper with the same overrides says why)"
+        run_s, source = probe, "a probe run of your config"
+    return Estimate.of(run_s, source, plan.settings, plan.deadline_s)
+
+
+def study_trials(plan: SweepPlan) -> list[Any]:
+    """This setup's trials in the plan's study, without creating either (none where neither is)."""
+    import optuna
+
+    url = plan.storage_url
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+        return []
+    try:
+        study = optuna.load_study(study_name=plan.study_name, storage=url)
+    except Exception:  # noqa: BLE001 - no such study, or a storage that does not answer: no history
+        return []
+    return StoredStudy(study, url).trials(plan.setup)
+
+
+def progress_line(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def show(plan: SweepPlan, described: bool) -> None:
+    """Print the plan (stdout), with the estimate where it can be made."""
+    estimate = estimate_for(plan, described)
+    print("\n".join(plan_lines(plan, start_points(plan), skipped(plan), estimate)), flush=True)
