@@ -1786,3 +1786,22 @@ def test_a_cheaper_runner_up_within_the_noise_is_measured_from_the_first_round(
     assert (cheaper in out) == (winner == 2)
     if winner == 2:
         assert decision.faster == 1 and "#2 ties #1 within the noise with 3 processes instead of 5" in decision.cheaper
+
+
+def test_the_time_left_counts_the_confirmations_runs_within_the_budget():
+    """On runs of minutes the confirmation (up to 9 runs) is a good part of the night: the time
+    left counts it, and says no more than the budget has."""
+    import datetime
+
+    from sweeper.search.progress import time_left
+    from sweeper.search.settings import SweepSettings
+
+    runs = [trial(n, {"loader.batch_size": 2**n}) for n in range(3)]
+    for t in runs:
+        t.datetime_start = datetime.datetime(2026, 12, 1, 2, 0)
+        t.datetime_complete = t.datetime_start + datetime.timedelta(seconds=146)
+    confirm = SweepSettings().confirmation_runs
+    assert confirm == 9
+    assert time_left(runs, 3, 20, None) == 146 * 17
+    assert time_left(runs, 3, 20, None, confirm) == 146 * (17 + 9)
+    assert time_left(runs, 3, 20, 3600.0, confirm) == 3600.0

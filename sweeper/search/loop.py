@@ -177,7 +177,15 @@ def _tell(
     elif was_measured(done) or record.status in (Status.OOM, Status.OOM_PREDICTED):
         trials = stored.trials(plan.setup)
         count = sum(was_measured(t) for t in trials if t.number <= done.number and t.state != TrialState.RUNNING)
-        progress.trial_line(done, count, plan.settings.n_trials, ranked(trials), remaining(), plan.baseline_knobs)
+        progress.trial_line(
+            done,
+            count,
+            plan.settings.n_trials,
+            ranked(trials),
+            remaining(),
+            plan.baseline_knobs,
+            confirm_runs=plan.settings.confirmation_runs,
+        )
 
 
 @dataclass

@@ -26,9 +26,9 @@ from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from . import space as sp
 from .budget import format_duration
-from .plan import SweepPlan
-from .settings import RUNNERS_UP, SweepSettings
-from .start import StartPoint, recipes
+from .plan import Learned, SweepPlan
+from .settings import SweepSettings
+from .start import StartPoint, live, recipes
 
 HERE = "here"
 
@@ -47,7 +47,7 @@ class Estimate:
 
     @classmethod
     def of(cls, run_s: float, source: str, settings: SweepSettings, budget_s: float | None) -> Estimate:
-        runs = settings.confirm * (2 + RUNNERS_UP)
+        runs = settings.confirmation_runs
         trials = settings.n_trials
         if budget_s is not None and run_s > 0:
             trials = max(0, min(trials, math.floor(budget_s / run_s) - settings.first_round_runs))
@@ -93,7 +93,8 @@ def skipped(plan: SweepPlan) -> list[str]:
         if (why := plan.unsampled_reason(knobs)) is not None:
             over += 1
             if first is None:
-                first = (why.split(";")[0], plan.within_cores(knobs))
+                fitted = plan.within_cores(knobs)
+                first = (why.split(";")[0], {k: v for k, v in (fitted or {}).items() if k in plan.space})
     if first is None:
         return []
     instead = (
@@ -111,7 +112,11 @@ def plan_lines(
 ) -> list[str]:
     """What `hydra.sweeper.plan` prints (pure)."""
     host = plan.host
-    lines = [f"machine: {host.describe()}", f"workload: {plan.workload}, preset {plan.search.preset}"]
+    lines = [
+        f"machine: {host.describe()}",
+        f"workload: {plan.workload}, preset {plan.search.preset}",
+        f"measures on: {measured_on(plan)}",
+    ]
     lines.append(f"space: {len(plan.space)} knobs (* searched first), your config's value in brackets")
     for key in plan.order:
         mark = "*" if key in plan.main else " "
@@ -132,11 +137,22 @@ def plan_lines(
     return lines
 
 
+def measured_on(plan: SweepPlan) -> str:
+    """The devices each measurement claims and locks (one sweep at a time on each)."""
+    claim = plan.claim
+    if claim.resource == "cpu":
+        return f"the CPU ({plan.host.usable_logical} CPUs this process may use)"
+    many = len(claim.locks) > 1
+    which = claim.pin if claim.pin is not None else claim.resource.removeprefix("gpu")
+    return f"GPU{'s' if many else ''} {which}" + (", one per rank, each locked for its trial" if many else "")
+
+
 def start_points(plan: SweepPlan) -> list[StartPoint]:
+    """The recipes as they will be queued: knobs they make dead at the value the run has."""
     if not plan.search.recipes or plan.settings.grid:
         return []
     machine = plan.machine
-    return recipes(
+    points = recipes(
         plan.space,
         plan.baseline_knobs,
         host=plan.host,
@@ -144,6 +160,7 @@ def start_points(plan: SweepPlan) -> list[StartPoint]:
         bf16=machine.bf16,
         bf16_fast=machine.bf16_fast,
     )
+    return [live(p, plan, plan.context(Learned())) for p in points]
 
 
 def history_run_s(plan: SweepPlan, trials: Sequence[Any]) -> float | None:
@@ -192,7 +209,7 @@ def estimate_for(plan: SweepPlan, described: bool) -> Estimate | str:
     elif not plan.own_app:
         return "none: another app's runs cannot be probed; a first sweep's trials time them"
     else:
-        progress_line(f"timing one run of your config (python -m sweeper {' '.join(plan.fixed)}) ...")
+        progress_line(f"timing one run of your config ({' '.join(['python -m sweeper', *plan.fixed])}) ...")
         if (probe := probe_run_s(plan.fixed)) is None:
             return "none: the probe run of your config failed (python -m sweeper with the same overrides says why)"
         run_s, source = probe, "a probe run of your config"

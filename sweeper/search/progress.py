@@ -90,12 +90,15 @@ def say(line: str) -> None:
             _LOG.remove(path)
 
 
-def time_left(trials: Sequence[FrozenTrial], done: int, total: int, remaining_s: float | None) -> float | None:
-    """The trials still to run times the measured ones' median wall time, within the budget."""
+def time_left(
+    trials: Sequence[FrozenTrial], done: int, total: int, remaining_s: float | None, confirm_runs: int = 0
+) -> float | None:
+    """The trials still to run and the confirmation's runs times the measured trials' median wall
+    time, within the budget (on runs of minutes the confirmation is a good part of the night)."""
     walls = [t.duration.total_seconds() for t in trials if t.duration and primary_value(t) is not None]
     if not walls:
         return remaining_s
-    estimate = statistics.median(walls) * max(0, total - done)
+    estimate = statistics.median(walls) * (max(0, total - done) + confirm_runs)
     return estimate if remaining_s is None else min(estimate, remaining_s)
 
 
@@ -130,9 +133,10 @@ def trial_line(
     ranked: Sequence[FrozenTrial],
     remaining_s: float | None,
     baseline: Mapping[str, Any] | None = None,
+    confirm_runs: int = 0,
 ) -> None:
     """One line per trial: the knobs that differ from the baseline's (all of them for the
-    baseline itself), its figure, the best so far, the time left."""
+    baseline itself), its figure, the best so far, the time left (the confirmation's runs too)."""
     record = TrialRecord.of(trial)
     value = primary_value(trial)
     measured = record.measurement
@@ -152,7 +156,7 @@ def trial_line(
         outcome += f" (from study {record.borrowed_from})"
     tag = " baseline" if record.baseline else ""
     best = f" | best {primary_value(ranked[0]):,.0f} (#{ranked[0].number})" if ranked else ""
-    left_s = time_left(ranked, n, total, remaining_s)
+    left_s = time_left(ranked, n, total, remaining_s, confirm_runs)
     left = f" | about {format_duration(left_s)} left" if left_s is not None else ""
     shown = short_knobs(config_of(trial), None if record.baseline else baseline)
     say(f"trial {n}/{total} #{trial.number}{tag} {shown} -> {outcome}{best}{left}")

@@ -229,6 +229,11 @@ class SweepSettings:
         return self.run_noise or 0.0
 
     @property
+    def confirmation_runs(self) -> int:
+        """The confirmation's runs at most: each round the winner, the baseline and a runner-up."""
+        return self.confirm * (2 + RUNNERS_UP)
+
+    @property
     def first_round_runs(self) -> int:
         """Runs of the confirmation's first round, the runner-up joined: what a time budget keeps
         for it (the confirmation runs as many rounds as the budget then holds, at least one)."""
