@@ -13,7 +13,7 @@ from __future__ import annotations
 import ctypes
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -89,6 +89,14 @@ class Host:
         """The physical cores compute threads may keep busy: a quota of 4 CPUs on 64 cores
         gives 4, whatever the siblings."""
         return share.usable_cores(self.physical, self.cpu_quota)
+
+    def cores_among(self, cpus: Iterable[int]) -> tuple[tuple[int, ...], ...]:
+        """The physical cores with a CPU among `cpus`, each as its siblings among them (a CPU this
+        description does not know is a core of its own)."""
+        wanted = set(cpus)
+        found = [tuple(c for c in core.cpus if c in wanted) for core in self.cores]
+        known = {c for group in found for c in group}
+        return tuple(sorted([g for g in found if g] + [(c,) for c in wanted - known], key=min))
 
     def describe(self) -> str:
         """One line: '2 sockets, 64 cores (128 logical CPUs, SMT 2), 2 NUMA nodes, 8 GPUs (...)'."""

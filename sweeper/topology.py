@@ -107,9 +107,19 @@ def pin(cpus: Sequence[int]) -> None:
     os.sched_setaffinity(0, set(cpus))
 
 
-def rank_cores(cores: Sequence[int], nproc: int, rank: int) -> tuple[int, ...]:
+def rank_cores(
+    cores: Sequence[int], nproc: int, rank: int, physical: Sequence[Sequence[int]] | None = None
+) -> tuple[int, ...]:
     """A data-parallel rank's share of the cores: contiguous slices, as run_cpu splits them
-    (more ranks than cores: ranks share, round robin)."""
+    (more ranks than cores: ranks share, round robin). With the `physical` cores (each its SMT
+    siblings among `cores`, sweeper.host) a rank takes whole cores with their siblings: Linux
+    numbers the second siblings after every first one, so a slice of the numbers would give one
+    rank the first siblings of both sockets and the other their twins."""
+    if physical and nproc < len(physical):
+        groups = sorted(physical, key=min)
+        size, extra = divmod(len(groups), nproc)
+        begin = rank * size + min(rank, extra)
+        return tuple(sorted(c for group in groups[begin : begin + size + (rank < extra)] for c in group))
     ordered = sorted(cores)
     if nproc >= len(ordered):
         return (ordered[rank % len(ordered)],)

@@ -227,3 +227,18 @@ def test_python_m_sweeper_host_prints_a_description_that_reads_back(capsys: pyte
     again = from_description(yaml.safe_load(printed))
     here = read_host("/")
     assert (again.physical, again.smt, again.memory_gb) == (here.physical, here.smt, here.memory_gb)
+
+
+def test_ranks_on_an_smt_server_take_whole_cores_with_their_siblings(tmp_path: Path) -> None:
+    """Linux numbers every core's second sibling after all the first ones: a slice of the CPU
+    numbers would give one rank both sockets' first siblings and the other their twins."""
+    from sweeper import topology
+
+    server = read_host(_tree("dual-socket-64core-smt", tmp_path))
+    physical = server.cores_among(server.cpus)
+    assert len(physical) == 64 and physical[0] == (0, 64)
+    first, second = (topology.rank_cores(server.cpus, 2, r, physical) for r in (0, 1))
+    assert first == (*range(0, 32), *range(64, 96)) and second == (*range(32, 64), *range(96, 128))
+    assert topology.rank_cores(server.cpus, 2, 0) == tuple(range(64))  # by number: the first siblings
+    assert topology.threads_per_rank(None, len(physical), 2) == 32  # each rank's physical cores
+    assert server.cores_among([0, 64, 5]) == ((0, 64), (5,))

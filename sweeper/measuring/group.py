@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import topology
+from ..host import this_host
 
 # set once a rank has been re-run under numactl (backend.numa=node): its node
 NUMA_NODE_ENV = "SWEEPER_NUMA_NODE"
@@ -53,10 +54,11 @@ class TorchGroup:
 def rank_cpus(rank: Rank, allowed: list[int]) -> tuple[int, ...]:
     """The cores this rank's share is taken from: its block of the allowed cores (under
     numactl the node's cores, shared by the ranks on that node)."""
+    physical = this_host().cores_among(allowed)  # whole cores with their SMT siblings
     if os.environ.get(NUMA_NODE_ENV) is not None:
         per_node = rank.world // max(1, len(topology.numa_nodes()))
-        return topology.rank_cores(allowed, max(1, per_node), rank.local_rank % max(1, per_node))
-    return topology.rank_cores(allowed, rank.world, rank.local_rank)
+        return topology.rank_cores(allowed, max(1, per_node), rank.local_rank % max(1, per_node), physical)
+    return topology.rank_cores(allowed, rank.world, rank.local_rank, physical)
 
 
 def numa_node() -> int | None:

@@ -31,6 +31,7 @@ from typing import Any
 
 from .. import topology
 from ..config import BackendConf
+from ..host import this_host
 from ..measurement import Measurement, Utilization
 from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV, RUN_MARK_ENV, process_name, scratch_dir, thread_env
 from ..result import RunResult, Status
@@ -189,7 +190,7 @@ def launch(spec: RunSpec, events: Any) -> RunResult:
     nproc = spec.nproc
     back = spec.backend
     check_gpus(str(back.device), nproc)
-    cores = len(topology.machine_cpus())
+    cores = len(this_host().cores_among(topology.machine_cpus()))  # physical: a share of SMT siblings is no more
     threads = topology.threads_per_rank(back.threads, cores, nproc)
     events.phase(f"launch {nproc} ranks")
     with tempfile.TemporaryDirectory(prefix="sweeper-ranks-", dir=scratch_dir()) as tmp:

@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import jobtime, procs, topology
 from ..command import PYTHONS, knob_env
+from ..host import this_host
 from ..machine import Fingerprint
 from ..measurement import Measurement, Memory, RunFacts
 from ..protocol import FIRST_STEP_ENV, LOADER_CPUS_ENV, seconds_until_killed
@@ -66,7 +67,7 @@ def launch(spec: RunSpec) -> Launch:
     cores = list(topology.machine_cpus())
     compute: tuple[int, ...] | None = None
     if nproc > 1:
-        threads = topology.threads_per_rank(back.threads, len(cores), nproc)
+        threads = topology.threads_per_rank(back.threads, len(this_host().cores_among(cores)), nproc)
         if threads is not None:
             env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
         bind = back.affinity != "none" or back.numa != "none"
@@ -178,7 +179,8 @@ def measure_script(spec: RunSpec, events: Events) -> RunResult:
         peak_memory_mb=cuda or rss, peak_rss_mb=rss, cuda_max_allocated_mb=cuda, dataloader_processes=peak.peak_workers
     )
     measurement = Measurement(figures, timing_, memory, t.utilization, facts)
-    threads = topology.threads_per_rank(spec.backend.threads, cores, spec.nproc)
+    physical = len(this_host().cores_among(topology.machine_cpus()))
+    threads = topology.threads_per_rank(spec.backend.threads, physical, spec.nproc)  # as launch() set them
     machine = _machine(spec, cores, threads)
     if figures.pruned:
         from .stages import pruned_reason
