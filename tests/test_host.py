@@ -16,7 +16,8 @@ import pytest
 from machine_trees import recorded, write_server
 
 from sweeper import share
-from sweeper.host import Host, from_description, load_description, read_host
+from sweeper.description import from_description, load_description
+from sweeper.host import Host, read_host
 from sweeper.runner import lock
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,8 +12,9 @@ from optuna.trial import TrialState, create_trial
 
 from conftest import running_attrs
 from sweeper import overrides
+from sweeper.description import from_description
 from sweeper.errors import ConfigError
-from sweeper.host import Host, from_description
+from sweeper.host import Host
 from sweeper.noise import Noise
 from sweeper.search import confirm, history, objectives, outputs
 from sweeper.search.budget import parse_duration

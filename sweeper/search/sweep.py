@@ -25,6 +25,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 
 from .. import foreign, topology
 from ..config import error_line
+from ..description import load_description
 from ..errors import (
     EXIT_LOCKED,
     ConfigError,
@@ -34,7 +35,7 @@ from ..errors import (
     RunFailed,
     signal_name,
 )
-from ..host import load_description, planned_for, this_host
+from ..host import planned_for, this_host
 from ..knobs import Knob
 from ..runner.fork_servers import expecting
 from ..runner.lock import MeasureLock, describe
