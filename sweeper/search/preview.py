@@ -123,7 +123,8 @@ def plan_lines(
         lines.append(f"  {mark} {key:<30} {sp.spelled(plan.space[key]):<36} [{plan.baseline_knobs.get(key)}]")
     dropped = sorted(set(plan.search.params) - set(plan.space))
     if dropped:
-        lines.append(f"not searched here (one value on this machine, or not installed): {', '.join(dropped)}")
+        lines.append(f"not searched (one value here, or not installed, or not in your command): {', '.join(dropped)}")
+    lines += [f"note: {note}" for note in plan.notes]
     lines.append("start: trial 0 your config, then")
     for n, point in enumerate(points, 1):
         changed = {k: v for k, v in point.knobs.items() if plan.baseline_knobs.get(k) != v}
