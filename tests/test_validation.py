@@ -8,7 +8,9 @@ import re
 import pytest
 from hydra import compose, initialize_config_dir
 
+from sweeper.description import from_description
 from sweeper.errors import ConfigError
+from sweeper.host import planned_for
 from sweeper.paths import config_dir
 from sweeper.spec import RunSpec
 from sweeper.validation import check_command_here, check_config
@@ -238,16 +240,20 @@ def test_ranks_numa_and_openmp_knobs_are_checked_before_any_run(monkeypatch):
     with pytest.raises(ConfigError, match=r"backend.kmp_blocktime=-1 is invalid"):
         check_config(with_("backend.kmp_blocktime", -1))
     numa = with_("dist", {"nproc_per_node": 3}, with_("backend.numa", "node"))
-    monkeypatch.setattr("sweeper.topology.numa_nodes", lambda root="": {0: (0,)})
+    one_node = from_description({"cores_per_socket": 2})
+    two_nodes = from_description({"sockets": 2, "cores_per_socket": 1})
+    monkeypatch.setattr("sweeper.host._THIS", [one_node])  # this machine, as sweeper.host reads it
     with pytest.raises(ConfigError, match=r"backend.numa='node' binds ranks to NUMA nodes, and this machine has 1"):
         check_config(numa)
-    monkeypatch.setattr("sweeper.topology.numa_nodes", lambda root="": {0: (0,), 1: (1,)})
+    monkeypatch.setattr("sweeper.host._THIS", [two_nodes])
     with pytest.raises(ConfigError, match=r"dist.nproc_per_node=3 is not a multiple of 2"):
         check_config(numa)
     numa = with_("dist", {"nproc_per_node": 2}, numa)
     monkeypatch.setattr("shutil.which", lambda name: None)
     with pytest.raises(ConfigError, match=r"runs each rank under numactl, which is not installed: install numactl"):
         check_config(numa)
+    with planned_for(from_description({"sockets": 2, "cores_per_socket": 32})):  # a plan for a node elsewhere
+        check_config(numa)  # its numactl is that node's
 
 
 def test_the_spec_reaches_the_child_as_it_left_the_parent():
