@@ -194,6 +194,10 @@ def test_the_estimate_counts_trials_and_confirmation_runs_and_what_a_budget_hold
     assert "holds" not in hour.describe(20)
     short = Estimate.of(146.0, "a probe run", settings, 1800.0)
     assert short.trials == 9 and "holds 9 of the 20 trials" in short.describe(20)
+    # runs of 87 s in 4 minutes: the baseline, then 153 s left, less than a run and a first round
+    alone = Estimate.of(87.0, "a probe run", settings, 240.0)
+    assert (alone.trials, alone.confirm_runs) == (1, 0)
+    assert "holds your config's run alone" in alone.describe(20)
 
 
 def test_the_plan_here_times_one_run_and_writes_nothing(tmp_path: Path) -> None:

@@ -1806,3 +1806,17 @@ def test_the_time_left_counts_the_confirmations_runs_within_the_budget():
     assert time_left(runs, 3, 20, None) == 146 * 17
     assert time_left(runs, 3, 20, None, confirm) == 146 * (17 + 9)
     assert time_left(runs, 3, 20, 3600.0, confirm) == 3600.0
+
+
+def test_the_confirmation_runs_the_rounds_the_time_left_holds_and_none_it_cannot_finish():
+    from sweeper.search.confirm_time import no_round_line, rounds_that_fit
+
+    assert rounds_that_fit(3, 3, None, 60.0) == 3  # no budget
+    assert rounds_that_fit(3, 3, 600.0, 60.0) == 3  # 9 runs of 60 s fit in 10 minutes
+    assert rounds_that_fit(3, 3, 400.0, 60.0) == 2
+    assert rounds_that_fit(3, 3, 150.0, 60.0) == 1  # the winner and the baseline fit; a runner-up may not
+    # runs of 87 s with 154 s left: not even the winner's and the baseline's (they were killed at the budget)
+    assert rounds_that_fit(2, 3, 154.0, 87.0) == 0
+    assert no_round_line(154.0, 87.0).startswith(
+        "not confirmed: a round (the winner and the baseline) takes about 2m54s"
+    )

@@ -21,7 +21,8 @@ from ..store.study import StoredStudy
 from ..store.trials import config_key, config_of, level, primary_value, ranked, search_interval
 from . import progress
 from .cheapest import Cost, cheaper_runners_up, cheapest_of_equals
-from .held_back import kept_tries
+from .confirm_time import no_round_line, rounds_that_fit
+from .held_back import Tries, kept_tries
 from .launch import JobRunner, measure_overrides
 from .plan import SweepPlan
 from .settings import RUNNERS_UP
@@ -190,18 +191,6 @@ def in_doubt(
     return [n for n in waiting if noise.gain(searched.get(n, 0.0), lead)]
 
 
-def plan_rounds(
-    candidates: Sequence[int], baseline: int, rounds: int, remaining_s: float | None, typical_wall_s: float
-) -> list[tuple[int, int]]:
-    """The interleaved order, with fewer rounds when the budget can't hold them all (at least one)."""
-    order = interleaved_order(candidates, baseline, rounds)
-    per_round = len(order) // rounds
-    if remaining_s is not None and remaining_s < (typical_wall_s or 1.0) * len(order):
-        rounds = max(1, int(remaining_s // ((typical_wall_s or 1.0) * per_round)))
-        order = interleaved_order(candidates, baseline, rounds)
-    return order
-
-
 @dataclass
 class Rounds:
     """The confirmation's rounds as a pure planner: which run comes next, given the figures so
@@ -337,29 +326,38 @@ def run_confirmation(
     chosen = [t.number for t in beat if t.number not in behind]
     if baseline is None or rounds < 1 or not chosen:
         return None
+    left = remaining()
+    if (fits := rounds_that_fit(len(chosen) + 1, rounds, left, typical_wall_s)) == 0:
+        progress.say(no_round_line(left or 0.0, typical_wall_s))
+        return None
     costs = {n: Cost.of(TrialRecord.of(by_number[n])) for n in chosen}
     cheaper = cheaper_runners_up(costs[chosen[0]], {n: costs[n] for n in chosen[1:]})  # n -> its saving
     planner = Rounds(
         chosen=chosen,
         baseline=baseline.number,
-        rounds=plan_rounds(chosen, baseline.number, rounds, remaining(), typical_wall_s)[-1][0] + 1,
+        rounds=fits,
         waiting=[n for n in chosen[1:] if n not in cheaper],
         searched={n: v for n in [*chosen, baseline.number] if (v := figure(by_number[n])) > 0},
         noise=noise,
     )
     _say_plan(planner, behind, noise, cheaper)
-    for number, tries in kept.items():
-        assert tries.at is not None
-        progress.say(
-            f"  not confirmed: trial #{number}, {tries.knob}={config_of(by_number[number]).get(tries.knob)} "
-            f"at #{tries.at.number}, no gain there: #{tries.at.number} stands for it"
-        )
+    _say_kept(kept, by_number)
     _run_rounds(planner, plan, run, baseline, by_number, remaining, stopped)
     decision = planner.decision()
     if decision is not None:
         decision = cheapest_of_equals(decision, costs, noise)  # its candidates are among `chosen`
         stored.save_confirmation(plan.setup, decision)
     return decision
+
+
+def _say_kept(kept: Mapping[int, Tries], by_number: Mapping[int, FrozenTrial]) -> None:
+    """The later knobs' tries that were no gain: the point each was tried at stands for it."""
+    for number, tries in kept.items():
+        assert tries.at is not None
+        progress.say(
+            f"  not confirmed: trial #{number}, {tries.knob}={config_of(by_number[number]).get(tries.knob)} "
+            f"at #{tries.at.number}, no gain there: #{tries.at.number} stands for it"
+        )
 
 
 def _say_plan(planner: Rounds, behind: Sequence[int], noise: Noise, cheaper: Mapping[int, str]) -> None:

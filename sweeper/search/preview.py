@@ -47,11 +47,15 @@ class Estimate:
 
     @classmethod
     def of(cls, run_s: float, source: str, settings: SweepSettings, budget_s: float | None) -> Estimate:
-        runs = settings.confirmation_runs
-        trials = settings.n_trials
+        """As the sweep's budget rule runs it (stops.stop_reason): the baseline always; each next
+        trial while what is left exceeds a run and the confirmation's first round; then as many
+        confirmation runs as are left (a first round at least), none where only the baseline ran."""
+        trials, runs = settings.n_trials, settings.confirmation_runs
         if budget_s is not None and run_s > 0:
-            trials = max(0, min(trials, math.floor(budget_s / run_s) - settings.first_round_runs))
-            runs = min(runs, max(settings.first_round_runs, math.floor(budget_s / run_s) - trials))
+            room = budget_s / run_s - 1 - settings.first_round_runs  # trial k starts while k < room
+            trials = min(trials, max(1, math.ceil(room)))
+            left = math.floor(budget_s / run_s) - trials
+            runs = min(runs, max(settings.first_round_runs, left)) if trials > 1 else 0
         return cls(run_s, source, trials, runs, budget_s)
 
     @property
@@ -59,15 +63,17 @@ class Estimate:
         return self.run_s * (self.trials + self.confirm_runs)
 
     def describe(self, n_trials: int) -> str:
-        cut = (
-            f"; hydra.sweeper.timeout={format_duration(self.budget_s)} holds {self.trials} of the "
-            f"{n_trials} trials and the confirmation's first round"
-            if self.budget_s is not None and self.trials < n_trials
-            else ""
-        )
+        budget = f"hydra.sweeper.timeout={format_duration(self.budget_s or 0)}"
+        if self.budget_s is not None and self.trials <= 1:
+            cut = f"; {budget} holds your config's run alone: nothing is measured against it"
+        elif self.budget_s is not None and self.trials < n_trials:
+            cut = f"; {budget} holds {self.trials} of the {n_trials} trials and the confirmation's first round"
+        else:
+            cut = ""
         return (
             f"about {format_duration(self.run_s)} a run ({self.source}): at most "
-            f"{format_duration(self.total_s)} for {self.trials} trials and {self.confirm_runs} confirmation runs{cut}"
+            f"{format_duration(self.total_s)} for {self.trials} trial{'s' if self.trials != 1 else ''} and "
+            f"{self.confirm_runs} confirmation runs{cut}"
         )
 
 

@@ -236,5 +236,6 @@ class SweepSettings:
     @property
     def first_round_runs(self) -> int:
         """Runs of the confirmation's first round, the runner-up joined: what a time budget keeps
-        for it (the confirmation runs as many rounds as the budget then holds, at least one)."""
+        for it (the confirmation runs as many rounds as the budget then holds; none where it cannot
+        hold the winner's and the baseline's runs)."""
         return 1 + RUNNERS_UP + 1 if self.confirm else 0
