@@ -252,17 +252,21 @@ class Sweep:
         except ValueError as exc:
             raise ConfigError(f"hydra.sweeper.plan: {exc}") from exc
         with planned_for(host):
-            plan = make_plan(
-                settings,
-                arguments,
-                compose=self.compose,
-                app_name=str(self.config.hydra.job.name),
-                sweep_dir=Path(str(self.config.hydra.sweep.dir)),
-                launcher=str(self.config.hydra.launcher.get("_target_", "")),
-                probe_machine=(lambda device, *_: preview.described_machine(host, device)) if described else probe,
-                host=host,
-            )
+            probe_machine = (lambda device, *_: preview.described_machine(host, device)) if described else probe
+            plan = self.make_plan(settings, arguments, probe_machine=probe_machine, host=host)
         preview.show(plan, described)
+
+    def make_plan(self, settings: SweepSettings, arguments: Sequence[str], **machine: Any) -> SweepPlan:
+        """The plan of this Hydra app's sweep (`machine`: a described machine's probe and host)."""
+        return make_plan(
+            settings,
+            arguments,
+            compose=self.compose,
+            app_name=str(self.config.hydra.job.name),
+            sweep_dir=Path(str(self.config.hydra.sweep.dir)),
+            launcher=str(self.config.hydra.launcher.get("_target_", "")),
+            **machine,
+        )
 
     def compose(self, overrides: Sequence[str]) -> DictConfig:
         try:
@@ -279,14 +283,7 @@ class Sweep:
         # study's opening take the seconds a sample would
         load_from = foreign.snapshot(topology.machine_cpus(), os.getpid())
         import_ahead(settings.storage)
-        plan = make_plan(
-            settings,
-            arguments,
-            compose=self.compose,
-            app_name=str(self.config.hydra.job.name),
-            sweep_dir=Path(str(self.config.hydra.sweep.dir)),
-            launcher=str(self.config.hydra.launcher.get("_target_", "")),
-        )
+        plan = self.make_plan(settings, arguments)
         stored, plan = open_study(plan)  # a storage or sampler it cannot open: one line, no sweep directory yet
         check_room(plan)
         _open_directory(plan, stored, started_at)
