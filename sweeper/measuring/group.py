@@ -4,12 +4,15 @@ who it is, the cores its share comes from, and the group it measures with (warmu
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import topology
 from ..host import this_host
+
+if TYPE_CHECKING:
+    from ..spec import RunSpec
 
 # set once a rank has been re-run under numactl (backend.numa=node): its node
 NUMA_NODE_ENV = "SWEEPER_NUMA_NODE"
@@ -49,6 +52,12 @@ class TorchGroup:
         every = [self._torch.zeros(2, dtype=self._torch.float64) for _ in range(self._world)]
         self._dist.all_gather(every, mine, group=self._group)
         return max(float(e[0]) for e in every), int(sum(float(e[1]) for e in every))
+
+
+def rank_threads(spec: RunSpec, cpus: Sequence[int]) -> int | None:
+    """backend.threads, or with several ranks each one's share of the physical cores among `cpus`
+    (a share of SMT siblings is no more compute)."""
+    return topology.threads_per_rank(spec.backend.threads, len(this_host().cores_among(cpus)), spec.nproc)
 
 
 def rank_cpus(rank: Rank, allowed: list[int]) -> tuple[int, ...]:

@@ -31,12 +31,11 @@ from typing import Any
 
 from .. import topology
 from ..config import BackendConf
-from ..host import this_host
 from ..measurement import Measurement, Utilization
 from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV, RUN_MARK_ENV, process_name, scratch_dir, thread_env
 from ..result import RunResult, Status
 from ..spec import RunSpec
-from .group import NUMA_NODE_ENV, Rank
+from .group import NUMA_NODE_ENV, Rank, rank_threads
 
 RANK_MODULE = "sweeper.measuring.ranks"
 # how a rank finds the run's event pipe: the launcher's fd, opened by path (a started
@@ -190,8 +189,7 @@ def launch(spec: RunSpec, events: Any) -> RunResult:
     nproc = spec.nproc
     back = spec.backend
     check_gpus(str(back.device), nproc)
-    cores = len(this_host().cores_among(topology.machine_cpus()))  # physical: a share of SMT siblings is no more
-    threads = topology.threads_per_rank(back.threads, cores, nproc)
+    threads = rank_threads(spec, topology.machine_cpus())
     events.phase(f"launch {nproc} ranks")
     with tempfile.TemporaryDirectory(prefix="sweeper-ranks-", dir=scratch_dir()) as tmp:
         ranks_spec = spec.replace(backend=dataclasses.replace(back, threads=threads))  # each rank's share

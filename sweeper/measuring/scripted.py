@@ -15,13 +15,13 @@ from typing import Any
 
 from .. import jobtime, procs, topology
 from ..command import PYTHONS, knob_env
-from ..host import this_host
 from ..machine import Fingerprint
 from ..measurement import Measurement, Memory, RunFacts
 from ..protocol import FIRST_STEP_ENV, LOADER_CPUS_ENV, seconds_until_killed
 from ..result import RunResult, Status
 from ..spec import RunSpec
 from .events import Events
+from .group import rank_threads
 from .rule import Rule
 from .script import Script, ScriptFailed, ScriptSteps, first_step_deadline
 
@@ -67,7 +67,7 @@ def launch(spec: RunSpec) -> Launch:
     cores = list(topology.machine_cpus())
     compute: tuple[int, ...] | None = None
     if nproc > 1:
-        threads = topology.threads_per_rank(back.threads, len(this_host().cores_among(cores)), nproc)
+        threads = rank_threads(spec, cores)
         if threads is not None:
             env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
         bind = back.affinity != "none" or back.numa != "none"
@@ -118,12 +118,13 @@ def _run_facts(spec: RunSpec, script: Script, words: tuple[str, ...]) -> RunFact
     )
 
 
-def _machine(spec: RunSpec, cores: int, threads: int | None) -> Fingerprint:
+def _machine(spec: RunSpec, cores: int) -> Fingerprint:
     """The machine as the probe sees it, asked once the script has stopped (a CUDA context of
     ours must not sit beside the script's)."""
     from .backend import resolve_device
     from .fingerprint import fingerprint
 
+    threads = rank_threads(spec, topology.machine_cpus())  # as launch() set them
     return replace(fingerprint(resolve_device(str(spec.backend.device)), cores), threads=threads, interop_threads=None)
 
 
@@ -179,9 +180,7 @@ def measure_script(spec: RunSpec, events: Events) -> RunResult:
         peak_memory_mb=cuda or rss, peak_rss_mb=rss, cuda_max_allocated_mb=cuda, dataloader_processes=peak.peak_workers
     )
     measurement = Measurement(figures, timing_, memory, t.utilization, facts)
-    physical = len(this_host().cores_among(topology.machine_cpus()))
-    threads = topology.threads_per_rank(spec.backend.threads, physical, spec.nproc)  # as launch() set them
-    machine = _machine(spec, cores, threads)
+    machine = _machine(spec, cores)
     if figures.pruned:
         from .stages import pruned_reason
 
