@@ -112,83 +112,11 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "TPE, speed+memory, staged 0.5": {"sampler": TPE, **TWO, "search.staged": 0.5},
     "TPE, samples/sec (the default)": {"sampler": TPE},
     "TPE, samples/sec, every trial (converge=false)": {"sampler": TPE, "converge": False},
-    "TPE, samples/sec, converge: last 8 all 15% behind, a best found late as long again (the earlier thresholds)": {
-        "sampler": TPE,
-        "_converge": {
-            "after": 8,
-            "behind": 0.15,
-            "ties": 0,
-            "noise": 0.0,
-            "sampled_best": 1.0,
-            "baseline_trusted": True,
-        },
-    },
-    # the rules replayed while behind was 15% (the last shipped), then the same at 10% (shipped now)
-    "TPE, samples/sec, converge: last 8, one near-tie, behind at 15% (the last shipped)": {
-        "sampler": TPE,
-        "_converge": {"behind": 0.15},
-    },
-    "TPE, samples/sec, converge: last 7, one near-tie, a proposal's level": {
-        "sampler": TPE,
-        "_converge": {"after": 7, "behind": 0.15},
-    },
-    "TPE, samples/sec, converge: last 6, one near-tie, a proposal's level": {
-        "sampler": TPE,
-        "_converge": {"after": 6, "behind": 0.15},
-    },
-    "TPE, samples/sec, converge: last 8, no near-tie, a proposal's level": {
-        "sampler": TPE,
-        "_converge": {"ties": 0, "behind": 0.15},
-    },
-    "TPE, samples/sec, converge: last 8, two near-ties, a proposal's level": {
-        "sampler": TPE,
-        "_converge": {"ties": 2, "behind": 0.15},
-    },
-    "TPE, samples/sec, converge: last 8, one near-tie, any level (a sampled best as long again)": {
-        "sampler": TPE,
-        "_converge": {"sampled_best": 1.0, "baseline_trusted": True, "behind": 0.15},
-    },
-    "TPE, samples/sec, converge: last 8, one near-tie, your configuration's level too": {
-        "sampler": TPE,
-        "_converge": {"baseline_trusted": True, "behind": 0.15},
-    },
-    # near-ties at the shipped 10%: how many of the last 8 may come within the noise of the best
-    "TPE, samples/sec, converge: last 8, two near-ties": {"sampler": TPE, "_converge": {"ties": 2}},
-    "TPE, samples/sec, converge: last 8, three near-ties": {"sampler": TPE, "_converge": {"ties": 3}},
-    "TPE, samples/sec, converge: last 7": {"sampler": TPE, "_converge": {"after": 7}},
-    "TPE, samples/sec, converge: last 6": {"sampler": TPE, "_converge": {"after": 6}},
-    "TPE, samples/sec, converge: last 6, any near-ties": {"sampler": TPE, "_converge": {"after": 6, "ties": 6}},
-    "TPE, samples/sec, converge: last 8, any near-ties (none beyond the noise)": {
-        "sampler": TPE,
-        "_converge": {"ties": 8},
-    },
-    # how far below the best a proposal's run may read and still count as reaching its level
-    "TPE, samples/sec, converge: a proposal's level within 12%": {"sampler": TPE, "_converge": {"level": 0.12}},
-    "TPE, samples/sec, converge: a proposal's level within 22%": {"sampler": TPE, "_converge": {"level": 0.22}},
-    # a proposal a sampled best beat beyond the noise, measured once more (the default: within 60%,
-    # 6 sampled trials after the best)
-    "TPE, samples/sec, converge: no proposal measured twice": {"sampler": TPE, "_converge": {"recheck": None}},
-    "TPE, samples/sec, converge: a proposal within 25% measured twice at once": {
-        "sampler": TPE,
-        "_converge": {"recheck": 0.25, "recheck_after": 0},
-    },
-    "TPE, samples/sec, converge: a proposal within 60% measured twice at once": {
-        "sampler": TPE,
-        "_converge": {"recheck_after": 0},
-    },
-    "TPE, samples/sec, converge: any proposal measured twice at once": {
-        "sampler": TPE,
-        "_converge": {"recheck": math.inf, "recheck_after": 0},
-    },
-    "TPE, samples/sec, converge: a proposal measured twice 3 sampled trials after the best": {
-        "sampler": TPE,
-        "_converge": {"recheck_after": 3},
-    },
-    # then, the best still apart, the best's own point measured once more (the default)
-    "TPE, samples/sec, converge: no sampled best measured twice": {
-        "sampler": TPE,
-        "_converge": {"recheck_best": False},
-    },
+    # the convergence rule in the terminator's form: the stretch of sampled trials none of which
+    # was faster than the best before it by the test (8, the default)
+    "TPE, samples/sec, converge: last 6 none faster by the test": {"sampler": TPE, "_converge": {"after": 6}},
+    "TPE, samples/sec, converge: last 10 none faster by the test": {"sampler": TPE, "_converge": {"after": 10}},
+    "TPE, samples/sec, converge: last 12 none faster by the test": {"sampler": TPE, "_converge": {"after": 12}},
     "TPE, samples/sec, Optuna's regret-bound terminator": {"sampler": TPE, "_terminator": True},
     "TPE, samples/sec, confirm top 3 at 5% (the last stop's default)": {
         "sampler": TPE,
@@ -247,10 +175,6 @@ class TerminatorRule:
         best = max(t.values[0] for t in done)
         bound = RegretBoundEvaluator().evaluate(done, StudyDirection.MAXIMIZE)
         return f"converged: regret bound {bound:,.0f} below the noise" if bound < self.noise * best else None
-
-    def recheck_due(self, trials: Sequence[Any]) -> None:
-        """No proposal is measured twice under this rule."""
-        return None
 
 
 def _contending_verdict(t: timing.Timings, rule: timing.Rule) -> Stopped | None:

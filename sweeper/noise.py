@@ -1,6 +1,7 @@
 """The machine's run-to-run noise: how far one configuration's samples/sec moves from one run to
-the next (a relative sigma, in log). One estimate, and every "beyond the noise" decision of a sweep
-reads it: racing and the prune floor, a gain, the convergence rule, the confirmation's rounds.
+the next (a relative sigma, in log). One estimate, and the one test every decision of a sweep
+makes (sweeper.verdict: racing and the prune floor, a gain, convergence, the confirmation, the
+watch) reads it.
 
 The estimate starts from `hydra.sweeper.run_noise` (the prior) and is updated from every point the
 study measured more than once: a proposal measured again, a configuration measured again, the
@@ -15,9 +16,8 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .stats import mean_interval
+from .verdict import Z
 
-Z95 = 1.96  # two-sided 95%, the normal's
 # the prior's weight against the repeats' degrees of freedom (a pair of runs is one)
 PRIOR_DOF = 4
 # a sweep cannot defend a ranking on a machine whose two runs of one configuration differ by more
@@ -54,61 +54,18 @@ class Noise:
         return cls(math.sqrt(squares / dof), prior, dof - PRIOR_DOF, points)
 
     @property
-    def pair(self) -> float:
-        """The sigma of the log-ratio of two runs: each carries its own mood."""
-        return math.sqrt(2.0) * self.sigma
-
-    @property
     def window_precision(self) -> float | None:
         """The precision a sweep's run measures its windows to (their 95% interval's relative
         half-width): where the windows' own error is half the run-to-run variance, the figure's
         error is 1.22 sigma, and a tighter interval buys the ranking little, since the next run
         moves by sigma anyway (0.11 at sigma=0.08). None without a noise: the run's own
         measure.rel_precision."""
-        return Z95 * self.sigma / math.sqrt(2.0) if self.sigma > 0 else None
+        return Z * self.sigma / math.sqrt(2.0) if self.sigma > 0 else None
 
     @property
     def too_noisy(self) -> bool:
         """Whether no ranking can be defended on this machine (see TOO_NOISY)."""
         return self.sigma > TOO_NOISY
-
-    def widen(self, interval: tuple[float, float]) -> tuple[float, float]:
-        """A figure's 95% interval widened to where another run's figure may lie: racing's bar."""
-        factor = math.exp(Z95 * self.pair)
-        return interval[0] / factor, interval[1] * factor
-
-    def floor(self, best: float) -> float:
-        """The prune floor: a run whose first windows run below this is behind `best` (one run)
-        beyond any run-to-run mood (the widened bar of a figure known exactly)."""
-        return best / math.exp(Z95 * self.pair)
-
-    def gain(self, new: float, best: float, windows: float = 0.0) -> bool:
-        """One run faster than another beyond the noise: by more than one sigma, or than the
-        windows' own relative spread (`windows`) where that is larger."""
-        return new > best * (1 + max(self.sigma, windows))
-
-    def agrees(self, ratio: float, expected: float) -> bool:
-        """Whether one side-by-side ratio and the ratio of the two's search figures differ by less
-        than four runs' moods allow (two pairs, 95%)."""
-        return self.sigma > 0 and abs(math.log(ratio / expected)) <= Z95 * 2.0 * self.sigma
-
-    def ahead(self, ratios: Sequence[float]) -> bool:
-        """Whether paired ratios (A / B, each pair measured side by side) put A ahead of B at 95%:
-        the interval of their mean log lies wholly above zero. A log-ratio's spread is taken as
-        the noise's (two runs) with the normal's 1.96, unless the ratios spread more than that
-        (then Student's t on their own spread). One ratio decides only with the noise known."""
-        logs = [math.log(r) for r in ratios if r and r > 0]
-        if logs and self.pair > 0 and (len(logs) == 1 or statistics.stdev(logs) <= self.pair):
-            return statistics.fmean(logs) - Z95 * self.pair / math.sqrt(len(logs)) > 0
-        bounds = mean_interval(logs)
-        return bounds is not None and bounds[0] > 0
-
-    def tie(self, ratios: Sequence[float]) -> bool:
-        """Whether paired ratios (A / B, side by side) leave A within the noise of B: their mean log
-        within the 95% band that the noise alone would give their mean. A lead beyond it is one
-        even where the rounds spread too much for `ahead` to decide."""
-        logs = [math.log(r) for r in ratios if r and r > 0]
-        return not logs or abs(statistics.fmean(logs)) <= Z95 * self.pair / math.sqrt(len(logs))
 
     def describe(self) -> str:
         """The log's words: '8.0% between runs (the prior, hydra.sweeper.run_noise=0.08)' or with repeats."""

@@ -64,7 +64,7 @@ def rounds_to_separate(ratios: list[float], confidence: float = 0.95) -> float |
 
 
 # two-sided 95% Student t quantiles by degrees of freedom (1..30); beyond, the normal's
-_T95 = (
+T95 = (
     12.706,
     4.303,
     3.182,
@@ -103,7 +103,7 @@ def mean_interval(values: list[float]) -> tuple[float, float] | None:
     if len(values) < 2:
         return None
     mean, sd = statistics.fmean(values), statistics.stdev(values)
-    t = _T95[len(values) - 2] if len(values) - 1 <= len(_T95) else 1.96
+    t = T95[len(values) - 2] if len(values) - 1 <= len(T95) else 1.96
     half = t * sd / math.sqrt(len(values))
     return mean - half, mean + half
 
@@ -122,7 +122,7 @@ def rate_interval(samples: list[float], seconds: list[float]) -> tuple[float, tu
         return rate, None
     residuals = [y - rate * x for y, x in zip(samples, seconds)]
     se = math.sqrt(sum(d * d for d in residuals) / (k - 1) / k) / (total_s / k)
-    half = (_T95[k - 2] if k - 1 <= len(_T95) else 1.96) * se
+    half = (T95[k - 2] if k - 1 <= len(T95) else 1.96) * se
     return rate, ((rate - half, rate + half) if rate - half > 0 else None)
 
 
@@ -144,5 +144,5 @@ def trend(rates: list[float], tol: float) -> float | None:
     change = after / before - 1
     se = math.sqrt(statistics.variance(early) / len(early) + statistics.variance(late) / len(late))
     df = len(early) + len(late) - 2
-    t = _T95[df - 1] if df <= len(_T95) else 1.96
+    t = T95[df - 1] if df <= len(T95) else 1.96
     return change if abs(change) > tol and abs(after - before) > t * se else None

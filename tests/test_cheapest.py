@@ -22,7 +22,7 @@ ROUNDS = {0: [1000.0, 980.0, 1010.0], 4: [2050.0, 1990.0, 2100.0], 7: [2000.0, 2
         pytest.param(
             {4: Cost(3, 2, 900.0), 7: Cost(1, 2, 540.0)},
             7,
-            "#7 ties #4 within the noise with 1 process instead of 3 and 40% less memory: recommended",
+            "#7 ties #4 by the test with 1 process instead of 3 and 40% less memory: recommended",
             id="fewer-processes",
         ),
         pytest.param(

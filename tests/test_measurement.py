@@ -567,11 +567,11 @@ def test_racing_prunes_a_clearly_worse_trial_and_a_close_one_stops_when_precise(
 
 
 def test_racing_allows_for_the_run_to_run_noise():
-    from sweeper.noise import Noise
+    from sweeper import verdict
 
     # the incumbent measured 100 +-1 on a lucky run; a trial at 85 +-1 is within 8% run noise of it
-    widened = Noise(0.08, 0.08).widen((99.0, 101.0))
-    assert widened[0] == pytest.approx(99.0 / math.exp(1.96 * math.sqrt(2) * 0.08))
+    widened = verdict.widened((99.0, 101.0), 0.08)
+    assert widened[0] == pytest.approx(99.0 / math.exp(verdict.Z * math.sqrt(2) * 0.08))
     assert 86.0 > widened[0] > 78.0 and widened[1] > 101.0
     assert timing._verdict(_three_windows(85.0), timing.Rule(**{**ADAPTIVE, "race": widened})) == "precise"
     assert timing._verdict(_three_windows(70.0), timing.Rule(**{**ADAPTIVE, "race": widened})) == "raced"
@@ -677,10 +677,10 @@ def test_a_worker_closes_the_event_pipe_only_when_it_inherited_it(monkeypatch):
 
 
 def test_a_run_known_to_be_behind_the_best_stops_with_its_figure():
-    from sweeper.noise import Noise
+    from sweeper import verdict
 
     best = (99.0, 101.0)  # the incumbent's own interval: 100 samples/s
-    widened = Noise(0.08, 0.08).widen(best)  # racing prunes only below ~78: the run-to-run noise
+    widened = verdict.widened(best, 0.08)  # racing prunes only below ~78: the run-to-run noise
 
     # 85 samples/s, windows swinging +-30%: never pruned, and slow to be precise
     def noisy_run(rule):

@@ -1,5 +1,6 @@
 """outputs/index.html: every sweep by machine and workload, best samples/sec over time, and
-regressions: a configuration measured again, slower than before by more than its spread."""
+regressions: a configuration measured again, slower than before by the one test
+(sweeper.verdict), at the noise its sweeps read."""
 
 from __future__ import annotations
 
@@ -11,18 +12,17 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import verdict
 from ..measurement import Measurement
 from ..result import Status
 from ..store.nights import Night
 from ..store.summary import SUMMARY_FILE, SweepSummary
 from ..store.table import knob_columns
+from ..verdict import Verdict
 from . import charts
 from .charts import img
 from .nights import nights_chart
 from .page import CSS
-
-# below this, a slowdown is within what this kind of machine does run to run
-MIN_SPREAD = 0.05
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,9 @@ class Figure:
     when: str  # sortable time of the sweep
     sweep: str
     samples_per_sec: float
-    rel_spread: float
+    # the run-to-run noise its sweep read (Noise.sigma); the run's windows' spread where the
+    # sweep modelled none, or in an earlier version's summary
+    sigma: float
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,8 @@ class Regression:
 
 
 def find_regressions(figures: Sequence[Figure]) -> list[Regression]:
-    """Each configuration's figure against its previous one (pure)."""
+    """Each configuration's figure against its previous one, slower by the test at the larger of
+    the two sweeps' noise (pure)."""
     found = []
     by_config: dict[tuple[str, str], list[Figure]] = {}
     for f in figures:
@@ -56,8 +59,8 @@ def find_regressions(figures: Sequence[Figure]) -> list[Regression]:
     for (group, config), series in by_config.items():
         series.sort(key=lambda f: f.when)
         for before, after in zip(series, series[1:]):
-            allowed = max(MIN_SPREAD, before.rel_spread, after.rel_spread)
-            if after.samples_per_sec < before.samples_per_sec * (1 - allowed):
+            sigma = max(before.sigma, after.sigma)
+            if verdict.compare([after.samples_per_sec], [before.samples_per_sec], sigma) is Verdict.SLOWER:
                 found.append(Regression(group, config, before, after))
     return found
 
@@ -89,6 +92,7 @@ def _figures_of(directory: Path, summary: SweepSummary, outputs: Path) -> list[F
         done = own if not own.empty else done
     group = f"{summary.machine} | {summary.workload}"
     when = directory.relative_to(outputs).as_posix()
+    noise = summary.noise.sigma if summary.noise is not None else 0.0
     figures = []
     for row in done.to_dict("records"):
         config = " ".join(summary.fixed_overrides)
@@ -101,7 +105,7 @@ def _figures_of(directory: Path, summary: SweepSummary, outputs: Path) -> list[F
                 when,
                 str(directory),
                 float(figures_.samples_per_sec),
-                float(figures_.samples_per_sec_rel_iqr),
+                noise or float(figures_.samples_per_sec_rel_iqr),
             )
         )
     return figures
@@ -147,11 +151,11 @@ def render_index(outputs: Path, rows: Sequence[SweepRow], regressions: Sequence[
             for r in regressions
         )
         parts.append(
-            f'<div class="note"><b>Regressions</b> (slower than before by more than the measured '
-            f"spread, at least {MIN_SPREAD:.0%}):<ul>{items}</ul></div>"
+            f'<div class="note"><b>Regressions</b> (slower than before by the test at '
+            f"{verdict.CONFIDENCE:.0%}, at the run-to-run noise the sweeps read):<ul>{items}</ul></div>"
         )
     else:
-        parts.append("<p>No regressions: no configuration measured again got slower beyond its spread.</p>")
+        parts.append("<p>No regressions: no configuration measured again got slower by the test.</p>")
     for group in sorted({r.group for r in rows}):
         mine = sorted((r for r in rows if r.group == group), key=lambda r: r.when)
         parts.append(f"<h2>{escape(group)}</h2>")

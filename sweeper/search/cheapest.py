@@ -1,7 +1,7 @@
 """The cheapest of equals: two configurations the confirmation cannot tell apart are not equal if
-one needs fewer processes, fewer cores or much less memory. Among the candidates whose rounds
-leave them within the run-to-run noise of the fastest, the one that costs least is recommended,
-and the faster one named beside it; a runner-up within the noise that costs less is measured in
+one needs fewer processes, fewer cores or much less memory. Among the candidates the one test
+(sweeper.verdict) does not find slower than the fastest on their rounds, the one that costs least
+is recommended, and the faster one named beside it; a runner-up that costs less is measured in
 the rounds from the first. Pure: rounds, costs and the noise in, a decision out."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from .. import verdict
 from ..knobs import Knob
 from ..noise import Noise
-from ..stats import Spread, quantile
-from ..store.confirmation import Confirmation
+from ..store.confirmation import Confirmation, paired_ratios
 from ..store.record import TrialRecord
+from ..verdict import Verdict
 
 # memory alone makes a configuration cheaper only when it saves at least this share: a few
 # percent is the allocator's mood, not a cost a person would weigh against speed
@@ -67,9 +68,9 @@ class Cost:
 
 def cheaper_runners_up(fastest: Cost | None, runners_up: Mapping[int, Cost | None]) -> dict[int, str]:
     """The runners-up that cost less than the search's fastest (Cost.cheaper_than), each with
-    what it saves: within its noise, they join the confirmation from its first round, since only
-    a candidate measured side by side can be found its equal. Others join only on doubt. Unknown
-    costs: none."""
+    what it saves: they join the confirmation from its first round, since only a candidate
+    measured side by side can be found its equal. Others join only where the first round does
+    not decide. Unknown costs: none."""
     if fastest is None:
         return {}
     return {n: c.saving(fastest) for n, c in runners_up.items() if c is not None and c.cheaper_than(fastest)}
@@ -79,13 +80,9 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}" + ("" if n == 1 else ("es" if what.endswith("s") else "s"))
 
 
-def _ratios(rounds: Mapping[int, list[float | None]], a: int, b: int) -> list[float]:
-    return [x / y for x, y in zip(rounds[a], rounds[b]) if x is not None and y is not None and y > 0]
-
-
 def cheapest_of_equals(decision: Confirmation, costs: Mapping[int, Cost | None], noise: Noise) -> Confirmation:
-    """The decision with its winner replaced by the cheapest candidate its rounds leave within
-    the noise of it (Noise.tie on their paired ratios), if one is cheaper (Cost.cheaper_than);
+    """The decision with its winner replaced by the cheapest candidate the test does not find
+    slower than it on their paired rounds (verdict.paired), if one is cheaper (Cost.cheaper_than);
     `faster` then names the fastest, and `cheaper` says what the recommended one saves. The
     baseline is no candidate here: your own configuration tying the fastest is the confirmation's
     own verdict. Unchanged where no tie is cheaper, or the costs are unknown."""
@@ -98,32 +95,20 @@ def cheapest_of_equals(decision: Confirmation, costs: Mapping[int, Cost | None],
         if n not in (fastest, decision.baseline)
         and (cost := costs.get(n)) is not None
         and cost.cheaper_than(own)
-        and noise.tie(_ratios(decision.rounds, n, fastest))
+        and verdict.paired(paired_ratios(decision.rounds, n, fastest), noise.sigma).verdict is not Verdict.SLOWER
     ]
     if not equals:
         return decision
     cost, chosen = min(equals, key=lambda e: (e[0].processes, e[0].cores, e[0].memory_mb))
-    ratios = _ratios(decision.rounds, chosen, decision.baseline)
-    wins = [  # as the confirmation counts them: rounds it beat every other configuration in
-        r
-        for r in range(decision.rounds_run)
-        if (mine := decision.rounds[chosen][r]) is not None
-        and all((other := runs[r]) is None or mine >= other for runs in decision.rounds.values())
-    ]
     return replace(
-        decision,
-        winner=chosen,
-        speedup=Spread.of(ratios).median if ratios else float("nan"),
-        speedup_low=quantile(ratios, 0.25) if len(ratios) > 1 else None,
-        speedup_high=quantile(ratios, 0.75) if len(ratios) > 1 else None,
-        win_share=len(wins) / decision.rounds_run if decision.rounds_run else 0.0,
+        Confirmation.of(decision.rounds, chosen, decision.baseline, decision.decided),
         faster=fastest,
-        cheaper=f"#{chosen} ties #{fastest} within the noise with {cost.saving(own)}: recommended "
+        cheaper=f"#{chosen} ties #{fastest} by the test with {cost.saving(own)}: recommended "
         f"(#{fastest} read {_lead(decision, fastest, chosen):+.0%})",
     )
 
 
 def _lead(decision: Confirmation, fastest: int, chosen: int) -> float:
     """How much faster the fastest read than the chosen one, median over the rounds."""
-    ratios = _ratios(decision.rounds, fastest, chosen)
+    ratios = paired_ratios(decision.rounds, fastest, chosen)
     return statistics.median(ratios) - 1 if ratios else 0.0

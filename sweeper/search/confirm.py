@@ -1,21 +1,19 @@
 """Interleaved re-measurement of the top candidates and the baseline (A B base, B base A, base A B, ...),
 so that a winner is crowned on numbers taken side by side, not on one lucky run. Only candidates
-that beat the baseline in the search are confirmed: a runner-up within the noise that costs less
-from the first round (the cheaper of equals), the others only when the first round of the
-search's fastest leaves doubt (in_doubt), and rounds stop once the leader's lead over the
-baseline is decided at 95%."""
+that beat the baseline in the search are confirmed: a runner-up that costs less from the first
+round (the cheaper of equals), the others only when the first round does not decide, and rounds
+stop once the one test (sweeper.verdict) has decided the leader against the baseline."""
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from optuna.trial import FrozenTrial, TrialState
 
+from .. import verdict
 from ..noise import Noise
-from ..stats import Spread, quantile
-from ..store.confirmation import Confirmation
+from ..store.confirmation import Confirmation, medians, paired_ratios
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import config_key, config_of, level, primary_value, ranked, search_interval
@@ -41,55 +39,21 @@ def interleaved_order(candidates: Sequence[int], baseline: int, rounds: int) -> 
     return [(r, t) for r in range(rounds) for t in round_order(candidates, baseline, r)]
 
 
-def _medians(rounds: Mapping[int, Sequence[float | None]]) -> dict[int, float]:
-    """Each member's median over the rounds it ran (members that never ran are left out)."""
-    return {
-        t: statistics.median(v for v in runs if v is not None)
-        for t, runs in rounds.items()
-        if any(v is not None for v in runs)
-    }
-
-
-def _ratios(rounds: Mapping[int, Sequence[float | None]], a: int, b: int) -> list[float]:
-    """a's figure over b's in each round both ran: paired, side by side."""
-    return [x / y for x, y in zip(rounds[a], rounds[b]) if x is not None and y]
-
-
 def decide(
     rounds: Mapping[int, Sequence[float | None]], baseline: int, noise: Noise | None = None, settled: bool = True
 ) -> Confirmation | None:
     """The winner is the highest median over rounds; None if the baseline never ran. `decided`
-    says whether its lead over the baseline was decided: `settled` by the rounds, or beyond the
-    `noise` on average. On a machine too noisy to rank (Noise.too_noisy) an undecided lead is no
-    winner the sweep can defend: the baseline is kept."""
-    medians = _medians(rounds)
-    if baseline not in medians:
+    says whether the test decided it against the baseline (faster, slower or the same): `settled`
+    by the rounds, or on all of them. On a machine too noisy to rank (Noise.too_noisy) an
+    undecided lead is no winner the sweep can defend: the baseline is kept."""
+    figures = medians(rounds)
+    if baseline not in figures:
         return None
-    winner = max(medians, key=lambda t: medians[t])
-    defended = settled or noise is None or winner == baseline or not noise.tie(_ratios(rounds, winner, baseline))
+    winner = max(figures, key=lambda t: figures[t])
+    lead = verdict.paired(paired_ratios(rounds, winner, baseline), noise.sigma if noise is not None else 0.0).verdict
+    defended = settled or noise is None or winner == baseline or lead.decided
     winner = baseline if not defended and noise is not None and noise.too_noisy else winner
-    n = len(rounds[baseline])
-    ratios = _ratios(rounds, winner, baseline)
-    wins = len(
-        [
-            r
-            for r in range(n)
-            if (mine := rounds[winner][r]) is not None
-            and all((other := rounds[t][r]) is None or mine >= other for t in rounds)
-        ]
-    )
-    return Confirmation(
-        winner=winner,
-        baseline=baseline,
-        rounds={t: list(v) for t, v in rounds.items()},
-        median=medians,
-        speedup=Spread.of(ratios).median if ratios else float("nan"),
-        # one round's ratio is no interval: none is given rather than one of zero width
-        speedup_low=quantile(ratios, 0.25) if len(ratios) > 1 else None,
-        speedup_high=quantile(ratios, 0.75) if len(ratios) > 1 else None,
-        win_share=wins / n if n else 0.0,
-        decided=defended,
-    )
+    return Confirmation.of(rounds, winner, baseline, decided=defended)
 
 
 def own_figure(trial: FrozenTrial) -> float:
@@ -130,7 +94,7 @@ def left_behind(
     first = own_figure(beat[0])
     if first and 0 < figure(beat[0]) < first:
         lead = (lead[0] * figure(beat[0]) / first, lead[1] * figure(beat[0]) / first)
-    floor = noise.widen(lead)[0]
+    floor = verdict.widened(lead, noise.sigma)[0]
     return [t for t in beat[1:] if (own := search_interval(t)) is not None and own[1] < floor]
 
 
@@ -142,53 +106,30 @@ def decided(
     searched: Mapping[int, float] | None = None,
     min_rounds: int = 2,
 ) -> bool:
-    """After the first `upto` rounds (at least `min_rounds`): whether the leader's standing
-    against the baseline is decided at 95% on their paired per-round ratios: the leader (highest
-    median) ahead of the baseline, or, when the baseline leads, the baseline ahead of every other.
-    Candidates the leader is not yet separated from are near-equals: the report says how many
-    rounds would tell them apart. `noise`: the machine's run-to-run noise (Noise.ahead).
-    One round decides only with the noise known and when its ratio agrees with the two's
-    figures in the search (`searched`) within that noise: a second ratio, not side by side, that
-    stands in for the second round's check of the spread."""
+    """After the first `upto` rounds (at least `min_rounds`): whether the test has decided the
+    leader's standing (highest median) against the baseline, or, when the baseline leads,
+    against every other: faster, slower or the same, not "cannot tell yet", on their paired
+    per-round ratios (verdict.paired). One round has no spread of its own: the two's ratio in
+    the search (`searched`, not side by side) is the second ratio the test reads, so that one
+    round decides only where it agrees with the search."""
     done = {t: list(runs[:upto]) for t, runs in rounds.items()}
-    medians = _medians(done)
-    if upto < max(1, min_rounds) or baseline not in medians:
+    figures = medians(done)
+    if upto < max(1, min_rounds) or baseline not in figures:
         return False
-    leader = max(medians, key=lambda t: medians[t])
+    leader = max(figures, key=lambda t: figures[t])
     rivals = [t for t in done if t != leader] if leader == baseline else [baseline]
-    if upto == 1 and not all(_agrees(done[leader][0], done[t][0], searched, leader, t, noise) for t in rivals):
-        return False
-    return all(noise.ahead(_ratios(done, leader, t)) for t in rivals)
+    return all(verdict.paired(_evidence(done, leader, t, searched), noise.sigma).verdict.decided for t in rivals)
 
 
-def _agrees(
-    a: float | None, b: float | None, searched: Mapping[int, float] | None, lead: int, rival: int, noise: Noise
-) -> bool:
-    """Whether one round's ratio of `lead` to `rival` agrees with their search figures' ratio
-    within the noise (Noise.agrees)."""
-    if not (a and b and searched and searched.get(lead) and searched.get(rival)):
-        return False
-    return noise.agrees(a / b, searched[lead] / searched[rival])
-
-
-def in_doubt(
-    measured: Mapping[int, Sequence[float | None]],
-    leader: int,
-    baseline: int,
-    searched: Mapping[int, float],
-    waiting: Sequence[int],
-    noise: Noise = Noise(0.0, 0.0),
-) -> list[int]:
-    """The runners-up whose place behind the search's fastest its first round puts in doubt: its
-    round figure below theirs in the search by more than the run-to-run noise (all of them when
-    either round failed). A runner-up within the noise of it is a near-tie that one round cannot
-    rank: its run would cost seconds and decide nothing. The round figure is not scaled by the
-    baseline's: the baseline's runs spread more from search to confirmation than the candidates'
-    do, so that scaling added noise (docs/benchmarks.md, "The confirmation's runners-up")."""
-    lead, base = measured[leader][0], measured[baseline][0]
-    if not (lead and base):
-        return list(waiting)
-    return [n for n in waiting if noise.gain(searched.get(n, 0.0), lead)]
+def _evidence(
+    done: Mapping[int, Sequence[float | None]], lead: int, rival: int, searched: Mapping[int, float] | None
+) -> list[float]:
+    """The paired ratios of `lead` to `rival`; after one round, with their search figures' ratio."""
+    ratios = paired_ratios(done, lead, rival)
+    if len(ratios) != 1:
+        return ratios
+    found = (searched or {}).get(lead), (searched or {}).get(rival)
+    return ratios + [found[0] / found[1]] if found[0] and found[1] else []
 
 
 @dataclass
@@ -200,7 +141,7 @@ class Rounds:
     chosen: list[int]  # the candidates, the search's fastest first
     baseline: int
     rounds: int
-    waiting: list[int]  # runners-up that join only if the first round leaves doubt
+    waiting: list[int]  # runners-up that join only if the first round does not decide
     searched: Mapping[int, float]  # each one's figure in the search
     noise: Noise = Noise(0.0, 0.0)
     min_rounds: int = 1
@@ -227,17 +168,11 @@ class Rounds:
             pending = [n for n in round_order(self.members, self.baseline, r) if (r, n) not in self.ran]
             if pending:
                 return r, pending[0]
-            if self.waiting:  # the first round is in: do the runners-up join?
-                undecided = not self.settled(r + 1)
-                joining = (
-                    self.waiting
-                    if undecided
-                    else in_doubt(self.measured, self.chosen[0], self.baseline, self.searched, self.waiting, self.noise)
-                )
-                self.waiting = []
+            if self.waiting:  # the first round is in: the runners-up join where it did not decide
+                joining, self.waiting = ([] if self.settled(r + 1) else self.waiting), []
                 if joining:
                     self.members += joining
-                    self.joined = (joining, "did not decide" if undecided else "put the search's order in doubt")
+                    self.joined = (joining, "did not decide")
                     continue
             self.round += 1
         return None
@@ -281,14 +216,10 @@ def _run_rounds(
             planner.record(step, result.samples_per_sec if result.ok else None)
             progress.confirm_line(r, planner.rounds, number, result)
     if 0 < planner.rounds_run < planner.rounds and not stopped():
-        one = (
-            " (its lead beyond the run-to-run noise, in line with the search's figures)"
-            if planner.rounds_run == 1
-            else ""
-        )
+        one = " (in line with the search's figures)" if planner.rounds_run == 1 else ""
         progress.say(
-            f"confirmation: the winner's lead over the baseline was decided at 95% after {planner.rounds_run} of "
-            f"{planner.rounds} rounds{one}"
+            f"confirmation: the test decided the winner against the baseline at {verdict.CONFIDENCE:.0%} after "
+            f"{planner.rounds_run} of {planner.rounds} rounds{one}"
         )
 
 
@@ -304,8 +235,8 @@ def run_confirmation(
     """Re-measure the candidates that beat the baseline and the baseline, interleaved, as `Rounds`
     plans them; store and return the decision. None when there is nothing to confirm (the
     baseline is the fastest found: the sweep says so). The first round runs the search's fastest,
-    the baseline and a runner-up within the noise that costs less (cheaper_runners_up); the others
-    join (that round first) only when it leaves doubt (in_doubt). A later knob's try that was no
+    the baseline and a runner-up that costs less (cheaper_runners_up); the others join (that
+    round first) only when it does not decide. A later knob's try that was no
     gain is not a candidate: the point it was tried at stands for it (later.kept_tries)."""
     rounds = plan.settings.confirm
     every = stored.trials(plan.setup)
@@ -364,22 +295,21 @@ def _say_plan(planner: Rounds, behind: Sequence[int], noise: Noise, cheaper: Map
     members, waiting = planner.members, planner.waiting
     progress.say(
         f"confirming: {_trials(members)} (faster than the baseline in the search) and baseline "
-        f"{planner.baseline}, up to {planner.rounds} interleaved rounds (fewer once the lead is decided at 95%)"
+        f"{planner.baseline}, up to {planner.rounds} interleaved rounds (fewer once the test decides at 95%)"
     )
     for number, saving in cheaper.items():
         progress.say(
-            f"  trial #{number} is within the noise of #{planner.chosen[0]} with {saving}: in the rounds "
-            "from the first, the cheaper of equals"
+            f"  trial #{number} costs less than #{planner.chosen[0]}, with {saving}: in the rounds "
+            "from the first, the cheaper of equals if the test finds it no slower"
         )
     if waiting:
         progress.say(
-            f"  {_trials(waiting)} (also faster) {_join(waiting)} if the first round does not decide, "
-            "or puts the search's order in doubt"
+            f"  {_trials(waiting)} (also faster) {_join(waiting)} if the first round does not decide"
         )
     if behind:
         progress.say(
             f"  not confirmed: trials {list(behind)}, faster than the baseline but behind trial #{planner.chosen[0]} "
-            f"beyond the run-to-run noise ({noise.sigma:.1%})"
+            f"slower by the test ({noise.sigma:.1%} noise a run)"
         )
 
 

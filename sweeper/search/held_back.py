@@ -35,7 +35,7 @@ from .history import is_gain
 from .plan import SweepPlan
 
 
-class Verdict(enum.Enum):
+class Turn(enum.Enum):
     UNTRIED = "untried"  # not tried at a best yet
     TRYING = "trying"  # its tries are queued or running
     KEPT = "kept"  # no try was a gain: your config's value for the rest of the sweep
@@ -47,7 +47,7 @@ class Tries:
     """A later knob's tries at the best so far, as the study holds them."""
 
     knob: str
-    verdict: Verdict
+    turn: Turn
     at: FrozenTrial | None = None  # the best it was tried at
     tried: tuple[FrozenTrial, ...] = ()
 
@@ -69,12 +69,12 @@ def tries_of(knob: str, trials: Sequence[FrozenTrial], setup: Sequence[FrozenTri
     by_number = {t.number: t for t in setup}
     tried = tuple(t for t in trials if (r := TrialRecord.of(t)).probe_knob == knob and r.probe_of in by_number)
     if not tried:
-        return Tries(knob, Verdict.UNTRIED)
+        return Tries(knob, Turn.UNTRIED)
     at = by_number[TrialRecord.of(tried[0]).probe_of]  # type: ignore[index]
     if any(t.state in (TrialState.WAITING, TrialState.RUNNING) for t in tried):
-        return Tries(knob, Verdict.TRYING, at, tried)
+        return Tries(knob, Turn.TRYING, at, tried)
     gain = any(primary_value(t) is not None and is_gain(t, at, noise) for t in tried)
-    return Tries(knob, Verdict.OPEN if gain else Verdict.KEPT, at, tried)
+    return Tries(knob, Turn.OPEN if gain else Turn.KEPT, at, tried)
 
 
 # the later knobs that add start-up and nothing else: a try of one that was no gain is the
@@ -91,7 +91,7 @@ def kept_tries(trials: Sequence[FrozenTrial], plan: SweepPlan, noise: Noise) -> 
     kept: dict[int, Tries] = {}
     for knob in sorted(plan.later & START_UP_ONLY):
         tries = tries_of(knob, trials, trials, noise)
-        if tries.verdict == Verdict.KEPT:
+        if tries.turn == Turn.KEPT:
             kept.update({t.number: tries for t in tries.tried})
     return kept
 
@@ -140,18 +140,18 @@ def held_later(
     noise = noise if noise is not None else plan.noise(setup, stored.confirmation(plan.setup))
     for knob in sorted(due):
         tries = tries_of(knob, everything, setup, noise)
-        if tries.verdict == Verdict.OPEN:
+        if tries.turn == Turn.OPEN:
             say(f"{knob}:open", f"{tries.summary()}: a gain, so the sampler searches it now")
             continue
         held.add(knob)
-        if tries.verdict == Verdict.KEPT:
+        if tries.turn == Turn.KEPT:
             yours = plan.baseline_knobs.get(knob)
             say(
                 f"{knob}:kept",
                 f"{tries.summary()}: no gain, kept at your config's value "
                 f"({'null' if yours is None else yours}) for the rest of the sweep",
             )
-        elif tries.verdict == Verdict.UNTRIED and (best := next(iter(ranked(setup)), None)) is not None:
+        elif tries.turn == Turn.UNTRIED and (best := next(iter(ranked(setup)), None)) is not None:
             point = first_other(best, knob, plan, ctx)
             if point is None:
                 why = idle_reason(knob, _knobs_of(best, plan), plan, ctx) or "means nothing at"

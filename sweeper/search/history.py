@@ -9,11 +9,13 @@ from typing import Any
 
 from optuna.trial import FrozenTrial
 
+from .. import verdict
 from ..knobs import Knob
 from ..noise import Noise
 from ..result import Status
 from ..store.record import TrialRecord
 from ..store.trials import config_of, primary_value, same_setup
+from ..verdict import Verdict
 from .space import MEMORY_NEUTRAL
 
 BATCH = Knob.LOADER_BATCH_SIZE
@@ -67,9 +69,9 @@ def oom_dominating(trials: Sequence[FrozenTrial], knobs: Mapping[str, Any], fixe
 
 
 def is_gain(new: FrozenTrial, best: FrozenTrial | None, noise: Noise) -> bool:
-    """Faster than the best so far beyond the noise: the run-to-run noise, or both runs' windows'
-    spread where that is larger."""
+    """Faster than the best so far by the test (verdict.compare), a run carrying the run-to-run
+    noise or both runs' windows' spread where that is larger."""
     if best is None:
         return True
     windows = max(TrialRecord.of(new).rel_iqr, TrialRecord.of(best).rel_iqr)
-    return noise.gain(primary_value(new), primary_value(best), windows)  # type: ignore[arg-type]
+    return verdict.compare([primary_value(new)], [primary_value(best)], max(noise.sigma, windows)) is Verdict.FASTER

@@ -13,6 +13,7 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, Trial, TrialState
 
+from .. import verdict
 from ..command import AT_FIRST_STEP
 from ..measurement import PRIMARY
 from ..noise import Noise
@@ -29,7 +30,7 @@ from ..store.trials import (
     search_interval,
     was_measured,
 )
-from . import history, progress, recheck
+from . import history, progress
 from . import space as sp
 from .converge import Converged
 from .held_back import held_later
@@ -45,7 +46,7 @@ from .unfinished import settle
 def _rule(plan: SweepPlan, state: LoopState) -> Converged | None:
     """The convergence rule at the noise as it stands (None: hydra.sweeper.converge=false)."""
     if isinstance(plan.converge, Converged):
-        return replace(plan.converge, noise=state.noise.sigma)
+        return replace(plan.converge, sigma=state.noise.sigma)
     return plan.converge
 
 
@@ -172,9 +173,7 @@ def _tell(
 ) -> None:
     _note(state, told)
     done, record = told.trial, TrialRecord.of(told.trial)
-    if record.recheck_of is not None:
-        progress.second_run_line(done, stored.trial(record.recheck_of))
-    elif was_measured(done) or record.status in (Status.OOM, Status.OOM_PREDICTED):
+    if was_measured(done) or record.status in (Status.OOM, Status.OOM_PREDICTED):
         trials = stored.trials(plan.setup)
         count = sum(was_measured(t) for t in trials if t.number <= done.number and t.state != TrialState.RUNNING)
         progress.trial_line(
@@ -236,12 +235,10 @@ def _queue_due(
     stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: list[FrozenTrial], ctx: sp.Context
 ) -> None:
     """After the baseline, before the sampler's next ask: the start points once (what the workload
-    is, is known now), and a proposal measured again where the convergence rule asks for it."""
+    is, is known now)."""
     if state.start_points_due:
         state.start_points_due = False
         _queue_start_points(stored, plan, ctx)
-    if (rule := _rule(plan, state)) is not None:
-        recheck.queue(stored, plan, trials, rule)
 
 
 def _ask_batch(
@@ -388,9 +385,9 @@ def _job(
     prune_below, race, behind = None, None, None
     if has_baseline and best is not None and list(plan.objectives) == [PRIMARY] and plan.settings.race:
         best_value = primary_value(best)
-        prune_below = noise.floor(best_value) if best_value is not None and noise.sigma > 0 else None
+        prune_below = verdict.slower_below(best_value, noise.sigma) if best_value and noise.sigma > 0 else None
         interval = search_interval(best)
         if interval is not None:
-            race, behind = noise.widen(interval), interval[0]
+            race, behind = verdict.widened(interval, noise.sigma), interval[0]
     overrides = plan.overrides_for(knobs) + measure_overrides(plan, prune_below, remaining_s, race, behind)
     return Job(overrides, trial.number, trial.number, subdir=str(trial.number))

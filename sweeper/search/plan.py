@@ -365,7 +365,7 @@ def make_plan(
         script=script,
         main=frozenset(k for k in {*chosen.main, *asked} if k in space),
         later=frozenset(k for k in chosen.later if k in space and k not in asked),
-        converge=Converged(noise=settings.run_spread) if settings.converge and not settings.grid else None,
+        converge=Converged(sigma=settings.run_spread) if settings.converge and not settings.grid else None,
         search=chosen,
         script_version=version,
         host=host,

@@ -163,18 +163,6 @@ def trial_line(
     _update_bar(n, ranked, left_s)
 
 
-def second_run_line(trial: FrozenTrial, first: FrozenTrial) -> None:
-    """A proposal's second run: its figure against its first run's."""
-    record, was = TrialRecord.of(trial), TrialRecord.of(first).samples_per_sec or 0.0
-    measured = record.measurement
-    if measured is None:
-        outcome = f"{record.status}: {record.reason}"
-    else:
-        outcome = f"{measured.throughput.samples_per_sec:,.0f} samples/s"
-        outcome += ", stopped behind the best" if measured.throughput.stopped.pruned else ""
-    say(f"#{trial.number}, #{first.number}'s point measured once more -> {outcome} (its first run: {was:,.0f})")
-
-
 def confirm_line(round_index: int, rounds: int, number: int, result: RunResult) -> None:
     shown = f"{result.samples_per_sec:,.0f} samples/s" if result.ok else f"{result.status}: {result.reason}"
     say(f"  confirm round {round_index + 1}/{rounds} trial #{number}: {shown}")

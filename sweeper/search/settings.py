@@ -13,8 +13,8 @@ from ..choice import Choice
 from ..errors import ConfigError
 from ..measurement import DEFAULT_OBJECTIVES, DIRECTIONS
 
-# the runners-up a confirmation may take beside the search's fastest, when its first round leaves
-# doubt: one. Confirming the fastest alone lost 0.002-0.005 of the pick on the replay bench, and a
+# the runners-up a confirmation may take beside the search's fastest, when its first round does
+# not decide: one. Confirming the fastest alone lost 0.002-0.005 of the pick on the replay bench, and a
 # second runner-up costs a round's run for near-ties the rounds rarely separate (docs/benchmarks.md)
 RUNNERS_UP = 1
 
@@ -40,10 +40,9 @@ REMOVED = {
     "quiet_wait_s": "it is measure.quiet_wait_s now, beside measure.foreign_cpu_max_pct, the load it waits out",
     "constraints.max_memory_gb": "a limit is set on any measured figure, in its own unit: "
     "hydra.sweeper.constraints={peak_memory_mb: 8192} for 8 GB",
-    "confirm.runners_up": "the runners-up join the rounds when the first round leaves the fastest's place in "
-    "doubt, beyond the run-to-run noise",
-    "confirm.top_k": "the search's fastest is confirmed, and its runner-up joins when the first round leaves "
-    "doubt beyond the run-to-run noise; hydra.sweeper.confirm=0 turns the confirmation off",
+    "confirm.runners_up": "the runner-up joins the rounds when the first round does not decide",
+    "confirm.top_k": "the search's fastest is confirmed, and its runner-up joins when the first round does not "
+    "decide; hydra.sweeper.confirm=0 turns the confirmation off",
     "confirm.rounds": "it is hydra.sweeper.confirm=N now: the interleaved rounds at most, 0 = no confirmation",
 }
 
@@ -141,24 +140,23 @@ class SweepSettings:
     constraints: Dict[str, float] = field(default_factory=dict)
     # the confirmation: the search's fastest re-measured against the baseline in up to this many
     # interleaved rounds, the order rotated each round (A base, base A, ...); they stop once the
-    # lead is decided beyond the run-to-run noise (one round can do it). The runner-up joins when
-    # the first round leaves doubt. 0 = no confirmation
+    # one test (sweeper/verdict.py) has decided the lead (one round can do it). The runner-up joins
+    # when the first round does not decide. 0 = no confirmation
     confirm: int = 3
-    # stop before n_trials once the search has converged: the best is still at the level a recipe
-    # or a warm start reached, and the last trials the sampler chose found nothing beyond the
-    # run-to-run noise, most of them well behind it, after each main knob was measured at two
-    # values at least (search/converge.py says the rule); false = every trial
+    # stop before n_trials once the search has converged: none of the last trials the sampler
+    # chose was faster than the best before it by the one test (sweeper/verdict.py), after each
+    # main knob was measured at two values at least (search/converge.py); false = every trial
     converge: bool = True
     # race each trial against the best so far: one whose 95% interval lies wholly below the
-    # best's, widened for the run-to-run noise, stops early (pruned, both in its reason), and so
-    # does one whose first two windows run below the best beyond any run's mood (0.80 of it at
-    # run_noise=0.08); the baseline is never raced
+    # best's, widened to where the test calls one run slower than another, stops early (pruned,
+    # both in its reason), and so does one whose first two windows run slower than the best by
+    # the test (below 0.80 of it at run_noise=0.08); the baseline is never raced
     race: bool = True
     # the run-to-run spread of one configuration's figure on this kind of machine (relative
     # sigma), the prior of the sweep's noise estimate, which the points measured more than once
-    # update (sweeper/noise.py). Every "beyond the noise" reads the estimate: racing and its
-    # floor, a gain, the convergence rule, the confirmation's rounds. null or 0 = the windows'
-    # noise alone
+    # update (sweeper/noise.py). The one test every decision makes (sweeper/verdict.py) reads the
+    # estimate: racing and its floor, a gain, convergence, the confirmation, the watch. null or
+    # 0 = the windows' noise alone
     run_noise: Optional[float] = 0.08
     # which results answer a configuration instead of a run: this study's (study); also the
     # storage's other studies of the same workload and hardware class and the same fixed

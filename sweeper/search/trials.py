@@ -143,8 +143,6 @@ def tell_result(stored: StoredStudy, trial: Trial, result: RunResult, plan: Swee
             status=Status.OTHER_HARDWARE,
             reason=f"measured on {host}, hardware class {measured_on}, not the study's {expected}: kept, not ranked",
         )
-    if TrialRecord.of(trial).recheck_of is not None and result.status in (Status.OK, Status.PRUNED):
-        result = _second_run(trial, result)
     _set(trial, TrialRecord.finished(result))
     if result.status == Status.OK:
         values = [result.value(o) for o in plan.objectives]
@@ -157,18 +155,6 @@ def tell_result(stored: StoredStudy, trial: Trial, result: RunResult, plan: Swee
     if result.status == Status.PRUNED:
         return _tell(stored, trial, state=TrialState.PRUNED)
     return _tell(stored, trial, state=TrialState.FAIL)
-
-
-def _second_run(trial: Trial, result: RunResult) -> RunResult:
-    """A proposal's second run, told as failed so that the sampler leaves it out: the sampler
-    has the point already, and TPE, seeing one point twice, weighs its values twice (replayed
-    where the recipes miss, that alone cost 0.04 of the mean pick: docs/benchmarks.md)."""
-    of = TrialRecord.of(trial).recheck_of
-    behind = "; stopped behind the best" if result.status == Status.PRUNED else ""
-    _dashboard_note(trial, f"**A second run of #{of}'s point**, kept from the sampler (shown as Fail){behind}")
-    return result.replace(
-        status=Status.SECOND_RUN, reason=f"#{of}'s point measured once more: kept from the sampler, not ranked{behind}"
-    )
 
 
 def reuse(stored: StoredStudy, trial: Trial, source: FrozenTrial, study: str | None = None) -> Told:

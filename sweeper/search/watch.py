@@ -17,12 +17,14 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
+from .. import verdict
 from ..machine import Change, Fingerprint, changes
-from ..noise import Z95, Noise
+from ..noise import Noise
 from ..store.nights import Night, Outcome, study_nights
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy, sibling_names, split_class
 from ..store.trials import config_key, config_of, figures_by_config, repeated_figures
+from ..verdict import Verdict
 from . import progress
 from .launch import JobRunner, measure_overrides
 from .plan import SweepPlan
@@ -122,16 +124,12 @@ def find_reference(stored: StoredStudy, plan: SweepPlan) -> Reference | None:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Reading:
+    """The night's outcome, the log's words for it, and the facts that changed."""
+
     outcome: Outcome
     words: str
     changes: tuple[str, ...]
-
-
-def band(noise: Noise, runs: int, runs_before: int) -> float:
-    """How far (in log) a median of `runs` runs may lie from one of `runs_before` runs of the same
-    configuration on the same machine, at 95%."""
-    return Z95 * noise.sigma * math.sqrt(1 / max(runs, 1) + 1 / max(runs_before, 1))
 
 
 def _noise_of(ref: Reference, tonight: Sequence[Sequence[float | None]]) -> Noise:
@@ -149,30 +147,32 @@ def _noise_of(ref: Reference, tonight: Sequence[Sequence[float | None]]) -> Nois
     return Noise(max(logs, default=0.0), 0.0)
 
 
-def moved(now: Sequence[float | None], before: float, runs_before: int, noise: Noise) -> float | None:
-    """Tonight's median over the reference figure, where it lies beyond the noise (None: within
-    it). A configuration that failed every run tonight moved without bound (0.0)."""
+def _difference(now: Sequence[float | None], before: float, runs_before: int, noise: Noise) -> verdict.Difference:
+    """Tonight's runs against the reference figure of `runs_before` runs, by the test."""
     done = [r for r in now if r]
-    if not done:
+    return verdict.figures(statistics.median(done), len(done), before, runs_before, noise.sigma)
+
+
+def moved(now: Sequence[float | None], before: float, runs_before: int, noise: Noise) -> float | None:
+    """Tonight's median over the reference figure, where the test finds it faster or slower
+    (None: the same, or it cannot tell). A configuration that failed every run tonight moved
+    without bound (0.0)."""
+    if not any(now):
         return 0.0
-    ratio = statistics.median(done) / before
-    return ratio if abs(math.log(ratio)) > band(noise, len(done), runs_before) else None
+    difference = _difference(now, before, runs_before, noise)
+    return difference.ratio if difference.verdict in (Verdict.FASTER, Verdict.SLOWER) else None
 
 
 def settled(ref: Reference, winner: Sequence[float | None], baseline: Sequence[float | None]) -> bool:
-    """Whether more rounds would not change the verdict: each side's deviation well inside its
-    band (half of it) or well outside (1.5 times), after MIN_ROUNDS rounds."""
+    """Whether more rounds would not change the night's outcome: after MIN_ROUNDS rounds, the
+    test finds a side moved (faster or slower: the night drifted), or has decided both (the
+    same: it holds). "Cannot tell yet" asks for another round."""
     if len(baseline) < MIN_ROUNDS:
         return False
     noise = _noise_of(ref, [winner, baseline])
-    for now, before, k0 in ((winner, ref.winner, ref.winner_runs), (baseline, ref.baseline, ref.baseline_runs)):
-        done = [r for r in now if r]
-        if not done:
-            continue
-        d, b = abs(math.log(statistics.median(done) / before)), band(noise, len(done), k0)
-        if b * 0.5 < d < b * 1.5:
-            return False
-    return True
+    sides = ((winner, ref.winner, ref.winner_runs), (baseline, ref.baseline, ref.baseline_runs))
+    found = [_difference(now, before, k0, noise).verdict for now, before, k0 in sides if any(now)]
+    return any(v in (Verdict.FASTER, Verdict.SLOWER) for v in found) or all(v.decided for v in found)
 
 
 def _side(name: str, now: Sequence[float | None], before: float, ratio: float | None) -> str:
@@ -190,7 +190,7 @@ def decide(
     baseline: Sequence[float | None],
     now: Fingerprint,
     other_study: bool = False,
-) -> Verdict:
+) -> Reading:
     """The night's outcome from tonight's runs and the reference (pure): changed where a fact
     that decides speed changed (a reference in another study is on another hardware class, even
     where its record is too old to say which fact); else drifted where either side moved beyond
@@ -213,7 +213,7 @@ def decide(
     else:
         outcome, lead = Outcome.holds, "holds"
     also = f"; also {', '.join(said)}" if said and outcome != Outcome.changed else ""
-    return Verdict(outcome, f"{lead}{also}: {'; '.join(sides)} ({allowed})", tuple(said))
+    return Reading(outcome, f"{lead}{also}: {'; '.join(sides)} ({allowed})", tuple(said))
 
 
 def _rounds(
@@ -264,11 +264,11 @@ def watch(
         f"{ref.winner:,.0f} and {ref.baseline:,.0f} samples/s"
     )
     winner, baseline = _rounds(plan, run, ref, remaining, stopped)
-    verdict = decide(ref, winner, baseline, now, other_study=ref.study != stored.name)
-    progress.say(f"watch: the night {verdict.words}")
+    reading = decide(ref, winner, baseline, now, other_study=ref.study != stored.name)
+    progress.say(f"watch: the night {reading.words}")
     return Night(
         started_at,
-        verdict.outcome,
+        reading.outcome,
         now,
         reference=ref.study,
         winner_knobs=ref.winner_knobs,
@@ -277,8 +277,8 @@ def watch(
         baseline_before=ref.baseline,
         winner_runs=winner,
         baseline_runs=baseline,
-        words=verdict.words,
-        changes=list(verdict.changes),
+        words=reading.words,
+        changes=list(reading.changes),
     )
 
 

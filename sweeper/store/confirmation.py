@@ -3,9 +3,22 @@ reads it back (typed both ways: trial numbers stay ints)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from ..stats import quantile
+
+
+def medians(rounds: Mapping[int, Sequence[float | None]]) -> dict[int, float]:
+    """Each member's median over the rounds it ran (members that never ran are left out)."""
+    return {t: statistics.median(f) for t, runs in rounds.items() if (f := [v for v in runs if v is not None])}
+
+
+def paired_ratios(rounds: Mapping[int, Sequence[float | None]], a: int, b: int) -> list[float]:
+    """a's figure over b's in each round both ran: paired, side by side."""
+    return [x / y for x, y in zip(rounds[a], rounds[b]) if x is not None and y]
 
 
 @dataclass(frozen=True)
@@ -21,8 +34,8 @@ class Confirmation:
     speedup_high: float | None
     # share of rounds in which the winner beat every other candidate
     win_share: float
-    # whether the rounds decided the winner's lead over the baseline (at 95%, or beyond the
-    # run-to-run noise on average); on a machine too noisy to rank, an undecided lead is no winner
+    # whether the test (sweeper.verdict) decided the winner against the baseline on the rounds:
+    # faster, slower or the same; on a machine too noisy to rank, an undecided lead is no winner
     # and the baseline is kept. True in a record of an earlier version
     decided: bool = True
     # the fastest of the rounds, where the winner is a cheaper configuration that ties it within
@@ -30,6 +43,33 @@ class Confirmation:
     # record of an earlier version
     faster: int | None = None
     cheaper: str | None = None
+
+    @classmethod
+    def of(
+        cls, rounds: Mapping[int, Sequence[float | None]], winner: int, baseline: int, decided: bool
+    ) -> Confirmation:
+        """The decision for `winner` from the rounds: each member's median, the winner's paired
+        ratios to the baseline (median and quartiles), the rounds it beat every other in."""
+        ratios = paired_ratios(rounds, winner, baseline)
+        n = len(rounds[baseline])
+        won = [
+            r
+            for r in range(n)
+            if (mine := rounds[winner][r]) is not None
+            and all((other := rounds[t][r]) is None or mine >= other for t in rounds)
+        ]
+        return cls(
+            winner=winner,
+            baseline=baseline,
+            rounds={t: list(v) for t, v in rounds.items()},
+            median=medians(rounds),
+            speedup=statistics.median(ratios) if ratios else float("nan"),
+            # one round's ratio is no interval: none is given rather than one of zero width
+            speedup_low=quantile(ratios, 0.25) if len(ratios) > 1 else None,
+            speedup_high=quantile(ratios, 0.75) if len(ratios) > 1 else None,
+            win_share=len(won) / n if n else 0.0,
+            decided=decided,
+        )
 
     @property
     def rounds_run(self) -> int:
