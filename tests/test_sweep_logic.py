@@ -1748,9 +1748,7 @@ def test_a_sweep_imports_its_storage_and_report_modules_ahead_while_the_zygote_i
         pytest.param(4, [0, 1], 1, id="as-dear-waits-for-an-undecided-round"),
     ],
 )
-def test_a_cheaper_runner_up_is_measured_from_the_first_round(
-    tmp_path, capsys, runner_up_workers, runs, winner
-):
+def test_a_cheaper_runner_up_is_measured_from_the_first_round(tmp_path, capsys, runner_up_workers, runs, winner):
     """The search's fastest (#1, 4 loader workers, 200 samples/s) leads the runner-up (#2, 190)
     within the noise. A first round decides the lead over the baseline, so a runner-up that only
     waits for an undecided round never runs, and a cheaper equal (2 workers: 3 processes instead

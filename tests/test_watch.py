@@ -54,18 +54,18 @@ def test_a_fingerprint_change_says_what_decides_speed_first_and_skips_facts_not_
 def test_a_quiet_night_holds():
     verdict = decide(reference(), [990.0, 1010.0], [505.0, 498.0], HERE)
     assert verdict.outcome == Outcome.holds
-    assert "within the noise" in verdict.words and "beyond" not in verdict.words
+    assert "cannot tell by the test" in verdict.words and "slower" not in verdict.words
 
 
 @pytest.mark.parametrize(("winner", "baseline"), [([700.0, 690.0], [500.0, 502.0]), ([1000.0, 990.0], [380.0, 390.0])])
-def test_either_side_moving_beyond_the_noise_is_drift(winner, baseline):
+def test_either_side_slower_by_the_test_is_drift(winner, baseline):
     verdict = decide(reference(), winner, baseline, HERE)
     assert verdict.outcome == Outcome.drifted
-    assert "beyond the noise" in verdict.words
+    assert "slower by the test" in verdict.words
 
 
 def test_the_studys_own_repeats_set_the_band_with_tonights():
-    """On a machine whose runs of one configuration spread 20%, a 21% move is within the noise; a
+    """On a machine whose runs of one configuration spread 20%, a 21% move cannot be told; a
     night's few runs alone (spreading 2%) would call it drift."""
     quiet = reference(noise=Noise(0.05, 0.05))
     noisy = reference(noise=Noise(0.05, 0.05), repeats=((1000.0, 1250.0, 800.0), (500.0, 620.0, 410.0)) * 3)
@@ -244,7 +244,7 @@ def test_four_nights_tune_hold_drift_and_change(tmp_path):
     slower, s3 = tonight(tmp_path, "n3", 0.05)  # every step 10x slower: the machine drifted
     assert slower.returncode == 3, slower.stdout[-3000:] + slower.stderr[-3000:]
     assert s3 is not None and s3.night is not None and s3.night.outcome == Outcome.drifted
-    assert "beyond the noise" in s3.night.words and "re-tuning from trial" in slower.stdout
+    assert "slower by the test" in s3.night.words and "re-tuning from trial" in slower.stdout
     assert s3.night.still_winner is not None and s3.winner is not None and s3.winner >= measured
     assert "error:" not in slower.stderr
 

@@ -303,9 +303,7 @@ def _say_plan(planner: Rounds, behind: Sequence[int], noise: Noise, cheaper: Map
             "from the first, the cheaper of equals if the test finds it no slower"
         )
     if waiting:
-        progress.say(
-            f"  {_trials(waiting)} (also faster) {_join(waiting)} if the first round does not decide"
-        )
+        progress.say(f"  {_trials(waiting)} (also faster) {_join(waiting)} if the first round does not decide")
     if behind:
         progress.say(
             f"  not confirmed: trials {list(behind)}, faster than the baseline but behind trial #{planner.chosen[0]} "

@@ -180,7 +180,7 @@ def _side(name: str, now: Sequence[float | None], before: float, ratio: float | 
     if not done:
         return f"{name} failed every run (it read {before:,.0f} samples/s)"
     median = statistics.median(done)
-    state = "beyond the noise" if ratio is not None else "within the noise"
+    state = "cannot tell by the test" if ratio is None else ("faster" if ratio > 1 else "slower") + " by the test"
     return f"{name} runs at {median:,.0f} samples/s against {before:,.0f} ({median / before - 1:+.0%}, {state})"
 
 

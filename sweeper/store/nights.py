@@ -22,8 +22,8 @@ _PREFIX = "night:"
 class Outcome(Choice):
     """What a watched night found, each with its own exit code (sweeper.errors)."""
 
-    holds = "holds"  # the same fingerprint, both figures within the noise of the stored confirmation
-    drifted = "drifted"  # the same fingerprint, the winner or the baseline moved beyond the noise
+    holds = "holds"  # the same fingerprint, neither figure faster or slower than the stored confirmation's by the test
+    drifted = "drifted"  # the same fingerprint, the winner or the baseline faster or slower by the test
     changed = "changed"  # the fingerprint changed in a fact that decides speed
     first = "first"  # nothing confirmed to watch yet: the night tuned
 
