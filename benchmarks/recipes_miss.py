@@ -41,7 +41,7 @@ def missed(grid: replay.Grid, plan: SweepPlan, at: float) -> tuple[replay.Grid, 
     points = recipes(
         plan.space,
         plan.baseline_knobs,
-        cores=machine.cores,
+        host=plan.host,
         cuda=machine.cuda,
         bf16=machine.bf16,
         bf16_fast=machine.bf16_fast,

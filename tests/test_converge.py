@@ -64,15 +64,6 @@ def test_a_single_run_ten_percent_above_the_best_is_no_gain_at_eight_percent_noi
     assert Converged(sigma=0.01).reason(study_of(draws), SPACE, MAIN) is None
 
 
-def test_each_trial_is_held_against_the_best_before_it_not_the_best_at_the_end():
-    """#4 ran 30% above the recipe (faster by the test): the stretch that ends the search holds
-    eight trials after it, none faster than #4."""
-    late = [84.0] * 2 + [130.0] + [84.0] * 7
-    assert RULE.reason(study_of(late), SPACE, MAIN) is None  # #4 is among the last 8
-    line = RULE.reason(study_of(late + [84.0]), SPACE, MAIN)
-    assert line is not None and line.startswith("converged: the best is #4;")
-
-
 def test_the_best_points_every_run_is_its_evidence():
     """A point measured twice (a study of an earlier version's second run) is held at both its
     runs: a run 22% above the first, 100, cannot be told from one run, but is faster than the
@@ -85,12 +76,18 @@ def test_the_best_points_every_run_is_its_evidence():
     assert RULE.reason([t for t in trials if t is not again], SPACE, MAIN) is not None
 
 
-def test_a_configuration_your_own_or_a_recipes_best_is_held_alike():
-    """Whoever measured the best, the test decides: your own configuration the best of all."""
-    trials = [made(0, 100.0, baseline=True), made(1, 60.0, batch=256, workers=2, origin="recipe: the largest batch")]
-    trials += [made(2 + i, 70.0, batch=64, workers=2) for i in range(8)]
-    line = RULE.reason(trials, SPACE, MAIN)
-    assert line is not None and line.startswith("converged: the best is #0;")
+def test_a_best_beyond_the_start_points_by_the_test_runs_n_trials():
+    """The sampler went beyond the recipe by the test: the recipes missed, and the sampler is
+    still learning the space; a run above them the test cannot tell from luck is no such find.
+    Your own configuration faster than every recipe says the same."""
+    far = study_of([84.0] * 2 + [130.0] + [84.0] * 20)
+    assert RULE.reason(far, SPACE, MAIN) is None
+    near = study_of([84.0] * 2 + [115.0] + [84.0] * 8)
+    line = RULE.reason(near, SPACE, MAIN)
+    assert line is not None and line.startswith("converged: the best is #4;")
+    yours = [made(0, 100.0, baseline=True), made(1, 60.0, batch=256, workers=2, origin="recipe: the largest batch")]
+    yours += [made(2 + i, 70.0, batch=64, workers=2) for i in range(8)]
+    assert RULE.reason(yours, SPACE, MAIN) is None
 
 
 def test_pruned_and_failed_trials_count_as_behind_skipped_ones_do_not_count():
