@@ -111,7 +111,7 @@ def test_interleaved_order():
 def test_confirmation_crowns_on_side_by_side_numbers():
     # trial 4 was lucky in the search; side by side, 2 is faster
     rounds = {4: [100.0, 98.0, 101.0], 2: [120.0, 118.0, 121.0], 0: [60.0, 59.0, 61.0]}
-    d = confirm.decide(rounds, baseline=0)
+    d = confirm.decide(rounds, 0, N8)
     assert d.winner == 2
     assert d.speedup == pytest.approx(2.0, rel=0.01)
     assert d.speedup_low <= d.speedup <= d.speedup_high
@@ -119,8 +119,8 @@ def test_confirmation_crowns_on_side_by_side_numbers():
 
 
 def test_confirmation_without_baseline_is_none_and_failures_are_skipped():
-    assert confirm.decide({1: [10.0]}, baseline=0) is None
-    d = confirm.decide({1: [None, 30.0], 0: [10.0, 10.0]}, baseline=0)
+    assert confirm.decide({1: [10.0]}, 0, N8) is None
+    d = confirm.decide({1: [None, 30.0], 0: [10.0, 10.0]}, 0, N8)
     assert d.winner == 1 and d.speedup == 3.0
     # one round's ratio: no interval, rather than one of zero width (summary.json says null)
     assert (d.speedup_low, d.speedup_high) == (None, None)
@@ -227,7 +227,7 @@ def test_when_nothing_beat_the_baseline_the_sweep_says_so_in_one_sentence():
     # a winner that beat it: nothing to say
     assert trials.baseline_kept([*done, trial(3, {"loader.batch_size": 512}, sps=120.0)], None) is None
     # the confirmation kept the baseline: no "1.00x, won 100%" against itself, the runner-up's ratio
-    d = confirm.decide({1: [95.0, 97.0], 0: [100.0, 101.0]}, baseline=0)
+    d = confirm.decide({1: [95.0, 97.0], 0: [100.0, 101.0]}, 0, N8)
     assert d.winner == 0
     assert trials.baseline_kept(done, d) == (
         "Your configuration (the baseline, trial #0) stayed the fastest when "
@@ -273,25 +273,23 @@ def test_one_round_decides_a_lead_beyond_the_known_noise_that_agrees_with_the_se
     # the race's rounds on this VM: 32,774 against 19,703 in round 1; in the search 36,530 and 19,681
     first = {12: [32774.0, None, None], 17: [31570.0, None, None], 0: [19703.0, None, None]}
     searched = {12: 36530.0, 17: 35304.0, 0: 19681.0}
-    assert confirm.decided(first, 1, baseline=0, noise=N8, searched=searched, min_rounds=1)
-    assert not confirm.decided(first, 1, baseline=0, noise=N8, searched=searched, min_rounds=2)
-    assert not confirm.decided(first, 1, baseline=0, searched=searched, min_rounds=1)  # the noise unknown
-    assert not confirm.decided(first, 1, baseline=0, noise=N8, min_rounds=1)  # nothing to check it with
+    assert confirm.decided(first, 1, baseline=0, noise=N8, searched=searched)
+    assert not confirm.decided(first, 1, baseline=0, searched=searched)  # the noise unknown
+    assert not confirm.decided(first, 1, baseline=0, noise=N8)  # nothing to check it with
     # a round at odds with the search (1.66x side by side, 3x in the search): the second round decides
-    assert not confirm.decided(first, 1, baseline=0, noise=N8, searched={**searched, 12: 59000.0}, min_rounds=1)
+    assert not confirm.decided(first, 1, baseline=0, noise=N8, searched={**searched, 12: 59000.0})
     # a lead of 1.2x in one round that the search did not see (1.0x there): the two ratios spread
     # beyond the noise, and Student's t on two cannot tell
     near = {1: [120.0, None, None], 0: [100.0, None, None]}
-    assert not confirm.decided(near, 1, baseline=0, noise=N8, searched={1: 100.0, 0: 100.0}, min_rounds=1)
+    assert not confirm.decided(near, 1, baseline=0, noise=N8, searched={1: 100.0, 0: 100.0})
     # ... and the same round where the search saw it too: two ratios of 1.2x at 8% noise decide
-    assert confirm.decided(near, 1, baseline=0, noise=N8, searched={1: 120.0, 0: 100.0}, min_rounds=1)
+    assert confirm.decided(near, 1, baseline=0, noise=N8, searched={1: 120.0, 0: 100.0})
     assert confirm.decided(
         {1: [130.0, None, None], 0: [100.0, None, None]},
         1,
         baseline=0,
         noise=N8,
         searched={1: 130.0, 0: 100.0},
-        min_rounds=1,
     )
 
 
@@ -1614,9 +1612,7 @@ def _planned(planner, figures):
 )
 def test_the_confirmation_rounds_as_planned(case, waiting, figures, searched, order, joined, rounds_run, winner):
     """The pure round planner as a table: which runs, in which order, who joins, when it stops."""
-    planner = confirm.Rounds(
-        chosen=[1, 2], baseline=0, rounds=3, waiting=waiting, searched=searched, noise=N8, min_rounds=1
-    )
+    planner = confirm.Rounds(chosen=[1, 2], baseline=0, rounds=3, waiting=waiting, searched=searched, noise=N8)
     got_order, got_joined, got_rounds = _planned(planner, figures)
     assert (got_order, got_joined, got_rounds) == (order, joined, rounds_run), case
     assert planner.decision().winner == winner

@@ -38,7 +38,7 @@ class Failure:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Speedup:
     """The winner against the baseline: from the confirmation, or from single search runs."""
 
     confirmed: bool  # measured side by side in interleaved rounds
@@ -57,7 +57,7 @@ class Verdict:
         winner: FrozenTrial | None,
         baseline: FrozenTrial | None,
         trials: Sequence[FrozenTrial],
-    ) -> Verdict:
+    ) -> Speedup:
         """The confirmation's medians, else each trial's level over the search (its runs' mean)."""
         if confirmation is not None:
             return cls(
@@ -183,7 +183,7 @@ class ReportData:
 
     headline: Headline
     winner: Winner
-    verdict: Verdict
+    verdict: Speedup
     charts: Charts
     notes: Notes
     table: Table

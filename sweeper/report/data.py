@@ -35,7 +35,7 @@ from ..store.trials import (
     unconfirmed_winner,
 )
 from .code import code_diff, script_diff
-from .contents import Charts, Failure, Headline, JobLengths, Notes, Point, ReportData, Table, Verdict, Winner
+from .contents import Charts, Failure, Headline, JobLengths, Notes, Point, ReportData, Speedup, Table, Winner
 from .notes import advice, search_notes
 from .why import StepBreakdown, breakdown
 
@@ -378,7 +378,7 @@ def build_report_data(
     return ReportData(
         headline=headline,
         winner=_winner(winner, baseline, records, fixed=fixed, study=study_name, kept=kept),
-        verdict=Verdict.of(confirmation, winner, baseline, trials),
+        verdict=Speedup.of(confirmation, winner, baseline, trials),
         charts=charts,
         notes=Notes(
             advice=advice(

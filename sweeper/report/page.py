@@ -13,7 +13,7 @@ from ..noise import noise_words
 from ..store.trials import Counts
 from . import charts
 from .charts import img
-from .contents import Charts, JobLengths, ReportData, Table, Verdict
+from .contents import Charts, JobLengths, ReportData, Speedup, Table
 from .nights import nights_section
 from .notes import job_sentences
 from .why import StepBreakdown
@@ -88,7 +88,7 @@ def _card(value: str, label: str) -> str:
     return f'<div class="card"><b>{escape(value)}</b><span>{escape(label)}</span></div>'
 
 
-def speedup_label(v: Verdict) -> str:
+def speedup_label(v: Speedup) -> str:
     """How sure the speedup is, in words: an interval only where the rounds give one."""
     if not v.confirmed:
         return "faster than your configuration, from single search runs (not confirmed side by side)"

@@ -40,7 +40,7 @@ def interleaved_order(candidates: Sequence[int], baseline: int, rounds: int) -> 
 
 
 def decide(
-    rounds: Mapping[int, Sequence[float | None]], baseline: int, noise: Noise | None = None, settled: bool = True
+    rounds: Mapping[int, Sequence[float | None]], baseline: int, noise: Noise, settled: bool = True
 ) -> Confirmation | None:
     """The winner is the highest median over rounds; None if the baseline never ran. `decided`
     says whether the test decided it against the baseline (faster, slower or the same): `settled`
@@ -50,9 +50,9 @@ def decide(
     if baseline not in figures:
         return None
     winner = max(figures, key=lambda t: figures[t])
-    lead = verdict.paired(paired_ratios(rounds, winner, baseline), noise.sigma if noise is not None else 0.0).verdict
-    defended = settled or noise is None or winner == baseline or lead.decided
-    winner = baseline if not defended and noise is not None and noise.too_noisy else winner
+    lead = verdict.paired(paired_ratios(rounds, winner, baseline), noise.sigma).verdict
+    defended = settled or winner == baseline or lead.decided
+    winner = baseline if not defended and noise.too_noisy else winner
     return Confirmation.of(rounds, winner, baseline, decided=defended)
 
 
@@ -104,9 +104,8 @@ def decided(
     baseline: int,
     noise: Noise = Noise(0.0, 0.0),
     searched: Mapping[int, float] | None = None,
-    min_rounds: int = 2,
 ) -> bool:
-    """After the first `upto` rounds (at least `min_rounds`): whether the test has decided the
+    """After the first `upto` rounds: whether the test has decided the
     leader's standing (highest median) against the baseline, or, when the baseline leads,
     against every other: faster, slower or the same, not "cannot tell yet", on their paired
     per-round ratios (verdict.paired). One round has no spread of its own: the two's ratio in
@@ -114,7 +113,7 @@ def decided(
     round decides only where it agrees with the search."""
     done = {t: list(runs[:upto]) for t, runs in rounds.items()}
     figures = medians(done)
-    if upto < max(1, min_rounds) or baseline not in figures:
+    if upto < 1 or baseline not in figures:
         return False
     leader = max(figures, key=lambda t: figures[t])
     rivals = [t for t in done if t != leader] if leader == baseline else [baseline]
@@ -144,7 +143,6 @@ class Rounds:
     waiting: list[int]  # runners-up that join only if the first round does not decide
     searched: Mapping[int, float]  # each one's figure in the search
     noise: Noise = Noise(0.0, 0.0)
-    min_rounds: int = 1
     members: list[int] = field(init=False)
     measured: dict[int, list[float | None]] = field(init=False)
     ran: set[tuple[int, int]] = field(default_factory=set, init=False)
@@ -157,7 +155,7 @@ class Rounds:
 
     def settled(self, upto: int) -> bool:
         runs = {n: self.measured[n] for n in [*self.members, self.baseline]}
-        return decided(runs, upto, self.baseline, self.noise, self.searched, self.min_rounds)
+        return decided(runs, upto, self.baseline, self.noise, self.searched)
 
     def next_run(self) -> tuple[int, int] | None:
         """(round, trial) to measure next; None once the rounds are over."""
