@@ -453,7 +453,7 @@ def replay_sweeper(
                 typical_wall_s=5.0,  # type: ignore[arg-type]
                 stopped=lambda: False,
             )
-    trials = stored.trials(plan.fixed)
+    trials = stored.trials(plan.setup)
     by_number = {t.number: t for t in trials}
     best = ranked(trials)
     winner = by_number[decision.winner] if decision else (best[0] if best else None)

@@ -6,7 +6,7 @@ import math
 
 import optuna
 import pytest
-from test_converge import SPACE, study_of
+from test_converge import SPACE
 from test_sweep_logic import _cpu_plan, trial
 
 from sweeper.noise import Noise, noise_words
@@ -81,12 +81,10 @@ def test_hydra_sweeper_run_noise_reaches_every_decision(tmp_path, prior):
     # a gain (the later knob's try at the best): 10% faster
     assert history.is_gain(trial(2, {}, sps=110.0), trial(0, {}, sps=100.0), noise) == quiet
 
-    # convergence: a sampled point 12% above the recipe is faster by the test at 3%, not at 15%
+    # convergence: the rule tests at the sweep's noise
     state = LoopState(noise=noise)
     rule = loop._rule(plan, state)
     assert rule is not None and rule.sigma == prior
-    near = study_of([84.0, 84.0, 112.0] + [84.0] * 5)
-    assert (rule.reason(near, SPACE, MAIN) is None) == quiet
 
     # the confirmation: two rounds 1.30x and 1.28x ahead are decided at 3%, not at 15%
     rounds = {1: [130.0, 128.0, None], 0: [100.0, 100.0, None]}

@@ -1,10 +1,11 @@
 """When the search has converged, in the form of Optuna's terminators: stop when none of the
 last stretch of new configurations the sampler chose beat the best before it by the one test
 (sweeper.verdict, at the sweep's run-to-run noise), each main knob was measured at more than one
-value, and the best is no faster by the test than the start points' best (a recipe or a warm
-start): where the sampler itself went beyond them, they missed, and it is still learning the
-space. One run that reads high or low is the test's to weigh, not a rule's. Pure: it reads the
-study's trials. docs/benchmarks.md keeps the replays it was chosen on.
+value, and the best is at the start points' level: one of them (a recipe or a warm start), or
+the same as their best by the test. A sampled best faster than them says they missed and the
+sampler is still learning the space; one the test cannot tell from them yet asks for more runs,
+and the search's next trials are those. Pure: it reads the study's trials. docs/benchmarks.md
+keeps the replays it was chosen on.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from optuna.trial import FrozenTrial, TrialState
 
 from .. import verdict
 from ..result import Status
-from ..store.record import TrialRecord
+from ..store.record import TrialRecord, Why
 from ..store.trials import config_of, ranked, runs_of, was_measured
+from ..verdict import Verdict
 
 _HINT = "(hydra.sweeper.converge=false runs every trial)"
 
@@ -30,11 +32,12 @@ class Converged:
     recipes, a warm start or a later knob's try, nor a configuration asked again, which the study
     answers without new evidence) was faster than the best measured before it by the test
     (verdict.compare: its runs against the best point's, at the run-to-run noise `sigma`); and
-    the best is not faster than the start points' best by the test. A trial stopped behind by
+    the best is a start point's, or the same as theirs by the test. A trial stopped behind by
     the race or failed beat nothing. Where the sweep has more objectives than samples/sec, a
-    trial that joined their Pareto front (`front`) beat it. Replayed where the recipes miss,
-    the stretch alone stopped a sampler still climbing in steps the test cannot tell from one
-    run's luck, and lost 0.05-0.11 of the pick: its finds beyond the start points say so."""
+    trial that joined their Pareto front (`front`) beat it. Replayed where the recipes miss, the
+    stretch alone stopped a sampler still climbing in steps one run cannot tell from luck, and
+    lost up to 0.09 of the pick; a best the test could not tell from the start points, stopped
+    on too, up to 0.04 (docs/benchmarks.md)."""
 
     after: int = 8
     # the run-to-run noise (relative sigma of one run, sweeper.noise): the sweep sets its estimate
@@ -58,8 +61,8 @@ class Converged:
             before = next(iter(ranked([u for u in trials if u.number < t.number])), None)
             if before is None or t.number in front or self._beat(t, before, trials):
                 return None
-        proposed = next(iter(ranked([t for t in trials if _proposed(t)])), None)
-        if proposed is None or self._beat(best, proposed, trials):
+        start = next(iter(ranked([t for t in trials if _proposed(t, trials)])), None)
+        if start is None or not (best.number == start.number or self._verdict(best, start, trials) is Verdict.SAME):
             return None
         return (
             f"converged: the best is #{best.number}; none of the last {self.after} sampled trials was faster "
@@ -67,18 +70,24 @@ class Converged:
         )
 
     def _beat(self, new: FrozenTrial, best: FrozenTrial, trials: Sequence[FrozenTrial]) -> bool:
-        """Whether `new` is faster than `best` by the test, each point at all its runs (the same
-        point: no gain)."""
-        if new.number == best.number:
-            return False
-        now, then = ([TrialRecord.of(r).samples_per_sec for r in runs_of(t, trials)] for t in (new, best))
-        return verdict.compare(now, then, self.sigma) is verdict.Verdict.FASTER
+        """Whether `new` is faster than `best` by the test (the same point: no gain)."""
+        return new.number != best.number and self._verdict(new, best, trials) is Verdict.FASTER
+
+    def _verdict(self, a: FrozenTrial, b: FrozenTrial, trials: Sequence[FrozenTrial]) -> Verdict:
+        """The test on two points, each at all its runs."""
+        runs = ([TrialRecord.of(r).samples_per_sec for r in runs_of(t, trials)] for t in (a, b))
+        return verdict.compare(*runs, self.sigma)
 
 
-def _proposed(trial: FrozenTrial) -> bool:
-    """A start point: a recipe or a warm start (not your configuration, not a sampled point)."""
+def _proposed(trial: FrozenTrial, trials: Sequence[FrozenTrial]) -> bool:
+    """A start point: a recipe or a warm start, not your configuration nor a sampled point. A
+    point measured again (a held-back knob's try, an orphan's point) stands for the trial it was
+    queued for: a start point where that one is."""
     record = TrialRecord.of(trial)
-    return record.origin is not None and record.in_place_of is None and record.again is None
+    if record.again is not None and record.again.why != Why.IN_PLACE:
+        of = next((t for t in trials if t.number == record.again.of), None)
+        return of is not None and of.number != trial.number and _proposed(of, trials)
+    return record.origin is not None and record.in_place_of is None
 
 
 def _sampled(trial: FrozenTrial) -> bool:

@@ -52,7 +52,8 @@ def _status(attrs: Mapping[str, Any]) -> Status | None:
 class Why(Choice):
     """Why a point is queued for a run of its own although the study may hold it."""
 
-    RECHECK = "recheck"  # a proposal measured once more: its run may have read low (search/recheck.py)
+    # a proposal measured once more by an earlier version's convergence rule: read as a run of its point
+    RECHECK = "recheck"
     HELD_KNOB = "held-knob"  # a held-back knob tried at the best so far (search/held_back.py)
     IN_PLACE = "in-place"  # the nearest point within the cores, for one the preset skipped
     ORPHANED = "orphaned"  # its sweep died while measuring it, and its job left no result (search/unfinished.py)
