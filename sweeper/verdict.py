@@ -9,9 +9,11 @@ the noise says, their own spread decides (Student's t). It answers in four words
 Pinpoint does with three, and pairs significance with a least difference that counts, as
 criterion and asv do:
 
-- FASTER / SLOWER: the interval lies wholly on one side of 1 and the ratio is beyond MATTERS;
-- SAME: a difference decided but smaller than MATTERS, or an interval wholly within MATTERS;
-- UNSURE: the interval still holds 1 and more than MATTERS: another run is what it asks for.
+- FASTER / SLOWER: the ratio is beyond MATTERS and its interval lies wholly on one side of 1;
+- SAME: the ratio is within MATTERS, decided or not (criterion's "no change" and "change within
+  noise threshold"): no difference that counts was measured;
+- UNSURE: the ratio is beyond MATTERS but its interval still holds 1: another run is what it
+  asks for.
 Pure: figures in, a verdict out.
 """
 
@@ -63,14 +65,14 @@ class Difference:
 
     @property
     def verdict(self) -> Verdict:
-        least = math.log1p(MATTERS)
-        low, high = self.log_ratio - self.half, self.log_ratio + self.half
-        if low > 0 and self.log_ratio > least:
-            return Verdict.FASTER
-        if high < 0 and self.log_ratio < -least:
-            return Verdict.SLOWER
-        if low > 0 or high < 0 or (-least <= low and high <= least):
+        if math.isinf(self.half):  # nothing measured on one side
+            return Verdict.UNSURE
+        if abs(self.log_ratio) <= math.log1p(MATTERS):
             return Verdict.SAME
+        if self.log_ratio - self.half > 0:
+            return Verdict.FASTER
+        if self.log_ratio + self.half < 0:
+            return Verdict.SLOWER
         return Verdict.UNSURE
 
 

@@ -245,7 +245,9 @@ def test_confirmation_rounds_stop_once_the_lead_over_the_baseline_is_decided():
     twins = {1: [150.0, 148.0, None], 2: [149.0, 150.0, None], 0: [100.0, 100.5, None]}
     assert confirm.decided(twins, 2, baseline=0)
     close = {1: [101.0, 99.0, None], 0: [100.0, 100.0, None]}
-    assert not confirm.decided(close, 2, baseline=0)
+    assert confirm.decided(close, 2, baseline=0)  # within 2%: the same, and more rounds would not change it
+    apart = {1: [110.0, 96.0, None], 0: [100.0, 100.0, None]}
+    assert not confirm.decided(apart, 2, baseline=0)  # 3% ahead on average, the rounds spread: another round
     failed = {1: [150.0, None, None], 0: [100.0, 100.0, None]}
     assert not confirm.decided(failed, 2, baseline=0)
     # the baseline leads: decided only when it is ahead of every candidate

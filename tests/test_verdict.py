@@ -38,7 +38,8 @@ def test_a_difference_too_small_to_matter_is_the_same_however_sure():
     # no noise modelled: the runs decide; 1% apart is no difference worth a knob
     assert verdict.compare([101.0], [100.0], 0.0) is Verdict.SAME
     assert verdict.compare([100.0 * (1 + 2 * MATTERS)], [100.0], 0.0) is Verdict.FASTER
-    # an interval wholly within 2%: the same
+    # one run each at 8% noise, 1% apart: no difference that counts was measured
+    assert verdict.compare([18138.0], [18133.0], SIGMA) is Verdict.SAME
     assert verdict.paired([1.003] * 30, 0.002).verdict is Verdict.SAME
 
 

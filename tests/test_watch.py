@@ -101,11 +101,10 @@ def test_the_rounds_go_on_while_the_test_cannot_tell():
     ref = reference(noise=Noise(0.05, 0.05), winner_runs=3, baseline_runs=3)
     assert not settled(ref, [1000.0], [500.0])  # one round is one mood
     assert settled(ref, [500.0, 510.0], [500.0, 501.0])  # the winner slower by the test: the night drifted
-    # within 0.2%, but two rounds at 5% noise cannot tell that from a 5% move: another round
-    assert not settled(ref, [1000.0, 1002.0], [500.0, 501.0])
-    assert not settled(ref, [920.0, 925.0], [500.0, 501.0])  # near the bar: another round
+    assert settled(ref, [1000.0, 1002.0], [500.0, 501.0])  # within 2% both: the same
+    assert not settled(ref, [920.0, 925.0], [500.0, 501.0])  # 8% below: the test cannot tell yet, another round
     quiet = reference(noise=Noise(0.005, 0.005), winner_runs=3, baseline_runs=3)
-    assert settled(quiet, [1000.0, 1002.0], [500.0, 501.0])  # the same, both sides, on a quiet machine
+    assert settled(quiet, [920.0, 925.0], [500.0, 501.0])  # on a quiet machine 8% is slower
 
 
 def night(at: float, outcome: Outcome, **kw) -> Night:
