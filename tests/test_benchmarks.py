@@ -38,10 +38,23 @@ def test_the_plain_loops_are_written_apart_from_sweeper():
     assert {c.loop for c in loop_agreement.CONFIGS} == {"mnist_mlp", "imagefolder", "token_lm"}
 
 
+@pytest.fixture(scope="module")
+def small_data(tmp_path_factory):
+    """The bench's data, small: what its configurations are checked against (they name it)."""
+    from sweeper.data import make_images, make_tokens
+
+    root = tmp_path_factory.mktemp("agreement")
+    (root / "mnist").mkdir()
+    make_images(root / "jpegs", 4, 2, (32, 32))
+    make_tokens(root / "tokens.bin", 1000, 100)
+    return root
+
+
 @pytest.mark.parametrize("config", loop_agreement.CONFIGS, ids=lambda c: c.name)
-def test_each_configuration_is_a_command_line_sweeper_accepts(config):
+def test_each_configuration_is_a_command_line_sweeper_accepts(config, small_data, monkeypatch):
     from sweeper import preflight, resolvers
 
+    monkeypatch.setattr(loop_agreement, "DATA", small_data)
     resolvers.register()
     preflight.check(preflight.one_line_commands(config.overrides()))
 
