@@ -251,8 +251,9 @@ def test_confirmation_rounds_stop_once_the_lead_over_the_baseline_is_decided():
     failed = {1: [150.0, None, None], 0: [100.0, 100.0, None]}
     assert not confirm.decided(failed, 2, baseline=0)
     # the baseline leads: decided only when it is ahead of every candidate
-    kept = {1: [90.0, 91.0, None], 2: [98.0, 102.0, None], 0: [100.0, 101.0, None]}
-    assert not confirm.decided(kept, 2, baseline=0)
+    kept = {1: [90.0, 91.0, None], 2: [92.0, 99.0, None], 0: [100.0, 101.0, None]}
+    assert not confirm.decided(kept, 2, baseline=0)  # #2 5% behind, the rounds spread: another round
+    assert confirm.decided({**kept, 2: [99.0, 100.5, None]}, 2, baseline=0)  # #2 the same: a tie
     assert confirm.decided({1: [90.0, 91.0, None], 0: [100.0, 101.0, None]}, 2, baseline=0)
 
 
