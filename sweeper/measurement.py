@@ -27,7 +27,7 @@ class Stopped(Choice):
     MAX_WINDOWS = "max windows"  # at measure.windows
     RACED = "raced"  # its interval lies wholly below the best's (widened for run noise): pruned
     BEHIND = "behind"  # wholly below the best's own low end: stopped, its figure complete
-    PRUNED = "pruned"  # under the race's floor (the best beyond the run-to-run noise)
+    PRUNED = "pruned"  # under the race's floor (slower than the best by the one test)
     DRIFTING = "drifting"  # still changing when measure.max_s of windows was reached
     # the run's time limit (measure.timeout_s) would have come before its next window ended: the
     # figure is of the windows it measured, rather than none

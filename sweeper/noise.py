@@ -16,8 +16,10 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .verdict import PRIOR_DOF, Z
+from .verdict import Z
 
+# the prior's weight against the repeats' degrees of freedom (a pair of runs is one)
+PRIOR_DOF = 4
 # a sweep cannot defend a ranking on a machine whose two runs of one configuration differ by more
 # than this (relative sigma of one run): the confirmation's few rounds would separate nothing
 # smaller than about 1.5x

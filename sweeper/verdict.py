@@ -5,7 +5,7 @@ nightly watch and the report's regressions.
 The test reads the log of A's figure over B's and its 95% interval, from whatever was measured:
 runs taken apart (each carries the machine's run-to-run mood, Noise.sigma) or paired rounds
 taken side by side (each ratio carries two moods). Where the runs themselves spread more than
-the noise says, their spread is pooled with it (Student's t). It answers in four words, as Chromium's
+the noise says, their own spread decides (Student's t). It answers in four words, as Chromium's
 Pinpoint does with three, and pairs significance with a least difference that counts, as
 criterion and asv do:
 
@@ -27,10 +27,6 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 from .stats import T95
-
-# the noise's weight against the figures' own spread, in degrees of freedom: here, and against
-# the repeats in its estimate (sweeper.noise); a pair of runs is one
-PRIOR_DOF = 4
 
 CONFIDENCE = 0.95
 Z = NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)  # 1.96
@@ -89,28 +85,18 @@ def _quantile(dof: int) -> float:
     return T95[dof - 1] if 0 < dof <= len(T95) else Z
 
 
-def _spread(sigma: float, squares: float, dof: int) -> tuple[float, float]:
-    """The spread one run (or ratio) carries, and the quantile it is read with: the noise
-    `sigma`, known (the normal's), unless the figures at hand spread more (`squares` over `dof`
-    degrees of freedom); then the noise pooled with them, the noise weighing as PRIOR_DOF
-    degrees of freedom as its estimate does (Student's t on those), so that two rounds a little
-    apart do not ask for t on one degree of freedom."""
-    if dof <= 0 or squares / dof <= sigma * sigma:
-        return sigma, Z
-    prior = PRIOR_DOF if sigma > 0 else 0
-    return math.sqrt((prior * sigma * sigma + squares) / (prior + dof)), _quantile(prior + dof)
-
-
 def runs(a: Sequence[float | None], b: Sequence[float | None], sigma: float) -> Difference:
     """A's runs against B's, taken apart (not side by side): each run carries the run-to-run
     mood `sigma` (relative, Noise.sigma); where the runs spread more among themselves (both
-    sides' spreads pooled), that spread counts too (_spread). Failed runs (None, 0) are not
-    figures."""
+    sides' spreads pooled), that spread decides. Failed runs (None, 0) are not figures."""
     la, lb = _logs(a), _logs(b)
     if not la or not lb:
         return Difference(0.0, math.inf)
     squares = sum((x - statistics.fmean(la)) ** 2 for x in la) + sum((x - statistics.fmean(lb)) ** 2 for x in lb)
-    sd, z = _spread(sigma, squares, len(la) + len(lb) - 2)
+    dof = len(la) + len(lb) - 2
+    sd, z = sigma, Z
+    if dof > 0 and math.sqrt(squares / dof) > sigma:
+        sd, z = math.sqrt(squares / dof), _quantile(dof)
     return Difference(statistics.fmean(la) - statistics.fmean(lb), z * sd * math.sqrt(1 / len(la) + 1 / len(lb)))
 
 
@@ -124,12 +110,13 @@ def figures(a: float, runs_a: int, b: float, runs_b: int, sigma: float) -> Diffe
 
 def paired(ratios: Sequence[float | None], sigma: float) -> Difference:
     """Ratios A/B, each from one round run side by side: each carries two runs' moods
-    (sqrt(2) sigma); where the ratios spread more than that, their spread counts too (_spread)."""
+    (sqrt(2) sigma); where the ratios spread more than that, their own spread decides."""
     logs = _logs(ratios)
     if not logs:
         return Difference(0.0, math.inf)
-    squares = sum((x - statistics.fmean(logs)) ** 2 for x in logs)
-    sd, z = _spread(math.sqrt(2.0) * sigma, squares, len(logs) - 1)
+    sd, z = math.sqrt(2.0) * sigma, Z
+    if len(logs) > 1 and statistics.stdev(logs) > sd:
+        sd, z = statistics.stdev(logs), _quantile(len(logs) - 1)
     return Difference(statistics.fmean(logs), z * sd / math.sqrt(len(logs)))
 
 

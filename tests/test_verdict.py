@@ -57,16 +57,6 @@ def test_paired_rounds_carry_two_runs_moods_each():
     assert low < difference.ratio < high and difference.ratio == pytest.approx(1.2)
 
 
-def test_two_rounds_a_little_apart_pool_their_spread_with_the_noise():
-    """The main job's confirmation: 2.09x and 2.51x in two rounds spread a little more than 8%
-    noise allows; Student's t on their one degree of freedom (12.7) could not tell a 2x lead from
-    none. Pooled with the noise (4 degrees of freedom of it), they decide."""
-    difference = verdict.paired([2.09, 2.51], SIGMA)
-    assert difference.verdict is Verdict.FASTER and difference.interval[0] > 1.5
-    # a ratio at odds with the other stays undecided
-    assert verdict.paired([1.25, 0.85], SIGMA).verdict is Verdict.UNSURE
-
-
 def test_figures_already_summarised_by_their_runs():
     assert verdict.figures(92.0, 3, 100.0, 3, SIGMA).verdict is Verdict.UNSURE
     assert verdict.figures(80.0, 3, 100.0, 3, SIGMA).verdict is Verdict.SLOWER

@@ -19,7 +19,7 @@ class Rule:
     `behind`, the low end of the best's own interval, stops too, its figure kept (complete): the
     sweep needs no more precise a figure of a run it knows is behind, and windows cannot resolve
     the run-to-run noise that decides by how much.
-    `prune_below` is the race's floor (the best beyond the run-to-run noise): the rate under it
+    `prune_below` is the race's floor (slower than the best by the one test): the rate under it
     after two windows stops the run, and after one already when under `first_window_floor` of
     it: a run that far below is no near miss. When the warm-up's steady span already read under
     that bar, the first window is a quarter window. Two successive warm-up blocks under

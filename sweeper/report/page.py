@@ -94,13 +94,13 @@ def speedup_label(v: Speedup) -> str:
         return "faster than your configuration, from single search runs (not confirmed side by side)"
     if (v.rounds or 0) <= 1:
         return (
-            "faster than your configuration, confirmed side by side in one interleaved round: its lead is "
-            "beyond the run-to-run noise; one round gives no interval"
+            "faster than your configuration, confirmed side by side in one interleaved round: the test "
+            "decided its lead at 95%, with the search's figures; one round gives no interval"
         )
     if v.speedup_low is None or v.speedup_high is None:  # the other rounds' baseline run failed or was under load
         return (
             f"faster than your configuration, confirmed side by side over {v.rounds} interleaved rounds, one of "
-            "them with both figures: its lead is beyond the run-to-run noise; one ratio gives no interval"
+            "them with both figures: the test decided its lead at 95%; one ratio gives no interval"
         )
     return (
         f"faster than your configuration, confirmed side by side: IQR {v.speedup_low:.2f}-{v.speedup_high:.2f}x "

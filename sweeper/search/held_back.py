@@ -4,8 +4,8 @@ too) when their turn comes.
 Spawn and forkserver workers cost seconds of start-up a trial (every epoch without persistent
 workers) and run no faster than forked ones once started. So once search.later_after of n_trials
 are measured, the knob's first other value is tried once at the best configuration so far, and
-the sampler searches the knob only if that try was a gain there beyond the run-to-run noise
-(sweeper.noise); else the knob stays at your config's value. A compile mode is start-up of the
+the sampler searches the knob only if that try was faster there by the one test
+(sweeper.verdict); else the knob stays at your config's value. A compile mode is start-up of the
 same kind over a whole job: its try is a gain only where the job is long enough to pay for it.
 One try, not one per value:
 forkserver and spawn workers differ from forked ones in the same way (each imports its modules

@@ -289,7 +289,7 @@ def _winner_lines(summary: SweepSummary, winner: FrozenTrial, baseline: FrozenTr
             say(f"  {decision.cheaper}")
         if not decision.decided:
             say(
-                f"  not decided at 95%: over {decision.over_rounds} the lead is within the run-to-run noise "
+                f"  not decided at 95%: over {decision.over_rounds} the test cannot tell the lead yet "
                 "(more hydra.sweeper.confirm rounds would tell)"
             )
     elif baseline is not None and (base := TrialRecord.of(baseline).samples_per_sec):

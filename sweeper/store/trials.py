@@ -179,7 +179,7 @@ def baseline_kept(trials: Sequence[FrozenTrial], confirmation: Confirmation | No
         if not confirmation.decided and others[runner_up] > base:
             return (
                 f"{yours} is kept: the best candidate, trial #{runner_up}, ran at {others[runner_up] / base:.2f}x "
-                f"of it over {confirmation.over_rounds} side by side, within the run-to-run noise of a machine "
+                f"of it over {confirmation.over_rounds} side by side, which the test cannot tell on a machine "
                 "too noisy to rank: no winner can be defended (a quieter machine would tell)."
             )
         return (
