@@ -244,7 +244,7 @@ def run_confirmation(
     trials = [t for t in every if t.number not in kept]
     baseline = next((t for t in trials if TrialRecord.of(t).baseline and t.state == TrialState.COMPLETE), None)
 
-    # a point measured twice by the convergence stop stands at its runs' mean (read once each)
+    # a point measured twice (an earlier version's second run) stands at its runs' mean
     levels = {t.number: level(t, every) for t in ranked(trials)}
 
     def figure(trial: FrozenTrial) -> float:
