@@ -138,6 +138,27 @@ def test_track_reports_each_step_with_its_wait_and_samples(tmp_path):
     assert [e for _, e, _, _ in steps] == sorted(e for _, e, _, _ in steps)
 
 
+def test_steps_sent_faster_than_they_are_read_arrive_whole_in_order_with_their_own_times():
+    """The measuring process reads a script's steps in batches (script.STEP_READ_S): every step
+    comes through, in order, at the time the script stamped it, not the time it was read."""
+    from sweeper.measuring.script import Script
+
+    code = (
+        "import sweeper, time\n"
+        "for b in sweeper.track(range(3000), samples=lambda b: 2): pass\n"
+        "time.sleep(0.3)\n"
+        "for b in sweeper.track(range(2), samples=1): pass\n"
+    )
+    script = Script([sys.executable, "-c", code], {"PYTHONPATH": str(ROOT)}, str(ROOT))
+    try:
+        steps = [script.next_step(time.monotonic() + 60) for _ in range(3002)]
+    finally:
+        script.stop()
+    assert [s.samples for s in steps] == [2] * 3000 + [1] * 2
+    ends = [s.ended for s in steps]
+    assert ends == sorted(ends) and ends[-2] - ends[-3] >= 0.3  # the pause is where the script made it
+
+
 # --- measured runs ---------------------------------------------------------------------------
 
 

@@ -37,9 +37,11 @@ from .harness import own_thread
 # after SIGTERM, a script gets this long to exit before its group is killed
 STOP_GRACE_S = 5.0
 # a tracked script's steps are read at most this often: each carries its own end time, so a
-# late read moves no figure, and reading them in batches keeps sweeper's own thread from waking
-# at every step (two thread switches a step cost 14% of a core at 3,000 steps/s)
-STEP_READ_S = 0.02
+# late read moves no figure (the CPU monitors' spans shift by as much, against windows of 0.5 s),
+# and sweeper's threads wake ten times a second, not at every step: a wake-up costs 0.1-0.2 ms of
+# a core on a VM, and a thread woken at each step took 12% of one at 3,000 steps a second
+# (benchmarks/script_harness.py)
+STEP_READ_S = 0.1
 # the steps FIFO's buffer, asked of the kernel so that a batch's worth never blocks the script
 # (Linux's default is 64 KiB, about 1,500 steps; unprivileged processes may ask for up to 1 MiB)
 FIFO_BYTES = 1 << 20
