@@ -27,10 +27,6 @@ class Status(str, Enum):
     OTHER_HARDWARE = "other-hardware"  # measured on a machine of another class than the study's: kept, not ranked
     # measured while other processes loaded its cores, and again after waiting for quiet: kept, not ranked
     UNDER_LOAD = "under-load"
-    # a proposal measured once more after a sampled point beat its first run (search/converge.py):
-    # its figure stands at the proposal's place for the convergence rule; kept from the sampler
-    # (one point observed twice weighs twice in its model), not ranked
-    SECOND_RUN = "second-run"
     INTERRUPTED = "interrupted"  # stopped by SIGTERM/SIGINT of the sweep or run
     # not run at all:
     SURPLUS = "surplus"  # another process of the study reached n_trials

@@ -328,9 +328,7 @@ def _failures(shown: Sequence[FrozenTrial], records: Mapping[int, TrialRecord]) 
     return tuple(
         Failure(t.number, str(records[t.number].status or t.state.name.lower()), str(records[t.number].reason or ""))
         for t in shown
-        if t.state != TrialState.COMPLETE
-        and not _stopped_early(t, records)
-        and records[t.number].status != Status.SECOND_RUN
+        if t.state != TrialState.COMPLETE and not _stopped_early(t, records) and records[t.number].recheck_of is None
     )
 
 

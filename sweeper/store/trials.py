@@ -127,7 +127,7 @@ def figures_by_config(
         record = TrialRecord.of(t)
         key = key_of[t.number] = config_key(t)
         own = not record.reused and record.borrowed_from is None
-        if own and record.status in (Status.OK, Status.SECOND_RUN) and record.samples_per_sec:
+        if own and record.status == Status.OK and record.samples_per_sec:
             groups.setdefault(key, []).append(record.samples_per_sec)
     if confirmation is not None:
         for number, figures in confirmation.rounds.items():
