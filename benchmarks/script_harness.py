@@ -7,7 +7,7 @@ at each checkout given, the checkouts alternated round by round (PYTHONPATH at e
     python benchmarks/script_harness.py [rounds] [checkout ...]    defaults: 3 and this checkout
 
 The script is written here (a linear model over random tensors, one compute thread, no workers,
-its batch setting the step's length) and reports each step with sweeper.track, as a user's does.
+its batch setting the step's length, in one row a line printed each step) and reports each step with sweeper.track, as a user's does.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from torch.utils.data import DataLoader, TensorDataset
 parser = argparse.ArgumentParser()
 parser.add_argument("--batch", type=int)
 parser.add_argument("--width", type=int)
+parser.add_argument("--log", type=int)
 args = parser.parse_args()
 data = TensorDataset(torch.randn(20_000, args.width), torch.randint(0, 10, (20_000,)))
 loader = DataLoader(data, batch_size=args.batch, shuffle=True)
@@ -34,15 +35,23 @@ model = torch.nn.Sequential(torch.nn.Linear(args.width, args.width), torch.nn.Re
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 for epoch in range(10_000):
     for x, y in sweeper.track(loader):
+        if args.log:
+            print("x" * args.log)
         optimizer.zero_grad()
         torch.nn.functional.cross_entropy(model(x), y).backward()
         optimizer.step()
 """
-# (batch, width): steps of about 0.3 ms, 1 ms and 10 ms on a 2-core VM
-STEPS = {"tiny steps": (8, 32), "1 ms steps": (64, 256), "10 ms steps": (256, 1024)}
+# (batch, width, bytes printed a step): steps of about 0.3 ms, 1 ms and 15 ms on a 2-core VM, and
+# the first again with a line of output each (a loop that logs every step)
+STEPS = {
+    "tiny steps": (8, 32, 0),
+    "1 ms steps": (64, 256, 0),
+    "10 ms steps": (256, 1024, 0),
+    "tiny steps, 300 bytes printed each": (8, 32, 300),
+}
 
 
-def measured(checkout: str, script: Path, batch: int, width: int, out: Path) -> tuple[float, float]:
+def measured(checkout: str, script: Path, batch: int, width: int, log: int, out: Path) -> tuple[float, float]:
     """(steps/s, harness_cpu_pct) of one run under sweeper from `checkout`."""
     subprocess.run(
         [
@@ -50,7 +59,7 @@ def measured(checkout: str, script: Path, batch: int, width: int, out: Path) -> 
             "-m",
             "sweeper",
             "task=script",
-            f"task.command=python {script} --batch {batch} --width {width}",
+            f"task.command=python {script} --batch {batch} --width {width} --log {log}",
             "backend.threads=1",
             f"hydra.run.dir={out}",
         ],
@@ -72,10 +81,10 @@ def main() -> None:
     runs: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for r in range(rounds):
         order = checkouts[r % len(checkouts) :] + checkouts[: r % len(checkouts)]  # who goes first rotates
-        for name, (batch, width) in STEPS.items():
+        for name, (batch, width, log) in STEPS.items():
             for checkout in order:
-                out = tmp / f"{r}-{batch}-{abs(hash(checkout))}"
-                runs.setdefault((name, checkout), []).append(measured(checkout, script, batch, width, out))
+                out = tmp / f"{r}-{batch}-{log}-{abs(hash(checkout))}"
+                runs.setdefault((name, checkout), []).append(measured(checkout, script, batch, width, log, out))
         print(f"round {r + 1} of {rounds} done", flush=True)
     print(f"median of {rounds} rounds: steps/s, harness_cpu_pct (each round's), µs of a core per step")
     print("| steps | checkout | steps/s | % of one core | µs a step |")

@@ -138,25 +138,30 @@ def test_track_reports_each_step_with_its_wait_and_samples(tmp_path):
     assert [e for _, e, _, _ in steps] == sorted(e for _, e, _, _ in steps)
 
 
-def test_steps_sent_faster_than_they_are_read_arrive_whole_in_order_with_their_own_times():
-    """The measuring process reads a script's steps in batches (script.STEP_READ_S): every step
-    comes through, in order, at the time the script stamped it, not the time it was read."""
+def test_steps_sent_faster_than_they_are_read_arrive_whole_in_order_with_their_own_times(capfd):
+    """The measuring process reads a script's steps and output in batches (script.STEP_READ_S):
+    every step comes through, in order, at the time the script stamped it, not the time it was
+    read; 3 MB of output printed meanwhile reaches the run's log whole."""
     from sweeper.measuring.script import Script
 
     code = (
         "import sweeper, time\n"
-        "for b in sweeper.track(range(3000), samples=lambda b: 2): pass\n"
+        "for b in sweeper.track(range(3000), samples=lambda b: 2): print(f'{b:05d}' + 'x' * 1000)\n"
         "time.sleep(0.3)\n"
         "for b in sweeper.track(range(2), samples=1): pass\n"
+        "print('the end')\n"
     )
     script = Script([sys.executable, "-c", code], {"PYTHONPATH": str(ROOT)}, str(ROOT))
     try:
         steps = [script.next_step(time.monotonic() + 60) for _ in range(3002)]
+        script.proc.wait(timeout=60)  # its last line printed: the log is whole once the reader ends
     finally:
         script.stop()
     assert [s.samples for s in steps] == [2] * 3000 + [1] * 2
     ends = [s.ended for s in steps]
     assert ends == sorted(ends) and ends[-2] - ends[-3] >= 0.3  # the pause is where the script made it
+    logged = capfd.readouterr().out.splitlines()
+    assert [line[:5] for line in logged[:3000]] == [f"{b:05d}" for b in range(3000)] and logged[-1] == "the end"
 
 
 # --- measured runs ---------------------------------------------------------------------------

@@ -36,15 +36,17 @@ from .harness import own_thread
 
 # after SIGTERM, a script gets this long to exit before its group is killed
 STOP_GRACE_S = 5.0
-# a tracked script's steps are read at most this often: each carries its own end time, so a
-# late read moves no figure (the CPU monitors' spans shift by as much, against windows of 0.5 s),
-# and sweeper's threads wake ten times a second, not at every step: a wake-up costs 0.1-0.2 ms of
-# a core on a VM, and a thread woken at each step took 12% of one at 3,000 steps a second
-# (benchmarks/script_harness.py)
+# a tracked script's steps and output are read at most this often: each step carries its own end
+# time, so a late read moves no figure (the CPU monitors' spans shift by as much, against windows
+# of 0.5 s), and sweeper's threads wake ten times a second, not at every step or line: a wake-up
+# costs 0.1-0.2 ms of a core on a VM, and a thread woken at each step took 12% of one at 3,000
+# steps a second (benchmarks/script_harness.py). A script that prints its steps is read at once:
+# the time its line is read is its step's end.
 STEP_READ_S = 0.1
-# the steps FIFO's buffer, asked of the kernel so that a batch's worth never blocks the script
-# (Linux's default is 64 KiB, about 1,500 steps; unprivileged processes may ask for up to 1 MiB)
-FIFO_BYTES = 1 << 20
+# the buffers of the steps FIFO and the output pipe, asked of the kernel so that what comes
+# between two reads never blocks the script (Linux's default is 64 KiB, about 1,500 steps;
+# unprivileged processes may ask for up to 1 MiB)
+PIPE_BYTES = 1 << 20
 # the first step must come this long before measure.timeout_s, so that the run can say why
 NO_STEPS_MARGIN_S = 3.0
 # what a script that reports no steps is told to do (docs/your-code.md)
@@ -90,8 +92,6 @@ class Script:
         os.mkfifo(fifo)
         self._steps_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
         self._keep_fd = os.open(fifo, os.O_WRONLY)  # the FIFO never reads as ended while we hold it
-        with contextlib.suppress(OSError, AttributeError):  # not Linux, or above the system's cap
-            fcntl.fcntl(self._steps_fd, fcntl.F_SETPIPE_SZ, FIFO_BYTES)
         self.tail: deque[str] = deque(maxlen=40)
         self.steps_seen = 0
         self._events: queue.Queue[Any] = queue.Queue()
@@ -112,6 +112,9 @@ class Script:
             stderr=subprocess.STDOUT,
             preexec_fn=start,
         )
+        for fd in (self._steps_fd, self.proc.stdout.fileno()):  # type: ignore[union-attr]
+            with contextlib.suppress(OSError, AttributeError):  # not Linux, or above the system's cap
+                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
         self._reader = own_thread(self._read)
         self._reader.start()
 
@@ -127,20 +130,20 @@ class Script:
             ready, _, _ = select.select([out, self._steps_fd], [], [])
             if self._steps_fd in ready:
                 self._feed(self._steps_fd, buffers)
-                if out not in ready:  # the next steps are read in one batch (printed ones at once)
-                    time.sleep(STEP_READ_S)
             if out in ready:
-                chunk = os.read(out, 65536)
+                chunk = os.read(out, PIPE_BYTES)
                 if not chunk:  # the script and everything it started closed its output
                     self._drain_steps(buffers)
                     self._events.put(_Exited(self.proc.wait()))
                     return
                 os.write(sys.stdout.fileno(), chunk)  # the run's log
                 self._lines(out, buffers, chunk)
+            if self.tracked:  # what comes next is read in one batch, STEP_READ_S from now
+                time.sleep(STEP_READ_S)
 
     def _feed(self, fd: int, buffers: dict[int, bytes]) -> None:
         try:
-            chunk = os.read(fd, 65536)
+            chunk = os.read(fd, PIPE_BYTES)
         except BlockingIOError:
             return
         self._lines(fd, buffers, chunk)
