@@ -7,7 +7,8 @@ at each checkout given, the checkouts alternated round by round (PYTHONPATH at e
     python benchmarks/script_harness.py [rounds] [checkout ...]    defaults: 3 and this checkout
 
 The script is written here (a linear model over random tensors, one compute thread, no workers,
-its batch setting the step's length, in one row a line printed each step) and reports each step with sweeper.track, as a user's does.
+its batch setting the step's length, in one row a line printed each step) and reports each step
+with sweeper.track, as a user's does.
 """
 
 from __future__ import annotations
