@@ -26,6 +26,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,12 +136,14 @@ def sweeper_run(config: Config, out: Path) -> dict:
     return json.loads((out / "result.json").read_text())
 
 
-def plain_run(config: Config) -> float:
+def plain_run(config: Config, extra: Sequence[str] = (), env: Mapping[str, str] | None = None) -> float:
+    """The plain loop's figure, run with `extra` arguments in `env` (None: this environment)."""
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "plain" / f"{config.loop}.py"), *config.plain_args()],
+        [sys.executable, str(ROOT / "benchmarks" / "plain" / f"{config.loop}.py"), *config.plain_args(), *extra],
         check=True,
         capture_output=True,
         text=True,
+        env=None if env is None else dict(env),
     )
     return json.loads(proc.stdout.strip().splitlines()[-1])["samples_per_sec"]
 

@@ -12,10 +12,8 @@ temporary directory, or AGREEMENT_DATA).
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -31,15 +29,7 @@ def plain(config: loop_agreement.Config, extra: dict[str, str]) -> float:
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     if extra:
         env |= {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    args = [*config.plain_args(), *([] if config.threads else ["--threads=1"])]
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "plain" / f"{config.loop}.py"), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(proc.stdout.strip().splitlines()[-1])["samples_per_sec"]
+    return loop_agreement.plain_run(config, [] if config.threads else ["--threads=1"], env)
 
 
 def main() -> None:
