@@ -160,7 +160,7 @@ class Script:
         if fd == self._steps_fd:
             if lines:
                 self.tracked = True  # sweeper.track or sweeper.step runs inside it
-                self._events.put([Step(*parse_step_line(line)) for line in lines])  # one event a batch
+                self._events.put([Step(*parse_step_line(line)) for line in lines])  # one event a batch of steps
             return
         for line in lines:
             text = line.decode(errors="replace")
@@ -172,15 +172,19 @@ class Script:
                 self._events.put(ScriptFailed(Status.ERROR, str(exc)))
                 continue
             if said is not None:
-                self._events.put(Step(0, time.monotonic(), said[1], said[0]))
+                self._events.put([Step(0, time.monotonic(), said[1], said[0])])
 
     # -- for the measuring loop --
     def next_step(self, deadline: float | None) -> Step:
         """The next step any rank reported; ScriptFailed when the script ended, garbled a line or
         reported nothing by `deadline` (monotonic)."""
-        if self._batch:
-            self.steps_seen += 1
-            return self._batch.popleft()
+        if not self._batch:
+            self._batch.extend(self._next_batch(deadline))
+        self.steps_seen += 1
+        return self._batch.popleft()
+
+    def _next_batch(self, deadline: float | None) -> list[Step]:
+        """The next batch of steps the reader handed over (ScriptFailed as next_step says)."""
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
         try:
             event = self._events.get(timeout=timeout)
@@ -194,10 +198,6 @@ class Script:
             raise event
         if isinstance(event, _Exited):
             raise self.ended(event.returncode)
-        if isinstance(event, list):
-            self._batch.extend(event)
-            return self.next_step(deadline)
-        self.steps_seen += 1
         return event
 
     def ended(self, returncode: int) -> ScriptFailed:
