@@ -12,6 +12,8 @@ from test_sweep_logic import _cpu_plan, ok_result
 
 from sweeper.search import loop
 from sweeper.search.converge import Converged
+from sweeper.result import Status
+from sweeper.store.record import TrialRecord
 from sweeper.store.study import StoredStudy
 from sweeper.store.trials import count, ranked
 
@@ -70,6 +72,44 @@ def test_a_best_the_test_cannot_tell_from_the_start_points_asks_for_more_runs():
     assert line is not None and line.startswith("converged: the best is #4;")
     below = study_of([84.0] * 2 + [99.0] + [84.0] * 8)
     assert RULE.reason(below, SPACE, MAIN) == LINE
+
+
+def again_of(number, of, sps, *, batch, workers=2):
+    """A run of trial `of`'s point measured once more: kept from the sampler (FAIL), status ok."""
+    return made(
+        number,
+        sps,
+        batch=batch,
+        workers=workers,
+        state=TrialState.FAIL,
+        origin=f"#{of}; measured once more",
+        again={"why": "recheck", "of": of},
+    )
+
+
+def test_cannot_tell_yet_asks_for_another_run_of_the_point_with_fewer_up_to_three_each():
+    """The stretch is clean and the knobs were tried; only the test's "cannot tell yet" on the
+    best (#4, 110) against the recipe (#1, 100) keeps the sweep going: it asks for a run of the
+    one with fewer runs, the best first, until each has three."""
+    trials = study_of([84.0] * 2 + [110.0] + [84.0] * 8)
+    assert RULE.ask_again(trials, SPACE, MAIN).number == 4
+    trials.append(again_of(13, 4, 106.0, batch=64))
+    assert RULE.reason(trials, SPACE, MAIN) is None
+    assert RULE.ask_again(trials, SPACE, MAIN).number == 1  # two runs against one
+    trials.append(again_of(14, 1, 101.0, batch=256))
+    assert RULE.ask_again(trials, SPACE, MAIN).number == 4  # two each: the best's point
+    trials += [again_of(15, 4, 109.0, batch=64), again_of(16, 1, 100.0, batch=256)]
+    assert RULE.reason(trials, SPACE, MAIN) is None  # 8% apart at three runs each: still cannot tell
+    assert RULE.ask_again(trials, SPACE, MAIN) is None  # and three runs each is the most it asks
+
+
+def test_a_second_run_that_tells_the_same_ends_the_search_and_one_that_tells_faster_goes_on():
+    trials = study_of([84.0] * 2 + [110.0] + [84.0] * 8)
+    same = [*trials, again_of(13, 4, 91.0, batch=64)]  # the best's two runs: 100 on average
+    assert RULE.reason(same, SPACE, MAIN) == LINE.replace("#1;", "#4;")
+    assert RULE.ask_again(same, SPACE, MAIN) is None
+    faster = study_of([84.0] * 2 + [140.0] + [84.0] * 8)  # 40% above: the recipes missed
+    assert RULE.reason(faster, SPACE, MAIN) is None and RULE.ask_again(faster, SPACE, MAIN) is None
 
 
 def test_your_own_configuration_as_the_best_is_no_start_point():
@@ -201,3 +241,41 @@ def test_another_studys_result_for_the_same_workload_and_hardware_is_taken_when_
         assert baseline.number in [t.number for t in ranked(trials)]  # ranked as this study's own
     else:
         assert "borrowed_from" not in baseline.user_attrs and count(trials).reused == 0 and len(runs) == 2
+
+
+def test_the_loop_measures_a_point_again_when_the_test_cannot_tell_and_keeps_the_run_from_the_sampler(tmp_path):
+    """The recipe (#1) reads 300, the sampler's first point 330 at its first run: one run each,
+    the test cannot tell them apart, and the loop measures the sampled point once more (reading
+    270), told as FAIL so that TPE does not weigh the point twice, not counted as a trial; its
+    two runs are the recipe's level, and the search converges."""
+    plan = _cpu_plan(tmp_path, {"n_trials": 40, "sampler": {"seed": 3}}, [])
+    storage = optuna.storages.InMemoryStorage()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    stored = StoredStudy(
+        optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)), storage
+    )
+    sampled: list[int] = []
+
+    def figure(number):
+        record = TrialRecord.of(stored.trial(number))
+        if record.recheck_of is not None:
+            return 270.0
+        if number in (0, 1):
+            return {0: 100.0, 1: 300.0}[number]
+        if record.origin is None and not sampled:
+            sampled.append(number)
+            return 330.0
+        return 60.0
+
+    class Unsure(Figures):
+        def batch(self, jobs):
+            return [ok_result(figure(job.trial_number)) for job in jobs]
+
+    why = loop.optimize(stored, plan, Unsure(), stopped=lambda: None, remaining=lambda: None)
+    trials = stored.trials(plan.fixed)
+    second = [t for t in trials if TrialRecord.of(t).recheck_of is not None]
+    assert [(TrialRecord.of(t).recheck_of, t.state, TrialRecord.of(t).status) for t in second] == [
+        (sampled[0], TrialState.FAIL, Status.OK)
+    ]
+    assert why.startswith(f"converged: the best is #{sampled[0]};")
+    assert count(trials).measured < 40 and second[0].number not in [t.number for t in ranked(trials)]

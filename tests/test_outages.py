@@ -282,10 +282,15 @@ def _report_written(sweep_dir: Path, cwd: Path) -> None:
 
 
 def _fill(path: Path, leave: int) -> Path:
-    """A file that leaves `leave` bytes free on path's disk."""
+    """A file that leaves `leave` bytes free on path's disk, or none where the sweep, writing
+    meanwhile, took them first (the write then stops short, or finds the disk full)."""
     filler = path / "filler"
-    with filler.open("wb") as f:
-        f.write(b"\0" * max(0, shutil.disk_usage(path).free - leave))
+    with filler.open("wb", buffering=0) as f:
+        try:
+            f.write(b"\0" * max(0, shutil.disk_usage(path).free - leave))
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
     return filler
 
 

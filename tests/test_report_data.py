@@ -285,14 +285,16 @@ def test_the_queues_entry_is_read_from_a_study_written_before_it_and_as_it_is_wr
         assert TrialRecord.from_attrs(TrialRecord.queued("o", [], again)).again == again
 
 
-def test_a_proposals_second_run_is_noted_with_both_figures_and_is_no_failure():
-    second = make(4, 256, 2450.0, status="second-run", reason="#1's point measured once more: kept from the sampler")
+@pytest.mark.parametrize("status", ["ok", "second-run"])  # as written now, and by an earlier version
+def test_a_point_measured_once_more_is_noted_with_both_figures_and_is_no_failure(status):
+    second = make(4, 256, 2450.0, status=status, reason="#1's point measured once more: kept from the sampler")
+    second.state, second.values = TrialState.FAIL, None  # kept from the sampler
     second.user_attrs.update(
         TrialRecord.queued("recipe: the largest batch; measured once more", [], Again(Why.RECHECK, 1))
     )
     d = build_report_data([*TRIALS, second], study_name="s", workload="w", fixed=[], confirmation=None)
     assert (
-        "Measured once more, a sampled point having run beyond the noise of a proposal's run "
+        "Measured once more, the test not yet able to tell the best from the start points "
         "(one run can read low, or high): #1's point as #4 "
         "(2,450 samples/s against 2,500 samples/s)."
     ) in " ".join(d.notes.search)

@@ -132,14 +132,14 @@ def search_notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial], rec
         notes.append(f"Knobs searched only later, tried first at the best so far: {'; '.join(tried)}.")
     if second := [(n, r, first) for n, r in queued if (first := r.recheck_of) is not None]:
         notes.append(
-            "Measured once more, a sampled point having run beyond the noise of a proposal's run (one run can "
+            "Measured once more, the test not yet able to tell the best from the start points (one run can "
             "read low, or high): "
             + "; ".join(
                 f"#{first}'s point as #{n} ({_rate(r)} against {_rate(records[first]) if first in records else '?'})"
                 for n, r, first in second
             )
-            + ". A second run is kept from the sampler and not ranked; the convergence rule counts it at the "
-            "first run's place."
+            + ". Such a run is kept from the sampler and not ranked; the test reads it with the point's other "
+            "runs."
         )
     foreign = [records[t.number] for t in trials if records[t.number].status == Status.OTHER_HARDWARE]
     if foreign:

@@ -3,9 +3,10 @@ last stretch of new configurations the sampler chose beat the best before it by 
 (sweeper.verdict, at the sweep's run-to-run noise), each main knob was measured at more than one
 value, and the best is at the start points' level: one of them (a recipe or a warm start), or
 the same as their best by the test. A sampled best faster than them says they missed and the
-sampler is still learning the space; one the test cannot tell from them yet asks for more runs,
-and the search's next trials are those. Pure: it reads the study's trials. docs/benchmarks.md
-keeps the replays it was chosen on.
+sampler is still learning the space; one the test cannot tell from them yet asks for another
+run (`ask_again`: the one of the two with fewer runs, queued by recheck.py), up to RUNS runs
+each, after which the search's trials go on. Pure: it reads the study's trials.
+docs/benchmarks.md keeps the replays it was chosen on.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from ..store.trials import config_of, ranked, runs_of, was_measured
 from ..verdict import Verdict
 
 _HINT = "(hydra.sweeper.converge=false runs every trial)"
+# the most runs of one point the rule asks for to tell the best from the start points: two more
+# runs of each narrow the test's interval by sqrt(3); a difference still untold after them is
+# small beside the noise, and the sampler's next trials are worth more than a fourth run
+RUNS = 3
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,45 @@ class Converged:
         front: Collection[int] = (),
     ) -> str | None:
         """The log line that ends the sweep, or None to go on."""
+        standing = self._standing(trials, space, main, front)
+        if standing is None:
+            return None
+        best, start = standing
+        if not (best.number == start.number or self._verdict(best, start, trials) is Verdict.SAME):
+            return None
+        return (
+            f"converged: the best is #{best.number}; none of the last {self.after} sampled trials was faster "
+            f"than the best before it by the test ({self.sigma:.1%} noise a run) " + _HINT
+        )
+
+    def ask_again(
+        self,
+        trials: Sequence[FrozenTrial],
+        space: Mapping[str, BaseDistribution],
+        main: Collection[str],
+        front: Collection[int] = (),
+    ) -> FrozenTrial | None:
+        """Where nothing but the test's "cannot tell yet" on the best against the start points
+        keeps the sweep going, the point to measure once more: of the two, the one with fewer
+        runs (the best on a tie), while it has fewer than RUNS. None: nothing to ask."""
+        standing = self._standing(trials, space, main, front)
+        if standing is None or standing[0].number == standing[1].number:
+            return None
+        best, start = standing
+        if self._verdict(best, start, trials) is not Verdict.UNSURE:
+            return None
+        fewer = min((best, start), key=lambda t: len(runs_of(t, trials)))
+        return fewer if len(runs_of(fewer, trials)) < RUNS else None
+
+    def _standing(
+        self,
+        trials: Sequence[FrozenTrial],
+        space: Mapping[str, BaseDistribution],
+        main: Collection[str],
+        front: Collection[int],
+    ) -> tuple[FrozenTrial, FrozenTrial] | None:
+        """The best and the start points' best, once each main knob was tried at two values and
+        none of the last `after` sampled trials beat the best before it; None before that."""
         best = next(iter(ranked(trials)), None)
         if best is None or not _each_tried_twice(trials, space, main):
             return None
@@ -62,12 +106,7 @@ class Converged:
             if before is None or t.number in front or self._beat(t, before, trials):
                 return None
         start = next(iter(ranked([t for t in trials if _proposed(t, trials)])), None)
-        if start is None or not (best.number == start.number or self._verdict(best, start, trials) is Verdict.SAME):
-            return None
-        return (
-            f"converged: the best is #{best.number}; none of the last {self.after} sampled trials was faster "
-            f"than the best before it by the test ({self.sigma:.1%} noise a run) " + _HINT
-        )
+        return None if start is None else (best, start)
 
     def _beat(self, new: FrozenTrial, best: FrozenTrial, trials: Sequence[FrozenTrial]) -> bool:
         """Whether `new` is faster than `best` by the test (the same point: no gain)."""

@@ -18,11 +18,10 @@ from ..command import AT_FIRST_STEP
 from ..measurement import PRIMARY
 from ..noise import Noise
 from ..result import Status
-from ..store.record import Again, TrialRecord, Why
+from ..store.record import TrialRecord
 from ..store.study import StoredStudy, kin_trials
 from ..store.trials import (
     baseline_of,
-    config_of,
     pareto_trials,
     primary_value,
     ranked,
@@ -30,8 +29,9 @@ from ..store.trials import (
     search_interval,
     was_measured,
 )
-from . import history, progress
+from . import history, progress, recheck
 from . import space as sp
+from .answer import answer
 from .converge import Converged
 from .held_back import held_later
 from .launch import Job, JobRunner, measure_overrides
@@ -54,8 +54,12 @@ def _converged(trials: list[FrozenTrial], plan: SweepPlan, state: LoopState) -> 
     """The convergence rule's line, once the search has converged (see converge.py)."""
     if (rule := _rule(plan, state)) is None:
         return None
-    front = {t.number for t in pareto_trials(trials, plan.directions)} if len(plan.directions) > 1 else set()
-    return rule.reason(trials, plan.space, plan.main, front)
+    return rule.reason(trials, plan.space, plan.main, _front(trials, plan))
+
+
+def _front(trials: list[FrozenTrial], plan: SweepPlan) -> set[int]:
+    """The trials on the Pareto front where the sweep has more objectives than samples/sec."""
+    return {t.number for t in pareto_trials(trials, plan.directions)} if len(plan.directions) > 1 else set()
 
 
 def _update_noise(stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: list[FrozenTrial]) -> None:
@@ -92,7 +96,7 @@ def _note(state: LoopState, told: Told) -> None:
     done, record = told.trial, TrialRecord.of(told.trial)
     skipped = record.status == Status.SKIPPED
     state.skipped_in_a_row = state.skipped_in_a_row + 1 if skipped else 0
-    if not skipped:  # not an answer from the study: says nothing about what is left
+    if not skipped and record.recheck_of is None:  # a skip and a point's second run say nothing of what is left
         state.unmeasured_in_a_row = 0 if was_measured(done) else state.unmeasured_in_a_row + 1
     if state.first_failures is not None and was_measured(done) and not skipped:
         failed = alike_failure(record.status, record.reason)
@@ -173,7 +177,9 @@ def _tell(
 ) -> None:
     _note(state, told)
     done, record = told.trial, TrialRecord.of(told.trial)
-    if was_measured(done) or record.status in (Status.OOM, Status.OOM_PREDICTED):
+    if record.recheck_of is not None:
+        progress.second_run_line(done, stored.trial(record.recheck_of))
+    elif was_measured(done) or record.status in (Status.OOM, Status.OOM_PREDICTED):
         trials = stored.trials(plan.setup)
         count = sum(was_measured(t) for t in trials if t.number <= done.number and t.state != TrialState.RUNNING)
         progress.trial_line(
@@ -235,10 +241,12 @@ def _queue_due(
     stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: list[FrozenTrial], ctx: sp.Context
 ) -> None:
     """After the baseline, before the sampler's next ask: the start points once (what the workload
-    is, is known now)."""
+    is, is known now), and a point measured once more where the convergence rule asks for it."""
     if state.start_points_due:
         state.start_points_due = False
         _queue_start_points(stored, plan, ctx)
+    if (rule := _rule(plan, state)) is not None:
+        recheck.queue(stored, plan, trials, rule, _front(trials, plan))
 
 
 def _ask_batch(
@@ -275,7 +283,7 @@ def _ask_batch(
         if key in pending:
             batch.twins.append((trial, pending[key]))
             continue
-        told = _answer(stored, plan, trial, knobs, trials, kin, state.say_once)
+        told = answer(stored, plan, trial, knobs, trials, kin, state.say_once)
         if told is not None:
             _tell(stored, plan, state, told, lambda: remaining_s)
             if (
@@ -318,53 +326,6 @@ def _say_first_step(plan: SweepPlan, known: Learned, state: LoopState) -> None:
     )
 
 
-def _answer(
-    stored: StoredStudy,
-    plan: SweepPlan,
-    trial: Trial,
-    knobs: dict[str, Any],
-    trials: list[FrozenTrial],
-    kin: Sequence[tuple[str, FrozenTrial]] = (),
-    say: Callable[[str, str], None] = lambda key, line: None,
-) -> Told | None:
-    """Answer the trial from the study, without measuring: an identical configuration's result
-    (of this study, or of a `kin` study: the same workload and hardware class), a point the preset
-    does not measure, a predicted OOM; None when it must be measured."""
-    again = plan.settings.reuse == Reuse.none or TrialRecord.of(trial).recheck_of is not None
-    source = None if again else history.find_measured(trials, knobs, plan.setup)
-    if source is not None:
-        return reuse(stored, trial, source)
-    elsewhere = None if again else history.find_measured([t for _, t in kin], knobs, plan.setup)
-    if elsewhere is not None:
-        study = next(name for name, t in kin if t is elsewhere)
-        progress.say(f"#{trial.number}: the result of study {study!r} #{elsewhere.number}, the same configuration")
-        return reuse(stored, trial, elsewhere, study)
-    if (unsampled := plan.unsampled_reason(knobs)) is not None:
-        if (fitted := plan.within_cores(knobs)) is not None:  # measured next, unless the study holds it
-            changes = ", ".join(f"{k.split('.')[-1]}={fitted[k]}" for k in fitted if fitted[k] != knobs[k])
-            if stored.enqueue(
-                fitted, f"#{trial.number}'s point with {changes}", plan.setup, again=Again(Why.IN_PLACE, trial.number)
-            ):
-                say(
-                    json.dumps(fitted, sort_keys=True, default=str),
-                    f"#{trial.number} skipped ({unsampled.split(';')[0]}): its point with {changes} queued instead",
-                )
-                unsampled += f"; its nearest point within the cores ({changes}) is queued"
-            else:
-                unsampled += f"; its nearest point within the cores ({changes}) is in the study already"
-        return skip(stored, trial, Status.SKIPPED, unsampled)
-    dominating = history.oom_dominating(trials, knobs, plan.setup)
-    if dominating is not None:
-        return skip(
-            stored,
-            trial,
-            Status.OOM_PREDICTED,
-            f"batch {knobs[history.BATCH]} >= {config_of(dominating).get(history.BATCH)} which ran "
-            f"out of memory in trial {dominating.number} with the same memory settings",
-        )
-    return None
-
-
 def _job(
     plan: SweepPlan,
     trial: Trial,
@@ -383,7 +344,9 @@ def _job(
         for key, value in TrialRecord.rerun(why).items():
             trial.set_user_attr(key, value)
     prune_below, race, behind = None, None, None
-    if has_baseline and best is not None and list(plan.objectives) == [PRIMARY] and plan.settings.race:
+    # a point measured once more runs whole: the test reads its figure, not where it stands
+    again = TrialRecord.of(trial).recheck_of is not None
+    if has_baseline and best is not None and list(plan.objectives) == [PRIMARY] and plan.settings.race and not again:
         best_value = primary_value(best)
         prune_below = verdict.slower_below(best_value, noise.sigma) if best_value and noise.sigma > 0 else None
         interval = search_interval(best)

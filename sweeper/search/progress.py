@@ -163,6 +163,14 @@ def trial_line(
     _update_bar(n, ranked, left_s)
 
 
+def second_run_line(trial: FrozenTrial, first: FrozenTrial) -> None:
+    """A point measured once more: its figure against its first run's."""
+    record, was = TrialRecord.of(trial), TrialRecord.of(first).samples_per_sec or 0.0
+    figure = record.samples_per_sec
+    outcome = f"{figure:,.0f} samples/s" if figure is not None else f"{record.status}: {record.reason}"
+    say(f"#{trial.number}, #{first.number}'s point measured once more -> {outcome} (its first run: {was:,.0f})")
+
+
 def confirm_line(round_index: int, rounds: int, number: int, result: RunResult) -> None:
     shown = f"{result.samples_per_sec:,.0f} samples/s" if result.ok else f"{result.status}: {result.reason}"
     say(f"  confirm round {round_index + 1}/{rounds} trial #{number}: {shown}")
