@@ -10,9 +10,9 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 from test_sweep_logic import _cpu_plan, ok_result
 
+from sweeper.result import Status
 from sweeper.search import loop
 from sweeper.search.converge import Converged
-from sweeper.result import Status
 from sweeper.store.record import TrialRecord
 from sweeper.store.study import StoredStudy
 from sweeper.store.trials import count, ranked
