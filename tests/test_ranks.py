@@ -328,7 +328,7 @@ def test_search_cpu_grows_ranks_and_openmp_binding_and_skips_what_it_should_not_
     import optuna
     from optuna.trial import TrialState
 
-    from sweeper.search.loop import _answer
+    from sweeper.search.answer import answer
     from sweeper.search.trials import ask
     from sweeper.store.record import TrialRecord
     from sweeper.store.study import StoredStudy
@@ -340,7 +340,7 @@ def test_search_cpu_grows_ranks_and_openmp_binding_and_skips_what_it_should_not_
     storage = optuna.storages.InMemoryStorage()
     stored = StoredStudy(optuna.create_study(storage=storage), storage)
     said: list[str] = []
-    told = _answer(stored, plan, stored.study.ask(), over, [], say=lambda key, line: said.append(line))
+    told = answer(stored, plan, stored.study.ask(), over, [], say=lambda key, line: said.append(line))
     assert said == [
         "#0 skipped (2 ranks x (2 threads, 2 loader workers) oversubscribe the 2 cores): its point with "
         "num_workers=1, threads=1 queued instead"
@@ -351,7 +351,7 @@ def test_search_cpu_grows_ranks_and_openmp_binding_and_skips_what_it_should_not_
     queued, knobs = ask(stored, plan, plan.context(Learned(convolutional=False)), baseline=False)
     assert {k: knobs[k] for k in fitted} == fitted and TrialRecord.of(queued).in_place_of == 0
     # queued once: another skipped point with the same nearest point queues nothing more
-    again = _answer(stored, plan, stored.study.ask(), {**over, "loader.num_workers": 3}, [])
+    again = answer(stored, plan, stored.study.ask(), {**over, "loader.num_workers": 3}, [])
     assert not stored.study.get_trials(states=(TrialState.WAITING,))
     assert TrialRecord.of(again.trial).reason.endswith(
         "its nearest point within the cores (num_workers=1, threads=1) is in the study already"
