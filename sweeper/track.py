@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
-from .protocol import FIRST_STEP_ENV, LOADER_CPUS_ENV, STEPS_ENV, step_line
+from .protocol import FIRST_STEP_ENV, LOADER_CPUS_ENV, STEPS_ENV, step_record
 
 T = TypeVar("T")
 Samples = int | Callable[[Any], int] | None
@@ -37,7 +37,7 @@ class _Sender:
     def send(self, ended: float, wait_s: float | None, samples: int) -> None:
         if self.pid != os.getpid():
             self.fd, self.pid = os.open(self.path, os.O_WRONLY), os.getpid()
-        os.write(self.fd, step_line(self.rank, ended, wait_s, samples))
+        os.write(self.fd, step_record(self.rank, ended, wait_s, samples))
 
 
 _PATH = os.environ.get(STEPS_ENV)

@@ -308,8 +308,9 @@ def test_sweepers_own_threads_and_the_process_that_started_the_run_are_counted_a
     _burn(0.2)
     sampler.join()
     figures = monitor.stop()
-    # the sampler's 0.2 s (and the parent's little) over about 0.2-0.4 s: not this thread's own 0.2 s too
-    assert 40 < figures.harness_cpu_pct < 160
+    # the sampler's 0.2 s (and the parent's little) over about 0.2-0.4 s (longer on a loaded
+    # machine): not this thread's own 0.2 s too, which would read about 200%
+    assert 15 < figures.harness_cpu_pct < 160
     # the figure is the counters' difference over the clock's, whatever the counters are
     reads, ticks = iter([3.0, 3.05]), iter([10.0, 15.0])
     scripted = harness.HarnessMonitor(parent=None, read=lambda parent: next(reads), clock=lambda: next(ticks))
@@ -321,6 +322,35 @@ def test_sweepers_own_threads_and_the_process_that_started_the_run_are_counted_a
     whole.start()
     _burn(0.2)
     assert whole.stop().harness_cpu_pct > 50
+
+
+def test_monitors_nest_around_the_windows_sweepers_own_cpu_innermost():
+    """The monitors start in order and stop in reverse: sweeper's own CPU, started last and
+    stopped first, spans the windows alone, not the other monitors' reads at their edges (the
+    foreign-load watch walks every process in /proc)."""
+    kinds = [type(m).__name__ for m in utilization.monitors_for(50.0, utilization.CpuMonitor(), None)]
+    assert kinds == ["ForeignMonitor", "CpuMonitor", "HarnessMonitor"]
+    said = []
+
+    class Said:
+        def __init__(self, name):
+            self.name = name
+
+        def start(self):
+            said.append(f"{self.name} starts")
+
+        def stop(self):
+            said.append(f"{self.name} stops")
+            return Utilization()
+
+    clock = Clock()
+
+    def step(batch):
+        clock.now += 0.1
+
+    rule = timing.Rule(warmup_s=0.2, warmup_steps=1, max_windows=2, window_s=0.5)
+    timing.measure(lambda: None, step, lambda b: 1, lambda: None, rule, clock=clock, monitors=[Said("a"), Said("b")])
+    assert said == ["a starts", "b starts", "b stops", "a stops"]
 
 
 def fake_nvml(**overrides):

@@ -90,9 +90,12 @@ def test_a_garbled_line_is_named(line):
         protocol.parse_stdout_line(line)
 
 
-def test_a_step_line_round_trips():
-    assert protocol.parse_step_line(protocol.step_line(1, 12.5, 0.25, 64)) == (1, 12.5, 0.25, 64)
-    assert protocol.parse_step_line(protocol.step_line(0, 3.0, None, 8)) == (0, 3.0, None, 8)
+def test_step_records_round_trip_and_a_record_cut_by_a_read_waits_for_its_rest():
+    data = protocol.step_record(1, 12.5, 0.25, 64) + protocol.step_record(0, 3.0, None, 8)
+    steps, rest = protocol.parse_step_records(data[:-5])
+    assert steps == [(1, 12.5, 0.25, 64)] and len(rest) == protocol.STEP_RECORD.size - 5
+    steps, rest = protocol.parse_step_records(rest + data[-5:])
+    assert steps == [(0, 3.0, None, 8)] and rest == b""
 
 
 def test_track_counts_the_leading_dimension_and_is_the_iterable_itself_outside_sweeper():
@@ -130,9 +133,9 @@ def test_track_reports_each_step_with_its_wait_and_samples(tmp_path):
         check=True,
         timeout=60,
     )
-    lines = os.read(reader, 65536).splitlines()
+    steps, rest = protocol.parse_step_records(os.read(reader, 65536))
     os.close(reader)
-    steps = [protocol.parse_step_line(line) for line in lines]
+    assert rest == b""
     assert [(rank, samples) for rank, _, _, samples in steps] == [(1, 16)] * 3 + [(1, 5)] * 2
     assert all(wait is not None and wait >= 0 for _, _, wait, _ in steps)
     assert [e for _, e, _, _ in steps] == sorted(e for _, e, _, _ in steps)

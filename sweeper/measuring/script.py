@@ -25,12 +25,12 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..outcome import last_line
-from ..protocol import DEADLINE_ENV, STEPS_ENV, parse_stdout_line, parse_step_line, scratch_dir
+from ..protocol import DEADLINE_ENV, STEPS_ENV, Step, parse_stdout_line, parse_step_records, scratch_dir
 from ..result import Status, looks_like_oom
 from .harness import own_thread
 
@@ -54,16 +54,6 @@ HOW_TO_REPORT = (
     "call sweeper.track(loader) (or sweeper.step(n)) in its loop, add sweeper's SweeperCallback to a "
     "Lightning or Hugging Face Trainer, or print 'sweeper: samples=N' after each step"
 )
-
-
-@dataclass(frozen=True)
-class Step:
-    """One step as the script reported it."""
-
-    rank: int
-    ended: float  # time.monotonic(), the clock every process of this machine shares
-    wait_s: float | None  # waiting for the batch (None: not reported)
-    samples: int
 
 
 class ScriptFailed(Exception):
@@ -156,12 +146,13 @@ class Script:
                 return
 
     def _lines(self, fd: int, buffers: dict[int, bytes], chunk: bytes) -> None:
-        *lines, buffers[fd] = (buffers[fd] + chunk).split(b"\n")
         if fd == self._steps_fd:
-            if lines:
+            steps, buffers[fd] = parse_step_records(buffers[fd] + chunk)
+            if steps:
                 self.tracked = True  # sweeper.track or sweeper.step runs inside it
-                self._events.put([Step(*parse_step_line(line)) for line in lines])  # one event a batch of steps
+                self._events.put(steps)  # one event a batch of steps
             return
+        *lines, buffers[fd] = (buffers[fd] + chunk).split(b"\n")
         for line in lines:
             text = line.decode(errors="replace")
             if text.strip():
@@ -283,7 +274,7 @@ class ScriptSteps:
         self.now += found.wait_s or 0.0  # the batch arrived
         if not self.others:  # one rank, or none between: the step as it came (replace costs µs a step)
             return found
-        step, self.others = replace(found, samples=found.samples + self.others), 0
+        step, self.others = found._replace(samples=found.samples + self.others), 0
         return step
 
     def step(self, step: Step) -> None:

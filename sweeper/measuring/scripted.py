@@ -146,11 +146,10 @@ def measure_script(spec: RunSpec, events: Events) -> RunResult:
     gpu_memory = utilization.nvml_process_memory(lambda: procs.tree(script.pid))
     try:
         with PeakRSS(pid=script.pid) as peak:
-            monitors: list[timing.Monitor] = utilization.monitors_for(
-                meas.foreign_cpu_max_pct, utilization.CpuMonitor(script.pid), loop_apart=True
-            )
             gpu = utilization.nvml_visible_monitor() if spec.backend.device != "cpu" else None
-            monitors += [m for m in (gpu, gpu_memory) if m is not None]
+            monitors: list[timing.Monitor] = utilization.monitors_for(
+                meas.foreign_cpu_max_pct, utilization.CpuMonitor(script.pid), gpu, gpu_memory, loop_apart=True
+            )
             began = time.perf_counter()
             t = timing.measure(
                 steps.next_batch,

@@ -200,14 +200,14 @@ def time_windows(spec: RunSpec, ready: Prepared, built: Built, events: Events) -
     # the script's history, which a run cannot reproduce: it measures the loop without the debt
     gc.collect()
     gc.freeze()
-    monitors: list[timing.Monitor] = utilization.monitors_for(
-        spec.measure.foreign_cpu_max_pct, utilization.CpuMonitor()
-    )
+    gpu = None
     if device.type == "cuda":
         ready.torch.cuda.reset_peak_memory_stats(device)
         uuid = getattr(ready.torch.cuda.get_device_properties(device), "uuid", None)
         gpu = utilization.nvml_monitor(str(uuid) if uuid is not None else None)
-        monitors += [gpu] if gpu is not None else []
+    monitors: list[timing.Monitor] = utilization.monitors_for(
+        spec.measure.foreign_cpu_max_pct, utilization.CpuMonitor(), gpu
+    )
     events.phase("measure")
     t = timing.measure(
         built.next_batch,

@@ -367,6 +367,6 @@ def measure(
     t.pruned = t.stopped.pruned
     if w.out_of_time and not t.pruned:
         t.stopped = Stopped.TIME_LIMIT  # its warm-up was cut short too
-    for monitor in monitors:
+    for monitor in reversed(monitors):  # the first started stops last: spans nest around the windows
         t.utilization = t.utilization.merged(monitor.stop())
     return t

@@ -77,11 +77,16 @@ class ForeignMonitor:
         )
 
 
-def monitors_for(max_foreign_pct: float | None, cpu: CpuMonitor, *, loop_apart: bool = False) -> list[Any]:
-    """The CPU monitors of a run: its own use, sweeper's own beside it (all of this process where
-    the loop runs in a process of its own: `loop_apart`), and other processes' where watched."""
+def monitors_for(
+    max_foreign_pct: float | None, cpu: CpuMonitor, *others: Any | None, loop_apart: bool = False
+) -> list[Any]:
+    """The monitors of a run, in the order they start (they stop in reverse): other processes'
+    load where watched, the run's own CPU, `others` (the GPU's; None: none), and last sweeper's
+    own CPU beside the loop (all of this process where the loop runs in a process of its own:
+    `loop_apart`), so that its span is the windows alone, not the other monitors' reads at their
+    edges (a /proc walk of every process takes milliseconds)."""
     watched = [ForeignMonitor(max_foreign_pct)] if max_foreign_pct is not None else []
-    return [cpu, HarnessMonitor(whole_process=loop_apart), *watched]
+    return [*watched, cpu, *(m for m in others if m is not None), HarnessMonitor(whole_process=loop_apart)]
 
 
 def _nvml() -> Any | None:
