@@ -3,10 +3,9 @@ last stretch of new configurations the sampler chose beat the best before it by 
 (sweeper.verdict, at the sweep's run-to-run noise), each main knob was measured at more than one
 value, and the best is at the start points' level: one of them (a recipe or a warm start), or
 the same as their best by the test. A sampled best faster than them says they missed and the
-sampler is still learning the space (once their best has as many runs as it: their point is
-measured once more first); one the test cannot tell from them yet asks for another run
-(`ask_again`: the one of the two with fewer runs, queued by recheck.py), up to RUNS runs each,
-after which the search's trials go on. Pure: it reads the study's trials.
+sampler is still learning the space; one the test cannot tell from them yet asks for another
+run (`ask_again`: the one of the two with fewer runs, queued by recheck.py), up to RUNS runs
+each, after which the search's trials go on. Pure: it reads the study's trials.
 docs/benchmarks.md keeps the replays it was chosen on.
 """
 
@@ -29,17 +28,6 @@ _HINT = "(hydra.sweeper.converge=false runs every trial)"
 # runs of each narrow the test's interval by sqrt(3); a difference still untold after them is
 # small beside the noise, and the sampler's next trials are worth more than a fourth run
 RUNS = 3
-
-
-@dataclass(frozen=True)
-class Recheck:
-    """A point the rule asks to measure once more: of `best` (the sweep's best) or the start
-    points' best, the one with fewer runs. `evening`: the best is faster by the test already,
-    but on more runs than theirs, so their point is measured before they are called missed."""
-
-    point: FrozenTrial
-    best: FrozenTrial
-    evening: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,7 +60,7 @@ class Converged:
         if standing is None:
             return None
         best, start = standing
-        if not (best.number == start.number or self._at_start_level(best, start, trials)):
+        if not (best.number == start.number or self._verdict(best, start, trials) is Verdict.SAME):
             return None
         return (
             f"converged: the best is #{best.number}; none of the last {self.after} sampled trials was faster "
@@ -85,7 +73,7 @@ class Converged:
         space: Mapping[str, BaseDistribution],
         main: Collection[str],
         front: Collection[int] = (),
-    ) -> Recheck | None:
+    ) -> FrozenTrial | None:
         """Where nothing but the test's "cannot tell yet" on the best against the start points
         keeps the sweep going, the point to measure once more: of the two, the one with fewer
         runs (the best on a tie), while it has fewer than RUNS. None: nothing to ask."""
@@ -93,19 +81,10 @@ class Converged:
         if standing is None or standing[0].number == standing[1].number:
             return None
         best, start = standing
-        said = self._verdict(best, start, trials)
-        if said is Verdict.FASTER:  # the start points missed, unless their point had fewer runs than the best's
-            uneven = len(runs_of(start, trials)) < len(runs_of(best, trials))
-            return Recheck(start, best, evening=True) if uneven else None
-        if said is not Verdict.UNSURE:
+        if self._verdict(best, start, trials) is not Verdict.UNSURE:
             return None
         fewer = min((best, start), key=lambda t: len(runs_of(t, trials)))
-        return Recheck(fewer, best) if len(runs_of(fewer, trials)) < RUNS else None
-
-    def _at_start_level(self, best: FrozenTrial, start: FrozenTrial, trials: Sequence[FrozenTrial]) -> bool:
-        """Whether the best is at the start points' level: the same as their best by the test, or
-        slower (a best whose first run read high)."""
-        return self._verdict(best, start, trials) in (Verdict.SAME, Verdict.SLOWER)
+        return fewer if len(runs_of(fewer, trials)) < RUNS else None
 
     def _standing(
         self,

@@ -12,7 +12,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ..store.record import Again, TrialRecord, Why
 from ..store.study import StoredStudy
-from ..store.trials import config_of, primary_value, runs_of
+from ..store.trials import config_of, primary_value, ranked, runs_of
 from . import progress
 from .converge import Converged
 from .plan import SweepPlan
@@ -24,10 +24,9 @@ def queue(
     """The point the rule asks for (`front`: the Pareto front's trials, as the rule reads it),
     queued unless a run of it is queued or running already (a batch asks several times before
     any is told)."""
-    recheck = rule.ask_again(trials, plan.space, plan.main, front)
-    if recheck is None or any(_pending_of(t, recheck.point.number) for t in stored.trials(plan.setup)):
+    due = rule.ask_again(trials, plan.space, plan.main, front)
+    if due is None or any(_pending_of(t, due.number) for t in stored.trials(plan.setup)):
         return
-    due, best = recheck.point, recheck.best
     runs = len(runs_of(due, trials))
     stored.enqueue(
         config_of(due),
@@ -35,15 +34,10 @@ def queue(
         plan.setup,
         again=Again(Why.RECHECK, due.number),
     )
-    why = (
-        f"the best, #{best.number}, read faster than the start points' on {len(runs_of(best, trials))} runs "
-        f"against {runs}: theirs on as many before they are called missed"
-        if recheck.evening
-        else f"the test cannot tell the best, #{best.number}, from the start points' yet"
-    )
     progress.say(
         f"measuring #{due.number}'s point once more ({primary_value(due):,.0f} samples/s, {runs} run"
-        f"{'s' * (runs > 1)} so far): {why}"
+        f"{'s' * (runs > 1)} so far): the test cannot tell the best, #{ranked(trials)[0].number}, from the "
+        "start points' yet"
     )
 
 
