@@ -51,12 +51,19 @@ def tree_rss_bytes(pid: int) -> tuple[int, int]:
     return total, len(pids) - 1
 
 
+# how often the tree's RSS is read: a sample costs its thread about 0.4 ms of a core on a VM
+# (the wake-up more than the reads), 0.2% at five a second, beside a loop that may keep every
+# core busy (benchmarks/script_harness.py); a training loop's memory holds its level from step to
+# step, so two samples a second over windows of seconds still find its peak
+SAMPLE_S = 0.5
+
+
 class PeakRSS:
     """Samples the process tree's RSS every `interval_s` (this process's, or `pid`'s: a script's);
     this process's own peak comes exactly from getrusage. RSS counts pages forked workers share
     with the parent in each of them, so the figure is an upper bound of what the run needs."""
 
-    def __init__(self, interval_s: float = 0.2, pid: int | None = None) -> None:
+    def __init__(self, interval_s: float = SAMPLE_S, pid: int | None = None) -> None:
         self._pid = pid or os.getpid()
         self._own = self._pid == os.getpid()
         self._interval = interval_s
