@@ -118,11 +118,26 @@ def step_record(rank: int, ended: float, wait_s: float | None, samples: int) -> 
 
 def parse_step_records(data: bytes) -> tuple[list[Step], bytes]:
     """The whole steps in `data` (records as read from the FIFO, in order) and the bytes of a
-    record not yet whole, which the next read completes."""
+    record not yet whole, which the next read completes. ValueError where the first of them is
+    no step record (a script importing another version of sweeper, which sent text lines): one
+    record a batch is checked, since whatever misreads them misreads every one."""
     whole = len(data) - len(data) % STEP_RECORD.size
     records = STEP_RECORD.iter_unpack(data[:whole])
     steps = [Step(rank, ended, None if wait < 0 else wait, samples) for rank, ended, wait, samples in records]
+    if steps and not _plausible(steps[0]):
+        raise ValueError(
+            f"the script's steps came as {data[:24]!r}, which this sweeper cannot read: the script imports "
+            "another version of sweeper than the one measuring it (run it with the same environment's python)"
+        )
     return steps, data[whole:]
+
+
+def _plausible(step: Step) -> bool:
+    """Whether a step's fields are what sweeper.track sends: a rank, a monotonic time, a wait
+    (or none), a count of samples. Text read as a record fails the first: its bytes make a rank
+    of hundreds of millions."""
+    wait_ok = step.wait_s is None or 0.0 <= step.wait_s < 1e6
+    return 0 <= step.rank < 1 << 16 and 0.0 < step.ended < 1e12 and wait_ok and 0 <= step.samples < 1 << 40
 
 
 def parse_stdout_line(line: str) -> tuple[int, float | None] | None:

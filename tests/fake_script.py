@@ -46,6 +46,11 @@ def main() -> None:
         for _, _batch in zip(range(50), batches(args.batch)):
             time.sleep(0.003)
         return
+    if args.mode == "old-sweeper":  # an earlier sweeper.track, which sent each step as a line of text
+        fifo = os.open(os.environ["SWEEPER_STEPS"], os.O_WRONLY)
+        for _ in batches(args.batch):
+            time.sleep(0.003)
+            os.write(fifo, f"0 {time.monotonic():.6f} 0.001000 {args.batch}\n".encode())
     steps = 0
     for batch in sweeper.track(batches(args.batch)) if args.mode not in ("lines", "step") else batches(args.batch):
         time.sleep(0.003)  # the step

@@ -96,6 +96,9 @@ def test_step_records_round_trip_and_a_record_cut_by_a_read_waits_for_its_rest()
     assert steps == [(1, 12.5, 0.25, 64)] and len(rest) == protocol.STEP_RECORD.size - 5
     steps, rest = protocol.parse_step_records(rest + data[-5:])
     assert steps == [(0, 3.0, None, 8)] and rest == b""
+    # a script importing another version of sweeper, which sent text lines, is named, not misread
+    with pytest.raises(ValueError, match="another version of sweeper"):
+        protocol.parse_step_records(b"0 12.500000 0.250000 64\n" * 2)
 
 
 def test_track_counts_the_leading_dimension_and_is_the_iterable_itself_outside_sweeper():
@@ -232,6 +235,7 @@ def _spec(*overrides: str) -> dict:
             "untracked", "error", "ended (exit code 0) without reporting a step: call sweeper.track", id="untracked"
         ),
         pytest.param("garbage", "error", "printed 'sweeper: samples=lots', which is not", id="garbage"),
+        pytest.param("old-sweeper", "error", "imports another version of sweeper", id="another-sweeper"),
         pytest.param(
             "silent", "error", "no steps reported in the 3 s that measure.timeout_s left the script", id="never-reports"
         ),

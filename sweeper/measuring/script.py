@@ -147,7 +147,12 @@ class Script:
 
     def _lines(self, fd: int, buffers: dict[int, bytes], chunk: bytes) -> None:
         if fd == self._steps_fd:
-            steps, buffers[fd] = parse_step_records(buffers[fd] + chunk)
+            try:
+                steps, buffers[fd] = parse_step_records(buffers[fd] + chunk)
+            except ValueError as exc:  # what follows is no more readable: the run ends on it
+                buffers[fd] = b""
+                self._events.put(ScriptFailed(Status.ERROR, str(exc)))
+                return
             if steps:
                 self.tracked = True  # sweeper.track or sweeper.step runs inside it
                 self._events.put(steps)  # one event a batch of steps
