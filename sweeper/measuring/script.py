@@ -119,7 +119,7 @@ class Script:
         while True:
             ready, _, _ = select.select([out, self._steps_fd], [], [])
             if self._steps_fd in ready:
-                self._feed(self._steps_fd, buffers)
+                self._read_steps(buffers)
             if out in ready:
                 chunk = os.read(out, PIPE_BYTES)
                 if not chunk:  # the script and everything it started closed its output
@@ -127,36 +127,37 @@ class Script:
                     self._events.put(_Exited(self.proc.wait()))
                     return
                 os.write(sys.stdout.fileno(), chunk)  # the run's log
-                self._lines(out, buffers, chunk)
+                self._output(out, buffers, chunk)
             if self.tracked:  # what comes next is read in one batch, STEP_READ_S from now
                 time.sleep(STEP_READ_S)
 
-    def _feed(self, fd: int, buffers: dict[int, bytes]) -> None:
+    def _read_steps(self, buffers: dict[int, bytes]) -> None:
+        """What the steps FIFO holds, as one event: the steps whole so far (a record cut by the
+        read waits in `buffers` for its rest)."""
         try:
-            chunk = os.read(fd, PIPE_BYTES)
+            chunk = os.read(self._steps_fd, PIPE_BYTES)
         except BlockingIOError:
             return
-        self._lines(fd, buffers, chunk)
+        fd = self._steps_fd
+        try:
+            steps, buffers[fd] = parse_step_records(buffers[fd] + chunk)
+        except ValueError as exc:  # what follows is no more readable: the run ends on it
+            buffers[fd] = b""
+            self._events.put(ScriptFailed(Status.ERROR, str(exc)))
+            return
+        if steps:
+            self.tracked = True  # sweeper.track or sweeper.step runs inside it
+            self._events.put(steps)  # one event a batch of steps
 
     def _drain_steps(self, buffers: dict[int, bytes]) -> None:
         while select.select([self._steps_fd], [], [], 0)[0]:
             before = buffers[self._steps_fd]
-            self._feed(self._steps_fd, buffers)
+            self._read_steps(buffers)
             if buffers[self._steps_fd] == before:
                 return
 
-    def _lines(self, fd: int, buffers: dict[int, bytes], chunk: bytes) -> None:
-        if fd == self._steps_fd:
-            try:
-                steps, buffers[fd] = parse_step_records(buffers[fd] + chunk)
-            except ValueError as exc:  # what follows is no more readable: the run ends on it
-                buffers[fd] = b""
-                self._events.put(ScriptFailed(Status.ERROR, str(exc)))
-                return
-            if steps:
-                self.tracked = True  # sweeper.track or sweeper.step runs inside it
-                self._events.put(steps)  # one event a batch of steps
-            return
+    def _output(self, fd: int, buffers: dict[int, bytes], chunk: bytes) -> None:
+        """The script's output lines: kept for its last words, and a `sweeper:` line as a step."""
         *lines, buffers[fd] = (buffers[fd] + chunk).split(b"\n")
         for line in lines:
             text = line.decode(errors="replace")
