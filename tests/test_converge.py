@@ -16,6 +16,7 @@ from sweeper.search.converge import Converged
 from sweeper.store.record import TrialRecord
 from sweeper.store.study import StoredStudy
 from sweeper.store.trials import count, ranked
+from sweeper.verdict import Verdict
 
 BATCH, WORKERS = "loader.batch_size", "loader.num_workers"
 SPACE = {BATCH: CategoricalDistribution([64, 256]), WORKERS: CategoricalDistribution([0, 2])}
@@ -92,12 +93,12 @@ def test_cannot_tell_yet_asks_for_another_run_of_the_point_with_fewer_up_to_thre
     best (#4, 110) against the recipe (#1, 100) keeps the sweep going: it asks for a run of the
     one with fewer runs, the best first, until each has three."""
     trials = study_of([84.0] * 2 + [110.0] + [84.0] * 8)
-    assert RULE.ask_again(trials, SPACE, MAIN).number == 4
+    assert RULE.ask_again(trials, SPACE, MAIN).trial.number == 4
     trials.append(again_of(13, 4, 106.0, batch=64))
     assert RULE.reason(trials, SPACE, MAIN) is None
-    assert RULE.ask_again(trials, SPACE, MAIN).number == 1  # two runs against one
+    assert RULE.ask_again(trials, SPACE, MAIN).trial.number == 1  # two runs against one
     trials.append(again_of(14, 1, 101.0, batch=256))
-    assert RULE.ask_again(trials, SPACE, MAIN).number == 4  # two each: the best's point
+    assert RULE.ask_again(trials, SPACE, MAIN).trial.number == 4  # two each: the best's point
     trials += [again_of(15, 4, 109.0, batch=64), again_of(16, 1, 100.0, batch=256)]
     assert RULE.reason(trials, SPACE, MAIN) is None  # 8% apart at three runs each: still cannot tell
     assert RULE.ask_again(trials, SPACE, MAIN) is None  # and three runs each is the most it asks
@@ -108,8 +109,31 @@ def test_a_second_run_that_tells_the_same_ends_the_search_and_one_that_tells_fas
     same = [*trials, again_of(13, 4, 91.0, batch=64)]  # the best's two runs: 100 on average
     assert RULE.reason(same, SPACE, MAIN) == LINE.replace("#1;", "#4;")
     assert RULE.ask_again(same, SPACE, MAIN) is None
-    faster = study_of([84.0] * 2 + [140.0] + [84.0] * 8)  # 40% above: the recipes missed
+    faster = study_of([84.0] * 2 + [140.0] + [84.0] * 8)  # 40% above, twice: the recipes missed
+    faster.append(again_of(13, 4, 136.0, batch=64))
     assert RULE.reason(faster, SPACE, MAIN) is None and RULE.ask_again(faster, SPACE, MAIN) is None
+
+
+def test_a_best_whose_second_run_fell_behind_the_start_points_level_is_no_longer_the_best():
+    """The best is the point at the highest level, the mean of its runs: #4's 110 then 80 is
+    below the recipe's 100, so the recipe is the best again, and the sweep has converged."""
+    trials = [*study_of([84.0] * 2 + [110.0] + [84.0] * 8), again_of(13, 4, 80.0, batch=64)]
+    assert RULE.reason(trials, SPACE, MAIN) == LINE
+    assert RULE.ask_again(trials, SPACE, MAIN) is None
+
+
+def test_a_best_faster_than_the_start_points_on_one_run_is_measured_again_before_they_count_as_missed():
+    """The fastest of many single runs is the one luck lifted most: 140 against the recipe's 100
+    on one run each is faster by the test, but the sweep asks the best's point again before it
+    reads the recipes as missed; a second run back at the recipe's level leaves the test unsure."""
+    trials = study_of([84.0] * 2 + [140.0] + [84.0] * 8)
+    asked = RULE.ask_again(trials, SPACE, MAIN)
+    assert asked is not None and asked.trial.number == 4 and asked.told is Verdict.FASTER
+    trials.append(again_of(13, 4, 100.0, batch=64))
+    assert RULE.reason(trials, SPACE, MAIN) is None
+    asked = RULE.ask_again(trials, SPACE, MAIN)
+    assert asked is not None and asked.trial.number == 1 and asked.told is Verdict.UNSURE
+    assert asked.best.number == 4  # the best at its runs' mean, 120 against the recipe's 100
 
 
 def test_your_own_configuration_as_the_best_is_no_start_point():

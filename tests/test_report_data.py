@@ -294,7 +294,7 @@ def test_a_point_measured_once_more_is_noted_with_both_figures_and_is_no_failure
     )
     d = build_report_data([*TRIALS, second], study_name="s", workload="w", fixed=[], confirmation=None)
     assert (
-        "Measured once more, the test not yet able to tell the best from the start points "
+        "Measured once more, the best against the start points resting on too few runs to tell "
         "(one run can read low, or high): #1's point as #4 "
         "(2,450 samples/s against 2,500 samples/s)."
     ) in " ".join(d.notes.search)

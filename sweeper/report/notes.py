@@ -132,8 +132,8 @@ def search_notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial], rec
         notes.append(f"Knobs searched only later, tried first at the best so far: {'; '.join(tried)}.")
     if second := [(n, r, first) for n, r in queued if (first := r.recheck_of) is not None]:
         notes.append(
-            "Measured once more, the test not yet able to tell the best from the start points (one run can "
-            "read low, or high): "
+            "Measured once more, the best against the start points resting on too few runs to tell (one run "
+            "can read low, or high): "
             + "; ".join(
                 f"#{first}'s point as #{n} ({_rate(r)} against {_rate(records[first]) if first in records else '?'})"
                 for n, r, first in second

@@ -2,10 +2,12 @@
 last stretch of new configurations the sampler chose beat the best before it by the one test
 (sweeper.verdict, at the sweep's run-to-run noise), each main knob was measured at more than one
 value, and the best is at the start points' level: one of them (a recipe or a warm start), or
-the same as their best by the test. A sampled best faster than them says they missed and the
-sampler is still learning the space; one the test cannot tell from them yet asks for another
-run (`ask_again`: the one of the two with fewer runs, queued by recheck.py), up to RUNS runs
-each, after which the search's trials go on. Pure: it reads the study's trials.
+the same as their best by the test; "best" is a point's level, the mean of its runs. A sampled
+best faster than them on two runs or more says they missed and the sampler is still learning
+the space; one faster on its one run (the fastest of many single runs is the one luck lifted
+most), or one the test cannot tell from them yet, asks for another run (`ask_again`: the best,
+or the one of the two with fewer runs, queued by recheck.py), up to RUNS runs each, after which
+the search's trials go on. Pure: it reads the study's trials.
 docs/benchmarks.md keeps the replays it was chosen on.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
@@ -20,7 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 from .. import verdict
 from ..result import Status
 from ..store.record import TrialRecord, Why
-from ..store.trials import config_of, ranked, runs_of, was_measured
+from ..store.trials import config_of, level, ranked, runs_of, was_measured
 from ..verdict import Verdict
 
 _HINT = "(hydra.sweeper.converge=false runs every trial)"
@@ -28,6 +31,15 @@ _HINT = "(hydra.sweeper.converge=false runs every trial)"
 # runs of each narrow the test's interval by sqrt(3); a difference still untold after them is
 # small beside the noise, and the sampler's next trials are worth more than a fourth run
 RUNS = 3
+
+
+class Asked(NamedTuple):
+    """A point the rule asks to measure once more, the best as the rule counts it, and what the
+    test said of the best against the start points (FASTER on the best's one run, or UNSURE)."""
+
+    trial: FrozenTrial
+    best: FrozenTrial
+    told: Verdict
 
 
 @dataclass(frozen=True)
@@ -73,18 +85,23 @@ class Converged:
         space: Mapping[str, BaseDistribution],
         main: Collection[str],
         front: Collection[int] = (),
-    ) -> FrozenTrial | None:
-        """Where nothing but the test's "cannot tell yet" on the best against the start points
-        keeps the sweep going, the point to measure once more: of the two, the one with fewer
-        runs (the best on a tie), while it has fewer than RUNS. None: nothing to ask."""
+    ) -> Asked | None:
+        """Where nothing but the best against the start points keeps the sweep going, the point
+        to measure once more: a best faster than them on its one run (the best of many single
+        runs is the one luck lifted most: one run is not yet the evidence that they missed), or,
+        where the test cannot tell yet, the one of the two with fewer runs (the best on a tie),
+        while it has fewer than RUNS. None: nothing to ask."""
         standing = self._standing(trials, space, main, front)
         if standing is None or standing[0].number == standing[1].number:
             return None
         best, start = standing
-        if self._verdict(best, start, trials) is not Verdict.UNSURE:
+        told = self._verdict(best, start, trials)
+        if told is Verdict.FASTER and len(runs_of(best, trials)) == 1:
+            return Asked(best, best, told)
+        if told is not Verdict.UNSURE:
             return None
         fewer = min((best, start), key=lambda t: len(runs_of(t, trials)))
-        return fewer if len(runs_of(fewer, trials)) < RUNS else None
+        return Asked(fewer, best, told) if len(runs_of(fewer, trials)) < RUNS else None
 
     def _standing(
         self,
@@ -95,17 +112,17 @@ class Converged:
     ) -> tuple[FrozenTrial, FrozenTrial] | None:
         """The best and the start points' best, once each main knob was tried at two values and
         none of the last `after` sampled trials beat the best before it; None before that."""
-        best = next(iter(ranked(trials)), None)
+        best = _leader(trials, trials)
         if best is None or not _each_tried_twice(trials, space, main):
             return None
         recent = [t for t in trials if _sampled(t)][-self.after :]
         if len(recent) < self.after:
             return None
         for t in recent:
-            before = next(iter(ranked([u for u in trials if u.number < t.number])), None)
+            before = _leader([u for u in trials if u.number < t.number], trials)
             if before is None or t.number in front or self._beat(t, before, trials):
                 return None
-        start = next(iter(ranked([t for t in trials if _proposed(t, trials)])), None)
+        start = _leader([t for t in trials if _proposed(t, trials)], trials)
         return None if start is None else (best, start)
 
     def _beat(self, new: FrozenTrial, best: FrozenTrial, trials: Sequence[FrozenTrial]) -> bool:
@@ -116,6 +133,13 @@ class Converged:
         """The test on two points, each at all its runs."""
         first, second = ([TrialRecord.of(r).samples_per_sec for r in runs_of(t, trials)] for t in (a, b))
         return verdict.compare(first, second, self.sigma)
+
+
+def _leader(candidates: Sequence[FrozenTrial], trials: Sequence[FrozenTrial]) -> FrozenTrial | None:
+    """The fastest of `candidates` at its point's level (the mean of its runs, trials.level), as
+    the confirmation and the unconfirmed winner count it: a point whose runs measured once more
+    fell behind another's is no longer the best on its first run's luck."""
+    return max(ranked(candidates), key=lambda t: level(t, trials), default=None)
 
 
 def _proposed(trial: FrozenTrial, trials: Sequence[FrozenTrial]) -> bool:

@@ -1,7 +1,7 @@
-"""A point measured once more because the test cannot tell yet: where the convergence rule
-waits on nothing but telling the best from the start points (converge.Converged.ask_again),
-the point it names goes to the one queue, once at a time, with a line saying why. Its run is
-told as the point's run, kept from the sampler (trials.tell_result).
+"""A point measured once more where the convergence rule waits on nothing but the best against
+the start points (converge.Converged.ask_again: the test cannot tell yet, or the best beat them
+on one run): the point it names goes to the one queue, once at a time, with a line saying why.
+Its run is told as the point's run, kept from the sampler (trials.tell_result).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ..store.record import Again, TrialRecord, Why
 from ..store.study import StoredStudy
-from ..store.trials import config_of, primary_value, ranked, runs_of
+from ..store.trials import config_of, primary_value, runs_of
+from ..verdict import Verdict
 from . import progress
 from .converge import Converged
 from .plan import SweepPlan
@@ -24,20 +25,30 @@ def queue(
     """The point the rule asks for (`front`: the Pareto front's trials, as the rule reads it),
     queued unless a run of it is queued or running already (a batch asks several times before
     any is told)."""
-    due = rule.ask_again(trials, plan.space, plan.main, front)
-    if due is None or any(_pending_of(t, due.number) for t in stored.trials(plan.setup)):
+    asked = rule.ask_again(trials, plan.space, plan.main, front)
+    if asked is None or any(_pending_of(t, asked.trial.number) for t in stored.trials(plan.setup)):
         return
-    runs = len(runs_of(due, trials))
+    due, runs = asked.trial, len(runs_of(asked.trial, trials))
+    why = (
+        "one run of the best is not yet the evidence that the start points missed"
+        if asked.told is Verdict.FASTER
+        else "the test could not tell yet"
+    )
     stored.enqueue(
         config_of(due),
-        f"{TrialRecord.of(due).origin or f'#{due.number}'}; measured once more: the test could not tell yet",
+        f"{TrialRecord.of(due).origin or f'#{due.number}'}; measured once more: {why}",
         plan.setup,
         again=Again(Why.RECHECK, due.number),
     )
+    best = asked.best.number
+    said = (
+        f"the best, #{best}, is faster than the start points' on its one run, which may have read high by luck"
+        if asked.told is Verdict.FASTER
+        else f"the test cannot tell the best, #{best}, from the start points' yet"
+    )
     progress.say(
         f"measuring #{due.number}'s point once more ({primary_value(due):,.0f} samples/s, {runs} run"
-        f"{'s' * (runs > 1)} so far): the test cannot tell the best, #{ranked(trials)[0].number}, from the "
-        "start points' yet"
+        f"{'s' * (runs > 1)} so far): {said}"
     )
 
 

@@ -57,7 +57,7 @@ def _status(attrs: Mapping[str, Any]) -> Status | None:
 class Why(Choice):
     """Why a point is queued for a run of its own although the study may hold it."""
 
-    # a proposal measured once more by an earlier version's convergence rule: read as a run of its point
+    # a point measured once more for the convergence rule (search/recheck.py): a run of its point
     RECHECK = "recheck"
     HELD_KNOB = "held-knob"  # a held-back knob tried at the best so far (search/held_back.py)
     IN_PLACE = "in-place"  # the nearest point within the cores, for one the preset skipped
