@@ -16,7 +16,7 @@ from ..noise import Noise
 from ..store.confirmation import Confirmation, medians, paired_ratios
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
-from ..store.trials import config_key, config_of, level, primary_value, ranked, search_interval
+from ..store.trials import config_key, config_of, levels, primary_value, ranked, search_interval
 from . import progress
 from .cheapest import Cost, cheaper_runners_up, cheapest_of_equals
 from .confirm_time import no_round_line, rounds_that_fit
@@ -245,10 +245,11 @@ def run_confirmation(
     baseline = next((t for t in trials if TrialRecord.of(t).baseline and t.state == TrialState.COMPLETE), None)
 
     # a point measured twice (an earlier version's second run) stands at its runs' mean
-    levels = {t.number: level(t, every) for t in ranked(trials)}
+    of_every = levels(every)
+    at = {t.number: of_every[t.number] for t in ranked(trials)}
 
     def figure(trial: FrozenTrial) -> float:
-        return levels.get(trial.number) or own_figure(trial)
+        return at.get(trial.number) or own_figure(trial)
 
     beat = beat_baseline(trials, baseline, 1 + RUNNERS_UP, figure) if baseline else []
     behind = [t.number for t in left_behind(beat, noise, figure)]

@@ -23,7 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 from .. import verdict
 from ..result import Status
 from ..store.record import TrialRecord, Why
-from ..store.trials import config_of, level, ranked, runs_of, was_measured
+from ..store.trials import config_of, levels, ranked, runs_of, was_measured
 from ..verdict import Verdict
 
 _HINT = "(hydra.sweeper.converge=false runs every trial)"
@@ -112,17 +112,18 @@ class Converged:
     ) -> tuple[FrozenTrial, FrozenTrial] | None:
         """The best and the start points' best, once each main knob was tried at two values and
         none of the last `after` sampled trials beat the best before it; None before that."""
-        best = _leader(trials, trials)
+        at = levels(trials)
+        best = _leader(trials, at)
         if best is None or not _each_tried_twice(trials, space, main):
             return None
         recent = [t for t in trials if _sampled(t)][-self.after :]
         if len(recent) < self.after:
             return None
         for t in recent:
-            before = _leader([u for u in trials if u.number < t.number], trials)
+            before = _leader([u for u in trials if u.number < t.number], at)
             if before is None or t.number in front or self._beat(t, before, trials):
                 return None
-        start = _leader([t for t in trials if _proposed(t, trials)], trials)
+        start = _leader([t for t in trials if _proposed(t, trials)], at)
         return None if start is None else (best, start)
 
     def _beat(self, new: FrozenTrial, best: FrozenTrial, trials: Sequence[FrozenTrial]) -> bool:
@@ -135,11 +136,11 @@ class Converged:
         return verdict.compare(first, second, self.sigma)
 
 
-def _leader(candidates: Sequence[FrozenTrial], trials: Sequence[FrozenTrial]) -> FrozenTrial | None:
-    """The fastest of `candidates` at its point's level (the mean of its runs, trials.level), as
-    the confirmation and the unconfirmed winner count it: a point whose runs measured once more
-    fell behind another's is no longer the best on its first run's luck."""
-    return max(ranked(candidates), key=lambda t: level(t, trials), default=None)
+def _leader(candidates: Sequence[FrozenTrial], at: Mapping[int, float]) -> FrozenTrial | None:
+    """The fastest of `candidates` at its point's level (`at`: the mean of its runs,
+    trials.levels), as the confirmation and the unconfirmed winner count it: a point whose runs
+    measured once more fell behind another's is no longer the best on its first run's luck."""
+    return max(ranked(candidates), key=lambda t: at[t.number], default=None)
 
 
 def _proposed(trial: FrozenTrial, trials: Sequence[FrozenTrial]) -> bool:

@@ -28,23 +28,17 @@ def queue(
     asked = rule.ask_again(trials, plan.space, plan.main, front)
     if asked is None or any(_pending_of(t, asked.trial.number) for t in stored.trials(plan.setup)):
         return
-    due, runs = asked.trial, len(runs_of(asked.trial, trials))
-    why = (
-        "one run of the best is not yet the evidence that the start points missed"
-        if asked.told is Verdict.FASTER
-        else "the test could not tell yet"
-    )
+    due, runs, best = asked.trial, len(runs_of(asked.trial, trials)), asked.best.number
+    if asked.told is Verdict.FASTER:
+        why = "one run of the best is not yet the evidence that the start points missed"
+        said = f"the best, #{best}, is faster than the start points' on its one run, which may have read high by luck"
+    else:
+        why, said = "the test could not tell yet", f"the test cannot tell the best, #{best}, from the start points' yet"
     stored.enqueue(
         config_of(due),
         f"{TrialRecord.of(due).origin or f'#{due.number}'}; measured once more: {why}",
         plan.setup,
         again=Again(Why.RECHECK, due.number),
-    )
-    best = asked.best.number
-    said = (
-        f"the best, #{best}, is faster than the start points' on its one run, which may have read high by luck"
-        if asked.told is Verdict.FASTER
-        else f"the test cannot tell the best, #{best}, from the start points' yet"
     )
     progress.say(
         f"measuring #{due.number}'s point once more ({primary_value(due):,.0f} samples/s, {runs} run"

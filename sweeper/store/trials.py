@@ -62,16 +62,29 @@ def runs_of(trial: FrozenTrial, trials: Sequence[FrozenTrial]) -> list[FrozenTri
 def level(trial: FrozenTrial, trials: Sequence[FrozenTrial]) -> float:
     """What the trial's point runs at: the mean of its runs' figures (one run, or with its second):
     of a point measured twice, its first run alone may be the one that read high."""
-    figures = [f for t in runs_of(trial, trials) if (f := TrialRecord.of(t).samples_per_sec) is not None]
-    return sum(figures) / len(figures) if figures else 0.0
+    return levels([trial, *(t for t in trials if t.number != trial.number)])[trial.number]
+
+
+def levels(trials: Sequence[FrozenTrial]) -> dict[int, float]:
+    """level() of every trial, in one pass over the study (a rule that ranks many trials reads
+    them all, and level() alone reads the study once a trial)."""
+    figures: dict[int, list[float]] = {t.number: [] for t in trials}
+    for t in trials:
+        record = TrialRecord.of(t)
+        if (f := record.samples_per_sec) is None:
+            continue
+        figures[t.number].append(f)
+        if (of := record.recheck_of) is not None and of != t.number and of in figures:
+            figures[of].append(f)
+    return {n: sum(fs) / len(fs) if fs else 0.0 for n, fs in figures.items()}
 
 
 def unconfirmed_winner(trials: Sequence[FrozenTrial], standing_in: Collection[int] = ()) -> FrozenTrial | None:
     """The winner when no confirmation decided: the point at the highest level (a point measured
     twice at its runs' mean, as the convergence stop and the confirmation count it), the trials
     in `standing_in` left out (a later knob's try that was no gain: its point stands for it)."""
-    best = [t for t in ranked(trials) if t.number not in standing_in]
-    return max(best, key=lambda t: level(t, trials), default=None)
+    best, at = [t for t in ranked(trials) if t.number not in standing_in], levels(trials)
+    return max(best, key=lambda t: at[t.number], default=None)
 
 
 def run_facts(trial: FrozenTrial) -> RunFacts | None:
