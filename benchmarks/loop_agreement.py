@@ -1,11 +1,15 @@
 """Does sweeper's figure read what the user's own loop reads?
 
-    python benchmarks/loop_agreement.py [ROUNDS] [FILTER]      defaults: 5 rounds, every configuration
+    python benchmarks/loop_agreement.py [ROUNDS] [FILTER] [CHECKOUT ...]
+        defaults: 5 rounds, every configuration, this checkout
 
-FILTER keeps the configurations whose name holds it, or any of its parts split at `|`.
+FILTER keeps the configurations whose name holds it, or any of its parts split at `|` ("" keeps
+all). Each CHECKOUT given (a worktree of another commit) measures sweeper's side from its code
+(run from there, PYTHONPATH at it) in the same rounds, paired with the same plain run: before and
+after a change, in one sitting.
 
-Each configuration runs twice a round, in fresh processes, the order alternating from round to
-round: sweeper's built-in workload (`python -m sweeper ...`, its default measurement) and a loop
+Each configuration runs once a round on each side, in fresh processes, the order rotating from
+round to round: sweeper's built-in workload (`python -m sweeper ...`, its default measurement) and a loop
 written apart from sweeper's code (`benchmarks/plain/`: the MNIST MLP over torchvision's MNIST
 class, torchvision's ImageFolder of JPEGs, a small GPT over a token shard), the way PyTorch's
 examples write one; it runs PLAIN_S seconds (default 20) and its figure is its samples over the
@@ -27,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +58,9 @@ class Config:
         args = [f"--data={data}", f"--batch-size={self.batch}", f"--workers={self.workers}"]
         args += [f"--seconds={PLAIN_S}", f"--skip={SKIP_S}"]
         args += ["--inference"] * self.inference + ["--persistent-workers"] * self.persistent + ["--cold"] * self.cold
+        # the files cached before a warm loop, as sweeper's measure.page_cache=warm reads them in: a
+        # cold configuration's eviction in the round before would otherwise leave them on the disk
+        args += ["--warm"] * (self.loop == "imagefolder" and not self.cold)
         args += [f"--threads={self.threads}"] if self.threads else []
         if self.loop == "imagefolder":
             args += ["--model=mobilenet_v3_small", "--image-size=112"]
@@ -126,12 +133,15 @@ def make_data() -> None:
             subprocess.run([sys.executable, "-m", "sweeper.data", kind, str(path), size], cwd=ROOT, check=True)
 
 
-def sweeper_run(config: Config, out: Path) -> dict:
+def sweeper_run(config: Config, out: Path, checkout: Path = ROOT) -> dict:
+    """sweeper's result for `config`, run with the code of `checkout` (this one by default)."""
+    env = None if checkout == ROOT else {**os.environ, "PYTHONPATH": str(checkout)}
     subprocess.run(
         [sys.executable, "-m", "sweeper", *config.overrides(), f"hydra.run.dir={out}"],
-        cwd=ROOT,
+        cwd=checkout,
         check=True,
         capture_output=True,
+        env=env,
     )
     return json.loads((out / "result.json").read_text())
 
@@ -148,60 +158,89 @@ def plain_run(config: Config, extra: Sequence[str] = (), env: Mapping[str, str] 
     return json.loads(proc.stdout.strip().splitlines()[-1])["samples_per_sec"]
 
 
+@dataclass
+class Pairs:
+    """Each side's figures of one configuration, round by round: the plain loop's, and sweeper's
+    and its own CPU beside the loop for each checkout."""
+
+    plain: list[float] = field(default_factory=list)
+    ours: dict[Path, list[float]] = field(default_factory=dict)
+    harness: dict[Path, list[float]] = field(default_factory=dict)
+
+    def ratios(self, checkout: Path) -> list[float]:
+        return [a / b for a, b in zip(self.ours[checkout], self.plain)]
+
+
+def measured_round(config: Config, checkouts: Sequence[Path], turn: int, out: Path) -> tuple[float, dict[Path, dict]]:
+    """One round of `config`: the plain loop and sweeper from each checkout, the order rotated by
+    `turn`. A round where another process loaded a sweeper run is measured again, whole."""
+    sides: list[Path | None] = [None, *checkouts]
+    order = sides[turn % len(sides) :] + sides[: turn % len(sides)]
+    for attempt in range(LOADED_RERUNS + 1):
+        plain, results = 0.0, {}
+        for side in order:
+            if side is None:
+                plain = plain_run(config)
+            else:
+                results[side] = sweeper_run(config, out / f"{attempt}-{checkouts.index(side)}", side)
+        loaded = [r["utilization"] for r in results.values() if r["utilization"].get("under_load")]
+        if not loaded:
+            break
+        # another process took the cores while sweeper measured: the round says nothing
+        said = ", ".join(str(u.get("foreign_process")) for u in loaded)
+        print(f"{config.name}: {said} ran beside it" + (", measured again" if attempt < LOADED_RERUNS else ", kept"))
+    return plain, results
+
+
+def print_table(configs: Sequence[Config], pairs: Mapping[str, Pairs], checkouts: Sequence[Path]) -> None:
+    many = len(checkouts) > 1
+    print(
+        "| configuration |" + (" checkout |" if many else "") + " plain loop, samples/s | sweeper, samples/s | "
+        "sweeper / plain, paired: median (range) | rounds below 1 | sweeper's threads beside the loop, % of a core |"
+    )
+    print("|---|" + ("---|" if many else "") + "---:|---:|---:|---:|---:|")
+    for c in configs:
+        p = pairs[c.name]
+        for checkout in checkouts:
+            ratios = p.ratios(checkout)
+            print(
+                f"| {c.name} |" + (f" {checkout} |" if many else "") + f" {statistics.median(p.plain):,.1f} | "
+                f"{statistics.median(p.ours[checkout]):,.1f} | {statistics.median(ratios):.3f} "
+                f"({min(ratios):.2f}-{max(ratios):.2f}) | {sum(x < 1 for x in ratios)} of {len(ratios)} | "
+                f"{statistics.median(p.harness[checkout]):.2f} |"
+            )
+    for checkout in checkouts:
+        for label, with_workers in (("with loader workers", True), ("without", False)):
+            pooled = [x for c in configs if (c.workers > 0) == with_workers for x in pairs[c.name].ratios(checkout)]
+            if len(pooled) > 1:
+                quartiles = statistics.quantiles(pooled, n=4)
+                print(
+                    (f"{checkout}, " if many else "") + f"{label}: median of {len(pooled)} paired ratios "
+                    f"{statistics.median(pooled):.3f} (quartiles {quartiles[0]:.3f}-{quartiles[2]:.3f}), "
+                    f"{sum(x < 1 for x in pooled)} below 1"
+                )
+
+
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     only = sys.argv[2] if len(sys.argv) > 2 else ""
+    checkouts = [Path(c).resolve() for c in sys.argv[3:]] or [ROOT]
     configs = [c for c in CONFIGS if any(part in c.name for part in only.split("|"))]
     make_data()
     out = Path(tempfile.mkdtemp(prefix="loop-agreement-"))
-    ours: dict[str, list[float]] = {c.name: [] for c in configs}
-    theirs: dict[str, list[float]] = {c.name: [] for c in configs}
-    harness: dict[str, list[float]] = {c.name: [] for c in configs}
+    pairs = {c.name: Pairs(ours={k: [] for k in checkouts}, harness={k: [] for k in checkouts}) for c in configs}
     for r in range(rounds):
         for i, config in enumerate(configs):
-            first_plain = (r + i) % 2 == 0  # the order alternates round by round
-            for attempt in range(LOADED_RERUNS + 1):
-                plain = plain_run(config) if first_plain else None
-                result = sweeper_run(config, out / f"{r}-{i}-{attempt}")
-                plain = plain_run(config) if plain is None else plain
-                loaded = result["utilization"].get("under_load")
-                if not loaded or attempt == LOADED_RERUNS:
-                    break
-                # another process took the cores while sweeper measured: the pair says nothing
-                print(f"round {r + 1} {config.name}: {result['utilization'].get('foreign_process')} ran beside it")
-            ours[config.name].append(result["throughput"]["samples_per_sec"])
-            theirs[config.name].append(plain)
-            harness[config.name].append(result["utilization"].get("harness_cpu_pct") or 0.0)
-            print(
-                f"round {r + 1} {config.name}: sweeper {ours[config.name][-1]:,.1f}, plain "
-                f"{theirs[config.name][-1]:,.1f} = {ours[config.name][-1] / theirs[config.name][-1]:.3f}"
-                + (" (under load)" if loaded else ""),
-                flush=True,
-            )
-    print(f"\nmedian of {rounds} rounds, sweeper and the plain loop alternating (runs kept in {out})")
-    print(
-        "| configuration | plain loop, samples/s | sweeper, samples/s | sweeper / plain, paired: median (range) "
-        "| rounds below 1 | sweeper's threads beside the loop, % of a core |"
-    )
-    print("|---|---:|---:|---:|---:|---:|")
-    for c in configs:
-        ratios = [a / b for a, b in zip(ours[c.name], theirs[c.name])]
-        below = sum(x < 1 for x in ratios)
-        print(
-            f"| {c.name} | {statistics.median(theirs[c.name]):,.1f} | {statistics.median(ours[c.name]):,.1f} | "
-            f"{statistics.median(ratios):.3f} ({min(ratios):.2f}-{max(ratios):.2f}) | {below} of {len(ratios)} | "
-            f"{statistics.median(harness[c.name]):.2f} |"
-        )
-    for label, with_workers in (("with loader workers", True), ("without", False)):
-        pooled = [
-            a / b for c in configs if (c.workers > 0) == with_workers for a, b in zip(ours[c.name], theirs[c.name])
-        ]
-        if pooled:
-            quartiles = statistics.quantiles(pooled, n=4)
-            print(
-                f"{label}: median of {len(pooled)} paired ratios {statistics.median(pooled):.3f} "
-                f"(quartiles {quartiles[0]:.3f}-{quartiles[2]:.3f}), {sum(x < 1 for x in pooled)} below 1"
-            )
+            plain, results = measured_round(config, checkouts, r + i, out / f"{r}-{i}")
+            p = pairs[config.name]
+            p.plain.append(plain)
+            for checkout, result in results.items():
+                p.ours[checkout].append(result["throughput"]["samples_per_sec"])
+                p.harness[checkout].append(result["utilization"].get("harness_cpu_pct") or 0.0)
+            said = ", ".join(f"{p.ours[k][-1]:,.1f} = {p.ours[k][-1] / plain:.3f}" for k in checkouts)
+            print(f"round {r + 1} {config.name}: plain {plain:,.1f}, sweeper {said}", flush=True)
+    print(f"\nmedian of {rounds} rounds, the plain loop and sweeper in rotation (runs kept in {out})")
+    print_table(configs, pairs, checkouts)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ wrong (they differ).
 SWEEPER_AGREEMENT_DIR keeps sweeper's runs there (result.json, worker.log); with
 SWEEPER_AGREEMENT_NO_NVML=1 each configuration also runs under sweeper with nvidia-ml-py hidden
 from it (no GPU utilization or per-process memory sampled), to tell whether that sampling slows
-a script on a GPU.
+a script on a GPU. SWEEPER_AGREEMENT_CHECKOUT=<a worktree of another commit> runs sweeper from
+that code as well, in the same rounds (before and after a change, in one sitting).
 """
 
 from __future__ import annotations
@@ -78,10 +79,14 @@ def hidden_nvml(tmp: Path) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)}
 
 
-def under_sweeper(batch: int, workers: int, out: Path, env: dict[str, str] | None = None) -> tuple[float, float]:
-    """sweeper's figure for the script, and the script's own log of that run."""
+def under_sweeper(
+    batch: int, workers: int, out: Path, env: dict[str, str] | None = None, checkout: Path = ROOT
+) -> tuple[float, float]:
+    """sweeper's figure for the script, and the script's own log of that run (sweeper run from
+    `checkout`'s code, the same script)."""
     command = (
-        f"python {SCRIPT} --batch-size ${{loader.batch_size}} --workers ${{loader.num_workers}} --log-every {LOG_EVERY}"
+        f"python {ROOT / SCRIPT} --batch-size ${{loader.batch_size}} --workers ${{loader.num_workers}} "
+        f"--log-every {LOG_EVERY}"
     )
     subprocess.run(
         [
@@ -95,7 +100,7 @@ def under_sweeper(batch: int, workers: int, out: Path, env: dict[str, str] | Non
             "backend.threads=1",
             f"hydra.run.dir={out}",
         ],
-        cwd=ROOT,
+        cwd=checkout,
         capture_output=True,
         text=True,
         check=True,
@@ -113,9 +118,12 @@ def main() -> None:
     kept = os.environ.get("SWEEPER_AGREEMENT_DIR")
     tmp = Path(kept) if kept else Path(tempfile.mkdtemp())
     tmp.mkdir(parents=True, exist_ok=True)
-    ways = {"sweeper": None}
+    ways: dict[str, dict[str, str] | None] = {"sweeper": None}
     if os.environ.get("SWEEPER_AGREEMENT_NO_NVML"):
         ways["sweeper, NVML hidden"] = hidden_nvml(tmp)
+    other = os.environ.get("SWEEPER_AGREEMENT_CHECKOUT")
+    if other:
+        ways[f"sweeper at {other}"] = {"PYTHONPATH": str(Path(other).resolve())}
     figures: dict[tuple[str, str], list[float]] = {}
     for r in range(rounds):
         for i, name in enumerate(CONFIGS):
@@ -125,7 +133,8 @@ def main() -> None:
                 if who == "script":
                     figures.setdefault((name, who), []).append(alone(batch, workers))
                     continue
-                figure, own = under_sweeper(batch, workers, tmp / f"{r}-{i}-{k}", env)
+                checkout = Path(env["PYTHONPATH"]) if env and who.startswith("sweeper at ") else ROOT
+                figure, own = under_sweeper(batch, workers, tmp / f"{r}-{i}-{k}", env, checkout)
                 figures.setdefault((name, who), []).append(figure)
                 figures.setdefault((name, f"{who}: the script's log"), []).append(own)
         print(f"round {r + 1} of {rounds} done", flush=True)
