@@ -37,15 +37,17 @@ from .harness import own_thread
 # after SIGTERM, a script gets this long to exit before its group is killed
 STOP_GRACE_S = 5.0
 # a tracked script's steps and output are read at most this often: each step carries its own end
-# time, so a late read moves no figure (the CPU monitors' spans shift by as much, against windows
-# of 0.5 s), and sweeper's threads wake ten times a second, not at every step or line: a wake-up
-# costs 0.1-0.2 ms of a core on a VM, and a thread woken at each step took 12% of one at 3,000
-# steps a second (benchmarks/script_harness.py). A script that prints its steps is read at once:
+# time, so a late read moves no figure (the CPU monitors' spans shift by as much, against at least
+# three windows of 0.5 s), and sweeper's threads wake four times a second, not at every step or
+# line: a wake-up costs 0.1-0.2 ms of a core on a VM, and a thread woken at each step took 12% of
+# one at 3,000 steps a second; ten reads a second cost 0.15-0.5% of a core more than four
+# (benchmarks/script_harness.py). Between two reads the output pipe holds 1 MiB: a script that
+# prints more than 4 MiB a second waits on it. A script that prints its steps is read at once:
 # the time its line is read is its step's end.
-STEP_READ_S = 0.1
+STEP_READ_S = 0.25
 # the buffers of the steps FIFO and the output pipe, asked of the kernel so that what comes
-# between two reads never blocks the script (Linux's default is 64 KiB, about 1,500 steps;
-# unprivileged processes may ask for up to 1 MiB)
+# between two reads does not block the script: 37,000 steps, or 1 MiB of output (Linux's default
+# is 64 KiB; unprivileged processes may ask for up to 1 MiB)
 PIPE_BYTES = 1 << 20
 # the first step must come this long before measure.timeout_s, so that the run can say why
 NO_STEPS_MARGIN_S = 3.0
