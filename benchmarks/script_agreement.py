@@ -121,9 +121,11 @@ def main() -> None:
     ways: dict[str, dict[str, str] | None] = {"sweeper": None}
     if os.environ.get("SWEEPER_AGREEMENT_NO_NVML"):
         ways["sweeper, NVML hidden"] = hidden_nvml(tmp)
+    trees: dict[str, Path] = {}  # a way's checkout, where it is not this one
     other = os.environ.get("SWEEPER_AGREEMENT_CHECKOUT")
     if other:
-        ways[f"sweeper at {other}"] = {"PYTHONPATH": str(Path(other).resolve())}
+        trees[f"sweeper at {other}"] = Path(other).resolve()
+        ways[f"sweeper at {other}"] = {"PYTHONPATH": str(trees[f"sweeper at {other}"])}
     figures: dict[tuple[str, str], list[float]] = {}
     for r in range(rounds):
         for i, name in enumerate(CONFIGS):
@@ -133,8 +135,7 @@ def main() -> None:
                 if who == "script":
                     figures.setdefault((name, who), []).append(alone(batch, workers))
                     continue
-                checkout = Path(env["PYTHONPATH"]) if env and who.startswith("sweeper at ") else ROOT
-                figure, own = under_sweeper(batch, workers, tmp / f"{r}-{i}-{k}", env, checkout)
+                figure, own = under_sweeper(batch, workers, tmp / f"{r}-{i}-{k}", env, trees.get(who, ROOT))
                 figures.setdefault((name, who), []).append(figure)
                 figures.setdefault((name, f"{who}: the script's log"), []).append(own)
         print(f"round {r + 1} of {rounds} done", flush=True)
