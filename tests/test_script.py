@@ -168,6 +168,28 @@ def test_steps_sent_faster_than_they_are_read_arrive_whole_in_order_with_their_o
     assert ends == sorted(ends) and ends[-2] - ends[-3] >= 0.3  # the pause is where the script made it
     logged = capfd.readouterr().out.splitlines()
     assert [line[:5] for line in logged[:3000]] == [f"{b:05d}" for b in range(3000)] and logged[-1] == "the end"
+    # its last words, for a failure's reason: the last lines, whole
+    assert list(script.tail)[-3:] == [f"{b:05d}" + "x" * 1000 for b in (2998, 2999)] + ["the end"]
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        b"",
+        b"one line",
+        b"a\n\n  \nb\nc",
+        b"\n".join(f"{i} caf\u00e9".encode() for i in range(5000)),
+        b"\n".join(b"y" * 3000 + str(i).encode() for i in range(200)),  # 40 lines past TAIL_BYTES
+        b"\n".join([b"x" * 70_000, b"", b"last"]),  # one line longer than TAIL_BYTES
+    ],
+    ids=["empty", "one", "blanks", "many", "long-lines", "longer-than-the-span"],
+)
+def test_a_scripts_last_words_are_its_last_lines_not_blank_read_from_the_end(output):
+    from sweeper.measuring.script import last_words
+
+    every = [line.decode() for line in output.split(b"\n") if line.strip()]
+    assert last_words(output, 40) == every[-40:]
+    assert last_words(output, 0) == []
 
 
 # --- measured runs ---------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..outcome import last_line
-from ..protocol import DEADLINE_ENV, STEPS_ENV, Step, parse_stdout_line, parse_step_records, scratch_dir
+from ..protocol import DEADLINE_ENV, LINE_PREFIX, STEPS_ENV, Step, parse_stdout_line, parse_step_records, scratch_dir
 from ..result import Status, looks_like_oom
 from .harness import own_thread
 
@@ -49,6 +49,10 @@ STEP_READ_S = 0.25
 # between two reads does not block the script: 37,000 steps, or 1 MiB of output (Linux's default
 # is 64 KiB; unprivileged processes may ask for up to 1 MiB)
 PIPE_BYTES = 1 << 20
+# a script's last words are looked for in this much of the end of what it printed since the last
+# read (more where these bytes hold fewer than the lines kept)
+TAIL_BYTES = 16 << 10
+_LINE_PREFIX = LINE_PREFIX.encode()
 # the first step must come this long before measure.timeout_s, so that the run can say why
 NO_STEPS_MARGIN_S = 3.0
 # what a script that reports no steps is told to do (docs/your-code.md)
@@ -159,9 +163,15 @@ class Script:
                 return
 
     def _output(self, fd: int, buffers: dict[int, bytes], chunk: bytes) -> None:
-        """The script's output lines: kept for its last words, and a `sweeper:` line as a step."""
-        *lines, buffers[fd] = (buffers[fd] + chunk).split(b"\n")
-        for line in lines:
+        """The script's output lines: the last kept for its last words, and a `sweeper:` line as a
+        step. Output with no such line is split only where its last words lie: a script printing
+        a line at each of thousands of steps a second costs one search of each read, not Python's
+        work on every line."""
+        whole, _, buffers[fd] = (buffers[fd] + chunk).rpartition(b"\n")
+        if _LINE_PREFIX not in whole:
+            self.tail.extend(last_words(whole, self.tail.maxlen or 0))
+            return
+        for line in whole.split(b"\n"):
             text = line.decode(errors="replace")
             if text.strip():
                 self.tail.append(text)
@@ -291,6 +301,19 @@ class ScriptSteps:
     @staticmethod
     def samples_of(step: Step) -> int:
         return step.samples
+
+
+def last_words(output: bytes, lines: int) -> list[str]:
+    """The last `lines` lines of `output` (whole lines) that are not blank, decoded: read from
+    its end, TAIL_BYTES at first and more only where those hold fewer lines."""
+    span = TAIL_BYTES
+    while True:
+        part = output[-span:].split(b"\n")
+        whole = part if span >= len(output) else part[1:]  # the first may be cut by the slice
+        said = [line for line in whole if line.strip()]
+        if len(said) >= lines or span >= len(output):
+            return [line.decode(errors="replace") for line in said[-lines:]] if lines else []
+        span *= 4
 
 
 def first_step_deadline(started: float, timeout_s: float) -> float:
