@@ -16,10 +16,11 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .verdict import Z
+from .verdict import NOISE_DOF, Z
 
-# the prior's weight against the repeats' degrees of freedom (a pair of runs is one)
-PRIOR_DOF = 4
+# the prior's weight against the repeats' degrees of freedom (a pair of runs is one): the weight
+# the one test gives the noise where runs spread more than it says
+PRIOR_DOF = NOISE_DOF
 # a sweep cannot defend a ranking on a machine whose two runs of one configuration differ by more
 # than this (relative sigma of one run): the confirmation's few rounds would separate nothing
 # smaller than about 1.5x

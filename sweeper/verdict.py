@@ -5,9 +5,9 @@ nightly watch and the report's regressions.
 The test reads the log of A's figure over B's and its 95% interval, from whatever was measured:
 runs taken apart (each carries the machine's run-to-run mood, Noise.sigma) or paired rounds
 taken side by side (each ratio carries two moods). Where the runs themselves spread more than
-the noise says, their own spread decides (Student's t). It answers in four words, as Chromium's
-Pinpoint does with three, and pairs significance with a least difference that counts, as
-criterion and asv do:
+the noise says, their spread is pooled with it (Student's t on both). It answers in four words,
+as Chromium's Pinpoint does with three, and pairs significance with a least difference that
+counts, as criterion and asv do:
 
 - FASTER / SLOWER: the ratio is beyond MATTERS and its interval lies wholly on one side of 1;
 - SAME: the ratio is within MATTERS, decided or not (criterion's "no change" and "change within
@@ -33,6 +33,9 @@ Z = NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)  # 1.96
 # the least difference that counts as one, however sure the test is of it (criterion's noise
 # threshold is 1%, asv's factor 10%): a knob worth less than 2% is not worth a line of the user's code
 MATTERS = 0.02
+# the degrees of freedom the run-to-run noise weighs as where runs spread more than it says: the
+# least its estimate holds (sweeper.noise pools its prior at this weight, and the repeats' on top)
+NOISE_DOF = 4
 
 
 class Verdict(enum.Enum):
@@ -80,6 +83,26 @@ def _logs(figures: Sequence[float | None]) -> list[float]:
     return [math.log(f) for f in figures if f and f > 0]
 
 
+def _squares(logs: Sequence[float]) -> float:
+    """The squared deviations of `logs` from their mean."""
+    mean = statistics.fmean(logs)
+    return sum((x - mean) ** 2 for x in logs)
+
+
+def _spread(sd: float, squares: float, dof: int) -> tuple[float, float]:
+    """One figure's sigma and the quantile its interval takes. The noise `sd` holds where the
+    runs spread no more than it says (`squares` over `dof` degrees of freedom). Where they spread
+    more, both are pooled, the noise weighing NOISE_DOF, at Student's t for the two's degrees of
+    freedom (a moderated t, as limma's): two runs a little further apart than the noise widen the
+    interval a little, not by t's 12.7 for the one degree of freedom they hold alone. With no
+    noise modelled, their spread alone."""
+    if dof <= 0 or squares / dof <= sd * sd:
+        return sd, Z
+    if sd <= 0:
+        return math.sqrt(squares / dof), _quantile(dof)
+    return math.sqrt((NOISE_DOF * sd * sd + squares) / (NOISE_DOF + dof)), _quantile(NOISE_DOF + dof)
+
+
 def _quantile(dof: int) -> float:
     """Student's t at CONFIDENCE for `dof` degrees of freedom (the normal's past the table)."""
     return T95[dof - 1] if 0 < dof <= len(T95) else Z
@@ -88,15 +111,11 @@ def _quantile(dof: int) -> float:
 def runs(a: Sequence[float | None], b: Sequence[float | None], sigma: float) -> Difference:
     """A's runs against B's, taken apart (not side by side): each run carries the run-to-run
     mood `sigma` (relative, Noise.sigma); where the runs spread more among themselves (both
-    sides' spreads pooled), that spread decides. Failed runs (None, 0) are not figures."""
+    sides' spreads pooled), their spread is pooled with it. Failed runs (None, 0) are not figures."""
     la, lb = _logs(a), _logs(b)
     if not la or not lb:
         return Difference(0.0, math.inf)
-    squares = sum((x - statistics.fmean(la)) ** 2 for x in la) + sum((x - statistics.fmean(lb)) ** 2 for x in lb)
-    dof = len(la) + len(lb) - 2
-    sd, z = sigma, Z
-    if dof > 0 and math.sqrt(squares / dof) > sigma:
-        sd, z = math.sqrt(squares / dof), _quantile(dof)
+    sd, z = _spread(sigma, _squares(la) + _squares(lb), len(la) + len(lb) - 2)
     return Difference(statistics.fmean(la) - statistics.fmean(lb), z * sd * math.sqrt(1 / len(la) + 1 / len(lb)))
 
 
@@ -110,13 +129,11 @@ def figures(a: float, runs_a: int, b: float, runs_b: int, sigma: float) -> Diffe
 
 def paired(ratios: Sequence[float | None], sigma: float) -> Difference:
     """Ratios A/B, each from one round run side by side: each carries two runs' moods
-    (sqrt(2) sigma); where the ratios spread more than that, their own spread decides."""
+    (sqrt(2) sigma); where the ratios spread more than that, their spread is pooled with it."""
     logs = _logs(ratios)
     if not logs:
         return Difference(0.0, math.inf)
-    sd, z = math.sqrt(2.0) * sigma, Z
-    if len(logs) > 1 and statistics.stdev(logs) > sd:
-        sd, z = statistics.stdev(logs), _quantile(len(logs) - 1)
+    sd, z = _spread(math.sqrt(2.0) * sigma, _squares(logs), len(logs) - 1)
     return Difference(statistics.fmean(logs), z * sd / math.sqrt(len(logs)))
 
 

@@ -266,7 +266,7 @@ def test_a_known_run_noise_lets_two_clear_rounds_decide_and_keeps_a_small_lead_o
     # 11% ahead twice, alike: decided on the rounds' own tiny spread, not with 8% noise known
     small = {1: [111.0, 111.1, None], 0: [100.0, 100.0, None]}
     assert confirm.decided(small, 2, baseline=0) and not confirm.decided(small, 2, baseline=0, noise=N8)
-    # rounds that spread more than the noise said: Student's t on their own spread
+    # rounds that spread more than the noise said: Student's t on their spread pooled with it
     wild = {1: [200.0, 105.0, None], 0: [100.0, 100.0, None]}
     assert not confirm.decided(wild, 2, baseline=0, noise=N8)
     assert confirm.decided({1: [126.0, 126.5, None], 0: [100.0, 100.0, None]}, 2, baseline=0, noise=N8)
@@ -279,10 +279,15 @@ def test_one_round_decides_a_lead_beyond_the_known_noise_that_agrees_with_the_se
     assert confirm.decided(first, 1, baseline=0, noise=N8, searched=searched)
     assert not confirm.decided(first, 1, baseline=0, searched=searched)  # the noise unknown
     assert not confirm.decided(first, 1, baseline=0, noise=N8)  # nothing to check it with
-    # a round at odds with the search (1.66x side by side, 3x in the search): the second round decides
+    # a round at odds with the search (1.66x side by side, 0.9x in the search): the second round decides
+    assert not confirm.decided(first, 1, baseline=0, noise=N8, searched={**searched, 12: 17700.0})
+    # ... or on its size (1.66x side by side, 3x in the search): one of the two runs read far off
     assert not confirm.decided(first, 1, baseline=0, noise=N8, searched={**searched, 12: 59000.0})
+    # apart by less than the test tells (1.66x and 2x): their spread pooled with the noise, both
+    # lie far above 1
+    assert confirm.decided(first, 1, baseline=0, noise=N8, searched={**searched, 12: 39400.0})
     # a lead of 1.2x in one round that the search did not see (1.0x there): the two ratios spread
-    # beyond the noise, and Student's t on two cannot tell
+    # beyond the noise, and Student's t on them pooled with it cannot tell
     near = {1: [120.0, None, None], 0: [100.0, None, None]}
     assert not confirm.decided(near, 1, baseline=0, noise=N8, searched={1: 100.0, 0: 100.0})
     # ... and the same round where the search saw it too: two ratios of 1.2x at 8% noise decide
@@ -483,8 +488,8 @@ def test_unconfirmed_the_winner_is_the_point_at_the_highest_level_in_the_summary
 def test_the_runner_up_is_confirmed_only_when_the_fastests_first_round_does_not_decide(tmp_path, capsys):
     """The search's fastest (#1, 200) and a runner-up (#2, 185) both beat the baseline (100).
     When #1's first round agrees with the search (190 against 100), it decides alone: #2 never
-    runs. When #1 measures 170 or only 115 (a lucky search run), the round and the search
-    disagree, the test cannot tell yet, and #2 joins that round, and wins it."""
+    runs. When #1 measures 140 or only 115 (a lucky search run), the test tells the round's
+    ratio from the search's, and #2 joins that round, and wins it."""
     searched = {256: 200.0, 512: 185.0}
     decision, asked, out = _confirming(tmp_path, {}, searched, {0: 100.0, 1: 190.0, 2: 185.0}, capsys)
     assert decision is not None and decision.winner == 1 and decision.rounds_run == 1
@@ -493,7 +498,7 @@ def test_the_runner_up_is_confirmed_only_when_the_fastests_first_round_does_not_
     assert "\n  trial #2 (also faster) joins if the first round does not decide\n" in out
     assert "the rounds" not in out.split("joins if")[1]
 
-    for lead in (170.0, 115.0):
+    for lead in (140.0, 115.0):
         decision, asked, out = _confirming(tmp_path, {}, searched, {0: 100.0, 1: lead, 2: 185.0}, capsys)
         assert asked == [1, 0, 2], lead
         assert "  the first round did not decide: trial #2 joins the rounds" in out
@@ -1579,13 +1584,13 @@ def _planned(planner, figures):
             id="decided-in-one",
         ),
         pytest.param(
-            "a first round against the search's figures: the runner-up joins it, then rounds run on",
+            "a first round against the search's figures: the runner-up joins it and wins the second",
             [2],
             {1: [120.0, 118, 121], 2: [130.0, 185, 188], 0: [100.0, 101, 99]},
             {1: 200.0, 2: 190.0, 0: 100.0},
-            [(0, 1), (0, 0), (0, 2), (1, 2), (1, 0), (1, 1), (2, 0), (2, 1), (2, 2)],
+            [(0, 1), (0, 0), (0, 2), (1, 2), (1, 0), (1, 1)],
             ([2], "did not decide"),
-            3,
+            2,
             2,
             id="runner-up-joins",
         ),

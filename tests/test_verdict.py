@@ -8,6 +8,7 @@ import math
 import pytest
 
 from sweeper import verdict
+from sweeper.stats import T95
 from sweeper.verdict import MATTERS, Verdict, Z
 
 SIGMA = 0.08  # this VM's run-to-run noise: two single runs differ by 11% (one sigma)
@@ -32,6 +33,24 @@ def test_more_runs_narrow_the_interval_and_their_own_spread_decides_where_it_is_
     assert verdict.compare([], [100.0], SIGMA) is Verdict.UNSURE and verdict.compare([None, 0.0], [1.0], SIGMA) is (
         Verdict.UNSURE
     )
+
+
+def test_runs_a_little_further_apart_than_the_noise_widen_its_interval_a_little():
+    """Where runs spread more than the noise says, the two are pooled, the noise weighing
+    NOISE_DOF degrees of freedom (a moderated t): a confirmation round at 1.76x and the search's
+    2.12x decide the lead, where Student's t on their one degree of freedom alone (12.7) could not."""
+    assert verdict.paired([13126 / 7458, 11894 / 5604], SIGMA).verdict is Verdict.FASTER
+    at_noise = verdict.paired([1.2 / math.exp(SIGMA), 1.2 * math.exp(SIGMA)], SIGMA)  # stdev = sqrt(2) sigma
+    beyond = verdict.paired([1.2 / math.exp(1.01 * SIGMA), 1.2 * math.exp(1.01 * SIGMA)], SIGMA)
+    assert at_noise.half < beyond.half < 1.35 * at_noise.half
+    pooled = math.sqrt((verdict.NOISE_DOF * 2 * SIGMA**2 + 2 * (1.01 * SIGMA) ** 2) / (verdict.NOISE_DOF + 1))
+    assert beyond.half == pytest.approx(T95[verdict.NOISE_DOF] * pooled / math.sqrt(2))
+    # many runs: their spread decides, the noise's weight fading
+    many = [100.0 * math.exp(0.3 * ((-1) ** i)) for i in range(40)]
+    assert verdict.runs(many, many, SIGMA).half == pytest.approx(1.96 * 0.3 * math.sqrt(40 / 39 * 2 / 40), rel=0.1)
+    # no noise modelled: the runs' spread alone
+    alone = verdict.paired([1.1, 1.3], 0.0)
+    assert alone.half == pytest.approx(T95[0] * abs(math.log(1.3 / 1.1)) / math.sqrt(2) / math.sqrt(2))
 
 
 def test_a_difference_too_small_to_matter_is_the_same_however_sure():

@@ -6,6 +6,7 @@ stop once the one test (sweeper.verdict) has decided the leader against the base
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -109,26 +110,37 @@ def decided(
     leader's standing (highest median) against the baseline, or, when the baseline leads,
     against every other: faster, slower or the same, not "cannot tell yet", on their paired
     per-round ratios (verdict.paired). One round has no spread of its own: the two's ratio in
-    the search (`searched`, not side by side) is the second ratio the test reads, so that one
-    round decides only where it agrees with the search."""
+    the search (`searched`, not side by side) is the second ratio the test reads, and one round
+    decides only where it agrees with the search."""
     done = {t: list(runs[:upto]) for t, runs in rounds.items()}
     figures = medians(done)
     if upto < 1 or baseline not in figures:
         return False
     leader = max(figures, key=lambda t: figures[t])
     rivals = [t for t in done if t != leader] if leader == baseline else [baseline]
-    return all(verdict.paired(_evidence(done, leader, t, searched), noise.sigma).verdict.decided for t in rivals)
+    evidence = (_evidence(done, leader, t, searched, noise.sigma) for t in rivals)
+    return all(verdict.paired(ratios, noise.sigma).verdict.decided for ratios in evidence)
 
 
 def _evidence(
-    done: Mapping[int, Sequence[float | None]], lead: int, rival: int, searched: Mapping[int, float] | None
+    done: Mapping[int, Sequence[float | None]],
+    lead: int,
+    rival: int,
+    searched: Mapping[int, float] | None,
+    sigma: float,
 ) -> list[float]:
-    """The paired ratios of `lead` to `rival`; after one round, with their search figures' ratio."""
+    """The paired ratios of `lead` to `rival`; after one round, with their search figures'
+    ratio, where the test cannot tell the round's from it (each ratio carries two runs' moods):
+    a round that tells them apart says that one of the two runs read far off, and none (the
+    next round decides)."""
     ratios = paired_ratios(done, lead, rival)
     if len(ratios) != 1:
         return ratios
     found = (searched or {}).get(lead), (searched or {}).get(rival)
-    return ratios + [found[0] / found[1]] if found[0] and found[1] else []
+    if not (found[0] and found[1]):
+        return []
+    apart = verdict.runs(ratios, [found[0] / found[1]], math.sqrt(2.0) * sigma).verdict
+    return [] if apart in (verdict.Verdict.FASTER, verdict.Verdict.SLOWER) else ratios + [found[0] / found[1]]
 
 
 @dataclass
