@@ -19,7 +19,7 @@ from conftest import TINY, child_pythonpath
 from sweeper.machine import Fingerprint, changes
 from sweeper.noise import Noise
 from sweeper.report.nights import nights_chart, nights_section
-from sweeper.search.watch import Reference, decide, settled
+from sweeper.search.watch import Reference, night_reading, rounds_enough
 from sweeper.store.nights import Night, Outcome, history, nights_of, save_night
 from sweeper.store.study import StoredStudy, sibling_names, split_class, start_afresh
 from sweeper.store.summary import SweepSummary
@@ -52,16 +52,16 @@ def test_a_fingerprint_change_says_what_decides_speed_first_and_skips_facts_not_
 
 
 def test_a_quiet_night_holds():
-    verdict = decide(reference(), [990.0, 1010.0], [505.0, 498.0], HERE)
-    assert verdict.outcome == Outcome.holds
-    assert "cannot tell by the test" in verdict.words and "slower" not in verdict.words
+    reading = night_reading(reference(), [990.0, 1010.0], [505.0, 498.0], HERE)
+    assert reading.outcome == Outcome.holds
+    assert "cannot tell by the test" in reading.words and "slower" not in reading.words
 
 
 @pytest.mark.parametrize(("winner", "baseline"), [([700.0, 690.0], [500.0, 502.0]), ([1000.0, 990.0], [380.0, 390.0])])
 def test_either_side_slower_by_the_test_is_drift(winner, baseline):
-    verdict = decide(reference(), winner, baseline, HERE)
-    assert verdict.outcome == Outcome.drifted
-    assert "slower by the test" in verdict.words
+    reading = night_reading(reference(), winner, baseline, HERE)
+    assert reading.outcome == Outcome.drifted
+    assert "slower by the test" in reading.words
 
 
 def test_the_studys_own_repeats_set_the_band_with_tonights():
@@ -69,42 +69,42 @@ def test_the_studys_own_repeats_set_the_band_with_tonights():
     night's few runs alone (spreading 2%) would call it drift."""
     quiet = reference(noise=Noise(0.05, 0.05))
     noisy = reference(noise=Noise(0.05, 0.05), repeats=((1000.0, 1250.0, 800.0), (500.0, 620.0, 410.0)) * 3)
-    assert decide(quiet, [790.0, 800.0, 805.0], [395.0, 400.0, 402.0], HERE).outcome == Outcome.drifted
-    assert decide(noisy, [790.0, 800.0, 805.0], [395.0, 400.0, 402.0], HERE).outcome == Outcome.holds
+    assert night_reading(quiet, [790.0, 800.0, 805.0], [395.0, 400.0, 402.0], HERE).outcome == Outcome.drifted
+    assert night_reading(noisy, [790.0, 800.0, 805.0], [395.0, 400.0, 402.0], HERE).outcome == Outcome.holds
 
 
 def test_a_winner_that_fails_every_run_tonight_drifted():
-    verdict = decide(reference(), [None, None], [500.0, 500.0], HERE)
-    assert verdict.outcome == Outcome.drifted and "failed every run" in verdict.words
+    reading = night_reading(reference(), [None, None], [500.0, 500.0], HERE)
+    assert reading.outcome == Outcome.drifted and "failed every run" in reading.words
 
 
 def test_a_deciding_change_is_changed_even_where_the_figures_hold():
-    verdict = decide(reference(), [1000.0, 1000.0], [500.0, 500.0], replace(HERE, driver="560.1"))
-    assert verdict.outcome == Outcome.holds  # the driver was not known before: no change
-    verdict = decide(
+    reading = night_reading(reference(), [1000.0, 1000.0], [500.0, 500.0], replace(HERE, driver="560.1"))
+    assert reading.outcome == Outcome.holds  # the driver was not known before: no change
+    reading = night_reading(
         reference(fingerprint=replace(HERE, driver="550.2")), [1000.0], [500.0], replace(HERE, driver="560.1")
     )
-    assert verdict.outcome == Outcome.changed and verdict.words.startswith("changed: driver 550.2 -> 560.1")
+    assert reading.outcome == Outcome.changed and reading.words.startswith("changed: driver 550.2 -> 560.1")
 
 
 def test_a_kernel_change_alone_is_said_but_decides_nothing():
-    verdict = decide(reference(), [1000.0, 1001.0], [500.0, 499.0], replace(HERE, kernel="6.8"))
-    assert verdict.outcome == Outcome.holds and "also kernel 6.1 -> 6.8" in verdict.words
+    reading = night_reading(reference(), [1000.0, 1001.0], [500.0, 499.0], replace(HERE, kernel="6.8"))
+    assert reading.outcome == Outcome.holds and "also kernel 6.1 -> 6.8" in reading.words
 
 
 def test_another_studys_reference_is_a_changed_fingerprint():
-    verdict = decide(reference(study="w@0123456789"), [1000.0, 1000.0], [500.0, 500.0], HERE, other_study=True)
-    assert verdict.outcome == Outcome.changed and "hardware class 0123456789 -> abcdef0123" in verdict.words
+    reading = night_reading(reference(study="w@0123456789"), [1000.0, 1000.0], [500.0, 500.0], HERE, other_study=True)
+    assert reading.outcome == Outcome.changed and "hardware class 0123456789 -> abcdef0123" in reading.words
 
 
 def test_the_rounds_go_on_while_the_test_cannot_tell():
     ref = reference(noise=Noise(0.05, 0.05), winner_runs=3, baseline_runs=3)
-    assert not settled(ref, [1000.0], [500.0])  # one round is one mood
-    assert settled(ref, [500.0, 510.0], [500.0, 501.0])  # the winner slower by the test: the night drifted
-    assert settled(ref, [1000.0, 1002.0], [500.0, 501.0])  # within 2% both: the same
-    assert not settled(ref, [920.0, 925.0], [500.0, 501.0])  # 8% below: the test cannot tell yet, another round
+    assert not rounds_enough(ref, [1000.0], [500.0])  # one round is one mood
+    assert rounds_enough(ref, [500.0, 510.0], [500.0, 501.0])  # the winner slower by the test: the night drifted
+    assert rounds_enough(ref, [1000.0, 1002.0], [500.0, 501.0])  # within 2% both: the same
+    assert not rounds_enough(ref, [920.0, 925.0], [500.0, 501.0])  # 8% below: the test cannot tell yet, another round
     quiet = reference(noise=Noise(0.005, 0.005), winner_runs=3, baseline_runs=3)
-    assert settled(quiet, [920.0, 925.0], [500.0, 501.0])  # on a quiet machine 8% is slower
+    assert rounds_enough(quiet, [920.0, 925.0], [500.0, 501.0])  # on a quiet machine 8% is slower
 
 
 def night(at: float, outcome: Outcome, **kw) -> Night:

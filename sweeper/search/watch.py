@@ -2,7 +2,8 @@
 confirmed and your configuration are measured side by side, interleaved, and compared with the
 figures they were confirmed at. The night then holds (it ends without a search), drifted (it
 re-tunes afresh in the study) or changed (the fingerprint changed in a fact that decides speed:
-it re-tunes, warm-started from the earlier study). Deciding is pure (`decide`); `watch` measures.
+it re-tunes, warm-started from the earlier study). Reading a night is pure (`night_reading`,
+and `rounds_enough` for when its rounds stop); `watch` measures.
 """
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ def moved(now: Sequence[float | None], before: float, runs_before: int, noise: N
     return difference.ratio if difference.verdict in (Verdict.FASTER, Verdict.SLOWER) else None
 
 
-def settled(ref: Reference, winner: Sequence[float | None], baseline: Sequence[float | None]) -> bool:
+def rounds_enough(ref: Reference, winner: Sequence[float | None], baseline: Sequence[float | None]) -> bool:
     """Whether more rounds would not change the night's outcome: after MIN_ROUNDS rounds, the
     test finds a side moved (faster or slower: the night drifted), or has decided both (the
     same: it holds). "Cannot tell yet" asks for another round."""
@@ -184,7 +185,7 @@ def _side(name: str, now: Sequence[float | None], before: float, ratio: float | 
     return f"{name} runs at {median:,.0f} samples/s against {before:,.0f} ({median / before - 1:+.0%}, {state})"
 
 
-def decide(
+def night_reading(
     ref: Reference,
     winner: Sequence[float | None],
     baseline: Sequence[float | None],
@@ -237,7 +238,7 @@ def _rounds(
             shown = f"{result.samples_per_sec:,.0f} samples/s" if result.ok else f"{result.status}: {result.reason}"
             name = "your configuration" if who == "baseline" else "the winner"
             progress.say(f"  watch round {r + 1} {name}: {shown}")
-        if settled(ref, [] if same else runs["winner"], runs["baseline"]):
+        if rounds_enough(ref, [] if same else runs["winner"], runs["baseline"]):
             break
     return ([] if same else runs["winner"]), runs["baseline"]
 
@@ -264,7 +265,7 @@ def watch(
         f"{ref.winner:,.0f} and {ref.baseline:,.0f} samples/s"
     )
     winner, baseline = _rounds(plan, run, ref, remaining, stopped)
-    reading = decide(ref, winner, baseline, now, other_study=ref.study != stored.name)
+    reading = night_reading(ref, winner, baseline, now, other_study=ref.study != stored.name)
     progress.say(f"watch: the night {reading.words}")
     return Night(
         started_at,
