@@ -45,6 +45,11 @@ class Verdict(enum.Enum):
     UNSURE = "cannot tell yet"
 
     @property
+    def apart(self) -> bool:
+        """Whether the test told the two apart: faster or slower."""
+        return self in (Verdict.FASTER, Verdict.SLOWER)
+
+    @property
     def decided(self) -> bool:
         """Whether another run would be wasted on the question (UNSURE asks for one)."""
         return self is not Verdict.UNSURE

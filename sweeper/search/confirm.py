@@ -139,8 +139,8 @@ def _evidence(
     found = (searched or {}).get(lead), (searched or {}).get(rival)
     if not (found[0] and found[1]):
         return []
-    apart = verdict.runs(ratios, [found[0] / found[1]], math.sqrt(2.0) * sigma).verdict
-    return [] if apart in (verdict.Verdict.FASTER, verdict.Verdict.SLOWER) else ratios + [found[0] / found[1]]
+    search = found[0] / found[1]
+    return [] if verdict.runs(ratios, [search], math.sqrt(2.0) * sigma).verdict.apart else [*ratios, search]
 
 
 @dataclass

@@ -25,7 +25,6 @@ from ..store.nights import Night, Outcome, study_nights
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy, sibling_names, split_class
 from ..store.trials import config_key, config_of, figures_by_config, repeated_figures
-from ..verdict import Verdict
 from . import progress
 from .launch import JobRunner, measure_overrides
 from .plan import SweepPlan
@@ -161,7 +160,7 @@ def moved(now: Sequence[float | None], before: float, runs_before: int, noise: N
     if not any(now):
         return 0.0
     difference = _difference(now, before, runs_before, noise)
-    return difference.ratio if difference.verdict in (Verdict.FASTER, Verdict.SLOWER) else None
+    return difference.ratio if difference.verdict.apart else None
 
 
 def rounds_enough(ref: Reference, winner: Sequence[float | None], baseline: Sequence[float | None]) -> bool:
@@ -173,7 +172,7 @@ def rounds_enough(ref: Reference, winner: Sequence[float | None], baseline: Sequ
     noise = _noise_of(ref, [winner, baseline])
     sides = ((winner, ref.winner, ref.winner_runs), (baseline, ref.baseline, ref.baseline_runs))
     found = [_difference(now, before, k0, noise).verdict for now, before, k0 in sides if any(now)]
-    return any(v in (Verdict.FASTER, Verdict.SLOWER) for v in found) or all(v.decided for v in found)
+    return any(v.apart for v in found) or all(v.decided for v in found)
 
 
 def _side(name: str, now: Sequence[float | None], before: float, ratio: float | None) -> str:
