@@ -1,12 +1,13 @@
 """Does sweeper's figure read what the user's own loop reads?
 
-    python benchmarks/loop_agreement.py [ROUNDS] [FILTER] [CHECKOUT ...]
+    python benchmarks/loop_agreement.py [ROUNDS] [FILTER] [SIDE ...]
         defaults: 5 rounds, every configuration, this checkout
 
 FILTER keeps the configurations whose name holds it, or any of its parts split at `|` ("" keeps
-all). Each CHECKOUT given (a worktree of another commit) measures sweeper's side from its code
-(run from there, PYTHONPATH at it) in the same rounds, paired with the same plain run: before and
-after a change, in one sitting.
+all). Each SIDE given measures sweeper's side once more in the same rounds, paired with the same
+plain run: a CHECKOUT (a worktree of another commit, run from there, PYTHONPATH at it: before and
+after a change, in one sitting), or overrides for this checkout's runs, in one argument
+("measure.warmup_s=5 measure.windows=20": a variant of the measurement against its default).
 
 Each configuration runs once a round on each side, in fresh processes, the order rotating from
 round to round: sweeper's built-in workload (`python -m sweeper ...`, its default measurement) and a loop
@@ -133,11 +134,32 @@ def make_data() -> None:
             subprocess.run([sys.executable, "-m", "sweeper.data", kind, str(path), size], cwd=ROOT, check=True)
 
 
-def sweeper_run(config: Config, out: Path, checkout: Path = ROOT) -> dict:
-    """sweeper's result for `config`, run with the code of `checkout` (this one by default)."""
+@dataclass(frozen=True)
+class Side:
+    """One of sweeper's sides of a round: the code of `checkout`, with `overrides` added to
+    every run; `label` names it in the table."""
+
+    label: str
+    checkout: Path = ROOT
+    overrides: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, given: str) -> Side:
+        """A command-line SIDE: overrides where it holds `=`, else a checkout's path."""
+        if "=" in given:
+            return cls(given, ROOT, tuple(given.split()))
+        return cls(given, Path(given).resolve())
+
+
+THIS = Side("this checkout")
+
+
+def sweeper_run(config: Config, out: Path, side: Side = THIS) -> dict:
+    """sweeper's result for `config`, run as `side` says (this checkout's code by default)."""
+    checkout = side.checkout
     env = None if checkout == ROOT else {**os.environ, "PYTHONPATH": str(checkout)}
     subprocess.run(
-        [sys.executable, "-m", "sweeper", *config.overrides(), f"hydra.run.dir={out}"],
+        [sys.executable, "-m", "sweeper", *config.overrides(), *side.overrides, f"hydra.run.dir={out}"],
         cwd=checkout,
         check=True,
         capture_output=True,
@@ -161,28 +183,28 @@ def plain_run(config: Config, extra: Sequence[str] = (), env: Mapping[str, str] 
 @dataclass
 class Pairs:
     """Each side's figures of one configuration, round by round: the plain loop's, and sweeper's
-    and its own CPU beside the loop for each checkout."""
+    and its own CPU beside the loop for each side."""
 
     plain: list[float] = field(default_factory=list)
-    ours: dict[Path, list[float]] = field(default_factory=dict)
-    harness: dict[Path, list[float]] = field(default_factory=dict)
+    ours: dict[Side, list[float]] = field(default_factory=dict)
+    harness: dict[Side, list[float]] = field(default_factory=dict)
 
-    def ratios(self, checkout: Path) -> list[float]:
-        return [a / b for a, b in zip(self.ours[checkout], self.plain)]
+    def ratios(self, side: Side) -> list[float]:
+        return [a / b for a, b in zip(self.ours[side], self.plain)]
 
 
-def measured_round(config: Config, checkouts: Sequence[Path], turn: int, out: Path) -> tuple[float, dict[Path, dict]]:
-    """One round of `config`: the plain loop and sweeper from each checkout, the order rotated by
+def measured_round(config: Config, sides: Sequence[Side], turn: int, out: Path) -> tuple[float, dict[Side, dict]]:
+    """One round of `config`: the plain loop and each of sweeper's sides, the order rotated by
     `turn`. A round where another process loaded a sweeper run is measured again, whole."""
-    sides: list[Path | None] = [None, *checkouts]
-    order = sides[turn % len(sides) :] + sides[: turn % len(sides)]
+    everyone: list[Side | None] = [None, *sides]
+    order = everyone[turn % len(everyone) :] + everyone[: turn % len(everyone)]
     for attempt in range(LOADED_RERUNS + 1):
         plain, results = 0.0, {}
         for side in order:
             if side is None:
                 plain = plain_run(config)
             else:
-                results[side] = sweeper_run(config, out / f"{attempt}-{checkouts.index(side)}", side)
+                results[side] = sweeper_run(config, out / f"{attempt}-{sides.index(side)}", side)
         loaded = [r["utilization"] for r in results.values() if r["utilization"].get("under_load")]
         if not loaded:
             break
@@ -192,30 +214,30 @@ def measured_round(config: Config, checkouts: Sequence[Path], turn: int, out: Pa
     return plain, results
 
 
-def print_table(configs: Sequence[Config], pairs: Mapping[str, Pairs], checkouts: Sequence[Path]) -> None:
-    many = len(checkouts) > 1
+def print_table(configs: Sequence[Config], pairs: Mapping[str, Pairs], sides: Sequence[Side]) -> None:
+    many = len(sides) > 1
     print(
-        "| configuration |" + (" checkout |" if many else "") + " plain loop, samples/s | sweeper, samples/s | "
+        "| configuration |" + (" side |" if many else "") + " plain loop, samples/s | sweeper, samples/s | "
         "sweeper / plain, paired: median (range) | rounds below 1 | sweeper's threads beside the loop, % of a core |"
     )
     print("|---|" + ("---|" if many else "") + "---:|---:|---:|---:|---:|")
     for c in configs:
         p = pairs[c.name]
-        for checkout in checkouts:
-            ratios = p.ratios(checkout)
+        for side in sides:
+            ratios = p.ratios(side)
             print(
-                f"| {c.name} |" + (f" {checkout} |" if many else "") + f" {statistics.median(p.plain):,.1f} | "
-                f"{statistics.median(p.ours[checkout]):,.1f} | {statistics.median(ratios):.3f} "
+                f"| {c.name} |" + (f" {side.label} |" if many else "") + f" {statistics.median(p.plain):,.1f} | "
+                f"{statistics.median(p.ours[side]):,.1f} | {statistics.median(ratios):.3f} "
                 f"({min(ratios):.2f}-{max(ratios):.2f}) | {sum(x < 1 for x in ratios)} of {len(ratios)} | "
-                f"{statistics.median(p.harness[checkout]):.2f} |"
+                f"{statistics.median(p.harness[side]):.2f} |"
             )
-    for checkout in checkouts:
+    for side in sides:
         for label, with_workers in (("with loader workers", True), ("without", False)):
-            pooled = [x for c in configs if (c.workers > 0) == with_workers for x in pairs[c.name].ratios(checkout)]
+            pooled = [x for c in configs if (c.workers > 0) == with_workers for x in pairs[c.name].ratios(side)]
             if len(pooled) > 1:
                 quartiles = statistics.quantiles(pooled, n=4)
                 print(
-                    (f"{checkout}, " if many else "") + f"{label}: median of {len(pooled)} paired ratios "
+                    (f"{side.label}, " if many else "") + f"{label}: median of {len(pooled)} paired ratios "
                     f"{statistics.median(pooled):.3f} (quartiles {quartiles[0]:.3f}-{quartiles[2]:.3f}), "
                     f"{sum(x < 1 for x in pooled)} below 1"
                 )
@@ -224,23 +246,23 @@ def print_table(configs: Sequence[Config], pairs: Mapping[str, Pairs], checkouts
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     only = sys.argv[2] if len(sys.argv) > 2 else ""
-    checkouts = [Path(c).resolve() for c in sys.argv[3:]] or [ROOT]
+    sides = [Side.parse(c) for c in sys.argv[3:]] or [THIS]
     configs = [c for c in CONFIGS if any(part in c.name for part in only.split("|"))]
     make_data()
     out = Path(tempfile.mkdtemp(prefix="loop-agreement-"))
-    pairs = {c.name: Pairs(ours={k: [] for k in checkouts}, harness={k: [] for k in checkouts}) for c in configs}
+    pairs = {c.name: Pairs(ours={k: [] for k in sides}, harness={k: [] for k in sides}) for c in configs}
     for r in range(rounds):
         for i, config in enumerate(configs):
-            plain, results = measured_round(config, checkouts, r + i, out / f"{r}-{i}")
+            plain, results = measured_round(config, sides, r + i, out / f"{r}-{i}")
             p = pairs[config.name]
             p.plain.append(plain)
-            for checkout, result in results.items():
-                p.ours[checkout].append(result["throughput"]["samples_per_sec"])
-                p.harness[checkout].append(result["utilization"].get("harness_cpu_pct") or 0.0)
-            said = ", ".join(f"{p.ours[k][-1]:,.1f} = {p.ours[k][-1] / plain:.3f}" for k in checkouts)
+            for side, result in results.items():
+                p.ours[side].append(result["throughput"]["samples_per_sec"])
+                p.harness[side].append(result["utilization"].get("harness_cpu_pct") or 0.0)
+            said = ", ".join(f"{p.ours[k][-1]:,.1f} = {p.ours[k][-1] / plain:.3f}" for k in sides)
             print(f"round {r + 1} {config.name}: plain {plain:,.1f}, sweeper {said}", flush=True)
     print(f"\nmedian of {rounds} rounds, the plain loop and sweeper in rotation (runs kept in {out})")
-    print_table(configs, pairs, checkouts)
+    print_table(configs, pairs, sides)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,13 @@ stream) and the plain loop's (`benchmarks/plain/<loop>.py`'s `build`), each with
 workers, and runs them in slices of SLICE_S seconds (default 3), alternating A B B A ..., each
 slice after one untimed step. Printed: each side's median samples/s and the paired ratio, sweeper
 over plain; also each side's data path with the other's step, which says whether a gap is the
-data's or the step's.
+data's or the step's; and the two steps on the same few batches held in memory (the data out of
+the picture), sweeper's over the plain one's.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import statistics
 import sys
@@ -29,6 +31,7 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "plain"))
 import loop_agreement  # noqa: E402
 
 SLICE_S = float(os.environ.get("SLICE_S", 3))
+HELD_BATCHES = 6  # the batches both steps cycle through, taken once from the plain loader
 
 
 def sweepers_side(config: loop_agreement.Config) -> tuple[Callable[[], Any], Callable[[Any], int]]:
@@ -84,27 +87,31 @@ def main() -> None:
     loop_agreement.make_data()
     print(
         "| configuration | plain, samples/s | sweeper / plain "
-        "| sweeper's data, plain step | plain data, sweeper's step |"
+        "| sweeper's data, plain step | plain data, sweeper's step | held batches, sweeper's step / plain step |"
     )
-    print("|---|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|")
     for config in (c for c in loop_agreement.CONFIGS if only in c.name and not c.cold):
         ours, theirs = sweepers_side(config), plain_side(config)
+        held = itertools.cycle([theirs[0]() for _ in range(HELD_BATCHES)])
         found = rates(
             {
                 "sweeper": ours,
                 "plain": theirs,
                 "sweeper's data": (ours[0], theirs[1]),
                 "sweeper's step": (theirs[0], ours[1]),
+                "held, sweeper's step": (lambda: next(held), ours[1]),
+                "held, plain step": (lambda: next(held), theirs[1]),
             },
             pairs,
         )
-        plain = found["plain"]
 
-        def paired(name: str) -> str:
-            ratios = [a / b for a, b in zip(found[name], plain)]
+        def paired(name: str, over: str = "plain") -> str:
+            ratios = [a / b for a, b in zip(found[name], found[over])]
             return f"{statistics.median(ratios):.3f} ({min(ratios):.2f}-{max(ratios):.2f})"
 
+        plain = found["plain"]
         cells = " | ".join(paired(n) for n in ("sweeper", "sweeper's data", "sweeper's step"))
+        cells += " | " + paired("held, sweeper's step", "held, plain step")
         print(f"| {config.name} | {statistics.median(plain):,.1f} | {cells} |", flush=True)
     os._exit(0)  # the loaders' workers are not joined one by one
 
