@@ -196,8 +196,10 @@ class JobRunner:
         for _ in range(under_load.LOAD_RERUNS):
             if not result.under_load or self.stop.requested or limit is None:
                 return result
-            assert result.measurement is not None  # under load: it was measured
-            note = result.measurement.utilization.load_note
+            loaded = result.measurement
+            assert loaded is not None  # under load: it was measured
+            # the loaded figure is kept with what loaded it: nothing measured is lost
+            note = f"{loaded.throughput.samples_per_sec:,.0f} samples/s while {loaded.utilization.load_note}"
             if job.trial_number is not None:
                 self.stored.set_attrs(job.trial_number, TrialRecord.loaded_run(note))
             progress.say(f"{job.name}: its figure was taken under load ({note}): measured again once quiet")

@@ -24,7 +24,7 @@ _HOST, _PID, _PID_STARTED, _HEARTBEAT = "host", "sweeper_pid", "sweeper_started"
 _RERUN = "rerun_reason"
 # the sweep process that is taking a queued point, written before the claim: [host, pid, started]
 _CLAIMED_BY = "claimed_by"
-# why the trial's first run was measured again: its figure was taken under other processes' load
+# why the trial's first run was measured again: its figure, taken under other processes' load, and what loaded it
 _MEASURED_AGAIN = "measured_again"
 # a trial told a result its job wrote after an earlier sweep had failed it: that trial's number
 _RECOVERED_FROM = "recovered_from"
@@ -138,7 +138,7 @@ class TrialRecord:
     again: Again | None = None  # queued to be measured again: why, and of which trial
     queued_for: tuple[str, ...] | None = None  # a queued point's setup (None: queued by hand, or not queued)
     recovered_from: int | None = None  # the failed trial whose job's late result this trial holds
-    measured_again: str | None = None  # its first run was taken under load: what loaded it
+    measured_again: str | None = None  # its first run was taken under load: its figure and what loaded it
     borrowed_from: str | None = None  # "<study>#<n>": another study's result, ranked here as our own
     claimed_by: Owner | None = None  # a queued point's claimant, until the claim's winner names itself
 
@@ -305,7 +305,8 @@ class TrialRecord:
 
     @staticmethod
     def loaded_run(note: str) -> dict[str, Any]:
-        """Its run was taken under other processes' load and is measured again: what loaded it."""
+        """Its run was taken under other processes' load and is measured again: that run's figure
+        and what loaded it ('6,310 samples/s while other processes used ...')."""
         return {_MEASURED_AGAIN: note}
 
     @staticmethod
