@@ -161,6 +161,7 @@ def test_a_sweep_waits_for_quiet_and_never_ranks_a_figure_taken_under_load(tmp_p
     assert trial.user_attrs["metrics"]["under_load"] is False
     report = (tmp_path / "s" / "report.html").read_text()
     assert "Measured again once the machine was quiet" in report
+    assert re.search(r"#0 \([\d,]+ samples/s while other processes used", report)  # the loaded figure kept
 
 
 def run_multirun_args(tmp_path: Path, overrides: list[str]) -> list[str]:

@@ -305,8 +305,7 @@ class TrialRecord:
 
     @staticmethod
     def loaded_run(note: str) -> dict[str, Any]:
-        """Its run was taken under other processes' load and is measured again: that run's figure
-        and what loaded it ('6,310 samples/s while other processes used ...')."""
+        """Its run was taken under other processes' load and is measured again: its figure, what loaded it."""
         return {_MEASURED_AGAIN: note}
 
     @staticmethod
