@@ -105,9 +105,9 @@ def load_study(tmp_path: Path, name: str = "s"):
 
 def running_attrs(host: str, pid: int) -> dict[str, Any]:
     """The attributes of a trial a sweep process (`host`, `pid`) is running, its knobs chosen."""
-    from sweeper.store.record import Owner, TrialRecord
+    from sweeper.store.record import Owner, TrialAttrs
 
-    started = TrialRecord.started(baseline=False, knobs={}, fixed=[], workload="w", sweep_dir="d", hardware_class="h")
+    started = TrialAttrs.started(baseline=False, knobs={}, fixed=[], workload="w", sweep_dir="d", hardware_class="h")
     return started | Owner(host, pid, None).attrs()
 
 

@@ -16,7 +16,8 @@ import pytest
 
 from conftest import ROOT, TINY, load_study, run_multirun, running_attrs
 from sweeper.runner.lock import MeasureLock, choose_resource
-from sweeper.store.record import Owner, TrialRecord
+from sweeper.store import queue
+from sweeper.store.record import Owner, TrialAttrs, TrialRecord
 
 QUICK = ["search=quick", "task.num_samples=2048", "hydra.sweeper.confirm=0"]
 HOLD_LOCK = """
@@ -261,14 +262,14 @@ def test_a_trial_without_heartbeats_is_failed_on_the_next_start(tmp_path):
     whose host still beats is left alone. Works on any storage (Optuna's public API only)."""
     from sweeper.search.unfinished import settle
     from sweeper.store.heartbeat import heartbeat
-    from sweeper.store.record import TrialRecord
+    from sweeper.store.record import TrialAttrs
     from sweeper.store.study import StoredStudy
 
     stored = StoredStudy.open(f"journal:{tmp_path / 's.journal'}", "x")
     silent, beating = stored.study.ask(), stored.study.ask()
     for trial in (silent, beating):
         _started_on_the_login_node(trial, "d", {}, host="another-host")
-    for key, value in TrialRecord.heartbeat(time.time() - 600).items():
+    for key, value in TrialAttrs.heartbeat(time.time() - 600).items():
         silent.set_user_attr(key, value)
     with heartbeat(stored, beating.number):
         settle(stored, _plan(), give_up=lambda: True)
@@ -296,7 +297,7 @@ def test_an_orphaned_trial_without_a_result_is_queued_again_with_its_reason(tmp_
     orphan = stored.study.ask(space)
     asked = orphan.params["loader.batch_size"]
     _started_on_the_login_node(orphan, tmp_path / "gone", {}, host="another-host")
-    for key, value in TrialRecord.heartbeat(time.time() - 600).items():
+    for key, value in TrialAttrs.heartbeat(time.time() - 600).items():
         orphan.set_user_attr(key, value)
     settle(stored, types.SimpleNamespace(**vars(_plan()), space=space), give_up=lambda: True)
     after = stored.trials()
@@ -305,7 +306,7 @@ def test_an_orphaned_trial_without_a_result_is_queued_again_with_its_reason(tmp_
     record = TrialRecord.of(queued)
     assert record.again is not None and record.again.why == Why.ORPHANED and record.again.of == orphan.number
     assert queued.system_attrs["fixed_params"] == orphan.params and "measured again" in (record.origin or "")
-    taken = stored.ask((), Owner("here", 2, None))
+    taken = queue.ask(stored, (), Owner("here", 2, None))
     assert taken.number == queued.number and taken.suggest_categorical("loader.batch_size", [64, 128]) == asked
 
 
@@ -330,13 +331,13 @@ def test_a_job_that_finished_after_its_sweep_was_killed_is_read_not_measured_aga
     from sweeper.measurement import Measurement, Memory, Throughput
     from sweeper.result import RunResult, Status
     from sweeper.search.unfinished import settle
-    from sweeper.store.record import TrialRecord
+    from sweeper.store.record import TrialAttrs, TrialRecord
     from sweeper.store.study import StoredStudy
 
     stored = StoredStudy.open(f"sqlite:///{tmp_path / 's.db'}", "x", directions=["maximize", "minimize"])
     finished, lost = stored.study.ask(), stored.study.ask()
     for trial in (finished, lost):
-        _started_on_the_login_node(trial, tmp_path / "sweep", TrialRecord.heartbeat(time.time() - 600))
+        _started_on_the_login_node(trial, tmp_path / "sweep", TrialAttrs.heartbeat(time.time() - 600))
     job_dir = tmp_path / "sweep" / str(finished.number)
     job_dir.mkdir(parents=True)
     measured = Measurement(Throughput(samples_per_sec=123.0), memory=Memory(peak_memory_mb=45.0))
@@ -357,14 +358,14 @@ def test_a_trial_failed_as_lost_whose_job_wrote_a_result_later_is_recovered_once
     from sweeper.measurement import Measurement, Memory, Throughput
     from sweeper.result import RunResult, Status
     from sweeper.search.unfinished import settle
-    from sweeper.store.record import TrialRecord
+    from sweeper.store.record import TrialAttrs, TrialRecord
     from sweeper.store.study import StoredStudy
 
     stored = StoredStudy.open(f"sqlite:///{tmp_path / 's.db'}", "x", directions=["maximize", "minimize"])
     lost, crashed, errored = stored.study.ask(), stored.study.ask(), stored.study.ask()
     for trial in (lost, crashed, errored):
         trial.suggest_categorical("loader.batch_size", [64, 128])
-        _started_on_the_login_node(trial, tmp_path / "sweep", TrialRecord.submitted(f"slurm:9_{trial.number}"))
+        _started_on_the_login_node(trial, tmp_path / "sweep", TrialAttrs.submitted(f"slurm:9_{trial.number}"))
     stored.fail(lost.number, Status.ERROR, "the launcher lost the job: state NODE_FAIL")
     stored.fail(crashed.number, Status.CRASH, "killed by SIGSEGV")
     stored.fail(errored.number, Status.ERROR, "ValueError: the user's loop broke")  # its job's own verdict
@@ -400,9 +401,9 @@ def test_a_trial_names_its_sweep_process_as_it_turns_running(tmp_path):
     from sweeper.store.study import StoredStudy
 
     stored = StoredStudy.open(f"sqlite:///{tmp_path / 'study.db'}", "s")
-    stored.enqueue({"loader.batch_size": 64}, "a recipe", ["task.epochs=1"])
+    queue.enqueue(stored, {"loader.batch_size": 64}, "a recipe", ["task.epochs=1"])
     owner = Owner(socket.gethostname(), 4242, None)
-    queued, new = stored.ask(["task.epochs=1"], owner), stored.ask(["task.epochs=1"], owner)
+    queued, new = queue.ask(stored, ["task.epochs=1"], owner), queue.ask(stored, ["task.epochs=1"], owner)
     found = orphans(stored.trials(), host=socket.gethostname(), now=time.time(), alive=lambda pid, started: False)
     assert sorted((t.number, why) for t, why in found) == [(queued.number, DIED), (new.number, DIED)]
     assert TrialRecord.of(stored.trial(queued.number)).origin == "a recipe"
@@ -420,7 +421,7 @@ def test_a_sweep_killed_between_a_queued_claim_and_its_owner_leaves_a_trial_name
     from sweeper.store.study import StoredStudy
 
     stored = StoredStudy.open(f"sqlite:///{tmp_path / 'study.db'}", "s")
-    stored.enqueue({"loader.batch_size": 64}, "a recipe", ["task.epochs=1"])
+    queue.enqueue(stored, {"loader.batch_size": 64}, "a recipe", ["task.epochs=1"])
     storage = stored.study._storage
     write = storage.set_trial_user_attr
 
@@ -431,7 +432,7 @@ def test_a_sweep_killed_between_a_queued_claim_and_its_owner_leaves_a_trial_name
 
     monkeypatch.setattr(storage, "set_trial_user_attr", killed_at_the_owner)
     with pytest.raises(KeyboardInterrupt):
-        stored.ask(["task.epochs=1"], Owner(socket.gethostname(), 4242, None))
+        queue.ask(stored, ["task.epochs=1"], Owner(socket.gethostname(), 4242, None))
     monkeypatch.undo()
     (claimed,) = stored.trials()
     assert claimed.state == TrialState.RUNNING and TrialRecord.of(claimed).host is None
@@ -449,13 +450,13 @@ def test_on_its_own_host_a_dead_sweeps_trial_waits_for_the_beat_when_its_job_can
     from optuna.trial import TrialState, create_trial
 
     from sweeper.store.heartbeat import DIED, SILENT, orphans
-    from sweeper.store.record import TrialRecord
+    from sweeper.store.record import TrialAttrs
 
     def running(job, beat):
         attrs = running_attrs("here", 4242)
         trial = create_trial(
             state=TrialState.RUNNING,
-            user_attrs={**attrs, **TrialRecord.heartbeat(beat), **(TrialRecord.submitted(job) if job else {})},
+            user_attrs={**attrs, **TrialAttrs.heartbeat(beat), **(TrialAttrs.submitted(job) if job else {})},
         )
         trial.datetime_start = dt.datetime.fromtimestamp(beat)
         return trial
@@ -479,10 +480,10 @@ def test_on_its_own_host_a_dead_sweeps_trial_waits_for_the_beat_when_its_job_can
 
 def _started_on_the_login_node(trial, sweep_dir, extra, host: str = "login-node") -> None:
     """A trial as a sweep on `host` (a login node) asks it, with `extra` attributes."""
-    from sweeper.store.record import TrialRecord
+    from sweeper.store.record import TrialAttrs
 
     attrs = (
-        TrialRecord.started(
+        TrialAttrs.started(
             baseline=False,
             knobs={"loader.batch_size": 64},
             fixed=[],

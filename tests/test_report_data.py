@@ -17,7 +17,7 @@ from sweeper.report.index import Figure, find_regressions
 from sweeper.report.page import render
 from sweeper.search.outputs import optimization_results
 from sweeper.store.confirmation import Confirmation
-from sweeper.store.record import Again, TrialRecord, Why
+from sweeper.store.record import Again, TrialAttrs, TrialRecord, Why
 from sweeper.store.storage import has_password, redact
 from sweeper.store.trials import pareto_trials
 
@@ -233,19 +233,19 @@ def test_unconfirmed_winner_says_so():
 
 def test_queued_points_the_later_knobs_tries_and_points_in_place_of_skipped_ones_are_noted_apart():
     warm, tried = make(4, 512, 2000.0), make(5, 256, 2300.0)
-    warm.user_attrs.update(TrialRecord.queued("warm start: the winner on gpu-a", []))
+    warm.user_attrs.update(TrialAttrs.queued("warm start: the winner on gpu-a", []))
     tried.user_attrs.update(
-        TrialRecord.queued(
+        TrialAttrs.queued(
             "later: loader.multiprocessing_context=forkserver at the best so far (#1)",
             [],
             Again(Why.HELD_KNOB, 1, "loader.multiprocessing_context"),
         )
     )
     fitted = make(6, 1024, 2600.0)
-    fitted.user_attrs.update(TrialRecord.queued("#5's point with num_workers=1", [], Again(Why.IN_PLACE, 5)))
+    fitted.user_attrs.update(TrialAttrs.queued("#5's point with num_workers=1", [], Again(Why.IN_PLACE, 5)))
     orphaned = make(7, 256, 2200.0)
     orphaned.user_attrs.update(
-        TrialRecord.queued("measured again: its sweep stopped while it ran", [], Again(Why.ORPHANED, 3))
+        TrialAttrs.queued("measured again: its sweep stopped while it ran", [], Again(Why.ORPHANED, 3))
     )
     trials = [*TRIALS, warm, tried, fitted, orphaned]
     d = build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None)
@@ -282,7 +282,7 @@ def test_the_queues_entry_is_read_from_a_study_written_before_it_and_as_it_is_wr
     same entry, and an entry written now reads back unchanged."""
     assert TrialRecord.from_attrs(attrs).again == again
     if again is not None:
-        assert TrialRecord.from_attrs(TrialRecord.queued("o", [], again)).again == again
+        assert TrialRecord.from_attrs(TrialAttrs.queued("o", [], again)).again == again
 
 
 @pytest.mark.parametrize("status", ["ok", "second-run"])  # as written now, and by an earlier version
@@ -290,7 +290,7 @@ def test_a_point_measured_once_more_is_noted_with_both_figures_and_is_no_failure
     second = make(4, 256, 2450.0, status=status, reason="#1's point measured once more: kept from the sampler")
     second.state, second.values = TrialState.FAIL, None  # kept from the sampler
     second.user_attrs.update(
-        TrialRecord.queued("recipe: the largest batch; measured once more", [], Again(Why.RECHECK, 1))
+        TrialAttrs.queued("recipe: the largest batch; measured once more", [], Again(Why.RECHECK, 1))
     )
     d = build_report_data([*TRIALS, second], study_name="s", workload="w", fixed=[], confirmation=None)
     assert (

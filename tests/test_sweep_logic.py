@@ -19,7 +19,7 @@ from sweeper.noise import Noise
 from sweeper.search import confirm, history, objectives, outputs
 from sweeper.search.budget import parse_duration
 from sweeper.search.plan import Learned
-from sweeper.store import trials
+from sweeper.store import queue, trials
 
 # 8% run-to-run noise, the prior alone (hydra.sweeper.run_noise's default)
 N8 = Noise(0.08, 0.08)
@@ -755,7 +755,9 @@ def test_a_point_still_queued_is_measured_before_n_trials_counts_it(tmp_path):
     base = trial(0, dict(plan.baseline_knobs), sps=100.0, fixed=plan.fixed)
     base.user_attrs["baseline"] = True
     stored.study.add_trial(base)
-    assert stored.enqueue({**plan.baseline_knobs, "loader.batch_size": 256}, "in place of #1, skipped", plan.fixed)
+    assert queue.enqueue(
+        stored, {**plan.baseline_knobs, "loader.batch_size": 256}, "in place of #1, skipped", plan.fixed
+    )
     assert count(stored.trials(plan.fixed)).measured == 1
 
     class Runner:
@@ -950,14 +952,14 @@ def test_orphans_by_process_here_and_by_heartbeat_elsewhere():
     import datetime as dt
 
     from sweeper.store.heartbeat import DIED, SILENT, orphans
-    from sweeper.store.record import TrialRecord
+    from sweeper.store.record import TrialAttrs
 
     now = 10_000.0
 
     def running(number, host, pid, beat=None, started=now - 1000):
         attrs = running_attrs(host, pid)
         if beat is not None:
-            attrs.update(TrialRecord.heartbeat(beat))
+            attrs.update(TrialAttrs.heartbeat(beat))
         t = create_trial(state=TrialState.RUNNING, user_attrs=attrs)
         t.number = number
         t.datetime_start = dt.datetime.fromtimestamp(started)
@@ -1235,7 +1237,7 @@ def test_a_staged_search_asks_the_main_knobs_first_then_the_whole_space(tmp_path
         held_at = {k: knobs[k] for k in rest if k not in sp.NEUTRAL}
         assert held_at == {k: plan.baseline_knobs[k] for k in held_at}
     # a queued point (a warm start) is taken whole, its secondary knobs included
-    stored.enqueue({**plan.baseline_knobs, "backend.allocator": "jemalloc"}, "warm start: test", plan.fixed)
+    queue.enqueue(stored, {**plan.baseline_knobs, "backend.allocator": "jemalloc"}, "warm start: test", plan.fixed)
     _, knobs = ask(stored, plan, ctx, baseline=False, held_back=plan.held_back(0))
     assert knobs["backend.allocator"] == "jemalloc"
     trial, knobs = ask(stored, plan, ctx, baseline=False, held_back=plan.held_back(5))
@@ -1501,7 +1503,8 @@ def test_queued_points_are_asked_in_the_chains_order_whatever_order_they_were_qu
     knob's try; the sampler only once none is queued."""
     import optuna
 
-    from sweeper.store.record import Again, Owner, TrialRecord, Why, queue_place
+    from sweeper.store.queue import queue_place
+    from sweeper.store.record import Again, Owner, TrialRecord, Why
     from sweeper.store.study import StoredStudy
 
     storage = optuna.storages.InMemoryStorage()
@@ -1514,9 +1517,9 @@ def test_queued_points_are_asked_in_the_chains_order_whatever_order_they_were_qu
         ({"b": 5}, None, None),  # the baseline
     ]
     for knobs, origin, again in queued:
-        assert stored.enqueue(knobs, origin, (), again=again)
+        assert queue.enqueue(stored, knobs, origin, (), again=again)
     owner = Owner("here", 1, None)
-    taken = [stored.ask((), owner) for _ in range(6)]
+    taken = [queue.ask(stored, (), owner) for _ in range(6)]
     records = [TrialRecord.of(t) for t in taken]
     assert [queue_place(r) for r in records[:5]] == [0, 1, 2, 2, 3]
     assert [t.number for t in taken[:5]] == [4, 2, 1, 3, 0]  # the re-measures in the order queued
@@ -1540,9 +1543,9 @@ def test_a_queued_point_goes_only_to_the_setup_that_queued_it(tmp_path, allocato
     stored = StoredStudy(optuna.create_study(storage=storage, directions=list(plan.directions)), storage)
     ctx = plan.context(Learned(convolutional=False))
     point = {**plan.baseline_knobs, "backend.allocator": "jemalloc"}
-    assert stored.enqueue(point, "warm start: test", plan.fixed)
-    assert not stored.enqueue(point, "warm start: again", plan.fixed)  # once per setup
-    assert stored.enqueue(point, "warm start: test", other.fixed)  # the other setup does not hold it
+    assert queue.enqueue(stored, point, "warm start: test", plan.fixed)
+    assert not queue.enqueue(stored, point, "warm start: again", plan.fixed)  # once per setup
+    assert queue.enqueue(stored, point, "warm start: test", other.fixed)  # the other setup does not hold it
 
     theirs, _ = ask(stored, other, ctx, baseline=False)
     assert TrialRecord.of(theirs).queued_for == other.fixed and theirs.number == 1

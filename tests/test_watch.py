@@ -20,6 +20,7 @@ from sweeper.machine import Fingerprint, changes
 from sweeper.noise import Noise
 from sweeper.report.nights import nights_chart, nights_section
 from sweeper.search.watch import Reference, night_reading, rounds_enough
+from sweeper.store import queue
 from sweeper.store.nights import Night, Outcome, history, nights_of, save_night
 from sweeper.store.study import StoredStudy, sibling_names, split_class, start_afresh
 from sweeper.store.summary import SweepSummary
@@ -159,9 +160,9 @@ def test_starting_afresh_hides_the_older_figures_and_their_confirmation(tmp_path
                 user_attrs={"fixed_overrides": fixed},
             )
         )
-    assert [t.number for t in stored.trials(fixed)] == [0, 1] and stored.holds({"b": 1}, fixed)
+    assert [t.number for t in stored.trials(fixed)] == [0, 1] and queue.holds(stored, {"b": 1}, fixed)
     assert start_afresh(stored, fixed) == 2
-    assert stored.trials(fixed) == [] and not stored.holds({"b": 1}, fixed)
+    assert stored.trials(fixed) == [] and not queue.holds(stored, {"b": 1}, fixed)
     assert len(stored.trials()) == 2 and stored.confirmation(fixed) is None  # the sampler still sees them
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from optuna.trial import FrozenTrial, Trial
 
 from ..result import Status
+from ..store import queue
 from ..store.record import Again, TrialRecord, Why
 from ..store.study import StoredStudy
 from ..store.trials import config_of
@@ -46,8 +47,12 @@ def answer(
     if (unsampled := plan.unsampled_reason(knobs)) is not None:
         if (fitted := plan.within_cores(knobs)) is not None:  # measured next, unless the study holds it
             changes = ", ".join(f"{k.split('.')[-1]}={fitted[k]}" for k in fitted if fitted[k] != knobs[k])
-            if stored.enqueue(
-                fitted, f"#{trial.number}'s point with {changes}", plan.setup, again=Again(Why.IN_PLACE, trial.number)
+            if queue.enqueue(
+                stored,
+                fitted,
+                f"#{trial.number}'s point with {changes}",
+                plan.setup,
+                again=Again(Why.IN_PLACE, trial.number),
             ):
                 say(
                     json.dumps(fitted, sort_keys=True, default=str),

@@ -27,6 +27,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ..knobs import Knob
 from ..noise import Noise
+from ..store import queue
 from ..store.record import Again, TrialRecord, Why
 from ..store.study import StoredStudy
 from ..store.trials import config_of, primary_value, ranked
@@ -161,7 +162,8 @@ def held_later(
                     "until a best it changes",
                 )
                 continue
-            stored.enqueue(
+            queue.enqueue(
+                stored,
                 point,
                 f"later: {knob}={point[knob]} at the best so far (#{best.number})",
                 plan.setup,

@@ -22,7 +22,7 @@ from ..runner.lock import held
 from ..runner.run import RESULT_FILE
 from ..runner.signals import StopRequest, StopWaiting
 from ..store.heartbeat import heartbeat
-from ..store.record import TrialRecord
+from ..store.record import TrialAttrs
 from ..store.study import StoredStudy
 from . import progress, scheduled, under_load
 from .disk import DiskWatch
@@ -201,7 +201,7 @@ class JobRunner:
             # the loaded figure is kept with what loaded it: nothing measured is lost
             note = f"{loaded.throughput.samples_per_sec:,.0f} samples/s while {loaded.utilization.load_note}"
             if job.trial_number is not None:
-                self.stored.set_attrs(job.trial_number, TrialRecord.loaded_run(note))
+                self.stored.set_attrs(job.trial_number, TrialAttrs.loaded_run(note))
             progress.say(f"{job.name}: its figure was taken under load ({note}): measured again once quiet")
             if self.plan.runs_here:  # a scheduler's node is not this machine: its job measures again at once
                 left = self.remaining()
@@ -262,7 +262,7 @@ class JobRunner:
         launcher's wait on the queue (it polls for hours and never reads the stop request)."""
         for job, handle in zip(jobs, handles):
             if job.trial_number is not None:
-                self.stored.set_attrs(job.trial_number, TrialRecord.submitted(scheduled.name_of(handle)))
+                self.stored.set_attrs(job.trial_number, TrialAttrs.submitted(scheduled.name_of(handle)))
         self.stop.break_waits()
 
     def _followed(self, job: Job, handle: Any, submitted: float) -> RunResult:

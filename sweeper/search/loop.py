@@ -18,7 +18,7 @@ from ..command import AT_FIRST_STEP
 from ..measurement import PRIMARY
 from ..noise import Noise
 from ..result import Status
-from ..store.record import TrialRecord
+from ..store.record import TrialAttrs, TrialRecord
 from ..store.study import StoredStudy, kin_trials
 from ..store.trials import (
     baseline_of,
@@ -341,7 +341,7 @@ def _job(
     The race and the prune floor serve samples/sec alone: with another objective, a slower run
     may be the leanest, a point of the Pareto front, and runs to its end."""
     if (why := history.rerun_reason(trials, knobs, plan.setup)) is not None:
-        for key, value in TrialRecord.rerun(why).items():
+        for key, value in TrialAttrs.rerun(why).items():
             trial.set_user_attr(key, value)
     prune_below, race, behind = None, None, None
     # a point measured once more runs whole: the test reads its figure, not where it stands

@@ -10,6 +10,7 @@ from collections.abc import Collection
 
 from optuna.trial import FrozenTrial, TrialState
 
+from ..store.queue import enqueue
 from ..store.record import Again, TrialRecord, Why
 from ..store.study import StoredStudy
 from ..store.trials import config_of, primary_value, runs_of
@@ -34,7 +35,8 @@ def queue(
         said = f"the best, #{best}, is faster than the start points' on its one run, which may have read high by luck"
     else:
         why, said = "the test could not tell yet", f"the test cannot tell the best, #{best}, from the start points' yet"
-    stored.enqueue(
+    enqueue(
+        stored,
         config_of(due),
         f"{TrialRecord.of(due).origin or f'#{due.number}'}; measured once more: {why}",
         plan.setup,

@@ -19,6 +19,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 
 from ..host import Host
 from ..knobs import Knob
+from ..store import queue
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy, first_trial, sibling_names, split_class
 from ..store.trials import config_of, ranked
@@ -248,11 +249,11 @@ def queue_start(stored: StoredStudy, plan: SweepPlan, room: int, ctx: sp.Context
         )
     outcomes = []
     for point in (live(p, plan, ctx) for p in points):
-        if stored.holds(point.knobs, plan.setup):
+        if queue.holds(stored, point.knobs, plan.setup):
             outcomes.append((point, Queued.HELD))
         elif room <= 0:
             outcomes.append((point, Queued.NO_ROOM))
-        elif stored.enqueue(point.knobs, point.origin, plan.setup):
+        elif queue.enqueue(stored, point.knobs, point.origin, plan.setup):
             outcomes.append((point, Queued.QUEUED))
             room -= 1
         else:

@@ -15,8 +15,9 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 from ..knobs import Knob
 from ..measurement import DIRECTIONS
 from ..result import RunResult, Status
+from ..store import queue
 from ..store.heartbeat import process_started
-from ..store.record import Owner, TrialRecord
+from ..store.record import Owner, TrialAttrs, TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import baseline_of
 from . import space as sp
@@ -75,12 +76,12 @@ def ask(
     if baseline:
         inside = {k: v for k, v in plan.baseline_knobs.items() if sp.contains(plan.space[k], v)}
         outside = {k: v for k, v in plan.baseline_knobs.items() if k not in inside}
-        stored.enqueue(inside, None, plan.setup)
-    trial = stored.ask(plan.setup, this_sweep())
+        queue.enqueue(stored, inside, None, plan.setup)
+    trial = queue.ask(stored, plan.setup, this_sweep())
     if not baseline and TrialRecord.of(trial).origin is None:
         outside = {k: plan.baseline_knobs[k] for k in held_back}
     knobs = choose_knobs(plan, ctx, lambda key, dist: outside[key] if key in outside else suggest(trial, key, dist))
-    attrs = TrialRecord.started(
+    attrs = TrialAttrs.started(
         baseline=baseline,
         knobs=knobs,
         fixed=list(plan.setup),
@@ -143,11 +144,11 @@ def tell_result(stored: StoredStudy, trial: Trial, result: RunResult, plan: Swee
             status=Status.OTHER_HARDWARE,
             reason=f"measured on {host}, hardware class {measured_on}, not the study's {expected}: kept, not ranked",
         )
-    _set(trial, TrialRecord.finished(result))
+    _set(trial, TrialAttrs.finished(result))
     if (of := TrialRecord.of(trial).recheck_of) is not None and result.status == Status.OK:
         # TPE, seeing one point twice, would weigh its values twice (replayed where the recipes
         # miss, that alone cost 0.04 of the mean pick): the run is the point's, not the sampler's
-        _set(trial, TrialRecord.ended(Status.OK, f"#{of}'s point measured once more: kept from the sampler"))
+        _set(trial, TrialAttrs.ended(Status.OK, f"#{of}'s point measured once more: kept from the sampler"))
         _dashboard_note(trial, f"**A run of #{of}'s point measured once more**, kept from the sampler (shown as Fail)")
         return _tell(stored, trial, state=TrialState.FAIL)
     if result.status == Status.OK:
@@ -156,7 +157,7 @@ def tell_result(stored: StoredStudy, trial: Trial, result: RunResult, plan: Swee
             for figure, excess in over_limits(result, plan.settings.limits).items():
                 trial.set_constraint(figure, excess)
             return _tell(stored, trial, values)
-        _set(trial, TrialRecord.ended(Status.ERROR, f"non-finite objective values {values}"))
+        _set(trial, TrialAttrs.ended(Status.ERROR, f"non-finite objective values {values}"))
         return _tell(stored, trial, state=TrialState.FAIL)
     if result.status == Status.PRUNED:
         return _tell(stored, trial, state=TrialState.PRUNED)
@@ -166,7 +167,7 @@ def tell_result(stored: StoredStudy, trial: Trial, result: RunResult, plan: Swee
 def reuse(stored: StoredStudy, trial: Trial, source: FrozenTrial, study: str | None = None) -> Told:
     """Answer with the result of an identical configuration measured before: in this study, or
     in another `study` of the same workload and hardware class (hydra.sweeper.reuse=studies)."""
-    _set(trial, TrialRecord.reused_result(source, source.number, study))
+    _set(trial, TrialAttrs.reused_result(source, source.number, study))
     if source.state == TrialState.COMPLETE:
         for key, value in source.constraints.items():
             trial.set_constraint(key, value)
@@ -181,7 +182,7 @@ def skip(stored: StoredStudy, trial: Trial, status: Status, reason: str) -> Told
     (Told as failed, which TPE leaves out, an 8-trial sweep whose best had 2 ranks and a worker
     drew 143 oversubscribed points and stopped after 100 in a row: TPE models each knob alone,
     and never learned that the pair was the problem.)"""
-    _set(trial, TrialRecord.ended(status, reason))
+    _set(trial, TrialAttrs.ended(status, reason))
     if status == Status.SKIPPED:
         _dashboard_note(trial, f"**Skipped, not measured** (shown as Pruned so that the sampler avoids it): {reason}")
     return _tell(stored, trial, state=TrialState.PRUNED if status == Status.SKIPPED else TrialState.FAIL)

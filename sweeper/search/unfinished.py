@@ -21,6 +21,7 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 
 from ..result import RunResult, Status
 from ..runner.run import RESULT_FILE
+from ..store import queue
 from ..store.heartbeat import orphans, process_alive
 from ..store.record import Again, TrialRecord, Why
 from ..store.study import StoredStudy
@@ -98,7 +99,8 @@ def _queue_again(stored: StoredStudy, plan: SweepPlan, trial: FrozenTrial) -> No
     if len(knobs) != len(trial.params):
         return  # asked in another space: the sampler asks this one's own points
     origin = f"{record.origin}; " if record.origin else ""
-    stored.enqueue(
+    queue.enqueue(
+        stored,
         knobs,
         f"{origin}measured again: its sweep stopped while it ran",
         plan.setup,

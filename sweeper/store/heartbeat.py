@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from optuna.trial import FrozenTrial, TrialState
 
-from .record import TrialRecord
+from .record import TrialAttrs, TrialRecord
 from .study import StoredStudy
 
 HEARTBEAT_S = 30
@@ -36,7 +36,7 @@ def heartbeat(stored: StoredStudy, number: int | None, interval_s: float = HEART
     def beat() -> None:
         while True:
             try:
-                for key, value in TrialRecord.heartbeat(time.time()).items():
+                for key, value in TrialAttrs.heartbeat(time.time()).items():
                     storage.set_trial_user_attr(trial_id, key, value)
             except Exception:  # noqa: BLE001 - a missed beat must not stop a measurement
                 pass

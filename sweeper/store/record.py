@@ -112,7 +112,7 @@ class Owner:
 
 @dataclass(frozen=True)
 class TrialRecord:
-    """One trial as sweeper stored it."""
+    """One trial as sweeper stored it, read back (TrialAttrs below writes it)."""
 
     status: Status | None  # None: not finished
     reason: str | None
@@ -236,7 +236,11 @@ class TrialRecord:
         own = not self.reused and self.borrowed_from is None and self.recheck_of is None
         return own and (self.status is None or (self.status.ran and self.status != Status.INTERRUPTED))
 
-    # -- what to store --
+
+class TrialAttrs:
+    """What a sweep stores on a trial at each step of its life, as the user_attrs to write: the
+    writing side of TrialRecord, spelled with the same names."""
+
     @staticmethod
     def started(
         *,
@@ -311,14 +315,3 @@ class TrialRecord:
     @staticmethod
     def heartbeat(now: float) -> dict[str, Any]:
         return {_HEARTBEAT: now}
-
-
-def queue_place(record: TrialRecord) -> int:
-    """Where a queued point stands in the one chain a sweep's proposals come from: the baseline
-    (queued with no origin) first, then the start points (warm starts, recipes), then the points
-    measured again, then a held-back knob's try; the sampler asks only when the queue is empty."""
-    if record.origin is None:
-        return 0
-    if record.again is None:
-        return 1
-    return 3 if record.again.why == Why.HELD_KNOB else 2

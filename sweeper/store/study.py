@@ -18,7 +18,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ..result import Status
 from .confirmation import Confirmation
-from .record import Again, Owner, TrialRecord, Why, queue_place
+from .record import TrialAttrs, TrialRecord
 from .storage import open_storage
 from .trials import current, of_setup
 
@@ -99,7 +99,7 @@ class StoredStudy:
             state=TrialState.RUNNING,
             params=failed.params,
             distributions=failed.distributions,
-            user_attrs={**failed.user_attrs, **TrialRecord.recovered(failed.number)},
+            user_attrs={**failed.user_attrs, **TrialAttrs.recovered(failed.number)},
         )
         return optuna.Trial(self.study, self.study._storage.create_new_trial(self.study_id, template_trial=template))
 
@@ -178,66 +178,6 @@ class StoredStudy:
         """The last sweep's winner trial and confirmed speedup, as save_outcome stored them."""
         return self.study.user_attrs.get(_WINNER), self.study.user_attrs.get(_SPEEDUP)
 
-    def enqueue(
-        self,
-        knobs: Mapping[str, Any],
-        origin: str | None,
-        fixed: Sequence[str],
-        again: Again | None = None,
-    ) -> bool:
-        """Queue a point for this setup's next ask, with why: once (not if the setup's trials hold
-        it, the baseline's own point included), except the baseline (no origin) and a point
-        measured again (`again`, the one queue's entry: a recheck, a held-back knob's try, an
-        orphaned trial's point), which are trials of their own; a point in place of a skipped one
-        is queued once too. False: the setup held it, so nothing was queued."""
-        own_run = again is not None and again.why != Why.IN_PLACE
-        if origin is not None and not own_run and self.holds(knobs, fixed):
-            return False
-        self.study.enqueue_trial(dict(knobs), user_attrs=TrialRecord.queued(origin, fixed, again))
-        return True
-
-    def holds(self, knobs: Mapping[str, Any], fixed: Sequence[str]) -> bool:
-        """Whether a trial of this setup has exactly these knobs (asked, queued or measured): what
-        enqueue skips."""
-        wanted, fixed, first = dict(knobs), tuple(fixed), first_trial(self.study, fixed)
-        return any(
-            t.system_attrs.get("fixed_params", t.params) == wanted
-            for t in self.trials()
-            if t.number >= first and fixed in ((r := TrialRecord.of(t)).fixed_overrides, r.queued_for)
-        )
-
-    def ask(self, fixed: Sequence[str], owner: Owner) -> optuna.Trial:
-        """Optuna's Study.ask, except that a queued point goes only to the setup that queued it, in
-        the chain's order (record.queue_place) rather than the queue's, and the trial carries
-        `owner` from the moment it is RUNNING. A study
-        holds several setups (fixed overrides) and Optuna keeps one queue per study, so Study.ask
-        would hand one setup's queued point to whichever sweep asks first. A point queued by hand
-        (no setup recorded) goes to any."""
-        # Study.ask's own steps, through the storage the study reads (Optuna puts a cache in front
-        # of an RDB, which must see the trial it hands out)
-        storage = self.study._storage
-        queued = storage.get_all_trials(self.study_id, deepcopy=False, states=(TrialState.WAITING,))
-        for waiting in sorted(queued, key=lambda t: (queue_place(TrialRecord.of(t)), t.number)):
-            setup = TrialRecord.of(waiting).queued_for
-            if setup is not None and setup != tuple(fixed):
-                continue
-            # the claimant first, in one write: a sweep killed between the claim and the owner's
-            # writes then leaves a trial the next sweep can tell is dead. The owner only after the
-            # claim: written before, a lost race would leave ours on another process's trial
-            try:  # another process may take it first: then it is not ours
-                for key, value in owner.claim().items():
-                    storage.set_trial_user_attr(waiting._trial_id, key, value)
-                if not storage.set_trial_state_values(waiting._trial_id, state=TrialState.RUNNING):
-                    continue
-            except optuna.exceptions.UpdateFinishedTrialError:
-                continue
-            for key, value in owner.attrs().items():
-                storage.set_trial_user_attr(waiting._trial_id, key, value)
-            return optuna.Trial(self.study, waiting._trial_id)
-        # a new trial is created RUNNING with its owner in one write
-        template = optuna.trial.create_trial(state=TrialState.RUNNING, user_attrs=owner.attrs())
-        return optuna.Trial(self.study, storage.create_new_trial(self.study_id, template_trial=template))
-
     def last_winner(self) -> int | None:
         """The winner trial of the study's last sweep (None: no sweep has ended with one)."""
         return self.study.user_attrs.get(_WINNER)
@@ -248,7 +188,7 @@ class StoredStudy:
 
     def fail(self, number: int, status: Status, reason: str) -> None:
         """End a RUNNING trial as failed, with why."""
-        self.set_attrs(number, TrialRecord.ended(status, reason))
+        self.set_attrs(number, TrialAttrs.ended(status, reason))
         self.study.tell(number, state=TrialState.FAIL)
 
 
