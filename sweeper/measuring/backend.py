@@ -1,4 +1,4 @@
-"""Device, precision and global torch settings for one measured run (imports torch)."""
+"""Device, precision, memory, OpenMP and global torch settings for one measured run (imports torch)."""
 
 from __future__ import annotations
 
@@ -56,6 +56,32 @@ def apply_cuda_flags(cudnn_benchmark: bool, tf32: bool) -> None:
     torch.backends.cudnn.benchmark = bool(cudnn_benchmark)
     torch.backends.cuda.matmul.allow_tf32 = bool(tf32)
     torch.backends.cudnn.allow_tf32 = bool(tf32)
+
+
+def limit_memory(limit_gb: float | None, device_type: str) -> None:
+    """measure.memory_limit_gb as an address-space limit: the run's own allocations fail beyond
+    it (CPU). The CUDA libraries map far more address space than they use, so not there."""
+    import resource
+
+    if limit_gb is None:
+        return
+    if device_type == "cuda":
+        raise InvalidConfig(
+            f"measure.memory_limit_gb={limit_gb} limits the address space, which the CUDA libraries need "
+            "far more of than they use: set measure.memory_limit_gb=null on a GPU."
+        )
+    limit = int(limit_gb * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def check_openmp(blocktime: int | None, runtime: str) -> None:
+    """backend.kmp_blocktime means something to Intel's OpenMP runtime only."""
+    if blocktime is not None and runtime != "intel":
+        raise InvalidConfig(
+            f"backend.kmp_blocktime={blocktime} is read by Intel's OpenMP runtime, and this "
+            f"torch runs {'GNU libgomp' if runtime == 'gnu' else 'no OpenMP runtime'}: set "
+            "backend.kmp_blocktime=null."
+        )
 
 
 def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager[Any]:

@@ -15,7 +15,6 @@ from typing import Any
 
 from .. import jobtime, procs, topology
 from ..config import PageCache
-from ..errors import InvalidConfig
 from ..machine import Fingerprint
 from ..measurement import Measurement, Memory, RunFacts, Stopped, Throughput, Timing, Utilization
 from ..protocol import seconds_until_killed
@@ -65,32 +64,6 @@ class Timed:
     utilization: Utilization
 
 
-def limit_memory(limit_gb: float | None, device_type: str) -> None:
-    """measure.memory_limit_gb as an address-space limit: the run's own allocations fail beyond
-    it (CPU). The CUDA libraries map far more address space than they use, so not there."""
-    import resource
-
-    if limit_gb is None:
-        return
-    if device_type == "cuda":
-        raise InvalidConfig(
-            f"measure.memory_limit_gb={limit_gb} limits the address space, which the CUDA libraries need "
-            "far more of than they use: set measure.memory_limit_gb=null on a GPU."
-        )
-    limit = int(limit_gb * 2**30)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-
-def check_openmp(blocktime: int | None, runtime: str) -> None:
-    """backend.kmp_blocktime means something to Intel's OpenMP runtime only."""
-    if blocktime is not None and runtime != "intel":
-        raise InvalidConfig(
-            f"backend.kmp_blocktime={blocktime} is read by Intel's OpenMP runtime, and this "
-            f"torch runs {'GNU libgomp' if runtime == 'gnu' else 'no OpenMP runtime'}: set "
-            "backend.kmp_blocktime=null."
-        )
-
-
 def prepare(spec: RunSpec, rank: Rank | None, started: float) -> Prepared:
     """Threads, cores and device, in the order torch needs them: before any thread starts."""
     if spec.cwd and spec.cwd not in sys.path:
@@ -114,9 +87,9 @@ def prepare(spec: RunSpec, rank: Rank | None, started: float) -> Prepared:
     group = None
     if rank is not None:
         device, group = join_group(torch, device, rank)
-    limit_memory(spec.measure.memory_limit_gb, device.type)
+    backend.limit_memory(spec.measure.memory_limit_gb, device.type)
     openmp_runtime = topology.openmp_runtime(procs.mapped_files())  # torch is imported: its OpenMP is mapped
-    check_openmp(back.kmp_blocktime, openmp_runtime)
+    backend.check_openmp(back.kmp_blocktime, openmp_runtime)
     backend.check_precision(device, str(back.precision))
     backend.apply_cuda_flags(back.cudnn_benchmark, back.tf32)
     flushed = backend.apply_flush_denormal(back.flush_denormal)
@@ -256,60 +229,69 @@ def extras(spec: RunSpec, ready: Prepared, built: Built, figures: Throughput, ev
     and the compute-only bound on a batch held on the device with, for a workload on files, the
     data path's ceilings (measure.compute_bound). A pruned run gets no more than the restart its
     windows read (restarts.with_restarts)."""
-    from . import backend, timing
 
     def timed_apart() -> float:
         events.phase("epoch_restart")
         return built.stream.restart_cost_s()
 
-    load, meas = spec.loader, spec.measure
-    figures = with_restarts(figures, load, built.epoch_samples, timed_apart)
-    if figures.pruned:
-        return figures
-    if meas.compute_bound and figures.stopped != Stopped.TIME_LIMIT:  # no time left for a second loop
-        events.phase("compute_bound")
-        held = built.next_batch()  # one batch kept on the device: no loader in the loop
-        rule = replace(Rule.of(meas), warmup_steps=1, prune_below=None, race=None, behind=None)
-        bound = timing.measure(
-            lambda: held,
-            built.step,
-            built.samples_of,
-            backend.synchronize(ready.device),
-            rule,
-            sync_every_step=meas.sync == "step",
-            group=ready.group,
-        ).throughput()
-        figures = replace(
-            figures,
-            compute_bound_samples_per_sec=bound.samples_per_sec,
-            compute_bound_samples_per_sec_iqr=bound.samples_per_sec_iqr,
-            data_path_cost=1.0 - figures.samples_per_sec / bound.samples_per_sec,
-        )
-    files = built.workload.files
-    if meas.compute_bound and files and figures.stopped != Stopped.TIME_LIMIT:
-        events.phase("data ceilings")
-        synchronize = backend.synchronize(ready.device)
+    figures = with_restarts(figures, spec.loader, built.epoch_samples, timed_apart)
+    if figures.pruned or not spec.measure.compute_bound or figures.stopped == Stopped.TIME_LIMIT:
+        return figures  # a run stopped by its time limit has no time left for a second loop
+    figures = _compute_bound(spec, ready, built, figures, events)
+    return _data_ceilings(spec, ready, built, figures, events) if built.workload.files else figures
 
-        def next_batch_done() -> Any:  # on the device, copied and decoded there (task.decoder=device)
-            batch = built.next_batch()
-            synchronize()
-            return batch
 
-        found = ceiling.measure(
-            files,
-            len(built.workload.dataset),
-            max(1, load.num_workers),
-            2 * meas.window_s,
-            next_batch_done,
-            built.samples_of,
-        )
-        figures = replace(
-            figures,
-            disk_samples_per_sec=found.disk_samples_per_sec,
-            disk_mb_per_sec=found.disk_mb_per_sec,
-            decode_samples_per_sec=found.decode_samples_per_sec,
-        )
-    return figures
+def _compute_bound(spec: RunSpec, ready: Prepared, built: Built, figures: Throughput, events: Events) -> Throughput:
+    """The step's own rate on one batch kept on the device (no loader in the loop), and the share
+    of the run's rate the data path costs."""
+    from . import backend, timing
+
+    events.phase("compute_bound")
+    held = built.next_batch()
+    rule = replace(Rule.of(spec.measure), warmup_steps=1, prune_below=None, race=None, behind=None)
+    bound = timing.measure(
+        lambda: held,
+        built.step,
+        built.samples_of,
+        backend.synchronize(ready.device),
+        rule,
+        sync_every_step=spec.measure.sync == "step",
+        group=ready.group,
+    ).throughput()
+    return replace(
+        figures,
+        compute_bound_samples_per_sec=bound.samples_per_sec,
+        compute_bound_samples_per_sec_iqr=bound.samples_per_sec_iqr,
+        data_path_cost=1.0 - figures.samples_per_sec / bound.samples_per_sec,
+    )
+
+
+def _data_ceilings(spec: RunSpec, ready: Prepared, built: Built, figures: Throughput, events: Events) -> Throughput:
+    """For a workload on files: the rates the disk and the decode alone allow (ceiling.measure)."""
+    from . import backend
+
+    events.phase("data ceilings")
+    synchronize = backend.synchronize(ready.device)
+
+    def next_batch_done() -> Any:  # on the device, copied and decoded there (task.decoder=device)
+        batch = built.next_batch()
+        synchronize()
+        return batch
+
+    found = ceiling.measure(
+        built.workload.files,
+        len(built.workload.dataset),
+        max(1, spec.loader.num_workers),
+        2 * spec.measure.window_s,
+        next_batch_done,
+        built.samples_of,
+    )
+    return replace(
+        figures,
+        disk_samples_per_sec=found.disk_samples_per_sec,
+        disk_mb_per_sec=found.disk_mb_per_sec,
+        decode_samples_per_sec=found.decode_samples_per_sec,
+    )
 
 
 def describe(spec: RunSpec, ready: Prepared, built: Built) -> tuple[RunFacts, Fingerprint]:

@@ -181,6 +181,18 @@ def _action(rule: WarmUpRule, steps: int, since_settled: float, left: float | No
     return _BLOCK_END if block[0] and block[1] >= rule.window_s / 2 else _GO_ON
 
 
+def _ending(rule: WarmUpRule, loop: Loop, blocks: _Blocks) -> tuple[bool, float | None] | None:
+    """After a block: None to go on, else whether the rate is steady and the rate warm-up ends at
+    (steady: its steady span's, asked of every rank; far below, a single process only: the last
+    two blocks')."""
+    span = steady_span(blocks.timed, rule.steady_tol) if len(blocks.timed) >= 2 else 0
+    if loop.agree(int(span > 0)):  # every rank asks
+        return True, blocks.rate(2 * span) if span else None
+    if loop.group is None and far_below(blocks.rates(), rule.warmup_bar):
+        return False, blocks.rate(2)
+    return None
+
+
 def warm_up(rule: WarmUpRule, loop: Loop) -> WarmUp:
     """Until the minimums are met and the step rate is steady (or the maximum is reached). The
     minimum and maximum time count from the end of the first step, which holds compilation, a
@@ -216,13 +228,9 @@ def warm_up(rule: WarmUpRule, loop: Loop) -> WarmUp:
         step_rate = block_steps / (now - block_start)
         if not (rule.restarts_apart and loop.epochs_started() != block_epochs):
             blocks.add(block_steps, now - block_start, block_samples)
-        span = steady_span(blocks.timed, rule.steady_tol) if len(blocks.timed) >= 2 else 0
-        if loop.agree(int(span > 0)):  # every rank asks
-            is_steady = True
-            steady_rate = blocks.rate(2 * span) if span else None
-            break
-        if loop.group is None and far_below(blocks.rates(), rule.warmup_bar):
-            ended_far_below, steady_rate = True, blocks.rate(2)
+        if (ending := _ending(rule, loop, blocks)) is not None:
+            is_steady, steady_rate = ending
+            ended_far_below = not is_steady
             break
         block_start, block_steps, block_samples, block_epochs = now, 0, 0, loop.epochs_started()
     loop.sync()

@@ -266,15 +266,9 @@ def _ask_batch(
     batch = Batch(best=next(iter(ranked(trials)), None))
     pending: dict[str, int] = {}
     while len(batch.jobs) < max(1, width) and not state.sampler_done:
-        known = learned(stored, plan)
-        _say_first_step(plan, known, state)
-        ctx = plan.context(known)
-        first = baseline is None and not batch.jobs
-        held_back = _held_back_now(stored, plan, state, trials, ctx, len(batch.jobs))
-        if not first:
-            _queue_due(stored, plan, state, trials, ctx)
-        trial, knobs = ask(stored, plan, ctx, baseline=first, held_back=held_back)
-        state.start_points_due |= first  # after the baseline: the other classes' winners and the recipes
+        trial, knobs = _next_point(
+            stored, plan, state, trials, first=baseline is None and not batch.jobs, asked=len(batch.jobs)
+        )
         ahead = [t for t in stored.trials(plan.setup) if t.number < trial.number and was_measured(t)]
         if len(ahead) >= plan.settings.n_trials:  # another process took the last slot meanwhile
             _note(state, skip(stored, trial, Status.SURPLUS, "n_trials was reached by another process of this study"))
@@ -286,12 +280,7 @@ def _ask_batch(
         told = answer(stored, plan, trial, knobs, trials, kin, state.say_once)
         if told is not None:
             _tell(stored, plan, state, told, lambda: remaining_s)
-            if (
-                not batch.jobs
-                or state.sampler_done
-                or state.unmeasured_in_a_row >= EXHAUSTED_AFTER
-                or state.skipped_in_a_row >= SKIPPED_AFTER
-            ):
+            if not batch.jobs or _stop_rules_due(state):
                 break  # back to the stop rules, as between trials
             continue
         pending[key] = trial.number
@@ -309,6 +298,28 @@ def _ask_batch(
         if baseline is None:
             break  # the baseline is measured alone: every trial after it races against it
     return batch
+
+
+def _next_point(
+    stored: StoredStudy, plan: SweepPlan, state: LoopState, trials: list[FrozenTrial], *, first: bool, asked: int
+) -> tuple[Trial, dict[str, Any]]:
+    """The next trial and its knobs, from what the study has learned: the baseline when `first`,
+    else the one queue's due points before the sampler (`asked`: the batch's trials so far)."""
+    known = learned(stored, plan)
+    _say_first_step(plan, known, state)
+    ctx = plan.context(known)
+    held_back = _held_back_now(stored, plan, state, trials, ctx, asked)
+    if not first:
+        _queue_due(stored, plan, state, trials, ctx)
+    trial, knobs = ask(stored, plan, ctx, baseline=first, held_back=held_back)
+    state.start_points_due |= first  # after the baseline: the other classes' winners and the recipes
+    return trial, knobs
+
+
+def _stop_rules_due(state: LoopState) -> bool:
+    """A point answered without a run ends the batch where the sampler is done or keeps
+    proposing points that are not measured: the stop rules read those counts between trials."""
+    return state.sampler_done or state.unmeasured_in_a_row >= EXHAUSTED_AFTER or state.skipped_in_a_row >= SKIPPED_AFTER
 
 
 def _say_first_step(plan: SweepPlan, known: Learned, state: LoopState) -> None:

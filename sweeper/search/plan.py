@@ -218,6 +218,18 @@ def preset(base: DictConfig, compose: Compose, fixed: list[str], device_kind: st
     return search
 
 
+def _searched(
+    base: DictConfig, compose: Compose, fixed: list[str], machine: Machine, *, workload_knobs: bool
+) -> SearchConf:
+    """The preset, with the knobs sweeper's own workload adds where they can pay: a long job's
+    (torch.compile's modes) and data on disk's."""
+    chosen = preset(base, compose, fixed, machine.device)
+    if workload_knobs:
+        chosen = with_job_knobs(chosen, OmegaConf.select(base, Knob.MEASURE_JOB_SAMPLES, default=None), machine.cuda)
+        chosen = with_file_knobs(chosen, base, machine.cuda)
+    return chosen
+
+
 # what torch.compile may pay for over a long job: its modes on a GPU (max-autotune's minutes of
 # autotuning pay only there), the default one on a CPU
 JOB_COMPILE = {True: "choice(off,default,max-autotune)", False: "choice(off,default)"}
@@ -332,10 +344,7 @@ def make_plan(
     own_app = all(key in base for key in OWN_GROUPS)
     script = own_app and command.is_script(base.task)
     machine = machine_for(base, own_app, script, launcher, probe_machine)
-    chosen = preset(base, compose, fixed, machine.device)
-    if own_app and not script:
-        chosen = with_job_knobs(chosen, OmegaConf.select(base, Knob.MEASURE_JOB_SAMPLES, default=None), machine.cuda)
-        chosen = with_file_knobs(chosen, base, machine.cuda)
+    chosen = _searched(base, compose, fixed, machine, workload_knobs=own_app and not script)
     # how the search runs is not what a trial runs with: search.recipes=false and the like leave
     # the trials' overrides, and the setup that the study knows them by, as they were
     fixed = [o for o in fixed if not o.lstrip("+~").startswith("search.")]
