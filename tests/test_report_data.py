@@ -586,7 +586,7 @@ def test_a_point_the_preset_skips_is_listed_but_neither_measured_nor_failed():
 
 
 def test_a_run_stopped_behind_the_best_is_drawn_at_its_figure_not_on_the_failures_zero_line():
-    from sweeper.report.charts import scatter_chart
+    from sweeper.report.scatter import scatter_chart
 
     stopped = make(
         4, 32, 700.0, status="pruned", reason="pruned: 700 samples/s after 1 window is below 0.8 of the floor"

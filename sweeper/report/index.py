@@ -20,9 +20,9 @@ from ..store.summary import SUMMARY_FILE, SweepSummary
 from ..store.table import knob_columns
 from ..verdict import Verdict
 from . import charts
+from .assets import CSS
 from .charts import img
 from .nights import nights_chart
-from .page import CSS
 
 
 @dataclass(frozen=True)
