@@ -64,9 +64,9 @@ from sweeper.search.confirm import run_confirmation  # noqa: E402
 from sweeper.search.converge import Converged  # noqa: E402
 from sweeper.search.launch import Job  # noqa: E402
 from sweeper.search.loop import optimize  # noqa: E402
+from sweeper.search.opening import make_sampler  # noqa: E402
 from sweeper.search.plan import SweepPlan, make_plan  # noqa: E402
 from sweeper.search.settings import SweepSettings  # noqa: E402
-from sweeper.search.sweep import make_sampler  # noqa: E402
 from sweeper.stats import rate_interval  # noqa: E402
 from sweeper.store.study import StoredStudy  # noqa: E402
 from sweeper.store.trials import config_of, ranked, was_measured  # noqa: E402

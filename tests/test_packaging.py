@@ -82,13 +82,13 @@ def test_gpsampler_without_scipy_is_one_line_naming_the_extra(monkeypatch):
     from types import SimpleNamespace
 
     from sweeper.errors import ConfigError
-    from sweeper.search import sweep
+    from sweeper.search import opening
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "scipy" else real(name, *a))
     settings = SimpleNamespace(sampler={"_target_": "optuna.samplers.GPSampler"}, grid=False, n_jobs=1)
     with pytest.raises(ConfigError, match=r"needs scipy: pip install 'torch-sweeper\[gp\]'"):
-        sweep.make_sampler(SimpleNamespace(settings=settings, space={}))
+        opening.make_sampler(SimpleNamespace(settings=settings, space={}))
 
 
 def test_the_distribution_carries_its_licence_and_metadata():

@@ -1251,7 +1251,7 @@ def test_a_space_whose_choices_the_study_holds_otherwise_gets_its_own_study_said
     same way every time, and the default space goes on in the first."""
     from optuna.trial import create_trial
 
-    from sweeper.search.sweep import open_study
+    from sweeper.search.opening import open_study
     from sweeper.store.study import space_study_name
 
     settings = {"n_trials": 3, "storage": f"sqlite:///{tmp_path / 's.db'}"}

@@ -13,15 +13,12 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from hydra.core.plugins import Plugins
 from hydra.types import HydraContext, TaskFunction
-from hydra.utils import instantiate
 from omegaconf import DictConfig
-from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 
 from .. import foreign, topology
 from ..config import error_line
@@ -41,108 +38,20 @@ from ..runner.fork_servers import expecting
 from ..runner.lock import MeasureLock, describe
 from ..runner.probe import probe
 from ..runner.signals import stop_on_signals
-from ..script_version import changed_note, other_versions
 from ..store.nights import Night, Outcome
-from ..store.record import TrialRecord
 from ..store.storage import JOURNAL_PREFIX, command_line, redact, scrub_files
-from ..store.study import StoredStudy, SweepSpan, space_conflict, space_study_name, start_afresh
+from ..store.study import StoredStudy, SweepSpan, start_afresh
 from ..store.summary import SweepSummary
 from . import preview, progress, under_load
-from . import space as sp
 from .confirm import run_confirmation
 from .disk import check_room
 from .launch import JobRunner
 from .loop import optimize, typical_wall
+from .opening import open_study
 from .outputs import write_outputs, write_sweep_info
 from .plan import SweepPlan, make_plan
 from .settings import LockMode, SweepSettings
 from .watch import watch
-
-TPE_STARTUP_TRIALS = 5
-
-
-def grid_space(space: Mapping[str, BaseDistribution]) -> dict[str, list[Any]]:
-    """GridSampler's search_space from the distributions (ints expanded, floats refused)."""
-    grid: dict[str, list[Any]] = {}
-    for key, dist in space.items():
-        if isinstance(dist, CategoricalDistribution):
-            grid[key] = list(dist.choices)
-        elif isinstance(dist, IntDistribution) and not dist.log:
-            grid[key] = list(range(dist.low, dist.high + 1, dist.step))
-        else:
-            raise ConfigError(f"GridSampler needs finite choices: {key} is {dist}; use choice(...) or range(...).")
-    return grid
-
-
-def make_sampler(plan: SweepPlan) -> Any:
-    config = dict(plan.settings.sampler or {"_target_": "optuna.samplers.TPESampler"})
-    target = str(config.get("_target_", ""))
-    if plan.settings.grid and "search_space" not in config:
-        config["search_space"] = grid_space(plan.space)
-    if target.endswith("GPSampler") and importlib.util.find_spec("scipy") is None:
-        raise ConfigError(f"hydra.sweeper.sampler={target} needs scipy: pip install 'torch-sweeper[gp]'.")
-    if target.endswith("TPESampler"):
-        # a sweep has tens of trials, not hundreds: model the space sooner than TPE's 10
-        config.setdefault("n_startup_trials", TPE_STARTUP_TRIALS)
-        if plan.settings.n_jobs > 1:  # trials still running count as bad ones: not proposed twice
-            config.setdefault("constant_liar", True)
-    try:
-        return instantiate(config, _convert_="all")
-    except Exception as exc:
-        # one line: Hydra's hint about its own traces left out, its "Error in call to ...:" joined
-        why = " ".join(str(exc).split(", set env var HYDRA_FULL_ERROR")[0].split())
-        raise ConfigError(
-            f"hydra.sweeper.sampler: cannot instantiate {config.get('_target_')!r}: {why} (any Optuna "
-            "sampler: optuna.samplers.TPESampler, GPSampler, NSGAIISampler, RandomSampler, "
-            "GridSampler)."
-        ) from exc
-
-
-def open_study(plan: SweepPlan) -> tuple[StoredStudy, SweepPlan]:
-    """The plan's study, opened (created the first time), and the plan: where the study holds a
-    knob of this space under other choices (Optuna keeps one set per study), the space's own
-    study beside it instead, said before trial 1."""
-    stored = _open_checked(plan)
-    if (conflict := space_conflict(stored.study.get_trials(deepcopy=False), plan.space)) is not None:
-        knob, held, asked = conflict
-        own = space_study_name(plan.study_name, plan.space)
-        note = (
-            f"study {plan.study_name!r} holds {knob} as {sp.spelled(held)}, this sweep's space as "
-            f"{sp.spelled(asked)}; Optuna keeps one set of choices per study, so this space's trials "
-            f"go to study {own!r} in the same storage"
-        )
-        plan = replace(plan, study_name=own, notes=(*plan.notes, note))
-        stored = _open_checked(plan)
-    if plan.script_version is not None:
-        setups = (TrialRecord.of(t).fixed_overrides for t in stored.study.get_trials(deepcopy=False))
-        if changed := changed_note(plan.script_version, other_versions(setups, plan.setup)):
-            plan = replace(plan, notes=(*plan.notes, changed))
-    stored.describe(
-        plan.objectives, plan.hardware_class, workload=plan.workload, machine=plan.machine.fingerprint.describe()
-    )
-    return stored, plan
-
-
-def _open_checked(plan: SweepPlan) -> StoredStudy:
-    sampler = make_sampler(plan)
-    try:
-        stored = StoredStudy.open(plan.storage_url, plan.study_name, directions=plan.directions, sampler=sampler)
-    except ConfigError:
-        raise
-    except Exception as exc:  # SQLAlchemy's and the journal's many errors: one line
-        first = " ".join(str(exc).split())[:300]
-        raise ConfigError(
-            f"hydra.sweeper.storage={redact(plan.storage_url)!r}: cannot open study {plan.study_name!r} "
-            f"({type(exc).__name__}: {first}); check that the server is up and the URL right, or that "
-            "no other program holds the SQLite file (use a journal: or PostgreSQL storage for parallel sweeps)."
-        ) from exc
-    existing = [d.name.lower() for d in stored.study.directions]
-    if existing != list(plan.directions):
-        raise ConfigError(
-            f"study {plan.study_name!r} optimises {existing}, not {list(plan.directions)}: "
-            "use another hydra.sweeper.study_name or the same objectives."
-        )
-    return stored
 
 
 def check_lock_at_start(plan: SweepPlan) -> None:
