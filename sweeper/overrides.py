@@ -21,6 +21,12 @@ GROUPS = ("task", "loader", "backend", "measure", "train")
 SWEEP_ONLY = ("trial", "trial.prune_below", "trial.race", "trial.behind", Knob.MEASURE_TIMEOUT_S)
 
 
+def config_word(value: Any) -> str:
+    """A value as a config spells it, for reading: null, true or false, else its text
+    (override_value quotes it where Hydra must read it back)."""
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def override_value(value: Any) -> str:
     """A value as Hydra's command line reads it back. Quoted in double quotes where it has none,
     so that a shell's single quotes around the override stay whole (a command's `${...}` needs

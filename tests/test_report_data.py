@@ -425,8 +425,8 @@ def test_why_follows_the_evidence(wait, kw, says):
 
 
 def test_null_knob_values_say_what_they_mean():
+    from sweeper.report.chart_data import knob_label
     from sweeper.report.charts import axis_order
-    from sweeper.report.data import knob_label
 
     assert knob_label("backend.threads", None, Fingerprint(threads=2)) == "default (2)"
     assert knob_label("loader.prefetch_factor", None, None) == "default (2)"
@@ -538,7 +538,7 @@ def test_why_counts_the_workers_asked_for_not_the_helper_processes():
 
 
 def test_samples_per_sec_against_ranks_is_shown_when_the_sweep_varied_them():
-    from sweeper.report.data import ranks_of
+    from sweeper.report.chart_data import ranks_of
     from sweeper.report.notes import batch_note
 
     one, two = make(0, 64, 1000.0, baseline=True), make(1, 64, 1800.0)

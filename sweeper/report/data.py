@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
 from ..datapath import ceiling_words, data_words
-from ..jobtime import JobLine, distinct, leads
-from ..knobs import Knob
-from ..machine import Fingerprint
-from ..measurement import COST_KIND, DEFAULT_OBJECTIVES, KEY_FIGURES, PRIMARY
-from ..overrides import winner_command, winner_yaml
+from ..measurement import DEFAULT_OBJECTIVES, KEY_FIGURES
+from ..overrides import config_word, winner_command, winner_yaml
 from ..result import WALL_S, Status
 from ..store.confirmation import Confirmation
 from ..store.record import TrialRecord
@@ -26,58 +22,19 @@ from ..store.trials import (
     changed_knobs,
     config_of,
     count,
-    feasible,
     measured_results,
-    pareto_trials,
-    primary_value,
     ranked,
-    speed_memory_front,
     unconfirmed_winner,
 )
+from .chart_data import Objectives, Ranked, Records, charts_of
 from .code import code_diff, script_diff
-from .contents import Charts, Failure, Headline, JobLengths, Notes, Point, ReportData, Speedup, Table, Winner
+from .contents import Headline, Notes, ReportData, Speedup, Table, Winner
 from .notes import advice, search_notes
-from .why import StepBreakdown, breakdown
 
-# what PyTorch does when a knob is left at null, for the knob-effect charts
-_DEFAULTS = {
-    Knob.LOADER_PREFETCH_FACTOR: lambda fp: 2,
-    Knob.BACKEND_THREADS: lambda fp: fp.threads,
-    Knob.BACKEND_INTEROP_THREADS: lambda fp: fp.interop_threads,
-}
 # short trial states for the table
 STATE_LABELS = {"COMPLETE": "done", "FAIL": "failed", "PRUNED": "pruned", "RUNNING": "running", "WAITING": "waiting"}
 # the figures the report's table shows (the CSV has them all)
 TABLE_FIGURES = (*KEY_FIGURES, WALL_S)
-
-
-def _text(value: Any) -> str:
-    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
-
-
-Records = Mapping[int, TrialRecord]  # trial number -> its record: the report reads each trial's attributes once
-
-
-def ranks_of(done: Sequence[FrozenTrial], records: Records) -> list[tuple[int, int, float, float]]:
-    """(trial, ranks, total samples/sec, per rank) of completed trials, when more than one
-    rank count was measured; a single process is its own one rank."""
-    rows = []
-    for t in done:
-        measured = records[t.number].measurement
-        if measured is None:
-            continue
-        nproc, total = measured.run.nproc_per_node, measured.throughput.samples_per_sec
-        per_rank = [r for r in measured.throughput.rank_samples_per_sec or () if r is not None]
-        rows.append((t.number, nproc, total, sum(per_rank) / len(per_rank) if per_rank else total / nproc))
-    return rows if len({r[1] for r in rows}) > 1 else []
-
-
-def knob_label(key: str, value: Any, fingerprint: Fingerprint | None) -> str:
-    """A knob's value as the effect charts label it: null says what it means, e.g. `default (2)`."""
-    if value is None:
-        meant = _DEFAULTS.get(key, lambda fp: None)(fingerprint or Fingerprint())
-        return f"default ({meant})" if meant is not None else "default"
-    return _text(value)
 
 
 def machine_of(trials: Sequence[FrozenTrial]) -> str:
@@ -86,119 +43,6 @@ def machine_of(trials: Sequence[FrozenTrial]) -> str:
         if fingerprint is not None:
             return fingerprint.describe()
     return "unknown (no trial completed)"
-
-
-def _speed_alone(objectives: Sequence[str]) -> bool:
-    return list(objectives) == [PRIMARY]
-
-
-def _front(trials: Sequence[FrozenTrial], objectives: Sequence[str], directions: Sequence[str]) -> list[FrozenTrial]:
-    """The trials on the Pareto front the report draws: the objectives' own, or, when the sweep
-    optimised samples/sec alone, speed against peak memory from the measured figures."""
-    if _speed_alone(objectives):
-        return speed_memory_front(trials)
-    return pareto_trials(trials, directions)
-
-
-def _front_on(objectives: Sequence[str]) -> str | None:
-    if len(objectives) > 1:
-        return COST_KIND.get(objectives[1])
-    return "memory" if _speed_alone(objectives) else None
-
-
-def _stopped_early(t: FrozenTrial, records: Records) -> bool:
-    """Pruned behind the best with the figure it had (a chart point, not a failure)."""
-    return t.state == TrialState.PRUNED and records[t.number].measurement is not None
-
-
-def _points(
-    measured: Sequence[FrozenTrial], records: Records, front: set[int], winner: int | None
-) -> tuple[Point, ...]:
-    """The charts' points: the completed runs, and the ones stopped early behind the best at the
-    figure they had (not on the failures' zero line: a run at 0.7 of the best is no crash)."""
-    points = []
-    for t in measured:
-        record = records[t.number]
-        m = record.measurement
-        assert m is not None  # measured: complete or stopped early, each with its figures
-        points.append(
-            Point(
-                t.number,
-                m.throughput.samples_per_sec,
-                m.memory.peak_memory_mb,
-                m.timing.step_time_p95_ms,
-                t.number in front,
-                record.baseline,
-                t.number == winner,
-                stopped=_stopped_early(t, records),
-                p99_ms=m.timing.step_time_p99_ms,
-                feasible=feasible(t),
-            )
-        )
-    return tuple(points)
-
-
-def _breakdowns(
-    baseline: FrozenTrial | None, best: Sequence[FrozenTrial], winner: int | None, records: Records
-) -> tuple[StepBreakdown, ...]:
-    """The baseline and the top three, each with where its step time goes."""
-    labelled: list[tuple[str, FrozenTrial]] = []
-    if baseline is not None and baseline.state == TrialState.COMPLETE:
-        labelled.append(("baseline", baseline))
-    # places in words, not "#2": a "#" is a trial's number everywhere else in the report
-    for place, t in zip(("1st", "2nd", "3rd"), [t for t in best if t is not baseline]):
-        labelled.append((place + (" (winner)" if t.number == winner else ""), t))
-    found = (breakdown(label, t.number, records[t.number]) for label, t in labelled)
-    return tuple(b for b in found if b is not None)
-
-
-def _effects(done: Sequence[FrozenTrial], records: Records) -> dict[str, list[tuple[str, float]]]:
-    """knob -> (value as text, samples/sec), for the knobs that took more than one value."""
-    effects: dict[str, list[tuple[str, float]]] = {}
-    for t in done:
-        record = records[t.number]
-        for key, value in config_of(t).items():
-            effects.setdefault(key, []).append(
-                (knob_label(key, value, record.fingerprint), record.samples_per_sec or 0.0)
-            )
-    return {k: v for k, v in effects.items() if len({x for x, _ in v}) > 1}
-
-
-def _history(done: Sequence[FrozenTrial], first: datetime | None) -> tuple[tuple[int, float, float], ...]:
-    history: list[tuple[int, float, float]] = []
-    best_so_far = 0.0
-    for t in sorted(done, key=lambda t: t.datetime_complete or datetime.max):
-        best_so_far = max(best_so_far, primary_value(t) or 0.0)
-        elapsed = (t.datetime_complete - first).total_seconds() if first and t.datetime_complete else 0.0
-        history.append((t.number, elapsed, best_so_far))
-    return tuple(history)
-
-
-def _job_lengths(
-    best: Sequence[FrozenTrial], baseline: FrozenTrial | None, winner: FrozenTrial | None, records: Records
-) -> JobLengths | None:
-    """Every ranked configuration as a line of time against job length; the ones that finish
-    first at some length are drawn, with the winner and the baseline. None where one finishes
-    first at every length (start-up decides nothing) and the sweep did not rank by a job."""
-    lines, job_samples = {}, None
-    for t in best:
-        m = records[t.number].measurement
-        if m is not None and m.timing.startup_s is not None:
-            lines[t.number] = JobLine(t.number, m.timing.startup_s, m.throughput.running_rate)
-            job_samples = job_samples or m.throughput.job_samples
-    found = leads(distinct(list(lines.values())))
-    if not found or (len(found) < 2 and job_samples is None):
-        return None
-    drawn = {lead.line.number for lead in found} | {t.number for t in (winner, baseline) if t is not None}
-    by_number = {t.number: t for t in best}
-    return JobLengths(
-        tuple(lines[n] for n in sorted(drawn) if n in lines),
-        found,
-        {n: config_of(by_number[n]) for n in drawn if n in by_number},
-        job_samples,
-        baseline=baseline.number if baseline is not None else None,
-        winner=winner.number if winner is not None else None,
-    )
 
 
 def _code(baseline: FrozenTrial | None, winner: FrozenTrial | None, records: Records, device: str) -> tuple[str, ...]:
@@ -232,7 +76,7 @@ def _table(listed: Sequence[FrozenTrial]) -> Table:
             STATE_LABELS.get(r["state"], str(r["state"]).lower()),
             _cell(r["status"]),
             _cell(r["reason"]) or "",
-            *(_text(_cell(r[k])) for k in knobs),
+            *(config_word(_cell(r[k])) for k in knobs),
             *(_cell(r.get(f)) for f in TABLE_FIGURES),
         )
         for r in frame.to_dict("records")
@@ -322,16 +166,6 @@ def _winner_number(
     return pick.number if (pick := unconfirmed_winner(trials)) is not None else None
 
 
-def _failures(shown: Sequence[FrozenTrial], records: Mapping[int, TrialRecord]) -> tuple[Failure, ...]:
-    """The trials that ended without a figure, with their status and reason (a trial stopped
-    behind the best, and a second run, which is a figure in the notes, are none)."""
-    return tuple(
-        Failure(t.number, str(records[t.number].status or t.state.name.lower()), str(records[t.number].reason or ""))
-        for t in shown
-        if t.state != TrialState.COMPLETE and not _stopped_early(t, records) and records[t.number].recheck_of is None
-    )
-
-
 def build_report_data(
     trials: Sequence[FrozenTrial],
     *,
@@ -355,23 +189,16 @@ def build_report_data(
     baseline, best = baseline_of(own), ranked(own)
     winner_number = _winner_number(trials, confirmation, sweep_span)
     winner = {t.number: t for t in trials}.get(winner_number) if winner_number is not None else None
-    stopped = [t for t in shown if _stopped_early(t, records)]
-    failures = _failures(shown, records)
     headline = _headline(trials, shown, records, study=study_name, workload=workload, sweep_span=sweep_span)
-    first = min((t.datetime_start for t in shown if t.datetime_start), default=None)
-    charts = Charts(
-        points=_points(
-            [*done, *stopped], records, {t.number for t in _front(trials, objectives, directions)}, winner_number
-        ),
-        failures=failures,
-        front_on=_front_on(objectives),
-        breakdowns=_breakdowns(baseline, best, winner_number, records),
-        effects=_effects(done, records),
-        importances=dict(importances or {}),
-        history=_history(done, first),
-        ranks=tuple(ranks_of(done, records)),
-        limits=dict(sweep_span.constraints) if sweep_span is not None else {},
-        job=_job_lengths(best, baseline, winner, records),
+    charts = charts_of(
+        trials,
+        shown,
+        done,
+        records,
+        Ranked(baseline, best, winner, winner_number),
+        Objectives(tuple(objectives), tuple(directions)),
+        importances=importances,
+        limits=sweep_span.constraints if sweep_span is not None else None,
     )
     return ReportData(
         headline=headline,

@@ -12,6 +12,7 @@ from optuna.trial import FrozenTrial
 
 from ..jobtime import STARTUP_JITTER_S, samples_text
 from ..knobs import Knob
+from ..overrides import config_word
 from ..result import Status
 from ..stats import IQR_WARN_THRESHOLD, Spread, rounds_to_separate
 from ..store.confirmation import Confirmation
@@ -170,12 +171,8 @@ def _rate(record: TrialRecord) -> str:
 def _differs(knobs: Mapping[int, Mapping[str, object]], was: int, now: int) -> str:
     """`backend.compile=default, loader.num_workers=2`: what trial `now` sets that `was` does not."""
     a, b = knobs.get(was, {}), knobs.get(now, {})
-    changed = [f"{k}={_word(v)}" for k, v in b.items() if a.get(k) != v]
+    changed = [f"{k}={config_word(v)}" for k, v in b.items() if a.get(k) != v]
     return ", ".join(changed) or "its own start-up"
-
-
-def _word(value: object) -> str:
-    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def job_sentences(job: JobLengths) -> tuple[str, ...]:

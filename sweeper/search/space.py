@@ -27,6 +27,7 @@ from .. import topology
 from ..command import AT_FIRST_STEP
 from ..errors import ConfigError
 from ..knobs import Knob
+from ..overrides import config_word
 
 _INT_INTERVAL = re.compile(r"^\s*(tag\([^,]*,\s*)?interval\(\s*-?\d+\s*,\s*-?\d+\s*\)\)?\s*$")
 
@@ -256,12 +257,8 @@ def include_value(dist: BaseDistribution, value: Any) -> BaseDistribution:
 def spelled(dist: BaseDistribution) -> str:
     """A distribution in the sweep grammar it came from (for messages): choice(32,64), range(0,5),
     interval(0.1,1.0)."""
-
-    def value(v: Any) -> str:
-        return "null" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
-
     if isinstance(dist, CategoricalDistribution):
-        return f"choice({','.join(value(c) for c in dist.choices)})"
+        return f"choice({','.join(config_word(c) for c in dist.choices)})"
     if isinstance(dist, IntDistribution):
         step = f",{dist.step}" if dist.step != 1 else ""
         return f"range({dist.low},{dist.high + dist.step}{step})"
