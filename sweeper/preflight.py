@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import error_line
+from .config_errors import error_line
 from .errors import ConfigError
 from .knobs import Knob
 from .paths import config_dir

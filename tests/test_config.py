@@ -14,7 +14,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from conftest import ROOT
-from sweeper import config
+from sweeper import config, config_errors
 from sweeper.paths import config_dir
 
 GROUPS = ("loader", "backend", "measure", "train", "dist")
@@ -84,17 +84,17 @@ def test_every_key_refuses_a_wrong_type_in_one_line(base, key, annotation):
     wrong = _wrong_value(annotation)
     with pytest.raises(Exception) as err:
         _compose(*base, f"{key}={wrong}")
-    line = config.error_line(err.value, _compose(*base))
+    line = config_errors.error_line(err.value, _compose(*base))
     assert line is not None and "\n" not in line, err.value
     assert line.startswith(f"{key}='{wrong}' is invalid: expected ") and line.endswith("."), line
-    assert config.allowed(annotation) in line
+    assert config_errors.allowed(annotation) in line
 
 
 def test_the_lines_name_what_is_allowed():
     def line(*overrides: str) -> str:
         with pytest.raises(Exception) as err:
             _compose(*overrides)
-        return config.error_line(err.value, _compose())
+        return config_errors.error_line(err.value, _compose())
 
     assert line("backend.precision=fp8") == "backend.precision='fp8' is invalid: expected one of fp32, bf16, fp16."
     assert line("loader.batch_size=big") == "loader.batch_size='big' is invalid: expected an integer."

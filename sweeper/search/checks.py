@@ -11,7 +11,7 @@ from dataclasses import replace
 from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
-from ..config import error_line
+from ..config_errors import error_line
 from ..errors import ConfigError
 from ..host import planned
 from ..knobs import Knob

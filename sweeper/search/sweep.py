@@ -21,7 +21,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
 from .. import foreign, topology
-from ..config import error_line
+from ..config_errors import error_line
 from ..description import load_description
 from ..errors import (
     EXIT_LOCKED,
