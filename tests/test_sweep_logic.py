@@ -1052,7 +1052,7 @@ def test_other_apps_job_values(value, status, figures):
 def test_a_lost_jobs_reason_leads_with_the_schedulers_words_whatever_its_error_stream_holds():
     """submitit's error for a cancelled SLURM job: its cached state may be stale, and the job's
     error stream may run past the one line's cut before slurmstepd says CANCELLED."""
-    from sweeper.search.launch import lost_reason
+    from sweeper.search.lost_jobs import lost_reason
 
     noise = "\n".join(f"UserWarning: something the job printed, line {i}" for i in range(30))
     exc = RuntimeError(

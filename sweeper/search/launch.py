@@ -4,11 +4,10 @@ trial's heartbeat meanwhile, launch, and turn what the job returned into a RunRe
 from __future__ import annotations
 
 import contextlib
-import json
-import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hydra.core.utils import JobStatus
@@ -19,12 +18,11 @@ from ..knobs import Knob
 from ..noise import Noise
 from ..result import RunResult, Status
 from ..runner.lock import held
-from ..runner.run import RESULT_FILE
 from ..runner.signals import StopRequest, StopWaiting
 from ..store.heartbeat import heartbeat
 from ..store.record import TrialAttrs
 from ..store.study import StoredStudy
-from . import progress, scheduled, under_load
+from . import lost_jobs, progress, scheduled, under_load
 from .disk import DiskWatch
 from .plan import SweepPlan
 from .settings import LockMode
@@ -105,46 +103,15 @@ class Job:
         return [*self.overrides, f"hydra.sweep.subdir={self.subdir}"] if self.subdir else list(self.overrides)
 
 
-LAUNCHER_LOG = "launcher.log"  # in a trial's folder: submitit's account of a job lost without a result
-
-
 def _first_line(exc: BaseException) -> str:
     """An exception as one line (a scheduler's state is often on its second: CANCELLED, TIMEOUT)."""
     return " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
-
-
-_STATE = re.compile(r"\(state: ([^)\n]+)\)")  # submitit: "has not produced any output (state: CANCELLED by 0)"
-_SCHEDULER_SAID = re.compile(
-    r"\*\*\* (JOB \S+ ON \S+ [^*\n]+?) \*\*\*"
-)  # slurmstepd: "*** JOB 7 ON n1 CANCELLED AT ... ***"
-
-
-def lost_reason(exc: BaseException) -> str:
-    """Why the launcher lost a job, in one short sentence: the scheduler's own words where it
-    said any (the state submitit saw, slurmstepd's verdict), else the error's first line, cut at
-    a word. The whole text goes to the trial's launcher.log."""
-    text = str(exc)
-    said = [f"state {m.group(1).strip()}" for m in _STATE.finditer(text)]
-    said += list(dict.fromkeys(m.group(1).split(" AT ")[0] for m in _SCHEDULER_SAID.finditer(text)))
-    if said:
-        return f"the launcher lost the job: {'; '.join(said)}"
-    first = " ".join(f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".split())
-    if len(first) > 160:
-        first = first[:160].rsplit(" ", 1)[0] + " ..."
-    return f"the launcher lost the job: {first}"
 
 
 def failed_job(exc: BaseException) -> RunResult:
     """The result of a job that raised: invalid for a configuration this machine can't run."""
     status = Status.INVALID if isinstance(exc, ConfigError) else Status.ERROR
     return RunResult(status, _first_line(exc))
-
-
-def _waited(result: RunResult, submitted: float) -> RunResult:
-    """The result with the time from the job's submission to its run's start (a queue)."""
-    if result.started_at is None:
-        return result
-    return result.replace(queue_wait_s=max(0.0, result.started_at - submitted))
 
 
 def _checked(result: RunResult, handle: Any) -> RunResult:
@@ -241,12 +208,12 @@ class JobRunner:
                 if is_disk_full(exc):
                     self.disk.met(exc)
             else:
-                results = [_waited(self._returned(r), submitted) for r in returns]
+                results = [lost_jobs.waited(self._returned(r), submitted) for r in returns]
                 if len(handles) == len(results):
                     results = [_checked(result, handle) for result, handle in zip(results, handles)]
                 return results
         if len(handles) != len(jobs):  # jobs sweeper cannot follow: what they left where they ran
-            return [self._recovered(job, lost, submitted) for job in jobs]
+            return [lost_jobs.recovered(self._folder(job), lost, submitted, self.stop.requested) for job in jobs]
         # one job lost: each of the batch followed to its own end, told from what it returned
         return [self._followed(job, handle, submitted) for job, handle in zip(jobs, handles)]
 
@@ -268,10 +235,10 @@ class JobRunner:
     def _followed(self, job: Job, handle: Any, submitted: float) -> RunResult:
         ended = scheduled.follow(handle, give_up=lambda: self.stop.requested or self._out_of_time())
         if ended.returned is not None:
-            return _checked(_waited(self._returned(ended.returned), submitted), handle)
+            return _checked(lost_jobs.waited(self._returned(ended.returned), submitted), handle)
         if ended.raised is not None:
             return failed_job(ended.raised)
-        self._keep_log(job, scheduled.launcher_log(handle))
+        lost_jobs.keep_log(self._folder(job), scheduled.launcher_log(handle))
         if ended.still_active and job.trial_number is None:  # a confirmation run: nobody reads it later
             with contextlib.suppress(Exception):
                 handle.cancel(check=False)
@@ -282,27 +249,21 @@ class JobRunner:
                 f"{ended.name} was still {ended.state} when the sweep stopped: "
                 "the next sweep of the study reads its result",
             )
-        left = self._left_result(job, submitted)
+        left = lost_jobs.left_result(self._folder(job), since=submitted)
         if left is not None:
-            return left
+            return lost_jobs.waited(left, submitted)
         return RunResult(
             Status.INTERRUPTED if self.stop.requested else Status.ERROR,
             f"the scheduler ended {ended.name} ({ended.state or 'state unknown'}) before it had a result",
         )
 
+    def _folder(self, job: Job) -> Path | None:
+        """Where the job runs and writes its result.json (None: a run with no folder of its own)."""
+        return self.plan.sweep_dir / job.subdir if job.subdir is not None else None
+
     def _out_of_time(self) -> bool:
         left = self.remaining()
         return left is not None and left <= 0
-
-    def _keep_log(self, job: Job, text: str) -> None:
-        """The launcher's account of a job lost without a result, in the trial's folder (its
-        reason stays one sentence)."""
-        if job.subdir is None or not text:
-            return
-        with contextlib.suppress(OSError):
-            folder = self.plan.sweep_dir / job.subdir
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / LAUNCHER_LOG).write_text(text)
 
     def _returned(self, job: Any) -> RunResult:
         if job.status == JobStatus.COMPLETED:
@@ -318,27 +279,6 @@ class JobRunner:
         except Exception as exc:  # noqa: BLE001 - a failed job is data
             return failed_job(exc)
         return RunResult(Status.ERROR, f"the job ended as {job.status.name} without an exception")
-
-    def _left_result(self, job: Job, submitted: float) -> RunResult | None:
-        """The result.json the job wrote where it ran, if it wrote one after its submission."""
-        if job.subdir is None:
-            return None
-        path = self.plan.sweep_dir / job.subdir / RESULT_FILE
-        if path.is_file() and path.stat().st_mtime >= submitted:
-            with contextlib.suppress(ValueError, OSError):
-                return _waited(
-                    RunResult.from_json(json.loads(path.read_text())).replace(job_dir=str(path.parent)), submitted
-                )
-        return None
-
-    def _recovered(self, job: Job, exc: BaseException, submitted: float) -> RunResult:
-        """A job of a batch the launcher could not return, and sweeper cannot follow: what it
-        measured, from the result.json it wrote where it ran, else the launcher's reason."""
-        left = self._left_result(job, submitted)
-        if left is not None:
-            return left
-        self._keep_log(job, str(exc))
-        return RunResult(Status.INTERRUPTED if self.stop.requested else Status.ERROR, lost_reason(exc))
 
     @contextlib.contextmanager
     def on_node(self, host: str | None) -> Iterator[None]:

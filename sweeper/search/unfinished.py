@@ -11,7 +11,6 @@ for new ones: nothing a job measured is lost because the sweep that submitted it
 
 from __future__ import annotations
 
-import json
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -20,12 +19,11 @@ from pathlib import Path
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from ..result import RunResult, Status
-from ..runner.run import RESULT_FILE
 from ..store import queue
 from ..store.heartbeat import orphans, process_alive
 from ..store.record import Again, TrialRecord, Why
 from ..store.study import StoredStudy
-from . import progress, scheduled
+from . import lost_jobs, progress, scheduled
 from .plan import SweepPlan
 from .trials import tell_result
 
@@ -33,15 +31,9 @@ from .trials import tell_result
 _LOST = (Status.INTERRUPTED, Status.ERROR)
 
 
-def left_result(sweep_dir: str | None, number: int, since: float | None = None) -> RunResult | None:
+def _left_result(sweep_dir: str | None, number: int, since: float | None = None) -> RunResult | None:
     """The result.json trial `number`'s job wrote in its folder (since `since`, epoch seconds)."""
-    path = Path(sweep_dir) / str(number) / RESULT_FILE if sweep_dir else None
-    if path is None or not path.is_file() or (since is not None and path.stat().st_mtime < since):
-        return None
-    try:
-        return RunResult.from_json(json.loads(path.read_text())).replace(job_dir=str(path.parent))
-    except (ValueError, OSError):
-        return None
+    return lost_jobs.left_result(Path(sweep_dir) / str(number) if sweep_dir else None, since)
 
 
 def late_results(trials: Sequence[FrozenTrial], fixed: Sequence[str]) -> list[tuple[FrozenTrial, RunResult]]:
@@ -53,7 +45,7 @@ def late_results(trials: Sequence[FrozenTrial], fixed: Sequence[str]) -> list[tu
         if trial.state != TrialState.FAIL or record.status not in _LOST or record.fixed_overrides != tuple(fixed):
             continue
         since = trial.datetime_start.timestamp() if trial.datetime_start else None
-        result = left_result(record.sweep_dir, trial.number, since)
+        result = _left_result(record.sweep_dir, trial.number, since)
         if result is None or not result.status.ran or result.status == Status.INTERRUPTED:
             continue
         if (result.status, result.reason) == (record.status, record.reason):
@@ -132,7 +124,7 @@ def settle(stored: StoredStudy, plan: SweepPlan, give_up: Callable[[], bool]) ->
         if trial.number in still:
             continue  # its job runs on: the next sweep reads it
         record = TrialRecord.of(trial)
-        result = left_result(record.sweep_dir, trial.number)
+        result = _left_result(record.sweep_dir, trial.number)
         if result is not None and record.fixed_overrides == plan.setup:
             tell_result(stored, Trial(stored.study, stored.trial_id(trial.number)), result, plan)
             progress.say(f"trial #{trial.number}: its job finished after its sweep stopped; its result.json is read")
