@@ -206,38 +206,8 @@ class Script:
         if isinstance(event, ScriptFailed):
             raise event
         if isinstance(event, _Exited):
-            raise self.ended(event.returncode)
+            raise exit_failure(event.returncode, list(self.tail), self.steps_seen)
         return event
-
-    def ended(self, returncode: int) -> ScriptFailed:
-        """Why a script that exited on its own, before its figure was known, failed the run."""
-        said = " ".join(self.tail)
-        where = f"after {self.steps_seen} steps"
-        if returncode < 0:
-            name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else str(-returncode)
-            return ScriptFailed(
-                Status.OOM if looks_like_oom(said) else Status.CRASH, f"the script was killed by {name} {where}"
-            )
-        if looks_like_oom(said):
-            return ScriptFailed(
-                Status.OOM, f"the script ran out of memory {where}: {last_line(chr(10).join(self.tail))}"
-            )
-        if returncode:
-            return ScriptFailed(
-                Status.ERROR,
-                f"the script exited with code {returncode} {where}: "
-                f"{last_line(chr(10).join(self.tail)) or 'no output'}",
-            )
-        if not self.steps_seen:  # it ran its loop, or none, without telling sweeper of a step
-            return ScriptFailed(
-                Status.ERROR,
-                "the script ended (exit code 0) without reporting a step: " + HOW_TO_REPORT,
-            )
-        return ScriptFailed(
-            Status.ERROR,
-            f"the script ended (exit code 0) {where}, before its figure was known: "
-            "let it run longer than warm-up and the windows take (more steps or epochs)",
-        )
 
     def stop(self) -> None:
         """SIGTERM to its group, SIGKILL after the grace; then reaped, and the FIFO gone."""
@@ -301,6 +271,35 @@ class ScriptSteps:
     @staticmethod
     def samples_of(step: Step) -> int:
         return step.samples
+
+
+def exit_failure(returncode: int, tail: list[str], steps_seen: int) -> ScriptFailed:
+    """Why a script that exited on its own, before its figure was known, failed the run: from its
+    exit code, its last lines of output (`tail`) and the steps it reported."""
+    said = " ".join(tail)
+    where = f"after {steps_seen} steps"
+    if returncode < 0:
+        name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else str(-returncode)
+        return ScriptFailed(
+            Status.OOM if looks_like_oom(said) else Status.CRASH, f"the script was killed by {name} {where}"
+        )
+    if looks_like_oom(said):
+        return ScriptFailed(Status.OOM, f"the script ran out of memory {where}: {last_line(chr(10).join(tail))}")
+    if returncode:
+        return ScriptFailed(
+            Status.ERROR,
+            f"the script exited with code {returncode} {where}: {last_line(chr(10).join(tail)) or 'no output'}",
+        )
+    if not steps_seen:  # it ran its loop, or none, without telling sweeper of a step
+        return ScriptFailed(
+            Status.ERROR,
+            "the script ended (exit code 0) without reporting a step: " + HOW_TO_REPORT,
+        )
+    return ScriptFailed(
+        Status.ERROR,
+        f"the script ended (exit code 0) {where}, before its figure was known: "
+        "let it run longer than warm-up and the windows take (more steps or epochs)",
+    )
 
 
 def last_words(output: bytes, lines: int) -> list[str]:
