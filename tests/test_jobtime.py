@@ -14,7 +14,7 @@ from sweeper.knobs import Knob
 from sweeper.measurement import Throughput
 from sweeper.report import build_report_data
 from sweeper.report.page import render
-from sweeper.search.plan import with_job_knobs
+from sweeper.search.preset import with_job_knobs
 from sweeper.search.settings import SearchConf
 
 

@@ -74,20 +74,6 @@ def make_loader(
             f"({len(dataset)} samples): lower it or use a larger dataset."  # type: ignore[arg-type]
         )
     workers = loader.num_workers
-    extra: dict[str, Any] = {}
-    if workers > 0:
-        extra["persistent_workers"] = loader.persistent_workers
-        if loader.prefetch_factor is not None:
-            extra["prefetch_factor"] = loader.prefetch_factor
-        if loader.multiprocessing_context is not None:
-            extra["multiprocessing_context"] = str(loader.multiprocessing_context)
-        if loader.in_order is False:
-            if not supports_in_order():
-                raise InvalidConfig(
-                    f"loader.in_order=false needs torch >= 2.6 (installed: {torch.__version__}): "
-                    "set loader.in_order=true or upgrade torch."
-                )
-            extra["in_order"] = False
     sampler: Any = None
     if shard is not None:
         from torch.utils.data.distributed import DistributedSampler
@@ -111,8 +97,28 @@ def make_loader(
         worker_init_fn=functools.partial(start_worker, parent=os.getpid(), cpus=worker_cpus, pipe=event_pipe())
         if workers > 0
         else None,
-        **extra,
+        **_worker_options(loader),
     )
+
+
+def _worker_options(loader: LoaderConf) -> dict[str, Any]:
+    """The DataLoader's options that mean something only with worker processes, where set
+    (left out without workers, where torch refuses some of them)."""
+    if loader.num_workers == 0:
+        return {}
+    options: dict[str, Any] = {"persistent_workers": loader.persistent_workers}
+    if loader.prefetch_factor is not None:
+        options["prefetch_factor"] = loader.prefetch_factor
+    if loader.multiprocessing_context is not None:
+        options["multiprocessing_context"] = str(loader.multiprocessing_context)
+    if loader.in_order is False:
+        if not supports_in_order():
+            raise InvalidConfig(
+                f"loader.in_order=false needs torch >= 2.6 (installed: {torch.__version__}): "
+                "set loader.in_order=true or upgrade torch."
+            )
+        options["in_order"] = False
+    return options
 
 
 def to_device(batch: Any, device: torch.device, non_blocking: bool, channels_last: bool) -> Any:

@@ -13,6 +13,28 @@ from . import backend
 from .workload import Workload
 
 
+def _infer_step(
+    workload: Workload, model: Callable[..., Any], device: torch.device, precision: str
+) -> Callable[[Any], None]:
+    """step(batch) for inference: the forward pass under inference_mode and the precision's autocast."""
+    forward = workload.forward_fn or _default_forward
+
+    def infer(batch: Any) -> None:
+        with torch.inference_mode(), backend.autocast(device, precision):
+            forward(model, batch)
+
+    return infer
+
+
+def _optimizer(workload: Workload, lr: float) -> Any:
+    """The workload's optimizer over its trainable parameters (SGD with momentum unless it names one)."""
+    params = [p for p in workload.model.parameters() if p.requires_grad]
+    if not params:
+        raise InvalidConfig("task.mode='train' but the model has no trainable parameters: use task.mode=inference.")
+    make_opt = workload.optimizer_fn or (lambda ps: torch.optim.SGD(ps, lr=lr, momentum=0.9))
+    return make_opt(params)
+
+
 def make_step(
     workload: Workload,
     model: Callable[..., Any],
@@ -28,20 +50,9 @@ def make_step(
     then one optimizer step, as gradient accumulation is written. `no_sync` (DDP's) keeps the
     gradients of all micro-batches but the last from being all-reduced, as DDP users write it."""
     if not training:
-        forward = workload.forward_fn or _default_forward
-
-        def infer(batch: Any) -> None:
-            with torch.inference_mode(), backend.autocast(device, precision):
-                forward(model, batch)
-
-        return infer
-
+        return _infer_step(workload, model, device, precision)
     compute_loss = _loss_of(workload)
-    params = [p for p in workload.model.parameters() if p.requires_grad]
-    if not params:
-        raise InvalidConfig("task.mode='train' but the model has no trainable parameters: use task.mode=inference.")
-    make_opt = workload.optimizer_fn or (lambda ps: torch.optim.SGD(ps, lr=lr, momentum=0.9))
-    optimizer = make_opt(params)
+    optimizer = _optimizer(workload, lr)
     scaler = backend.grad_scaler(device, precision, training)
 
     def backward(batch: Any, scale: float) -> None:

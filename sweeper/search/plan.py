@@ -5,7 +5,6 @@ that can be wrong with the input is found here and raised as one ConfigError lin
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,13 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import ValidationError
 from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.trial import FrozenTrial
 
 from .. import command
 from ..config import plain
-from ..errors import ConfigError
 from ..host import Host, this_host
 from ..knobs import Knob
 from ..machine import Machine
@@ -39,13 +36,12 @@ from .checks import BASIC_LAUNCHER, check_launcher, check_space
 from .converge import Converged
 from .objectives import resolve_directions
 from .plan_machine import claim_of, machine_for
+from .preset import Compose, searched
 from .script_plan import baseline_note, script_space
 from .settings import SearchConf, SweepSettings
 
 # the groups a config of sweeper's own app has; another Hydra app's jobs measure themselves
 OWN_GROUPS = ("task", "loader", "backend", "measure")
-
-Compose = Callable[[Sequence[str]], DictConfig]
 
 
 @dataclass(frozen=True)
@@ -200,69 +196,6 @@ class SweepPlan:
         return [*self.fixed, *to_overrides(knobs)]
 
 
-def preset(base: DictConfig, compose: Compose, fixed: list[str], device_kind: str) -> SearchConf:
-    """The search= preset, typed; `auto` picks gpu or cpu by the device. A config without a
-    search group (another Hydra app's) has the schema's defaults, and whatever `+search.*` it
-    was given."""
-    if "search" not in base or base.search is None:
-        return SearchConf()
-    if base.search.preset == "auto":
-        base = compose([*fixed, f"search={'gpu' if device_kind == 'cuda' else 'cpu'}"])
-    try:  # a search node of another app's is typed here; sweeper's own was typed by Hydra
-        search = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(SearchConf), base.search))
-    except ValidationError as exc:
-        raise ConfigError(f"search.{exc.full_key}={exc.value!r} is invalid: {str(exc).splitlines()[0]}.") from exc
-    assert isinstance(search, SearchConf)
-    search.params = {str(k): str(v) for k, v in search.params.items()}
-    search.check()
-    return search
-
-
-def _searched(
-    base: DictConfig, compose: Compose, fixed: list[str], machine: Machine, *, workload_knobs: bool
-) -> SearchConf:
-    """The preset, with the knobs sweeper's own workload adds where they can pay: a long job's
-    (torch.compile's modes) and data on disk's."""
-    chosen = preset(base, compose, fixed, machine.device)
-    if workload_knobs:
-        chosen = with_job_knobs(chosen, OmegaConf.select(base, Knob.MEASURE_JOB_SAMPLES, default=None), machine.cuda)
-        chosen = with_file_knobs(chosen, base, machine.cuda)
-    return chosen
-
-
-# what torch.compile may pay for over a long job: its modes on a GPU (max-autotune's minutes of
-# autotuning pay only there), the default one on a CPU
-JOB_COMPILE = {True: "choice(off,default,max-autotune)", False: "choice(off,default)"}
-
-
-def with_job_knobs(search: SearchConf, job_samples: float | None, cuda: bool) -> SearchConf:
-    """With measure.job_samples, torch.compile is one of the preset's `later` knobs: its
-    compilation is start-up the job pays once, so it is tried once at the best so far and
-    searched only where it made that configuration finish the job sooner (search/held_back.py),
-    which it does only where the job is long enough."""
-    if not job_samples:
-        return search
-    params = {Knob.BACKEND_COMPILE: JOB_COMPILE[cuda], **search.params}
-    return dataclasses.replace(search, params=params, later=[*search.later, Knob.BACKEND_COMPILE])
-
-
-# how files may be decoded: on a GPU also the whole batch on the device (nvJPEG), which on a CPU
-# would only move the decoding from the workers to the loop
-FILE_DECODERS = {True: "choice(pil,torchvision,device)", False: "choice(pil,torchvision)"}
-
-
-def with_file_knobs(search: SearchConf, base: DictConfig, cuda: bool) -> SearchConf:
-    """Where the workload decodes files of its own (task.data_dir), how it decodes them is one of
-    the preset's knobs: PIL, torchvision.io with transforms.v2 on tensors, or on a GPU the batch
-    decoded there. Generated images are never encoded, so the knob means nothing there and is
-    not searched."""
-    if OmegaConf.select(base, Knob.TASK_DECODER, default=None) is None or not OmegaConf.select(
-        base, Knob.TASK_DATA_DIR, default=None
-    ):
-        return search
-    return dataclasses.replace(search, params={Knob.TASK_DECODER: FILE_DECODERS[cuda], **search.params})
-
-
 def workload_label(base: DictConfig) -> str:
     task = base.task
     return f"{task.name} {task.mode}" + (f" ({task.model})" if "model" in task else "")
@@ -344,7 +277,7 @@ def make_plan(
     own_app = all(key in base for key in OWN_GROUPS)
     script = own_app and command.is_script(base.task)
     machine = machine_for(base, own_app, script, launcher, probe_machine)
-    chosen = _searched(base, compose, fixed, machine, workload_knobs=own_app and not script)
+    chosen = searched(base, compose, fixed, machine, workload_knobs=own_app and not script)
     # how the search runs is not what a trial runs with: search.recipes=false and the like leave
     # the trials' overrides, and the setup that the study knows them by, as they were
     fixed = [o for o in fixed if not o.lstrip("+~").startswith("search.")]
