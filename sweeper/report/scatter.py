@@ -24,31 +24,32 @@ STATUS_COLORS = {
 }
 
 
+# how the baseline and the winner are marked over the trials' points
+_MARKS: tuple[tuple[Callable[[Point], bool], dict[str, Any]], ...] = (
+    (
+        lambda p: p.baseline,
+        {
+            "s": 110,
+            "marker": "s",
+            "facecolors": "none",
+            "edgecolors": "black",
+            "linewidths": 1.5,
+            "label": "your configuration (baseline)",
+            "zorder": 4,
+        },
+    ),
+    (
+        lambda p: p.winner,
+        {"s": 240, "marker": "*", "color": "#ff7f0e", "edgecolors": "black", "label": "winner", "zorder": 5},
+    ),
+)
+
+
 def _mark_special(ax, points: Sequence[Point], x_of) -> None:
     for p in points:
-        if p.baseline:
-            ax.scatter(
-                [x_of(p)],
-                [p.samples_per_sec],
-                s=110,
-                marker="s",
-                facecolors="none",
-                edgecolors="black",
-                linewidths=1.5,
-                label="your configuration (baseline)",
-                zorder=4,
-            )
-        if p.winner:
-            ax.scatter(
-                [x_of(p)],
-                [p.samples_per_sec],
-                s=240,
-                marker="*",
-                color="#ff7f0e",
-                edgecolors="black",
-                label="winner",
-                zorder=5,
-            )
+        for marked, style in _MARKS:
+            if marked(p):
+                ax.scatter([x_of(p)], [p.samples_per_sec], **style)
 
 
 def _failures(ax, failures: Sequence[Failure], x: float) -> None:
