@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import jobtime, procs, topology
 from ..command import PYTHONS, knob_env
@@ -24,6 +24,10 @@ from .events import Events
 from .group import rank_threads
 from .rule import Rule
 from .script import Script, ScriptFailed, ScriptSteps, first_step_deadline
+
+if TYPE_CHECKING:  # imported where a run measures: they read the machine's monitors
+    from .memory import PeakRSS
+    from .utilization import NvmlProcessMemory
 
 BIND_MODULE = "sweeper.measuring.bind"
 
@@ -128,6 +132,16 @@ def _machine(spec: RunSpec, cores: int) -> Fingerprint:
     return replace(fingerprint(resolve_device(str(spec.backend.device)), cores), threads=threads, interop_threads=None)
 
 
+def _memory(peak: PeakRSS, gpu_memory: NvmlProcessMemory | None) -> Memory:
+    """The script's peak memory: on a GPU what its processes held there (NVML), else the peak
+    resident memory of its process tree, loader workers included."""
+    cuda = gpu_memory.peak_mb if gpu_memory is not None and gpu_memory.peak_mb else None
+    rss = peak.peak_bytes / 2**20
+    return Memory(
+        peak_memory_mb=cuda or rss, peak_rss_mb=rss, cuda_max_allocated_mb=cuda, dataloader_processes=peak.peak_workers
+    )
+
+
 def measure_script(spec: RunSpec, events: Events) -> RunResult:
     """Start the script, time its steps as sweeper's own loop is timed, stop it; its outcome."""
     from . import timing, utilization
@@ -173,12 +187,7 @@ def measure_script(spec: RunSpec, events: Events) -> RunResult:
     # the script's own start (its imports, its build) lies inside the warm-up: it counts from
     # the script's start, as its clock does
     figures, timing_ = jobtime.with_startup(t.throughput(), timing_, 0.0, meas.job_samples)
-    cuda = gpu_memory.peak_mb if gpu_memory is not None and gpu_memory.peak_mb else None
-    rss = peak.peak_bytes / 2**20
-    memory = Memory(
-        peak_memory_mb=cuda or rss, peak_rss_mb=rss, cuda_max_allocated_mb=cuda, dataloader_processes=peak.peak_workers
-    )
-    measurement = Measurement(figures, timing_, memory, t.utilization, facts)
+    measurement = Measurement(figures, timing_, _memory(peak, gpu_memory), t.utilization, facts)
     machine = _machine(spec, cores)
     if figures.pruned:
         from .stages import pruned_reason

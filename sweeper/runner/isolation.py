@@ -216,22 +216,7 @@ def start(
         log_path.write_bytes(b"")
         proc, note = _fork(spec, child_env, log_path, write_fd, mark, preload, started_with or {})
     if proc is None:
-        with log_path.open("wb") as log:
-            proc = subprocess.Popen(
-                command or [sys.executable, "-m", WORKER_MODULE],
-                stdin=subprocess.PIPE,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=child_env,
-                pass_fds=(write_fd,),
-                start_new_session=True,
-            )  # its own session and group: killed as one
-        assert proc.stdin is not None  # stdin=PIPE
-        try:
-            proc.stdin.write(json.dumps(spec).encode())
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass
+        proc = _spawn(spec, command or [sys.executable, "-m", WORKER_MODULE], child_env, log_path, write_fd)
     os.close(write_fd)
     return Started(proc, read_fd, mark, note, deadline, scratch)
 
@@ -359,3 +344,27 @@ def run_isolated(
         ended_at=ended_at,
         log=str(log_path),
     )
+
+
+def _spawn(
+    spec: Mapping[str, Any], words: list[str], env: Mapping[str, str], log_path: Path, write_fd: int
+) -> subprocess.Popen[bytes]:
+    """The child spawned afresh (a command of its own, isolation=spawn, or no zygote), in its own
+    session and group so that it is killed as one, the spec on its stdin."""
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            words,
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            pass_fds=(write_fd,),
+            start_new_session=True,
+        )
+    assert proc.stdin is not None  # stdin=PIPE
+    try:
+        proc.stdin.write(json.dumps(spec).encode())
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    return proc

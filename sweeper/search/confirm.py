@@ -233,6 +233,34 @@ def _run_rounds(
         )
 
 
+@dataclass(frozen=True)
+class _Candidates:
+    """Who the confirmation measures: the baseline, the trials that beat it in the search (the
+    fastest first) less those the leader left behind, and the figure each is ranked by: its runs'
+    mean where its point ran more than once."""
+
+    baseline: FrozenTrial | None
+    chosen: list[int]
+    behind: list[int]
+    figure: Callable[[FrozenTrial], float]
+
+
+def _candidates(every: Sequence[FrozenTrial], kept: Mapping[int, Tries], noise: Noise) -> _Candidates:
+    """The candidates among `every`, less `kept`: later knobs' tries that were no gain, which
+    their points stand for."""
+    trials = [t for t in every if t.number not in kept]
+    baseline = next((t for t in trials if TrialRecord.of(t).baseline and t.state == TrialState.COMPLETE), None)
+    of_every = levels(every)
+    at = {t.number: of_every[t.number] for t in ranked(trials)}
+
+    def figure(trial: FrozenTrial) -> float:
+        return at.get(trial.number) or own_figure(trial)
+
+    beat = beat_baseline(trials, baseline, 1 + RUNNERS_UP, figure) if baseline else []
+    behind = [t.number for t in left_behind(beat, noise, figure)]
+    return _Candidates(baseline, [t.number for t in beat if t.number not in behind], behind, figure)
+
+
 def run_confirmation(
     stored: StoredStudy,
     plan: SweepPlan,
@@ -253,19 +281,8 @@ def run_confirmation(
     by_number = {t.number: t for t in every}
     noise = plan.noise(every, stored.confirmation(plan.setup))
     kept = kept_tries(every, plan, noise)  # a later knob's try that was no gain: its point stands for it
-    trials = [t for t in every if t.number not in kept]
-    baseline = next((t for t in trials if TrialRecord.of(t).baseline and t.state == TrialState.COMPLETE), None)
-
-    # a point measured twice (an earlier version's second run) stands at its runs' mean
-    of_every = levels(every)
-    at = {t.number: of_every[t.number] for t in ranked(trials)}
-
-    def figure(trial: FrozenTrial) -> float:
-        return at.get(trial.number) or own_figure(trial)
-
-    beat = beat_baseline(trials, baseline, 1 + RUNNERS_UP, figure) if baseline else []
-    behind = [t.number for t in left_behind(beat, noise, figure)]
-    chosen = [t.number for t in beat if t.number not in behind]
+    found = _candidates(every, kept, noise)
+    baseline, chosen, behind, figure = found.baseline, found.chosen, found.behind, found.figure
     if baseline is None or rounds < 1 or not chosen:
         return None
     left = remaining()
