@@ -114,23 +114,11 @@ def _draw_limit(ax: Any, points: Sequence[Point], x_of: Callable[[Point], float]
         ax.axvline(limit, color="#cb181d", linestyle="--", linewidth=1.2, label=f"limit ({limit:g})", zorder=1)
 
 
-@chart
-def scatter_chart(
-    points: Sequence[Point],
-    failures: Sequence[Failure],
-    *,
-    x: str,
-    xlabel: str,
-    pareto: bool,
-    limit: float | None = None,
-) -> Figure:
-    """samples/sec against a cost (peak memory, p95 or p99 latency); runs stopped early hollow, at
-    the figure they had; runs past a limit grey, the limit a line; failures on the zero line."""
-    x_of = _cost(x)
-    fig = Figure(figsize=(7.5, 4.2))
-    ax = fig.subplots()
+def _draw_trials(ax: Any, points: Sequence[Point], x_of: Callable[[Point], float], pareto: bool) -> None:
+    """The trials' marks by kind: complete, stopped early (hollow, at the figure they had), and
+    the Pareto front as a line; each kind has a shape of its own as well as a colour (print,
+    colour-blind readers)."""
     ordinary = [p for p in points if not (pareto and p.pareto) and not p.stopped and p.feasible]
-    # each kind of point has a shape of its own as well as a colour (print, colour-blind readers)
     _plot(
         ax,
         ordinary,
@@ -165,6 +153,24 @@ def scatter_chart(
             label="Pareto-optimal",
             zorder=3,
         )
+
+
+@chart
+def scatter_chart(
+    points: Sequence[Point],
+    failures: Sequence[Failure],
+    *,
+    x: str,
+    xlabel: str,
+    pareto: bool,
+    limit: float | None = None,
+) -> Figure:
+    """samples/sec against a cost (peak memory, p95 or p99 latency); runs stopped early hollow, at
+    the figure they had; runs past a limit grey, the limit a line; failures on the zero line."""
+    x_of = _cost(x)
+    fig = Figure(figsize=(7.5, 4.2))
+    ax = fig.subplots()
+    _draw_trials(ax, points, x_of, pareto)
     _draw_limit(ax, points, x_of, limit)
     _label_sought(ax, points, x_of, pareto)
     _mark_special(ax, points, x_of)
