@@ -16,6 +16,7 @@ import yaml
 from optuna.trial import FrozenTrial
 
 from ..errors import DiskFull, is_disk_full
+from ..noise import Noise
 from ..overrides import winner_command, winner_yaml
 from ..paths import SWEEP_FILE
 from ..store.confirmation import Confirmation
@@ -99,18 +100,14 @@ def _write_outputs(
     trials = stored.trials(plan.setup)
     out = plan.sweep_dir
     write_table(trials_frame(trials), out)
-    by_number = {t.number: t for t in trials}
     noise = plan.noise(trials, decision)
-    winner = by_number[decision.winner] if decision else unconfirmed_winner(trials, kept_tries(trials, plan, noise))
+    winner = _winner_of(trials, plan, decision, noise)
     span = SweepSpan(
         started_at, time.time(), why, winner.number if winner else None, noise.sigma, dict(plan.settings.limits)
     )
     stored.save_sweep_span(plan.setup, span)
     baseline = baseline_of(trials)
-    # the same Optuna call as the report's Pareto chart: the two never disagree
-    pareto = pareto_trials(trials, plan.directions)
-    results = optimization_results(plan.study_name, plan.objectives, pareto, winner)
-    (out / "optimization_results.yaml").write_text(yaml.safe_dump(results, sort_keys=False))
+    _write_optimization_results(plan, trials, winner)
     command = _write_winner(plan, winner, baseline) if winner is not None else None
     figure, figure_of = SweepSummary.winner_figure_of(decision, level(winner, trials) if winner else None)
     night = _keep_night(stored, plan, night, winner, figure) if night is not None else None
@@ -142,6 +139,23 @@ def _write_outputs(
     _write_index()
     progress.final_summary(summary, winner, baseline, out, kept=baseline_kept(trials, decision))
     return summary
+
+
+def _winner_of(
+    trials: Sequence[FrozenTrial], plan: SweepPlan, decision: Confirmation | None, noise: Noise
+) -> FrozenTrial | None:
+    """The confirmation's winner; without a confirmation, the search's best (unconfirmed)."""
+    if decision:
+        return {t.number: t for t in trials}[decision.winner]
+    return unconfirmed_winner(trials, kept_tries(trials, plan, noise))
+
+
+def _write_optimization_results(plan: SweepPlan, trials: Sequence[FrozenTrial], winner: FrozenTrial | None) -> None:
+    """optimization_results.yaml, as Hydra's Optuna sweeper writes it: the Pareto front by the
+    same Optuna call as the report's Pareto chart (the two never disagree), and the winner."""
+    pareto = pareto_trials(trials, plan.directions)
+    results = optimization_results(plan.study_name, plan.objectives, pareto, winner)
+    (plan.sweep_dir / "optimization_results.yaml").write_text(yaml.safe_dump(results, sort_keys=False))
 
 
 def _write_winner(plan: SweepPlan, winner: FrozenTrial, baseline: FrozenTrial | None) -> str:
