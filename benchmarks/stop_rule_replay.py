@@ -3,7 +3,12 @@ windows, stopping when their interval is precise, read a process's steps higher 
 steps averaged over a fixed span. Everything compared comes from one process's steps, so the
 spread between processes drops out.
 
-    python benchmarks/stop_rule_replay.py [RUNS]     default 8: JPEGs read warm, 0 workers
+    python benchmarks/stop_rule_replay.py [RUNS] ["measure.KEY=VALUE ..." ...] [--keep FILE | --steps FILE]
+
+RUNS: default 8, of JPEGs read warm, 0 workers. Each quoted argument is a rule of its own (the
+shipped rule with those overrides), replayed on the same steps beside the shipped one; --keep
+writes the recorded steps to FILE, and --steps FILE replays them again, to try rules on the
+same steps.
 
 Each run is benchmarks/plain/imagefolder.py for 40 s (its configuration as in fork_origin.py),
 every step's end time recorded; nothing of sweeper's runs beside it. Then, from each step one
@@ -11,20 +16,24 @@ second in on (while 14 s of steps remain), sweeper's measuring loop (`timing.mea
 rule of conf/measure/default.yaml) is replayed on the steps that follow, on a clock the recorded
 steps advance, once as shipped and once with the precision stop off (its windows up to the cap);
 each figure is set against the mean rate of the same steps over 10 s from that start. Printed
-per run, the means over its starts (overlapping starts are not independent: the runs are).
+per run, the means over its starts (overlapping starts are not independent: the runs are), and
+the seconds each rule measured (warm-up and windows): what a rule costs a trial.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import runpy
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import yaml
 from fork_origin import ARGS, LOOP
 from omegaconf import OmegaConf
 
@@ -54,14 +63,21 @@ def record() -> None:
     print(json.dumps({"ends": ends}), flush=True)
 
 
-def shipped_rule() -> Rule:
+def rule_of(overrides: Sequence[str] = ()) -> Rule:
+    """conf/measure/default.yaml's rule, with `measure.KEY=VALUE` overrides."""
     measure = OmegaConf.load(ROOT / "conf" / "measure" / "default.yaml")
     del measure["defaults"]
+    for given in overrides:
+        key, _, value = given.partition("=")
+        if not key.startswith("measure.") or key[len("measure.") :] not in measure:
+            sys.exit(f"{given!r}: expected measure.KEY=VALUE, KEY one of {', '.join(measure)}")
+        measure[key[len("measure.") :]] = yaml.safe_load(value)
     return Rule.of(measure)  # type: ignore[arg-type]
 
 
-def replay(durations: list[float], rule: Rule) -> float | None:
-    """The figure sweeper's loop makes of these steps (32 samples each); None if they run out."""
+def replay(durations: list[float], rule: Rule) -> tuple[float, float] | None:
+    """The figure sweeper's loop makes of these steps (32 samples each), and the seconds it took
+    (warm-up and windows); None if they run out."""
     steps = iter(durations)
     now = [0.0]
 
@@ -72,7 +88,7 @@ def replay(durations: list[float], rule: Rule) -> float | None:
         timings = timing.measure(lambda: 32, step, lambda batch: batch, lambda: None, rule, clock=lambda: now[0])
     except (StopIteration, RuntimeError):  # a generator's StopIteration surfaces as RuntimeError
         return None
-    return timings.throughput().samples_per_sec
+    return timings.throughput().samples_per_sec, timings.warmup_s + sum(timings.window_s)
 
 
 def span_rate(durations: list[float]) -> float:
@@ -84,34 +100,75 @@ def span_rate(durations: list[float]) -> float:
     return 32 * steps / elapsed
 
 
-def main() -> None:
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 8
-    shipped = shipped_rule()
-    no_stop = replace(shipped, rel_precision=None)
-    per_run = []
-    for i in range(runs):
+def recorded_steps(runs: int) -> Iterator[list[float]]:
+    """Each run's step durations, the plain loop run in a process of its own."""
+    for _ in range(runs):
         out = subprocess.run([sys.executable, __file__, "--record"], capture_output=True, text=True, check=True).stdout
         ends = json.loads(out.strip().splitlines()[-1])["ends"]
-        durations = [b - a for a, b in zip(ends, ends[1:])]
-        rows = []
-        for k in range(len(durations)):
-            if ends[k] - ends[0] < 1.0 or ends[-1] - ends[k] < 14.0:
-                continue
-            rest = durations[k:]
-            a, b = replay(rest, shipped), replay(rest, no_stop)
-            if a is not None and b is not None:
-                span = span_rate(rest)
-                rows.append((a / span, b / span, a / b))
-        means = [statistics.mean(r[j] for r in rows) for j in range(3)]
+        yield [b - a for a, b in zip(ends, ends[1:])]
+
+
+def replayed(durations: list[float], rules: Sequence[Rule]) -> list[list[float]]:
+    """From each step a second in on (while 14 s of steps remain): each rule's figure over the
+    span's, then each rule's seconds; the starts where every rule had steps enough."""
+    rows = []
+    elapsed = 0.0
+    total = sum(durations)
+    for k, d in enumerate(durations):
+        elapsed += d
+        if elapsed < 1.0 or total - elapsed < 14.0:
+            continue
+        rest = durations[k + 1 :]
+        results = [replay(rest, rule) for rule in rules]
+        if all(r is not None for r in results):
+            span = span_rate(rest)
+            rows.append([r[0] / span for r in results if r] + [r[1] for r in results if r])
+    return rows
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="?", type=int, default=8)
+    parser.add_argument(
+        "variants", nargs="*", help='rules replayed beside the shipped one: "measure.KEY=VALUE ..." each'
+    )
+    parser.add_argument("--keep", type=Path, help="write the recorded steps to this file")
+    parser.add_argument("--steps", type=Path, help="replay the steps a --keep wrote, instead of recording")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments()
+    shipped = rule_of()
+    names = ["as shipped", "precision stop off", *args.variants]
+    rules = [shipped, replace(shipped, rel_precision=None), *(rule_of(v.split()) for v in args.variants)]
+    if args.steps:
+        runs: Iterable[list[float]] = json.loads(args.steps.read_text())[: args.runs]
+    else:
+        runs = recorded_steps(args.runs)
+    kept, per_run = [], []
+    for i, durations in enumerate(runs):
+        kept.append(durations)
+        rows = replayed(durations, rules)
+        means = [statistics.mean(r[j] for r in rows) for j in range(2 * len(rules))]
+        means.append(statistics.mean(r[0] / r[1] for r in rows))
         per_run.append(means)
+        figures = ", ".join(f"{name} {m:.3f}" for name, m in zip(names, means))
         print(
-            f"run {i + 1}: {len(rows)} starts; as shipped / the span {means[0]:.3f}, precision stop off / the "
-            f"span {means[1]:.3f}, shipped / stop off {means[2]:.3f}",
-            flush=True,
+            f"run {i + 1}: {len(rows)} starts; over the span: {figures}; shipped / stop off {means[-1]:.3f}", flush=True
         )
-    for j, name in enumerate(("as shipped / the span", "precision stop off / the span", "shipped / stop off")):
-        values = [m[j] for m in per_run]
-        print(f"{name}, {runs} runs: median {statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})")
+    if args.keep:
+        args.keep.write_text(json.dumps(kept))
+    print(f"{len(per_run)} runs, median (range) over the runs of each run's mean over its starts:")
+    n = len(rules)
+    for j, name in enumerate(names):
+        figures, seconds = [m[j] for m in per_run], [m[n + j] for m in per_run]
+        print(
+            f"  {name} / the span: {statistics.median(figures):.3f} ({min(figures):.3f}-{max(figures):.3f}), "
+            f"above 1 in {sum(f > 1 for f in figures)}; measuring {statistics.median(seconds):.1f} s"
+        )
+    ratios = [m[-1] for m in per_run]
+    print(f"  as shipped / stop off: {statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})")
 
 
 if __name__ == "__main__":
