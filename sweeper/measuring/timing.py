@@ -26,7 +26,7 @@ from ..measurement import Stopped, Throughput, Timing, Utilization, bottleneck
 from ..stats import Spread, quantile, rate_interval, trend
 from .restarts import over_epochs
 from .rule import Rule
-from .warmup import AFTER_WINDOWS_S, Group, Loop, StepTimer, no_time_for_windows, warm_up
+from .warmup import AFTER_WINDOWS_S, Group, Loop, StepTimer, WarmUp, no_time_for_windows, warm_up
 
 
 class Monitor(Protocol):
@@ -179,6 +179,33 @@ class Timings:
             device_step_time_p50_ms=1e3 * quantile(self.device_step_s, 0.5) if self.device_step_s else None,
             device_busy_fraction=busy,
         )
+
+
+def _after_warm_up(w: WarmUp) -> Timings:
+    """The run's timings, begun with what its warm-up did."""
+    return Timings(
+        warmup_s=w.seconds,
+        warmup_steps=w.steps,
+        warmup_samples=w.samples,
+        first_step_s=w.first_step_s,
+        first_wait_s=w.first_wait_s,
+        warmup_step_rate=w.step_rate,
+        warmup_samples_per_sec=w.samples_per_sec,
+        warmup_steady=w.steady,
+        warmup_far_below=w.far_below,
+    )
+
+
+def _window_lengths(rule: Rule, w: WarmUp, group: Group | None) -> tuple[float | int, float | int]:
+    """How long the first window and each later one run: `window_s` seconds in a single process;
+    for ranks, the same whole loader cycles of steps on each, as many as `window_s` holds at the
+    warm-up's step rate (rank 0's count, agreed). A run whose warm-up already ran far below the
+    floor confirms it in a first window of a quarter (_far_below)."""
+    if group is not None:
+        steps = group.agree(max(1, math.ceil(rule.window_s * w.step_rate)))
+        until = rule.cycle * math.ceil(steps / rule.cycle)
+        return until, until
+    return (rule.window_s / 4 if _far_below(w.samples_per_sec, rule) else rule.window_s), rule.window_s
 
 
 def _far_below(warmup_rate: float | None, rule: Rule) -> bool:
@@ -337,16 +364,9 @@ def measure(
     loop = Loop(
         next_batch, step, samples_of, sync, sync_every_step, step_timer, clock, group, epochs_started, time_left
     )
-    t = Timings()
     w = warm_up(rule, loop)
-    t.warmup_s, t.warmup_steps, t.first_step_s, t.first_wait_s = w.seconds, w.steps, w.first_step_s, w.first_wait_s
-    t.warmup_samples = w.samples
-    t.warmup_step_rate, t.warmup_steady, t.warmup_samples_per_sec = w.step_rate, w.steady, w.samples_per_sec
-    t.warmup_far_below = w.far_below
-    until: float | int = rule.window_s
-    if group is not None:  # ranks: the same whole cycles of steps each
-        until = rule.cycle * math.ceil(group.agree(max(1, math.ceil(rule.window_s * t.warmup_step_rate))) / rule.cycle)
-    first_until = rule.window_s / 4 if group is None and _far_below(t.warmup_samples_per_sec, rule) else until
+    t = _after_warm_up(w)
+    first_until, until = _window_lengths(rule, w, group)
     for monitor in monitors:
         monitor.start()
     index, budget = 0, rule.max_windows  # windows left out as still changing are measured again
