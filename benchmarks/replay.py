@@ -61,7 +61,7 @@ from sweeper.result import RunResult, Status  # noqa: E402
 from sweeper.search import confirm  # noqa: E402
 from sweeper.search import space as sp  # noqa: E402
 from sweeper.search.confirm import run_confirmation  # noqa: E402
-from sweeper.search.converge import Converged  # noqa: E402
+from sweeper.search.converge import RUNS, Converged  # noqa: E402
 from sweeper.search.launch import Job  # noqa: E402
 from sweeper.search.loop import optimize  # noqa: E402
 from sweeper.search.opening import make_sampler  # noqa: E402
@@ -69,7 +69,8 @@ from sweeper.search.plan import SweepPlan, make_plan  # noqa: E402
 from sweeper.search.settings import SweepSettings  # noqa: E402
 from sweeper.stats import rate_interval  # noqa: E402
 from sweeper.store.study import StoredStudy  # noqa: E402
-from sweeper.store.trials import config_of, ranked, was_measured  # noqa: E402
+from sweeper.store.trials import config_of, ranked, runs_of, was_measured  # noqa: E402
+from sweeper.verdict import Verdict  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RUN_CV, WINDOW_CV = 0.08, 0.06  # log-normal sigma: run to run (the machine's mood), window to window
@@ -118,6 +119,10 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "TPE, samples/sec, converge: last 10 none faster by the test": {"sampler": TPE, "_converge": {"after": 10}},
     "TPE, samples/sec, converge: last 12 none faster by the test": {"sampler": TPE, "_converge": {"after": 12}},
     "TPE, samples/sec, Optuna's regret-bound terminator": {"sampler": TPE, "_terminator": True},
+    "TPE, samples/sec, converge: a best untold from the start points after three runs each ends it": {
+        "sampler": TPE,
+        "_untold_ends": True,
+    },
     "TPE, samples/sec, confirm top 3 at 5% (the last stop's default)": {
         "sampler": TPE,
         "_runners_up": 2,
@@ -175,6 +180,25 @@ class TerminatorRule:
         best = max(t.values[0] for t in done)
         bound = RegretBoundEvaluator().evaluate(done, StudyDirection.MAXIMIZE)
         return f"converged: regret bound {bound:,.0f} below the noise" if bound < self.noise * best else None
+
+
+@dataclass(frozen=True)
+class UntoldEnds(Converged):
+    """The shipped rule, and a best the test still cannot tell from the start points after RUNS
+    runs each taken as at their level: the search stops there too, where the shipped rule runs
+    on."""
+
+    def reason(self, trials: Sequence[Any], space: Any, main: Any, front: Any = ()) -> str | None:
+        said = super().reason(trials, space, main, front)
+        standing = self._standing(trials, space, main, front) if said is None else None
+        if standing is None or standing[0].number == standing[1].number:
+            return said
+        best, start = standing
+        if self._verdict(best, start, trials) is not Verdict.UNSURE:
+            return None
+        if min(len(runs_of(t, trials)) for t in (best, start)) < RUNS:
+            return None
+        return f"converged: the best, #{best.number}, untold from #{start.number} after {RUNS} runs each"
 
 
 def _contending_verdict(t: timing.Timings, rule: timing.Rule) -> Stopped | None:
@@ -423,6 +447,8 @@ def replay_sweeper(
     plan = _with_settings(plan, seeded)
     if "_converge" in strategy:
         plan = replace(plan, converge=Converged(**strategy["_converge"]))
+    if strategy.get("_untold_ends") and plan.converge is not None:
+        plan = replace(plan, converge=UntoldEnds(sigma=plan.converge.sigma))
     if strategy.get("_terminator"):
         plan = replace(plan, converge=TerminatorRule())  # type: ignore[arg-type]
     storage = optuna.storages.InMemoryStorage()
