@@ -337,8 +337,9 @@ class ReplayRunner:
             changed["rel_precision"] = _parse(given["measure.rel_precision"])
         changed.update(self.confirm_measure if self.confirming else self.search_measure)  # a strategy's own
         measure = replace(OmegaConf.to_object(self.plan.base.measure), **changed)
-        if "trial.prune_below" in given:
-            trial["prune_below"] = float(given["trial.prune_below"])
+        for bar in ("prune_below", "far_below"):
+            if f"trial.{bar}" in given:
+                trial[bar] = float(given[f"trial.{bar}"])
         if "trial.race" in given:
             trial["race"] = [float(x) for x in given["trial.race"].strip("[]").split(",")]
         if "trial.behind" in given and self.behind:
@@ -350,7 +351,7 @@ class ReplayRunner:
         true = row.samples_per_sec
         rule = timing.Rule.of(measure, int(knobs.get("loader.num_workers") or 0), trial=TrialConf(**trial))
         if not self.first_window_floor:
-            rule = replace(rule, first_window_floor=None)
+            rule = replace(rule, far_below=None)
         mood = math.exp(self.rng.gauss(0.0, RUN_CV))
         # the window spread of its rows (pooled by worker count), scaled from 1.5 s windows to this rule's
         window_cv = WINDOW_CV if row.window_cv is None else row.window_cv * math.sqrt(GRID_WINDOW_S / rule.window_s)

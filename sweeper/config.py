@@ -143,6 +143,8 @@ class TrialConf:
 
     # stop early when the windows so far run below this samples/sec (the race's floor, sweeper.noise)
     prune_below: Optional[float] = None
+    # stop after one window already under this samples/sec: slower than the floor by the test
+    far_below: Optional[float] = None
     # the best trial's 95% interval [low, high], widened for hydra.sweeper.run_noise: a run
     # wholly below it stops, pruned
     race: Optional[List[float]] = None

@@ -18,7 +18,7 @@ from .script_version import split_setup
 GROUPS = ("task", "loader", "backend", "measure", "train")
 # Per-run overrides the sweeper itself adds (the best so far, a timeout within the budget); a
 # winner does not carry them.
-SWEEP_ONLY = ("trial", "trial.prune_below", "trial.race", "trial.behind", Knob.MEASURE_TIMEOUT_S)
+SWEEP_ONLY = ("trial", "trial.prune_below", "trial.far_below", "trial.race", "trial.behind", Knob.MEASURE_TIMEOUT_S)
 
 
 def config_word(value: Any) -> str:

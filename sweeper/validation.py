@@ -35,6 +35,16 @@ def _check_positive(name: str, value: float | None) -> None:
         raise ConfigError(f"{name}={value!r} is invalid: expected a number > 0.")
 
 
+def _check_far_below(far_below: float | None, prune_below: float | None) -> None:
+    """The one-window bar lies under the floor it is read against."""
+    _check_positive("trial.far_below", far_below)
+    if far_below is not None and (prune_below is None or far_below > prune_below):
+        raise ConfigError(
+            f"trial.far_below={far_below!r} is invalid: expected samples/sec at or below trial.prune_below "
+            f"({prune_below!r}), or null."
+        )
+
+
 def _check_share(name: str, value: float | None) -> None:
     """A relative tolerance: 0.05 is 5%; 1 or more would accept anything."""
     if value is not None and not 0 < value < 1:
@@ -255,6 +265,7 @@ def _check_measure(spec: RunSpec) -> None:
         raise ConfigError(f"trial.race={race!r} is invalid: expected null or [low, high] samples/sec.")
     _check_positive("trial.behind", spec.trial.behind)
     _check_positive("trial.prune_below", spec.trial.prune_below)
+    _check_far_below(spec.trial.far_below, spec.trial.prune_below)
     _check_positive(Knob.MEASURE_WINDOW_S, measure.window_s)
     _check_positive(Knob.MEASURE_TIMEOUT_S, measure.timeout_s)
     _check_positive(Knob.MEASURE_MEMORY_LIMIT_GB, measure.memory_limit_gb)

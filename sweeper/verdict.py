@@ -159,6 +159,22 @@ def slower_below(best: float, sigma: float) -> float:
     return best * math.exp(-reach(sigma))
 
 
+@dataclass(frozen=True)
+class Floor:
+    """What a raced run is stopped under, handed to it as figures: `prune_below`, slower than
+    the best's run by the test (two windows under it stop the run), and `far_below`, slower by
+    the same test than a run at that floor: one window under it already says the run is no near
+    miss (0.80 of the floor at 8% noise)."""
+
+    prune_below: float
+    far_below: float
+
+    @classmethod
+    def under(cls, best: float, sigma: float) -> Floor:
+        floor = slower_below(best, sigma)
+        return cls(floor, slower_below(floor, sigma))
+
+
 def widened(interval: tuple[float, float], sigma: float) -> tuple[float, float]:
     """A run's 95% interval widened to where another run of it may lie (the race's bar)."""
     factor = math.exp(reach(sigma))

@@ -733,13 +733,14 @@ def test_a_run_known_to_be_behind_the_best_stops_with_its_figure():
 
 def test_a_warm_up_far_below_the_floor_is_confirmed_by_a_quarter_window_then_pruned():
     """The warm-up's steady span reads the loop's rate (samples over time, batches of 8); when
-    it is under the floor's one-window bar (0.8 of prune_below), the first window is a quarter
+    it is under the floor's one-window bar (far_below), the first window is a quarter
     window, and the run stops pruned on that window's own figure. A run above the bar measures
     full windows, and a loop that speeds up after warm-up is not pruned on the warm-up's word."""
 
     def run(step_s, floor, faster_after=None):
         clock, step, calls = scripted(lambda n: step_s if faster_after is None or n < faster_after else step_s / 4)
-        rule = timing.Rule(**{**ADAPTIVE, "prune_below": floor})
+        bar = None if floor is None else 0.8 * floor  # the sweep's bar at 8% noise (verdict.Floor)
+        rule = timing.Rule(**{**ADAPTIVE, "prune_below": floor, "far_below": bar})
         return timing.measure(lambda: None, step, lambda b: 8, lambda: None, rule, clock=clock)
 
     far = run(0.01, floor=2000.0)  # 800 samples/s against a bar of 1,600

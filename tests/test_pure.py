@@ -124,18 +124,21 @@ def test_measure_prunes_a_slow_run_after_two_windows_and_a_far_slower_one_after_
     def run(step_s, **rule):
         return _one_sample_steps(
             lambda now: step_s,
-            timing.Rule(warmup_s=0.1, warmup_steps=1, max_windows=10, window_s=1.0, prune_below=50.0, **rule),
+            timing.Rule(
+                **{"warmup_s": 0.1, "warmup_steps": 1, "max_windows": 10, "window_s": 1.0, "prune_below": 50.0}
+                | {"far_below": 40.0, **rule}
+            ),
         )
 
     near = run(1 / 45)  # 45 samples/s: 0.9 of the floor
     assert near.pruned and len(near.window_samples_per_sec) == 2
     far = run(0.1)  # 10 samples/s: 0.2 of the floor
     assert far.pruned and len(far.window_samples_per_sec) == 1
-    rule = timing.Rule(warmup_s=0.1, warmup_steps=1, max_windows=10, window_s=1.0, prune_below=50.0)
-    assert (
-        pruned_reason(far.throughput(), rule) == "pruned: 10.0 samples/s after 1 window is below 0.8 of the floor 50.0"
+    rule = timing.Rule(warmup_s=0.1, warmup_steps=1, max_windows=10, window_s=1.0, prune_below=50.0, far_below=40.0)
+    assert pruned_reason(far.throughput(), rule) == (
+        "pruned: 10.0 samples/s after 1 window is below 40.0, slower by the test than the floor 50.0"
     )
-    assert len(run(0.1, first_window_floor=None).window_samples_per_sec) == 2  # the floor that waits for two windows
+    assert len(run(0.1, far_below=None).window_samples_per_sec) == 2  # the floor that waits for two windows
     assert not run(1 / 60).pruned  # above the floor
 
 
@@ -150,7 +153,7 @@ def test_a_warm_up_far_below_the_best_ends_on_two_blocks_steady_or_not():
             timing.Rule(warmup_s=0.5, warmup_steps=1, max_windows=10, window_s=1.0, warmup_max_s=5.0, **rule),
         )
 
-    far = run(0.1, 0.07, prune_below=50.0)  # 10-14 samples/s, the bar 35
+    far = run(0.1, 0.07, prune_below=50.0, far_below=40.0)  # 10-14 samples/s, the bar 35
     assert far.warmup_far_below and not far.warmup_steady and far.pruned
     assert far.warmup_s < 1.3 and far.window_s[0] < 0.5  # two blocks, then a quarter window
     assert far.timing().warmup_far_below

@@ -197,6 +197,8 @@ def test_a_trial_races_the_best_widened_for_the_run_noise_and_stops_behind_its_o
     assert "trial.behind=290" in job.overrides
     # the floor for the first two windows: the best's figure beyond two runs' moods, 0.80 of it
     assert f"trial.prune_below={300.0 / math.exp(verdict.Z * math.sqrt(2) * 0.08):.6g}" in job.overrides
+    # and one window's: slower than the floor by the same test, 0.80 of the floor
+    assert f"trial.far_below={300.0 / math.exp(2 * verdict.Z * math.sqrt(2) * 0.08):.6g}" in job.overrides
     no_race = _cpu_plan(tmp_path, {"race": False}, ["search=quick"])
     job = _job(no_race, asked, dict(plan.baseline_knobs), [], best, has_baseline=True, remaining_s=None, noise=N8)
     assert not any(o.startswith(("trial.race=", "trial.behind=", "trial.prune_below=")) for o in job.overrides)

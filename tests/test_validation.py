@@ -116,6 +116,12 @@ def test_a_missing_allocator_is_one_line_naming_the_package(monkeypatch):
             "train.grad_accum_steps", 0, "train.grad_accum_steps=0 is invalid: expected an integer >= 1", id="accum0"
         ),
         pytest.param(
+            "trial",
+            {"prune_below": 100.0, "far_below": 120.0},
+            "trial.far_below=120.0 is invalid: expected samples/sec at or below trial.prune_below (100.0)",
+            id="far-below-above-the-floor",
+        ),
+        pytest.param(
             "task.epoch_samples",
             0,
             "task.epoch_samples=0 is invalid: expected an integer >= 1 or null",

@@ -93,3 +93,14 @@ def test_the_race_and_the_floor_are_the_tests_bar_for_one_run():
     assert verdict.widened((99.0, 101.0), SIGMA) == pytest.approx((99.0 / factor, 101.0 * factor))
     # no noise: the least difference that counts
     assert verdict.slower_below(100.0, 0.0) == pytest.approx(100.0 / (1 + MATTERS))
+
+
+def test_one_window_far_below_is_slower_than_the_floor_by_the_same_test():
+    """A run's first window stops it where the test calls it slower than a run at the floor:
+    0.8 of the floor at 8% noise, further down on a noisier machine, where one run says less."""
+    floor = verdict.Floor.under(100.0, SIGMA)
+    assert floor.prune_below == pytest.approx(verdict.slower_below(100.0, SIGMA))
+    assert floor.far_below / floor.prune_below == pytest.approx(0.801, abs=0.001)
+    assert verdict.compare([floor.far_below * 0.999], [floor.prune_below], SIGMA) is Verdict.SLOWER
+    noisier = verdict.Floor.under(100.0, 0.15)
+    assert noisier.far_below / noisier.prune_below < 0.7 < floor.far_below / floor.prune_below

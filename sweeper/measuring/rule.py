@@ -20,11 +20,12 @@ class Rule:
     sweep needs no more precise a figure of a run it knows is behind, and windows cannot resolve
     the run-to-run noise that decides by how much.
     `prune_below` is the race's floor (slower than the best by the one test): the rate under it
-    after two windows stops the run, and after one already when under `first_window_floor` of
-    it: a run that far below is no near miss. When the warm-up's steady span already read under
-    that bar, the first window is a quarter window. Two successive warm-up blocks under
-    `warmup_floor` of the floor end the warm-up there, steady or not, and the quarter window
-    follows (docs/benchmarks.md has the races these bars were read from). Every rule reads the
+    after two windows stops the run, and after one already when under `far_below`, slower than
+    the floor by the same test (the sweep hands both over as figures): a run that far below is
+    no near miss. When the warm-up's steady span already read under that bar, the first window
+    is a quarter window. Two successive warm-up blocks under `warmup_floor` of the floor end the
+    warm-up there, steady or not, and the quarter window follows: a bar set by how loops ramp
+    up, not by the noise (docs/benchmarks.md has the races it was read from). Every rule reads the
     same statistic as the figure: the rate over the windows (samples over time) and its 95%
     interval (stats.rate_interval), with the workers' restart per epoch where the figure has it.
     A window is at least `window_s` of whole loader cycles (`cycle` steps: one batch from each
@@ -39,7 +40,8 @@ class Rule:
     min_windows: int = 1
     rel_precision: float | None = None  # None: always max_windows
     prune_below: float | None = None
-    first_window_floor: float | None = 0.8  # None: the floor waits for two windows
+    far_below: float | None = None  # None: the floor waits for two windows
+    # the lowest early block of a loop still ramping up read 0.73 of its figure (warmup.far_below)
     warmup_floor: float | None = 0.7  # None: warm-up waits for a steady rate however far below
     race: tuple[float, float] | None = None
     behind: float | None = None
@@ -86,6 +88,7 @@ class Rule:
             min_windows=measure.min_windows or measure.windows,
             rel_precision=measure.rel_precision,
             prune_below=trial.prune_below,
+            far_below=trial.far_below,
             race=(float(race[0]), float(race[1])) if race else None,
             behind=trial.behind,
             cycle=max(1, workers),

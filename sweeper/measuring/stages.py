@@ -213,10 +213,10 @@ def pruned_reason(figures: Throughput, rule: Rule) -> str:
             f"pruned: its 95% interval {low:,.1f}-{high:,.1f} samples/s after {figures.windows_measured} windows "
             f"lies below the best trial's {rule.race[0]:,.1f}-{rule.race[1]:,.1f}"
         )
-    if figures.windows_measured == 1 and rule.first_window_floor is not None and rule.prune_below is not None:
+    if figures.windows_measured == 1 and rule.far_below is not None and rule.prune_below is not None:
         return (
-            f"pruned: {figures.samples_per_sec:,.1f} samples/s after 1 window is below "
-            f"{rule.first_window_floor:g} of the floor {rule.prune_below:,.1f}"
+            f"pruned: {figures.samples_per_sec:,.1f} samples/s after 1 window is below {rule.far_below:,.1f}, "
+            f"slower by the test than the floor {rule.prune_below:,.1f}"
         )
     return (
         f"pruned: {figures.samples_per_sec:,.1f} samples/s after {figures.windows_measured} "

@@ -210,15 +210,10 @@ def _window_lengths(rule: Rule, w: WarmUp, group: Group | None) -> tuple[float |
 
 def _far_below(warmup_rate: float | None, rule: Rule) -> bool:
     """Whether the warm-up's steady span already ran under the floor's one-window bar
-    (`first_window_floor` of `prune_below`): then a quarter window is enough to confirm it, as
-    the first window, before the run stops pruned (the span itself is no window: the figure
-    and the decision stay the windows')."""
-    return (
-        warmup_rate is not None
-        and rule.prune_below is not None
-        and rule.first_window_floor is not None
-        and warmup_rate < rule.first_window_floor * rule.prune_below
-    )
+    (`far_below`): then a quarter window is enough to confirm it, as the first window, before
+    the run stops pruned (the span itself is no window: the figure and the decision stay the
+    windows')."""
+    return warmup_rate is not None and rule.far_below is not None and warmup_rate < rule.far_below
 
 
 def _still_changing(t: Timings, rule: Rule) -> int:
@@ -251,11 +246,8 @@ def _verdict(t: Timings, rule: Rule) -> Stopped | None:
     counted = t.counted_totals(rule.restarts_apart)
     n = len(counted[0])
     rate, interval = _as_the_figure(t, rule, *rate_interval(*counted))
-    if (
-        rule.prune_below is not None
-        and n >= 1
-        and rate < rule.prune_below * (1.0 if n >= 2 else rule.first_window_floor or 0.0)
-    ):
+    bar = rule.prune_below if n >= 2 else rule.far_below if n == 1 else None
+    if bar is not None and rate < bar:
         return Stopped.PRUNED
     if n < min(rule.min_windows, rule.max_windows) or interval is None:
         return None

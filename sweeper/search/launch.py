@@ -22,6 +22,7 @@ from ..runner.signals import StopRequest, StopWaiting
 from ..store.heartbeat import heartbeat
 from ..store.record import TrialAttrs
 from ..store.study import StoredStudy
+from ..verdict import Floor
 from . import lost_jobs, progress, scheduled, under_load
 from .disk import DiskWatch
 from .plan import SweepPlan
@@ -55,14 +56,14 @@ def sweep_precision(plan: SweepPlan) -> list[str]:
 
 def measure_overrides(
     plan: SweepPlan,
-    prune_below: float | None,
+    floor: Floor | None,
     remaining_s: float | None,
     race: tuple[float, float] | None = None,
     behind: float | None = None,
 ) -> list[str]:
-    """What the sweep adds to a job's overrides: the sweep's precision, the prune threshold, the
-    incumbent's interval to race against (widened, and its own low end), a timeout within the
-    budget."""
+    """What the sweep adds to a job's overrides: the sweep's precision, the prune floor and its
+    one-window bar, the incumbent's interval to race against (widened, and its own low end), a
+    timeout within the budget."""
     extra: list[str] = []
     if not plan.own_app:  # another app's jobs measure themselves
         return extra
@@ -70,8 +71,8 @@ def measure_overrides(
     if plan.settings.lock == LockMode.off:
         extra.append("measure.lock=false")
     bar = []
-    if prune_below is not None:
-        bar.append(f"trial.prune_below={prune_below:.6g}")
+    if floor is not None:
+        bar += [f"trial.prune_below={floor.prune_below:.6g}", f"trial.far_below={floor.far_below:.6g}"]
     if race is not None:
         bar.append(f"trial.race=[{race[0]:.6g},{race[1]:.6g}]")
     if behind is not None:

@@ -29,6 +29,7 @@ from ..store.trials import (
     search_interval,
     was_measured,
 )
+from ..verdict import Floor
 from . import history, progress, recheck
 from . import space as sp
 from .answer import answer
@@ -354,14 +355,14 @@ def _job(
     if (why := history.rerun_reason(trials, knobs, plan.setup)) is not None:
         for key, value in TrialAttrs.rerun(why).items():
             trial.set_user_attr(key, value)
-    prune_below, race, behind = None, None, None
+    floor, race, behind = None, None, None
     # a point measured once more runs whole: the test reads its figure, not where it stands
     again = TrialRecord.of(trial).recheck_of is not None
     if has_baseline and best is not None and list(plan.objectives) == [PRIMARY] and plan.settings.race and not again:
         best_value = primary_value(best)
-        prune_below = verdict.slower_below(best_value, noise.sigma) if best_value and noise.sigma > 0 else None
+        floor = Floor.under(best_value, noise.sigma) if best_value and noise.sigma > 0 else None
         interval = search_interval(best)
         if interval is not None:
             race, behind = verdict.widened(interval, noise.sigma), interval[0]
-    overrides = plan.overrides_for(knobs) + measure_overrides(plan, prune_below, remaining_s, race, behind)
+    overrides = plan.overrides_for(knobs) + measure_overrides(plan, floor, remaining_s, race, behind)
     return Job(overrides, trial.number, trial.number, subdir=str(trial.number))
