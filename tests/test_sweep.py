@@ -245,7 +245,8 @@ def test_hopeless_trials_are_pruned_but_never_the_baseline(tmp_path):
     # the floor gets two: tests/test_pure.py)
     assert all(
         t.user_attrs["reason"].startswith("pruned: ")
-        and " after 1 window is below 0.8 of the floor " in t.user_attrs["reason"]
+        and " after 1 window is below " in t.user_attrs["reason"]
+        and ", slower by the test than the floor " in t.user_attrs["reason"]
         for t in trials[1:]
     )
     assert all(t.user_attrs["metrics"]["windows_measured"] == 1 for t in trials[1:])
