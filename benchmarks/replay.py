@@ -311,7 +311,7 @@ class ReplayRunner:
     confirm_measure: Mapping[str, Any] = field(default_factory=dict)  # measure.* of confirmation runs
     contend: bool = False  # the earlier race (see _contending_verdict)
     behind: bool = True  # False: trial.behind ignored (a run behind the best measured to the end)
-    first_window_floor: bool = True  # False: the floor waits for two windows, as before it
+    one_window_bar: bool = True  # False: the floor waits for two windows (trial.far_below ignored)
     confirming: bool = False
     charged_s: float = 0.0
     log: list[tuple[float, float | None]] = field(default_factory=list)  # (seconds so far, grid figure)
@@ -350,7 +350,7 @@ class ReplayRunner:
             return RunResult(Status.ERROR, f"not in the grid: {knobs}", fingerprint=self.plan.machine.fingerprint)
         true = row.samples_per_sec
         rule = timing.Rule.of(measure, int(knobs.get("loader.num_workers") or 0), trial=TrialConf(**trial))
-        if not self.first_window_floor:
+        if not self.one_window_bar:
             rule = replace(rule, far_below=None)
         mood = math.exp(self.rng.gauss(0.0, RUN_CV))
         # the window spread of its rows (pooled by worker count), scaled from 1.5 s windows to this rule's
@@ -465,7 +465,7 @@ def replay_sweeper(
         strategy.get("_confirm_measure", {}),
         contend=bool(strategy.get("_contend")),
         behind=not strategy.get("_no_behind"),
-        first_window_floor=not strategy.get("_two_window_floor"),
+        one_window_bar=not strategy.get("_two_window_floor"),
     )
     with contextlib.redirect_stdout(io.StringIO()):
         why = optimize(stored, plan, runner, stopped=lambda: None, remaining=lambda: None)  # type: ignore[arg-type]
