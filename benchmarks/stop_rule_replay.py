@@ -3,15 +3,19 @@ windows, stopping when their interval is precise, read a process's steps higher 
 steps averaged over a fixed span. Everything compared comes from one process's steps, so the
 spread between processes drops out.
 
-    python benchmarks/stop_rule_replay.py [RUNS] ["measure.KEY=VALUE ..." ...] [--keep FILE | --steps FILE]
+    python benchmarks/stop_rule_replay.py [RUNS] ["measure.KEY=VALUE ..." ...]
+        [--config NAME | --script "SCRIPT ARGS..."] [--keep FILE | --steps FILE]
 
-RUNS: default 8, of JPEGs read warm, 0 workers. Each quoted argument is a rule of its own (the
-shipped rule with those overrides), replayed on the same steps beside the shipped one; --keep
-writes the recorded steps to FILE, and --steps FILE replays them again, to try rules on the
-same steps.
+RUNS: default 8, of JPEGs read warm, 0 workers (fork_origin.py's configuration), or of the
+configuration of benchmarks/loop_agreement.py whose name holds NAME, or of a training script (its
+DataLoader's steps, each ending when the loop asks for the next batch, as sweeper.track counts
+them; the script ends the run, e.g. with --max-steps). Each quoted argument is a rule of its own
+(the shipped rule with those overrides), replayed on the same steps beside the shipped one; --keep
+writes the recorded steps to FILE, and --steps FILE replays them again, to try rules on the same
+steps (benchmarks/gpu/results/ keeps some recorded on GPU servers).
 
-Each run is benchmarks/plain/imagefolder.py for 40 s (its configuration as in fork_origin.py),
-every step's end time recorded; nothing of sweeper's runs beside it. Then, from each step one
+Each run is the plain loop for 40 s, every step's end time recorded; nothing of sweeper's runs
+beside it. Then, from each step one
 second in on (while 14 s of steps remain), sweeper's measuring loop (`timing.measure`, with the
 rule of conf/measure/default.yaml) is replayed on the steps that follow, on a clock the recorded
 steps advance, once as shipped and once with the precision stop off (its windows up to the cap);
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import runpy
+import shlex
 import statistics
 import subprocess
 import sys
@@ -45,9 +50,9 @@ SECONDS = 40
 SPAN_S = 10.0
 
 
-def record() -> None:
+def record(loop: str, args: list[str]) -> None:
     """Run the plain loop in this process, each step's end printed at its end (one JSON line)."""
-    sys.path.insert(0, str(LOOP.parent))
+    sys.path.insert(0, str(Path(loop).parent))
     import stopwatch
 
     ends: list[float] = []
@@ -58,9 +63,30 @@ def record() -> None:
         return counted(self, samples)
 
     stopwatch.Stopwatch.step = step
-    sys.argv = [str(LOOP), *[a for a in ARGS if not a.startswith("--seconds")], f"--seconds={SECONDS}"]
-    runpy.run_path(str(LOOP), run_name="__main__")
+    sys.argv = [loop, *[a for a in args if not a.startswith("--seconds")], f"--seconds={SECONDS}"]
+    runpy.run_path(loop, run_name="__main__")
     print(json.dumps({"ends": ends}), flush=True)
+
+
+def record_script(words: list[str]) -> None:
+    """Run a training script in this process, each DataLoader step's end recorded when its loop
+    asks for the next batch; printed when the script ends (one JSON line)."""
+    from torch.utils.data import DataLoader
+
+    ends: list[float] = []
+    iterate = DataLoader.__iter__
+
+    def timed(self: DataLoader) -> Iterator[object]:
+        for batch in iterate(self):
+            yield batch
+            ends.append(time.perf_counter())
+
+    DataLoader.__iter__ = timed  # type: ignore[assignment,method-assign]
+    sys.argv = words
+    try:
+        runpy.run_path(words[0], run_name="__main__")
+    finally:
+        print(json.dumps({"ends": ends}), flush=True)
 
 
 def rule_of(overrides: Sequence[str] = ()) -> Rule:
@@ -100,10 +126,13 @@ def span_rate(durations: list[float]) -> float:
     return 32 * steps / elapsed
 
 
-def recorded_steps(runs: int) -> Iterator[list[float]]:
-    """Each run's step durations, the plain loop run in a process of its own."""
+def recorded_steps(runs: int, what: list[str]) -> Iterator[list[float]]:
+    """Each run's step durations, the loop (`what`: record's or record_script's words) run in a
+    process of its own."""
     for _ in range(runs):
-        out = subprocess.run([sys.executable, __file__, "--record"], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [sys.executable, __file__, *what], capture_output=True, text=True, check=True, cwd=ROOT
+        ).stdout
         ends = json.loads(out.strip().splitlines()[-1])["ends"]
         yield [b - a for a, b in zip(ends, ends[1:])]
 
@@ -132,9 +161,26 @@ def arguments() -> argparse.Namespace:
     parser.add_argument(
         "variants", nargs="*", help='rules replayed beside the shipped one: "measure.KEY=VALUE ..." each'
     )
+    parser.add_argument("--config", help="record the loop_agreement.py configuration whose name holds this")
+    parser.add_argument("--script", help="record this training script's DataLoader steps: 'SCRIPT ARGS...'")
     parser.add_argument("--keep", type=Path, help="write the recorded steps to this file")
     parser.add_argument("--steps", type=Path, help="replay the steps a --keep wrote, instead of recording")
     return parser.parse_args()
+
+
+def what(config: str | None, script: str | None) -> list[str]:
+    """The recording's words: a script's, a loop_agreement.py configuration's, or the default."""
+    if script:
+        return ["--record-script", *shlex.split(script)]
+    if not config:
+        return ["--record", str(LOOP), *ARGS]
+    from loop_agreement import CONFIGS, make_data
+
+    found = [c for c in CONFIGS if config in c.name]
+    if not found:
+        sys.exit(f"--config {config!r}: no configuration of loop_agreement.py holds it")
+    make_data()
+    return ["--record", str(ROOT / "benchmarks" / "plain" / f"{found[0].loop}.py"), *found[0].plain_args()]
 
 
 def main() -> None:
@@ -145,7 +191,7 @@ def main() -> None:
     if args.steps:
         runs: Iterable[list[float]] = json.loads(args.steps.read_text())[: args.runs]
     else:
-        runs = recorded_steps(args.runs)
+        runs = recorded_steps(args.runs, what(args.config, args.script))
     kept, per_run = [], []
     for i, durations in enumerate(runs):
         kept.append(durations)
@@ -172,4 +218,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    record() if sys.argv[1:] == ["--record"] else main()
+    if sys.argv[1:2] == ["--record"]:
+        record(sys.argv[2], sys.argv[3:])
+    elif sys.argv[1:2] == ["--record-script"]:
+        record_script(sys.argv[2:])
+    else:
+        main()

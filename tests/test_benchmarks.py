@@ -73,3 +73,42 @@ def test_the_plain_mnist_loop_runs_and_prints_its_figure(tmp_path, monkeypatch):
     ).stdout.splitlines()
     assert json.loads(out[-1])["samples_per_sec"] > 0
     assert all(len(line.split()) == 2 for line in out[:-1])  # each second's rate before it
+
+
+def test_a_replayed_rule_reads_even_steps_as_their_own_rate():
+    """The replay's figure and the steps' own mean agree where every step takes as long: whatever
+    a rule reads apart from them on recorded steps is the rule's, not the replay's."""
+    import stop_rule_replay
+
+    rules = [stop_rule_replay.rule_of(), stop_rule_replay.rule_of(["measure.drift_tol=null"])]
+    rows = stop_rule_replay.replayed([0.05] * 400, rules)  # 20 s of 50 ms steps
+    assert rows
+    assert all(abs(ratio - 1) < 1e-9 for row in rows for ratio in row[:2])
+    with pytest.raises(SystemExit, match="measure.KEY=VALUE"):
+        stop_rule_replay.rule_of(["warmup_s=1"])
+
+
+def test_a_script_s_dataloader_steps_are_recorded_where_its_loop_asks_for_the_next(tmp_path):
+    """--script records each step's end when the loop asks for the next batch (as sweeper.track
+    counts it), the script's own code unchanged; --config names a configuration of loop_agreement."""
+    import stop_rule_replay
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import sys, time\n"
+        "from torch.utils.data import DataLoader\n"
+        "for batch in DataLoader(list(range(int(sys.argv[1]))), batch_size=2):\n"
+        "    time.sleep(0.02)\n"
+    )
+    words = stop_rule_replay.what(None, f"{script} 10")
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "stop_rule_replay.py"), *words],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    ends = json.loads(out.splitlines()[-1])["ends"]
+    assert len(ends) == 5  # 10 items in batches of 2
+    assert all(b - a >= 0.015 for a, b in zip(ends, ends[1:]))  # each step's sleep lies between two ends
+    with pytest.raises(SystemExit, match="no configuration"):
+        stop_rule_replay.what("no such loop", None)
