@@ -378,6 +378,35 @@ def test_nvml_figures_for_the_runs_gpu():
     )
 
 
+def test_a_run_shorter_than_nvmls_interval_still_gets_its_figures():
+    """NVML is read twice a second; a run whose windows end before the first read takes one at
+    its stop (NVML's figures are recent averages), and a read that fails there ends nothing."""
+    monitor = utilization.NvmlMonitor(fake_nvml(), "h", interval_s=60.0)
+    monitor.start()
+    assert monitor.stop() == Utilization(
+        gpu_util_pct=80.0, gpu_mem_util_pct=30.0, gpu_power_w=350.0, gpu_power_cap_w=700.0
+    )
+    memory = utilization.NvmlProcessMemory(
+        types.SimpleNamespace(
+            nvmlDeviceGetCount=lambda: 1,
+            nvmlDeviceGetHandleByIndex=lambda index: index,
+            nvmlDeviceGetComputeRunningProcesses=lambda handle: [types.SimpleNamespace(pid=7, usedGpuMemory=3 << 30)],
+        ),
+        lambda: [7],
+        interval_s=60.0,
+    )
+    memory.start()
+    memory.stop()
+    assert memory.peak_mb == 3072.0
+
+    def gone(handle):
+        raise RuntimeError("NVML: GPU is lost")
+
+    failing = utilization.NvmlMonitor(fake_nvml(nvmlDeviceGetUtilizationRates=gone), "h", interval_s=60.0)
+    failing.start()
+    assert failing.stop() == Utilization()
+
+
 def test_other_processes_on_the_runs_gpu_are_counted_from_nvmls_per_process_samples():
     import os
 

@@ -5,6 +5,7 @@ through NVML, when the optional nvidia-ml-py is installed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -97,14 +98,24 @@ def _nvml() -> Any | None:
     return pynvml
 
 
+# how often NVML is read beside a run: each read is a few driver calls, and at ten and five reads
+# a second sweeper's own threads took 2.4-2.6% of a core beside a script on an H200, 0.25% with
+# NVML hidden (docs/benchmarks.md, "On a GPU"); NVML's utilization and power are recent averages,
+# and a process's GPU memory (the caching allocator's reserve) seldom falls, so two reads a second
+# lose little, and the memory sampler reads as often
+NVML_SAMPLE_S = 0.5
+
+
 class _Sampler:
-    """Calls `sample()` every `interval_s` in a thread between start and stop; a sample that
-    fails ends the sampling, never the run."""
+    """Calls `sample()` every `interval_s` in a thread between start and stop, and once at the
+    stop where none came before it (a run shorter than one interval); a sample that fails ends
+    the sampling, never the run."""
 
     def __init__(self, interval_s: float) -> None:
         self._interval = interval_s
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._sampled = False
 
     def sample(self) -> None:
         raise NotImplementedError
@@ -115,6 +126,7 @@ class _Sampler:
                 self.sample()
             except Exception:  # noqa: BLE001 - a failing sample must not fail the run
                 return
+            self._sampled = True
 
     def start(self) -> None:
         self._thread = own_thread(self._run)
@@ -122,8 +134,12 @@ class _Sampler:
 
     def _join(self) -> None:
         self._stopping.set()
-        if self._thread is not None:
-            self._thread.join()
+        if self._thread is None:
+            return
+        self._thread.join()
+        if not self._sampled:
+            with contextlib.suppress(Exception):  # a failing sample must not fail the run
+                self.sample()
 
 
 # other processes keeping the run's GPU busier than this (NVML's per-process SM use, percent)
@@ -136,7 +152,7 @@ class NvmlMonitor(_Sampler):
     as a recent average), and gpu_power_cap_w, for the GPU the run uses; and other processes'
     use of that GPU (NVML's per-process SM samples of processes outside the run's tree)."""
 
-    def __init__(self, nvml: Any, handle: Any, interval_s: float = 0.1, root: int | None = None) -> None:
+    def __init__(self, nvml: Any, handle: Any, interval_s: float = NVML_SAMPLE_S, root: int | None = None) -> None:
         super().__init__(interval_s)
         self._nvml, self._handle = nvml, handle
         self._samples: list[tuple[float, float, float]] = []
@@ -159,7 +175,7 @@ class NvmlMonitor(_Sampler):
             return
         if not seen:
             return
-        own = set(procs.tree(self._root))  # read only when NVML saw processes: the sampler runs every 0.1 s
+        own = set(procs.tree(self._root))  # read only when NVML saw processes
         by_time: dict[int, float] = {}
         for s in seen:
             self._seen_at = max(self._seen_at, int(s.timeStamp))
@@ -231,7 +247,7 @@ class NvmlProcessMemory(_Sampler):
     and the caching allocator's reserve included), sampled; its peak in MB. A Monitor that
     records no utilization."""
 
-    def __init__(self, nvml: Any, pids: Callable[[], list[int]], interval_s: float = 0.2) -> None:
+    def __init__(self, nvml: Any, pids: Callable[[], list[int]], interval_s: float = NVML_SAMPLE_S) -> None:
         super().__init__(interval_s)
         self._nvml, self._pids = nvml, pids
         self.peak_mb = 0.0
