@@ -9,10 +9,11 @@
 # stages: smoke (one run on CUDA; the others are skipped if it fails), tests (pytest -m gpu),
 # truth (benchmarks/gpu/truth.py, one round), script (task=script against the script's own log,
 # alone and under sweeper, and with sweeper's NVML sampling hidden),
+# steps (the script with one loader worker, its steps recorded alone and the run's stops replayed on them),
 # frameworks (benchmarks/framework_agreement.py: the Lightning and Trainer examples on the GPU),
 # decode (2,000 generated JPEGs, resnet18 inference read by task.decoder=pil, torchvision and device),
 # sweep:TASK (a search=gpu sweep of mnist_mlp, image_classification or language_model).
-# SWEEPER_TRUTH_ROUNDS (1) and SWEEPER_TRUTH_S (4: seconds measured per run) size truth;
+# SWEEPER_TRUTH_ROUNDS (1) and SWEEPER_TRUTH_S (4: seconds measured per run) size truth, SWEEPER_SCRIPT_ROUNDS (1) script;
 # SWEEPER_TRUTH_WINDOW_ONLY=1 leaves out truth's per-step runs; SWEEPER_SWEEP_S (200) caps each sweep; SWEEPER_GPU_TESTS picks tests by pytest's -k.
 # With the wheels in .whl/ (pack_wheels.sh) they are installed first (install.sh).
 set -uo pipefail
@@ -97,8 +98,18 @@ print({k: r.get(k) for k in ('status','samples_per_sec','wall_s')})" | tee -a "$
         # a line every 10 steps, so that sweeper's short runs hold a few of the script's own; sweeper's
         # runs kept, and each also with NVML's sampling hidden (whether it slows a script on a GPU)
         SWEEPER_AGREEMENT_DIR=$work/script_runs SWEEPER_AGREEMENT_NO_NVML=1 \
-            run script 240 python3 benchmarks/script_agreement.py 1 300 10
+            run script $((240 * ${SWEEPER_SCRIPT_ROUNDS:-1})) python3 benchmarks/script_agreement.py \
+            "${SWEEPER_SCRIPT_ROUNDS:-1}" 300 10
         grep -E "^\|" "$work/script.log" | tee -a "$summary"
+        ;;
+    steps)
+        # the script with one loader worker, its steps recorded alone (2 runs of 330 steps), and the
+        # run's stops replayed on them: the share of the precision stop and of the drift rule there
+        SPAN_SCRIPT="examples/train_script.py --batch-size 256 --workers 1 --max-steps 330 --log-every 10"
+        OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 run steps 200 python3 benchmarks/stop_rule_replay.py 2 \
+            "measure.drift_tol=null" "measure.drift_tol=null measure.rel_precision=null" \
+            --script "$SPAN_SCRIPT" --keep "$work/steps-script-256-1worker.json"
+        grep -E "^  " "$work/steps.log" | tee -a "$summary"
         ;;
     frameworks)
         run frameworks 200 python3 benchmarks/framework_agreement.py 1
