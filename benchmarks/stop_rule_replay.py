@@ -101,9 +101,8 @@ def rule_of(overrides: Sequence[str] = ()) -> Rule:
     return Rule.of(measure)  # type: ignore[arg-type]
 
 
-def replay(durations: list[float], rule: Rule) -> tuple[float, float] | None:
-    """The figure sweeper's loop makes of these steps (32 samples each), and the seconds it took
-    (warm-up and windows); None if they run out."""
+def measured(durations: list[float], rule: Rule) -> timing.Timings | None:
+    """sweeper's measuring loop run on these steps (32 samples each); None if they run out."""
     steps = iter(durations)
     now = [0.0]
 
@@ -111,10 +110,44 @@ def replay(durations: list[float], rule: Rule) -> tuple[float, float] | None:
         now[0] += next(steps)
 
     try:
-        timings = timing.measure(lambda: 32, step, lambda batch: batch, lambda: None, rule, clock=lambda: now[0])
+        return timing.measure(lambda: 32, step, lambda batch: batch, lambda: None, rule, clock=lambda: now[0])
     except (StopIteration, RuntimeError):  # a generator's StopIteration surfaces as RuntimeError
         return None
+
+
+def replay(durations: list[float], rule: Rule) -> tuple[float, float] | None:
+    """The figure sweeper's loop makes of these steps, and the seconds it took (warm-up and
+    windows); None if they run out."""
+    timings = measured(durations, rule)
+    if timings is None:
+        return None
     return timings.throughput().samples_per_sec, timings.warmup_s + sum(timings.window_s)
+
+
+def drift_split(durations: list[float], rule: Rule) -> str:
+    """Where the drift rule left a start's earlier windows out, against where it did not: how
+    many starts, the figure over the span, and for the first, all their windows' rate over the
+    span (what the figure would have read with none left out) and the change it recorded."""
+    left_out, whole = [], []
+    for rest in starts(durations):
+        t = measured(rest, rule)
+        if t is None:
+            continue
+        span = span_rate(rest)
+        figure = t.throughput().samples_per_sec / span
+        if t.dropped:
+            every = sum(s for s, _ in t.window_totals) / sum(e for _, e in t.window_totals)
+            left_out.append((figure, every / span, t.drift))
+        else:
+            whole.append(figure)
+    if not left_out:
+        return f"the drift rule left no windows out in {len(whole)} starts"
+    figure, every, drift = (statistics.mean(column) for column in zip(*left_out))
+    rest = f", the other starts {statistics.mean(whole):.3f}" if whole else ""
+    return (
+        f"the drift rule left windows out in {len(left_out)} of {len(left_out) + len(whole)} starts "
+        f"(their change {drift:+.1%}): their figure {figure:.3f} of the span, all their windows {every:.3f}{rest}"
+    )
 
 
 def span_rate(durations: list[float]) -> float:
@@ -137,17 +170,21 @@ def recorded_steps(runs: int, what: list[str]) -> Iterator[list[float]]:
         yield [b - a for a, b in zip(ends, ends[1:])]
 
 
-def replayed(durations: list[float], rules: Sequence[Rule]) -> list[list[float]]:
-    """From each step a second in on (while 14 s of steps remain): each rule's figure over the
-    span's, then each rule's seconds; the starts where every rule had steps enough."""
-    rows = []
+def starts(durations: list[float]) -> Iterator[list[float]]:
+    """The steps from each step a second in on, while 14 s of steps remain."""
     elapsed = 0.0
     total = sum(durations)
     for k, d in enumerate(durations):
         elapsed += d
-        if elapsed < 1.0 or total - elapsed < 14.0:
-            continue
-        rest = durations[k + 1 :]
+        if elapsed >= 1.0 and total - elapsed >= 14.0:
+            yield durations[k + 1 :]
+
+
+def replayed(durations: list[float], rules: Sequence[Rule]) -> list[list[float]]:
+    """From each start: each rule's figure over the span's, then each rule's seconds; the starts
+    where every rule had steps enough."""
+    rows = []
+    for rest in starts(durations):
         results = [replay(rest, rule) for rule in rules]
         if all(r is not None for r in results):
             span = span_rate(rest)
@@ -203,6 +240,7 @@ def main() -> None:
         print(
             f"run {i + 1}: {len(rows)} starts; over the span: {figures}; shipped / stop off {means[-1]:.3f}", flush=True
         )
+        print(f"  as shipped, {drift_split(durations, shipped)}", flush=True)
     if args.keep:
         args.keep.write_text(json.dumps(kept))
     print(f"{len(per_run)} runs, median (range) over the runs of each run's mean over its starts:")
