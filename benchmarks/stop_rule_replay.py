@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -115,29 +115,31 @@ def measured(durations: list[float], rule: Rule) -> timing.Timings | None:
         return None
 
 
-def replay(durations: list[float], rule: Rule) -> tuple[float, float] | None:
-    """The figure sweeper's loop makes of these steps, and the seconds it took (warm-up and
-    windows); None if they run out."""
-    timings = measured(durations, rule)
-    if timings is None:
-        return None
-    return timings.throughput().samples_per_sec, timings.warmup_s + sum(timings.window_s)
+@dataclass(frozen=True)
+class Start:
+    """The replay from one step on: the steps' own mean rate over SPAN_S, and each rule's run."""
+
+    span: float
+    runs: tuple[timing.Timings, ...]
+
+    def row(self) -> list[float]:
+        """Each rule's figure over the span, then each rule's seconds (warm-up and windows)."""
+        figures = [t.throughput().samples_per_sec / self.span for t in self.runs]
+        return figures + [t.warmup_s + sum(t.window_s) for t in self.runs]
 
 
-def drift_split(durations: list[float], rule: Rule) -> str:
-    """Where the drift rule left a start's earlier windows out, against where it did not: how
-    many starts, the figure over the span, and for the first, all their windows' rate over the
-    span (what the figure would have read with none left out) and the change it recorded."""
+def drift_split(replays: Sequence[Start]) -> str:
+    """Where the drift rule left a start's earlier windows out in the first rule's runs, against
+    where it did not: how many starts, the figure over the span, and for the first, all their
+    windows' rate over the span (what the figure would have read with none left out) and the
+    change it recorded."""
     left_out, whole = [], []
-    for rest in starts(durations):
-        t = measured(rest, rule)
-        if t is None:
-            continue
-        span = span_rate(rest)
-        figure = t.throughput().samples_per_sec / span
+    for start in replays:
+        t = start.runs[0]
+        figure = t.throughput().samples_per_sec / start.span
         if t.dropped:
             every = sum(s for s, _ in t.window_totals) / sum(e for _, e in t.window_totals)
-            left_out.append((figure, every / span, t.drift))
+            left_out.append((figure, every / start.span, t.drift))
         else:
             whole.append(figure)
     if not left_out:
@@ -180,16 +182,14 @@ def starts(durations: list[float]) -> Iterator[list[float]]:
             yield durations[k + 1 :]
 
 
-def replayed(durations: list[float], rules: Sequence[Rule]) -> list[list[float]]:
-    """From each start: each rule's figure over the span's, then each rule's seconds; the starts
-    where every rule had steps enough."""
-    rows = []
+def replayed(durations: list[float], rules: Sequence[Rule]) -> list[Start]:
+    """From each start, each rule's run; the starts where every rule had steps enough."""
+    replays = []
     for rest in starts(durations):
-        results = [replay(rest, rule) for rule in rules]
-        if all(r is not None for r in results):
-            span = span_rate(rest)
-            rows.append([r[0] / span for r in results if r] + [r[1] for r in results if r])
-    return rows
+        runs = [measured(rest, rule) for rule in rules]
+        if all(t is not None for t in runs):
+            replays.append(Start(span_rate(rest), tuple(t for t in runs if t is not None)))
+    return replays
 
 
 def arguments() -> argparse.Namespace:
@@ -232,7 +232,8 @@ def main() -> None:
     kept, per_run = [], []
     for i, durations in enumerate(runs):
         kept.append(durations)
-        rows = replayed(durations, rules)
+        replays = replayed(durations, rules)
+        rows = [start.row() for start in replays]
         means = [statistics.mean(r[j] for r in rows) for j in range(2 * len(rules))]
         means.append(statistics.mean(r[0] / r[1] for r in rows))
         per_run.append(means)
@@ -240,7 +241,7 @@ def main() -> None:
         print(
             f"run {i + 1}: {len(rows)} starts; over the span: {figures}; shipped / stop off {means[-1]:.3f}", flush=True
         )
-        print(f"  as shipped, {drift_split(durations, shipped)}", flush=True)
+        print(f"  as shipped, {drift_split(replays)}", flush=True)
     if args.keep:
         args.keep.write_text(json.dumps(kept))
     print(f"{len(per_run)} runs, median (range) over the runs of each run's mean over its starts:")

@@ -81,13 +81,14 @@ def test_a_replayed_rule_reads_even_steps_as_their_own_rate():
     import stop_rule_replay
 
     rules = [stop_rule_replay.rule_of(), stop_rule_replay.rule_of(["measure.drift_tol=null"])]
-    rows = stop_rule_replay.replayed([0.05] * 400, rules)  # 20 s of 50 ms steps
+    replays = stop_rule_replay.replayed([0.05] * 400, rules)  # 20 s of 50 ms steps
+    rows = [start.row() for start in replays]
     assert rows
     assert all(abs(ratio - 1) < 1e-9 for row in rows for ratio in row[:2])
-    assert stop_rule_replay.drift_split([0.05] * 400, rules[0]).startswith("the drift rule left no windows out")
+    assert stop_rule_replay.drift_split(replays).startswith("the drift rule left no windows out")
     # a loop that halves its speed for good 3 s in: the starts whose windows cross the change leave
     # the fast ones out, as a change downward
-    slowed = stop_rule_replay.drift_split([0.05] * 60 + [0.1] * 400, rules[0])
+    slowed = stop_rule_replay.drift_split(stop_rule_replay.replayed([0.05] * 60 + [0.1] * 400, rules[:1]))
     assert "left windows out" in slowed and "change -" in slowed
     with pytest.raises(SystemExit, match="measure.KEY=VALUE"):
         stop_rule_replay.rule_of(["warmup_s=1"])
