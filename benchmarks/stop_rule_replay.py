@@ -20,8 +20,9 @@ second in on (while 14 s of steps remain), sweeper's measuring loop (`timing.mea
 rule of conf/measure/default.yaml) is replayed on the steps that follow, on a clock the recorded
 steps advance, once as shipped and once with the precision stop off (its windows up to the cap);
 each figure is set against the mean rate of the same steps over 10 s from that start. Printed
-per run, the means over its starts (overlapping starts are not independent: the runs are), and
-the seconds each rule measured (warm-up and windows): what a rule costs a trial.
+per run, the means over its starts (overlapping starts are not independent: the runs are), the
+seconds each rule measured (warm-up and windows): what a rule costs a trial, and where the
+shipped rule's drift rule left windows out, with what all of them read.
 """
 
 from __future__ import annotations
