@@ -21,8 +21,9 @@ rule of conf/measure/default.yaml) is replayed on the steps that follow, on a cl
 steps advance, once as shipped and once with the precision stop off (its windows up to the cap);
 each figure is set against the mean rate of the same steps over 10 s from that start. Printed
 per run, the means over its starts (overlapping starts are not independent: the runs are), the
-seconds each rule measured (warm-up and windows): what a rule costs a trial, and where the
-shipped rule's drift rule left windows out, with what all of them read.
+seconds each rule measured (warm-up and windows): what a rule costs a trial, and for each rule
+with the drift check on (`measure.drift_tol`, off as shipped), where it left windows out, with
+what all of them read.
 """
 
 from __future__ import annotations
@@ -129,14 +130,14 @@ class Start:
         return figures + [t.warmup_s + sum(t.window_s) for t in self.runs]
 
 
-def drift_split(replays: Sequence[Start]) -> str:
-    """Where the drift rule left a start's earlier windows out in the first rule's runs, against
-    where it did not: how many starts, the figure over the span, and for the first, all their
-    windows' rate over the span (what the figure would have read with none left out) and the
-    change it recorded."""
+def drift_split(replays: Sequence[Start], rule: int = 0) -> str:
+    """Where the drift rule left a start's earlier windows out in the runs of the `rule`-th rule,
+    against where it did not: how many starts, the figure over the span, and for the first, all
+    their windows' rate over the span (what the figure would have read with none left out) and
+    the change it recorded."""
     left_out, whole = [], []
     for start in replays:
-        t = start.runs[0]
+        t = start.runs[rule]
         figure = t.throughput().samples_per_sec / start.span
         if t.dropped:
             every = sum(s for s, _ in t.window_totals) / sum(e for _, e in t.window_totals)
@@ -242,7 +243,9 @@ def main() -> None:
         print(
             f"run {i + 1}: {len(rows)} starts; over the span: {figures}; shipped / stop off {means[-1]:.3f}", flush=True
         )
-        print(f"  as shipped, {drift_split(replays)}", flush=True)
+        for j, (name, rule) in enumerate(zip(names, rules)):
+            if rule.drift_tol is not None:
+                print(f"  {name}, {drift_split(replays, j)}", flush=True)
     if args.keep:
         args.keep.write_text(json.dumps(kept))
     print(f"{len(per_run)} runs, median (range) over the runs of each run's mean over its starts:")
