@@ -16,7 +16,9 @@ SWEEPER_AGREEMENT_DIR keeps sweeper's runs there (result.json, worker.log); with
 SWEEPER_AGREEMENT_NO_NVML=1 each configuration also runs under sweeper with nvidia-ml-py hidden
 from it (no GPU utilization or per-process memory sampled), to tell whether that sampling slows
 a script on a GPU. SWEEPER_AGREEMENT_CHECKOUT=<a worktree of another commit> runs sweeper from
-that code as well, in the same rounds (before and after a change, in one sitting).
+that code as well, in the same rounds (before and after a change, in one sitting), and
+SWEEPER_AGREEMENT_OVERRIDES="measure.KEY=VALUE ..." runs it with those overrides as well (a
+variant of the measurement against its default, where no worktree can be made).
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sweeper.result import RunResult
@@ -79,11 +84,32 @@ def hidden_nvml(tmp: Path) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)}
 
 
-def under_sweeper(
-    batch: int, workers: int, out: Path, env: dict[str, str] | None = None, checkout: Path = ROOT
-) -> tuple[float, float]:
-    """sweeper's figure for the script, and the script's own log of that run (sweeper run from
-    `checkout`'s code, the same script)."""
+@dataclass(frozen=True)
+class Way:
+    """One of sweeper's sides in the rounds: what its environment adds, the checkout whose code
+    it runs, and the overrides it adds to the run."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    checkout: Path = ROOT
+    overrides: tuple[str, ...] = ()
+
+
+def ways_of(environ: Mapping[str, str], tmp: Path) -> dict[str, Way]:
+    """sweeper's sides, by name, as the SWEEPER_AGREEMENT_* variables in `environ` ask."""
+    ways = {"sweeper": Way()}
+    if environ.get("SWEEPER_AGREEMENT_NO_NVML"):
+        ways["sweeper, NVML hidden"] = Way(env=hidden_nvml(tmp))
+    if other := environ.get("SWEEPER_AGREEMENT_CHECKOUT"):
+        tree = Path(other).resolve()
+        ways[f"sweeper at {other}"] = Way(env={"PYTHONPATH": str(tree)}, checkout=tree)
+    if overrides := environ.get("SWEEPER_AGREEMENT_OVERRIDES"):
+        ways[f"sweeper, {overrides}"] = Way(overrides=tuple(shlex.split(overrides)))
+    return ways
+
+
+def under_sweeper(batch: int, workers: int, out: Path, way: Way = Way()) -> tuple[float, float]:
+    """sweeper's figure for the script, and the script's own log of that run (sweeper run as
+    `way` says, the same script)."""
     command = (
         f"python {ROOT / SCRIPT} --batch-size ${{loader.batch_size}} --workers ${{loader.num_workers}} "
         f"--log-every {LOG_EVERY}"
@@ -98,13 +124,14 @@ def under_sweeper(
             f"loader.batch_size={batch}",
             f"loader.num_workers={workers}",
             "backend.threads=1",
+            *way.overrides,
             f"hydra.run.dir={out}",
         ],
-        cwd=checkout,
+        cwd=way.checkout,
         capture_output=True,
         text=True,
         check=True,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, **way.env},
     )
     figure = RunResult.from_json(json.loads((out / "result.json").read_text())).samples_per_sec or 0.0
     return figure, own_rate((out / "worker.log").read_text(errors="replace"), skip=1)
@@ -118,24 +145,18 @@ def main() -> None:
     kept = os.environ.get("SWEEPER_AGREEMENT_DIR")
     tmp = Path(kept) if kept else Path(tempfile.mkdtemp())
     tmp.mkdir(parents=True, exist_ok=True)
-    ways: dict[str, dict[str, str] | None] = {"sweeper": None}
-    if os.environ.get("SWEEPER_AGREEMENT_NO_NVML"):
-        ways["sweeper, NVML hidden"] = hidden_nvml(tmp)
-    trees: dict[str, Path] = {}  # a way's checkout, where it is not this one
-    other = os.environ.get("SWEEPER_AGREEMENT_CHECKOUT")
-    if other:
-        trees[f"sweeper at {other}"] = Path(other).resolve()
-        ways[f"sweeper at {other}"] = {"PYTHONPATH": str(trees[f"sweeper at {other}"])}
+    ways = ways_of(os.environ, tmp)
     figures: dict[tuple[str, str], list[float]] = {}
     for r in range(rounds):
         for i, name in enumerate(CONFIGS):
             batch, workers = CONFIGS[name]
-            runs = [("script", None, -1)] + [(way, env, k) for k, (way, env) in enumerate(ways.items())]
-            for who, env, k in runs[r % len(runs) :] + runs[: r % len(runs)]:  # who goes first rotates
-                if who == "script":
+            runs: list[tuple[str, Way | None, int]] = [("script", None, -1)]
+            runs += [(who, way, k) for k, (who, way) in enumerate(ways.items())]
+            for who, way, k in runs[r % len(runs) :] + runs[: r % len(runs)]:  # who goes first rotates
+                if way is None:
                     figures.setdefault((name, who), []).append(alone(batch, workers))
                     continue
-                figure, own = under_sweeper(batch, workers, tmp / f"{r}-{i}-{k}", env, trees.get(who, ROOT))
+                figure, own = under_sweeper(batch, workers, tmp / f"{r}-{i}-{k}", way)
                 figures.setdefault((name, who), []).append(figure)
                 figures.setdefault((name, f"{who}: the script's log"), []).append(own)
         print(f"round {r + 1} of {rounds} done", flush=True)

@@ -121,3 +121,24 @@ def test_a_script_s_dataloader_steps_are_recorded_where_its_loop_asks_for_the_ne
     assert all(b - a >= 0.015 for a, b in zip(ends, ends[1:]))  # each step's sleep lies between two ends
     with pytest.raises(SystemExit, match="no configuration"):
         stop_rule_replay.what("no such loop", None)
+
+
+def test_script_agreement_runs_each_side_the_environment_asks_for(tmp_path):
+    """Each SWEEPER_AGREEMENT_* variable adds one of sweeper's sides to the rounds: NVML hidden,
+    another checkout's code, and overrides added to the run (a variant against the default)."""
+    import script_agreement
+
+    assert list(script_agreement.ways_of({}, tmp_path)) == ["sweeper"]
+    ways = script_agreement.ways_of(
+        {
+            "SWEEPER_AGREEMENT_NO_NVML": "1",
+            "SWEEPER_AGREEMENT_CHECKOUT": str(tmp_path),
+            "SWEEPER_AGREEMENT_OVERRIDES": "measure.drift_tol=0.05 measure.windows=20",
+        },
+        tmp_path,
+    )
+    hidden, other, variant = (ways[k] for k in list(ways)[1:])
+    assert str(tmp_path / "no_nvml") in hidden.env["PYTHONPATH"]
+    assert other.checkout == tmp_path.resolve() and other.env == {"PYTHONPATH": str(tmp_path.resolve())}
+    assert variant.overrides == ("measure.drift_tol=0.05", "measure.windows=20") and variant.checkout == ROOT
+    assert list(ways)[3] == "sweeper, measure.drift_tol=0.05 measure.windows=20"

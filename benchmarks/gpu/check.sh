@@ -8,7 +8,7 @@
 #
 # stages: smoke (one run on CUDA; the others are skipped if it fails), tests (pytest -m gpu),
 # truth (benchmarks/gpu/truth.py, one round), script (task=script against the script's own log,
-# alone and under sweeper, and with sweeper's NVML sampling hidden),
+# alone and under sweeper, and under sweeper with the drift check on, or SWEEPER_SCRIPT_SIDE's overrides),
 # steps (the script with one loader worker, its steps recorded alone and the run's stops replayed on them),
 # frameworks (benchmarks/framework_agreement.py: the Lightning and Trainer examples on the GPU),
 # decode (2,000 generated JPEGs, resnet18 inference read by task.decoder=pil, torchvision and device),
@@ -96,8 +96,11 @@ print({k: r.get(k) for k in ('status','samples_per_sec','wall_s')})" | tee -a "$
         ;;
     script)
         # a line every 10 steps, so that sweeper's short runs hold a few of the script's own; sweeper's
-        # runs kept, and each also with NVML's sampling hidden (whether it slows a script on a GPU)
-        SWEEPER_AGREEMENT_DIR=$work/script_runs SWEEPER_AGREEMENT_NO_NVML=1 \
+        # runs kept (harness_cpu_pct in each result.json), and each also with the drift check on as it
+        # shipped before (SWEEPER_SCRIPT_SIDE: other overrides; SWEEPER_AGREEMENT_NO_NVML=1 in the
+        # environment adds a side with NVML's sampling hidden)
+        SWEEPER_AGREEMENT_DIR=$work/script_runs \
+            SWEEPER_AGREEMENT_OVERRIDES=${SWEEPER_SCRIPT_SIDE:-measure.drift_tol=0.05} \
             run script $((240 * ${SWEEPER_SCRIPT_ROUNDS:-1})) python3 benchmarks/script_agreement.py \
             "${SWEEPER_SCRIPT_ROUNDS:-1}" 300 10
         grep -E "^\|" "$work/script.log" | tee -a "$summary"
