@@ -130,14 +130,14 @@ class Start:
         return figures + [t.warmup_s + sum(t.window_s) for t in self.runs]
 
 
-def drift_split(replays: Sequence[Start], rule: int = 0) -> str:
-    """Where the drift rule left a start's earlier windows out in the runs of the `rule`-th rule,
+def drift_split(replays: Sequence[Start], index: int = 0) -> str:
+    """Where the drift rule left a start's earlier windows out in the runs of the `index`-th rule,
     against where it did not: how many starts, the figure over the span, and for the first, all
     their windows' rate over the span (what the figure would have read with none left out) and
     the change it recorded."""
     left_out, whole = [], []
     for start in replays:
-        t = start.runs[rule]
+        t = start.runs[index]
         figure = t.throughput().samples_per_sec / start.span
         if t.dropped:
             every = sum(s for s, _ in t.window_totals) / sum(e for _, e in t.window_totals)
