@@ -24,9 +24,9 @@ class Status(str, Enum):
     ERROR = "error"  # an exception, with its message
     INVALID = "invalid"  # this machine can't run it (no GPU, fp16 on CPU, unknown model)
     PRUNED = "pruned"  # clearly slower than the best, stopped early
-    OTHER_HARDWARE = "other-hardware"  # measured on a machine of another class than the study's: kept, not ranked
-    # measured while other processes loaded its cores, and again after waiting for quiet: kept, not ranked
-    UNDER_LOAD = "under-load"
+    # its figure kept, not ranked; the reason says why: measured on a machine of another hardware
+    # class than the study's, or under other processes' load each time it was measured
+    NOT_RANKED = "not-ranked"
     INTERRUPTED = "interrupted"  # stopped by SIGTERM/SIGINT of the sweep or run
     # not run at all:
     SURPLUS = "surplus"  # another process of the study reached n_trials
@@ -36,6 +36,12 @@ class Status(str, Enum):
     def __str__(self) -> str:
         return self.value
 
+    @classmethod
+    def _missing_(cls, value: object) -> Status | None:
+        """What studies and result.json files written before one status held both reasons called
+        a figure kept and not ranked."""
+        return cls.NOT_RANKED if value in _NOT_RANKED_BEFORE else None
+
     def __format__(self, spec: str) -> str:
         return format(self.value, spec)
 
@@ -43,6 +49,9 @@ class Status(str, Enum):
     def ran(self) -> bool:
         """A run was started for it (the statuses above the last three)."""
         return self not in (Status.SURPLUS, Status.SKIPPED, Status.OOM_PREDICTED)
+
+
+_NOT_RANKED_BEFORE = ("other-hardware", "under-load")
 
 
 # Texts by which PyTorch, CUDA and Python say "out of memory" (as Lightning and accelerate do).

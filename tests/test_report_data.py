@@ -629,6 +629,28 @@ def test_the_summary_and_the_report_count_trials_alike():
     assert d.headline.counts == counts
 
 
+def test_figures_kept_and_not_ranked_are_listed_with_their_reasons_in_old_studies_too():
+    """A figure taken on another hardware class or under load each time is kept, not ranked, and
+    the report's notes say why; a study written when each reason had a status of its own reads
+    the same."""
+    from sweeper.result import Status
+    from sweeper.store.record import TrialRecord
+
+    elsewhere = make(
+        5, 128, 9000.0, status="other-hardware", reason="measured on lab2, hardware class bb, not the study's aa"
+    )
+    loaded = make(6, 256, 900.0, status="not-ranked", reason="taken under load 2 times (190% CPU)")
+    older = make(7, 512, 800.0, status="under-load", reason="taken under load 2 times (120% CPU): kept, not ranked")
+    trials = [*TRIALS, elsewhere, loaded, older]
+    assert {TrialRecord.of(t).status for t in trials[-3:]} == {Status.NOT_RANKED}
+    d = build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None)
+    (note,) = [n for n in d.notes.search if "kept and not ranked" in n]
+    assert note.startswith("3 trial(s) kept and not ranked")
+    assert "#5 measured on lab2, hardware class bb" in note and "#6 taken under load 2 times (190% CPU)" in note
+    assert d.headline.counts.failed == 4  # the one of TRIALS and these three: none ranked
+    assert d.winner.number == 1  # not #5, three times as fast on another class of machine
+
+
 def test_a_trial_another_sweep_is_running_is_counted_as_running_not_failed():
     """Two sweeps share a study: when one ends, the other's trial is still RUNNING, with no
     status yet. It is neither complete nor failed, in the log's last lines and in the report."""

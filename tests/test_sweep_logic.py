@@ -411,7 +411,7 @@ def test_a_baseline_kept_as_under_load_still_says_what_the_model_is(tmp_path):
     storage = optuna.storages.InMemoryStorage()
     stored = StoredStudy(optuna.create_study(storage=storage, directions=list(plan.directions)), storage)
     assert learned(stored, plan).convolutional is None  # no run has said yet
-    base = trial(0, dict(plan.baseline_knobs), TrialState.FAIL, "under-load", 100.0, fixed=plan.fixed)
+    base = trial(0, dict(plan.baseline_knobs), TrialState.FAIL, "not-ranked", 100.0, fixed=plan.fixed)
     base.user_attrs["baseline"] = True
     base.user_attrs["metrics"]["convolutional"] = False
     stored.study.add_trial(base)

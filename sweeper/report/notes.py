@@ -142,13 +142,8 @@ def search_notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial], rec
             + ". Such a run is kept from the sampler and not ranked; the test reads it with the point's other "
             "runs."
         )
-    foreign = [records[t.number] for t in trials if records[t.number].status == Status.OTHER_HARDWARE]
-    if foreign:
-        hosts = sorted({r.fingerprint.hostname for r in foreign if r.fingerprint is not None})
-        notes.append(
-            f"{len(foreign)} trial(s) ran on a machine of another hardware class ({', '.join(hosts)}): their "
-            "figures are kept, and not ranked against the study's own class."
-        )
+    if kept := [f"#{t.number} {r.reason}" for t in trials if (r := records[t.number]).status == Status.NOT_RANKED]:
+        notes.append(f"{len(kept)} trial(s) kept and not ranked, their figures taken as no other's: {'; '.join(kept)}.")
     if again := [f"#{t.number} ({r.measured_again})" for t in trials if (r := records[t.number]).measured_again]:
         notes.append(
             "Measured again once the machine was quiet, their first run taken under other processes' load: "

@@ -21,6 +21,7 @@ STATUS_COLORS = {
     "invalid": "#7f7f7f",
     "pruned": "#bcbd22",
     "interrupted": "#17becf",
+    "not-ranked": "#aec7e8",
 }
 
 

@@ -163,7 +163,7 @@ def _sampled(trial: FrozenTrial) -> bool:
         return False
     if record.reused or record.borrowed_from is not None:
         return False
-    return record.status not in (Status.SKIPPED, Status.SURPLUS, Status.UNDER_LOAD, Status.OTHER_HARDWARE)
+    return record.status not in (Status.SKIPPED, Status.SURPLUS, Status.NOT_RANKED)
 
 
 def _each_tried_twice(

@@ -156,7 +156,7 @@ class JobRunner:
 
     def batch(self, jobs: Sequence[Job]) -> list[RunResult]:
         """Each job's result; a run taken under other processes' load is measured again once the
-        machine is quiet (search/under_load.py), and kept as under-load if it is loaded again."""
+        machine is quiet (search/under_load.py), and kept and not ranked if it is loaded again."""
         return [self._unloaded(job, result) for job, result in zip(jobs, self._measured(jobs))]
 
     def _unloaded(self, job: Job, result: RunResult) -> RunResult:

@@ -141,8 +141,8 @@ def tell_result(stored: StoredStudy, trial: Trial, result: RunResult, plan: Swee
     if result.ok and expected and measured_on and measured_on != expected and not TrialRecord.of(trial).baseline:
         host = result.fingerprint.hostname if result.fingerprint is not None else "?"
         result = result.replace(
-            status=Status.OTHER_HARDWARE,
-            reason=f"measured on {host}, hardware class {measured_on}, not the study's {expected}: kept, not ranked",
+            status=Status.NOT_RANKED,
+            reason=f"measured on {host}, hardware class {measured_on}, not the study's {expected}",
         )
     _set(trial, TrialAttrs.finished(result))
     if (of := TrialRecord.of(trial).recheck_of) is not None and result.status == Status.OK:

@@ -1,6 +1,6 @@
 """A figure taken under other processes' load never decides: the sweep waits for the machine to
 be quiet (bounded, and said) and measures the run again; a run loaded again is kept and not
-ranked (status under-load). The waiting is a pure rule over load samples, so it is tested
+ranked (status not-ranked, the reason saying so). The waiting is a pure rule over load samples, so it is tested
 without a busy machine; `sweeper.foreign` takes the samples."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ..result import RunResult, Status
 from ..runner.signals import StopRequest
 from . import progress
 
-# a run taken under load is measured again this many times before it is kept as under-load
+# a run taken under load is measured again this many times before it is kept and not ranked
 LOAD_RERUNS = 1
 # the machine is quiet after this many samples in a row at or below the limit
 QUIET_SAMPLES = 2
@@ -78,6 +78,6 @@ def kept_under_load(result: RunResult, tries: int) -> RunResult:
     """A run loaded every time it was measured: its figure kept, not ranked, and why."""
     note = result.measurement.utilization.load_note if result.measurement is not None else "loaded"
     return result.replace(
-        status=Status.UNDER_LOAD,
-        reason=f"taken under load {tries} times ({note}): kept, not ranked",
+        status=Status.NOT_RANKED,
+        reason=f"taken under load {tries} times ({note})",
     )

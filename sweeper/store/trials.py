@@ -89,12 +89,12 @@ def unconfirmed_winner(trials: Sequence[FrozenTrial], standing_in: Collection[in
 
 def run_facts(trial: FrozenTrial) -> RunFacts | None:
     """What the trial's run said about the workload and how it ran (a convolutional model, a
-    script that applied the first-step knobs), a run kept as under load too: load moves the
-    figures, not these."""
+    script that applied the first-step knobs), a run kept and not ranked too: load or another
+    machine moves the figures, not these."""
     record = TrialRecord.of(trial)
     if record.measurement is not None:
         return record.measurement.run
-    if record.figures and record.status == Status.UNDER_LOAD:
+    if record.figures and record.status == Status.NOT_RANKED:
         return Measurement.from_flat(record.figures).run
     return None
 
