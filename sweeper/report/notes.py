@@ -143,7 +143,7 @@ def search_notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial], rec
             "runs."
         )
     if kept := [f"#{t.number} {r.reason}" for t in trials if (r := records[t.number]).status == Status.NOT_RANKED]:
-        notes.append(f"{len(kept)} trial(s) kept and not ranked, their figures taken as no other's: {'; '.join(kept)}.")
+        notes.append(f"{len(kept)} trial(s) kept and not ranked, their figures in trials.csv: {'; '.join(kept)}.")
     if again := [f"#{t.number} ({r.measured_again})" for t in trials if (r := records[t.number]).measured_again]:
         notes.append(
             "Measured again once the machine was quiet, their first run taken under other processes' load: "

@@ -1,7 +1,7 @@
 """A figure taken under other processes' load never decides: the sweep waits for the machine to
 be quiet (bounded, and said) and measures the run again; a run loaded again is kept and not
-ranked (status not-ranked, the reason saying so). The waiting is a pure rule over load samples, so it is tested
-without a busy machine; `sweeper.foreign` takes the samples."""
+ranked (status not-ranked, the reason saying so). The waiting is a pure rule over load samples,
+so it is tested without a busy machine; `sweeper.foreign` takes the samples."""
 
 from __future__ import annotations
 
