@@ -38,9 +38,8 @@ class Status(str, Enum):
 
     @classmethod
     def _missing_(cls, value: object) -> Status | None:
-        """What studies and result.json files written before one status held both reasons called
-        a figure kept and not ranked."""
-        return cls.NOT_RANKED if value in _NOT_RANKED_BEFORE else None
+        """The statuses that studies and result.json files written by earlier versions hold."""
+        return _EARLIER.get(str(value))
 
     def __format__(self, spec: str) -> str:
         return format(self.value, spec)
@@ -51,7 +50,10 @@ class Status(str, Enum):
         return self not in (Status.SURPLUS, Status.SKIPPED, Status.OOM_PREDICTED)
 
 
-_NOT_RANKED_BEFORE = ("other-hardware", "under-load")
+# what earlier versions wrote: a proposal's second run (before the one test; kept from the sampler,
+# its `again` naming the proposal) is a run of its point like any other, and a figure kept and not
+# ranked had a status for each reason
+_EARLIER = {"second-run": Status.OK, "other-hardware": Status.NOT_RANKED, "under-load": Status.NOT_RANKED}
 
 
 # Texts by which PyTorch, CUDA and Python say "out of memory" (as Lightning and accelerate do).

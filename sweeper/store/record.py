@@ -42,16 +42,9 @@ _BORROWED_FROM = "borrowed_from"
 _RESULT_ATTRS = (_STATUS, _REASON, _FIGURES, _FINGERPRINT, _HARDWARE)
 
 
-# what studies written before the one test called a proposal's second run (kept from the
-# sampler, its `again` naming the proposal): a run of its point like any other
-_SECOND_RUN = "second-run"
-
-
 def _status(attrs: Mapping[str, Any]) -> Status | None:
     value = attrs.get(_STATUS)
-    if value is None:
-        return None
-    return Status.OK if value == _SECOND_RUN else Status(value)
+    return None if value is None else Status(value)
 
 
 class Why(Choice):
