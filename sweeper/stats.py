@@ -98,13 +98,18 @@ T95 = (
 )
 
 
+def t95(dof: int) -> float:
+    """Student's t at 95% (two-sided) for `dof` degrees of freedom; the normal's 1.96 past the
+    table, where the two differ by less than 2%."""
+    return T95[dof - 1] if 0 < dof <= len(T95) else 1.96
+
+
 def mean_interval(values: list[float]) -> tuple[float, float] | None:
     """The 95% interval of the mean of `values` (Student t); None for fewer than two values."""
     if len(values) < 2:
         return None
     mean, sd = statistics.fmean(values), statistics.stdev(values)
-    t = T95[len(values) - 2] if len(values) - 1 <= len(T95) else 1.96
-    half = t * sd / math.sqrt(len(values))
+    half = t95(len(values) - 1) * sd / math.sqrt(len(values))
     return mean - half, mean + half
 
 
@@ -122,7 +127,7 @@ def rate_interval(samples: list[float], seconds: list[float]) -> tuple[float, tu
         return rate, None
     residuals = [y - rate * x for y, x in zip(samples, seconds)]
     se = math.sqrt(sum(d * d for d in residuals) / (k - 1) / k) / (total_s / k)
-    half = (T95[k - 2] if k - 1 <= len(T95) else 1.96) * se
+    half = t95(k - 1) * se
     return rate, ((rate - half, rate + half) if rate - half > 0 else None)
 
 
@@ -144,5 +149,4 @@ def trend(rates: list[float], tol: float) -> float | None:
     change = after / before - 1
     se = math.sqrt(statistics.variance(early) / len(early) + statistics.variance(late) / len(late))
     df = len(early) + len(late) - 2
-    t = T95[df - 1] if df <= len(T95) else 1.96
-    return change if abs(change) > tol and abs(after - before) > t * se else None
+    return change if abs(change) > tol and abs(after - before) > t95(df) * se else None

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from .stats import T95
+from .stats import t95
 
 CONFIDENCE = 0.95
 Z = NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)  # 1.96
@@ -104,13 +104,8 @@ def _spread(sd: float, squares: float, dof: int) -> tuple[float, float]:
     if dof <= 0 or squares / dof <= sd * sd:
         return sd, Z
     if sd <= 0:
-        return math.sqrt(squares / dof), _quantile(dof)
-    return math.sqrt((NOISE_DOF * sd * sd + squares) / (NOISE_DOF + dof)), _quantile(NOISE_DOF + dof)
-
-
-def _quantile(dof: int) -> float:
-    """Student's t at CONFIDENCE for `dof` degrees of freedom (the normal's past the table)."""
-    return T95[dof - 1] if 0 < dof <= len(T95) else Z
+        return math.sqrt(squares / dof), t95(dof)
+    return math.sqrt((NOISE_DOF * sd * sd + squares) / (NOISE_DOF + dof)), t95(NOISE_DOF + dof)
 
 
 def runs(a: Sequence[float | None], b: Sequence[float | None], sigma: float) -> Difference:
