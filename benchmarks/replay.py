@@ -168,14 +168,21 @@ class TerminatorRule:
 
     noise: float = RUN_CV
 
+    def ask_again(self, *args: Any, **kwargs: Any) -> None:
+        """The terminator asks for no point measured once more."""
+        return None
+
+    def waiting_on(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
     def reason(self, trials: Sequence[Any], space: Any, main: Any, front: Any = ()) -> str | None:
         from optuna.study import StudyDirection
         from optuna.terminator import RegretBoundEvaluator
 
-        from sweeper.search.converge import _each_tried_twice
+        from sweeper.search.converge import _tried_once
 
         done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE and t.values]
-        if len(done) < 5 or not _each_tried_twice(trials, space, main):
+        if len(done) < 5 or _tried_once(trials, space, main):
             return None
         best = max(t.values[0] for t in done)
         bound = RegretBoundEvaluator().evaluate(done, StudyDirection.MAXIMIZE)
@@ -191,7 +198,7 @@ class UntoldEnds(Converged):
     def reason(self, trials: Sequence[Any], space: Any, main: Any, front: Any = ()) -> str | None:
         said = super().reason(trials, space, main, front)
         standing = self._standing(trials, space, main, front) if said is None else None
-        if standing is None or standing[0].number == standing[1].number:
+        if standing is None or isinstance(standing, str) or standing[0].number == standing[1].number:
             return said
         best, start = standing
         if self._verdict(best, start, trials) is not Verdict.UNSURE:

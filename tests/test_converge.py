@@ -136,6 +136,39 @@ def test_a_best_faster_than_the_start_points_on_one_run_is_measured_again_before
     assert asked.best.number == 4  # the best at its runs' mean, 120 against the recipe's 100
 
 
+def test_what_the_rule_waits_on_is_said_where_the_sweep_ends_before_it_converged():
+    """A sweep that ends on n_trials or its budget says why it had not converged: a stretch too
+    short, a recent gain, a knob tried at one value, or the best against the start points, at
+    their runs; nothing once it has converged."""
+    assert RULE.waiting_on(study_of([84.0] * 5), SPACE, MAIN) == (
+        "5 sampled trial(s) so far of the 8 in a row without a gain it waits for"
+    )
+    gain = RULE.waiting_on(study_of([84.0] * 3 + [125.0] + [84.0] * 4), SPACE, MAIN)
+    assert gain == (
+        "#5 was faster than the best before it 4 sampled trial(s) ago, and the rule waits for 8 in a row without a gain"
+    )
+    one_value = [made(0, 80.0, baseline=True), *(made(1 + i, 84.0) for i in range(9))]
+    assert RULE.waiting_on(one_value, SPACE, MAIN) == f"{BATCH}, {WORKERS} measured at one value only"
+    untold = study_of([84.0] * 2 + [110.0] + [84.0] * 8)
+    untold += [again_of(13, 4, 106.0, batch=64), again_of(14, 1, 101.0, batch=256)]
+    assert RULE.waiting_on(untold, SPACE, MAIN) == (
+        "the best, #4 (2 runs), and the start points' best, #1 (2 runs): 108 against 100 samples/s, not yet told "
+        "apart by the test"
+    )
+    untold += [again_of(15, 4, 109.0, batch=64), again_of(16, 1, 100.0, batch=256)]
+    assert RULE.waiting_on(untold, SPACE, MAIN) == (
+        "the best, #4 (3 runs), and the start points' best, #1 (3 runs) stay untold by the test at 8.0% noise a "
+        "run (108 against 100 samples/s)"
+    )
+    missed = [*study_of([84.0] * 2 + [140.0] + [84.0] * 8), again_of(13, 4, 136.0, batch=64)]
+    said = RULE.waiting_on(missed, SPACE, MAIN)
+    assert said is not None and said.endswith(
+        "faster by the test: the sampler is still learning where the start points missed"
+    )
+    assert RULE.waiting_on(study_of([84.0] * 8), SPACE, MAIN) is None
+    assert RULE.reason(study_of([84.0] * 8), SPACE, MAIN) == LINE
+
+
 def test_your_own_configuration_as_the_best_is_no_start_point():
     """Nothing the sweep tried beat your configuration: the recipes missed, and the sampler is
     still learning the space."""
@@ -209,6 +242,17 @@ def test_the_loop_stops_once_converged_and_runs_every_trial_when_told_not_to(tmp
         assert not [t for t in trials if t.state == TrialState.WAITING]  # nothing left queued to run unasked
     else:
         assert why == "n_trials=30 reached" and count(trials).measured == 30
+
+
+def test_a_sweep_that_ends_on_n_trials_before_it_converged_says_what_the_rule_waited_on(tmp_path):
+    plan = _cpu_plan(tmp_path, {"n_trials": 4, "sampler": {"seed": 3}}, [])
+    storage = optuna.storages.InMemoryStorage()
+    stored = StoredStudy(
+        optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)), storage
+    )
+    why = loop.optimize(stored, plan, Figures(), stopped=lambda: None, remaining=lambda: None)
+    assert why.startswith("n_trials=4 reached; not converged: ")
+    assert why.endswith(" measured at one value only") or why.endswith(" of the 8 in a row without a gain it waits for")
 
 
 def test_a_configuration_asked_again_is_no_new_evidence():

@@ -69,7 +69,7 @@ class Converged:
     ) -> str | None:
         """The log line that ends the sweep, or None to go on."""
         standing = self._standing(trials, space, main, front)
-        if standing is None:
+        if isinstance(standing, str):
             return None
         best, start = standing
         if not (best.number == start.number or self._verdict(best, start, trials) is Verdict.SAME):
@@ -92,7 +92,7 @@ class Converged:
         where the test cannot tell yet, the one of the two with fewer runs (the best on a tie),
         while it has fewer than RUNS. None: nothing to ask."""
         standing = self._standing(trials, space, main, front)
-        if standing is None or standing[0].number == standing[1].number:
+        if isinstance(standing, str) or standing[0].number == standing[1].number:
             return None
         best, start = standing
         told = self._verdict(best, start, trials)
@@ -103,28 +103,67 @@ class Converged:
         fewer = min((best, start), key=lambda t: len(runs_of(t, trials)))
         return Asked(fewer, best, told) if len(runs_of(fewer, trials)) < RUNS else None
 
+    def waiting_on(
+        self,
+        trials: Sequence[FrozenTrial],
+        space: Mapping[str, BaseDistribution],
+        main: Collection[str],
+        front: Collection[int] = (),
+    ) -> str | None:
+        """What the rule still waits on, said where a sweep ends on another stop (n_trials, the
+        budget): a knob measured at one value, a recent gain, or the best against the start
+        points. None: it has converged."""
+        standing = self._standing(trials, space, main, front)
+        if isinstance(standing, str):
+            return standing
+        best, start = standing
+        told = self._verdict(best, start, trials)
+        if best.number == start.number or told is Verdict.SAME:
+            return None
+        runs = [len(runs_of(t, trials)) for t in (best, start)]
+        at = levels(trials)
+        figures = f"{at[best.number]:,.0f} against {at[start.number]:,.0f} samples/s"
+        pair = (
+            f"the best, #{best.number} ({_runs(runs[0])}), and the start points' best, "
+            f"#{start.number} ({_runs(runs[1])})"
+        )
+        if told is Verdict.FASTER and runs[0] > 1:
+            return f"{pair}: {figures}, faster by the test: the sampler is still learning where the start points missed"
+        if told is Verdict.UNSURE and min(runs) >= RUNS:
+            return f"{pair} stay untold by the test at {self.sigma:.1%} noise a run ({figures})"
+        return f"{pair}: {figures}, not yet told apart by the test"
+
     def _standing(
         self,
         trials: Sequence[FrozenTrial],
         space: Mapping[str, BaseDistribution],
         main: Collection[str],
         front: Collection[int],
-    ) -> tuple[FrozenTrial, FrozenTrial] | None:
+    ) -> tuple[FrozenTrial, FrozenTrial] | str:
         """The best and the start points' best, once each main knob was tried at two values and
-        none of the last `after` sampled trials beat the best before it; None before that."""
+        none of the last `after` sampled trials beat the best before it; before that, what is
+        still missing (a line's end)."""
         at = levels(trials)
         best = _leader(trials, at)
-        if best is None or not _each_tried_twice(trials, space, main):
-            return None
-        recent = [t for t in trials if _sampled(t)][-self.after :]
+        if best is None:
+            return "nothing measured yet"
+        if once := _tried_once(trials, space, main):
+            return f"{', '.join(once)} measured at one value only"
+        sampled = [t for t in trials if _sampled(t)]
+        recent = sampled[-self.after :]
         if len(recent) < self.after:
-            return None
-        for t in recent:
+            return f"{len(recent)} sampled trial(s) so far of the {self.after} in a row without a gain it waits for"
+        for t in reversed(recent):
             before = _leader([u for u in trials if u.number < t.number], at)
             if before is None or t.number in front or self._beat(t, before, trials):
-                return None
+                ago = len(sampled) - sampled.index(t) - 1
+                gain = "joined the Pareto front" if t.number in front else "was faster than the best before it"
+                return (
+                    f"#{t.number} {gain} {ago} sampled trial(s) ago, and the rule waits for {self.after} in a row "
+                    "without a gain"
+                )
         start = _leader([t for t in trials if _proposed(t, trials)], at)
-        return None if start is None else (best, start)
+        return "no start point (a recipe or a warm start) was measured" if start is None else (best, start)
 
     def _beat(self, new: FrozenTrial, best: FrozenTrial, trials: Sequence[FrozenTrial]) -> bool:
         """Whether `new` is faster than `best` by the test (the same point: no gain)."""
@@ -166,16 +205,20 @@ def _sampled(trial: FrozenTrial) -> bool:
     return record.status not in (Status.SKIPPED, Status.SURPLUS, Status.NOT_RANKED)
 
 
-def _each_tried_twice(
+def _tried_once(
     trials: Sequence[FrozenTrial], space: Mapping[str, BaseDistribution], main: Collection[str]
-) -> bool:
-    """Every main knob with more than one value in the space was measured at two values at least."""
+) -> list[str]:
+    """The main knobs with more than one value in the space not yet measured at two values."""
     seen: dict[str, set[str]] = {}
     for t in trials:
         if was_measured(t) and t.state in (TrialState.COMPLETE, TrialState.PRUNED):
             for knob, value in config_of(t).items():
                 seen.setdefault(knob, set()).add(repr(value))
-    return all(len(seen.get(k, ())) >= 2 for k in main if k in space and _values(space[k]) >= 2)
+    return [k for k in main if k in space and _values(space[k]) >= 2 and len(seen.get(k, ())) < 2]
+
+
+def _runs(n: int) -> str:
+    return f"{n} run{'s' * (n > 1)}"
 
 
 def _values(distribution: BaseDistribution) -> int | float:

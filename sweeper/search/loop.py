@@ -58,6 +58,14 @@ def _converged(trials: list[FrozenTrial], plan: SweepPlan, state: LoopState) -> 
     return rule.reason(trials, plan.space, plan.main, _front(trials, plan))
 
 
+def _waiting_on(trials: list[FrozenTrial], plan: SweepPlan, state: LoopState) -> str | None:
+    """What the convergence rule still waits on (converge.py), where the sweep ends before it
+    converged; None where there is no rule or nothing was measured."""
+    if (rule := _rule(plan, state)) is None or not any(was_measured(t) for t in trials):
+        return None
+    return rule.waiting_on(trials, plan.space, plan.main, _front(trials, plan))
+
+
 def _front(trials: list[FrozenTrial], plan: SweepPlan) -> set[int]:
     """The trials on the Pareto front where the sweep has more objectives than samples/sec."""
     return {t.number for t in pareto_trials(trials, plan.directions)} if len(plan.directions) > 1 else set()
@@ -132,6 +140,7 @@ def optimize(
             remaining_s=remaining_s,
             reserve_s=typical_wall(stored, plan) * (1 + settings.first_round_runs),
             converged=_converged(trials, plan, state),
+            waiting=lambda: _waiting_on(trials, plan, state),
         )
         if why is not None:
             if not state.launched and measured:  # a rerun of a study that had already stopped

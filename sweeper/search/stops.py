@@ -5,6 +5,7 @@ read besides the study."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..noise import Noise
@@ -52,10 +53,12 @@ def stop_reason(
     remaining_s: float | None,
     reserve_s: float,
     converged: str | None = None,
+    waiting: Callable[[], str | None] = lambda: None,
 ) -> str | None:
-    """Why the sweep stops before the next trial, or None to go on (pure)."""
+    """Why the sweep stops before the next trial, or None to go on (pure). Where it ends on
+    n_trials or the budget, `waiting` says what the convergence rule still waited on."""
     if measured >= n_trials:
-        return f"n_trials={n_trials} reached"
+        return f"n_trials={n_trials} reached" + _not_converged(waiting())
     if (alike := failed_alike(state.first_failures)) is not None:
         return alike
     if state.sampler_done:
@@ -70,9 +73,13 @@ def stop_reason(
         return (
             f"timeout budget reached: {format_duration(max(0.0, remaining_s))} left, and the next trial with the "
             f"confirmation's first round takes about {format_duration(reserve_s)}: no trial is started that "
-            "cannot finish"
+            "cannot finish" + _not_converged(waiting())
         )
     return None
+
+
+def _not_converged(waiting: str | None) -> str:
+    return "" if waiting is None else f"; not converged: {waiting}"
 
 
 def alike_failure(status: Status | None, reason: str | None) -> str | None:
