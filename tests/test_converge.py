@@ -152,14 +152,15 @@ def test_what_the_rule_waits_on_is_said_where_the_sweep_ends_before_it_converged
     untold = study_of([84.0] * 2 + [110.0] + [84.0] * 8)
     untold += [again_of(13, 4, 106.0, batch=64), again_of(14, 1, 101.0, batch=256)]
     assert RULE.waiting_on(untold, SPACE, MAIN) == (
-        "the best, #4 (2 runs), and the start points' best, #1 (2 runs): 108 against 100 samples/s, not yet told "
-        "apart by the test"
+        "the best, #4 (108 samples/s, 2 runs), and the start points' best, #1 (100, 2 runs), at 8.0% noise a run, "
+        "not yet told apart by the test"
     )
     untold += [again_of(15, 4, 109.0, batch=64), again_of(16, 1, 100.0, batch=256)]
     assert RULE.waiting_on(untold, SPACE, MAIN) == (
-        "the best, #4 (3 runs), and the start points' best, #1 (3 runs) stay untold by the test at 8.0% noise a "
-        "run (108 against 100 samples/s)"
+        "the best, #4 (108 samples/s, 3 runs), and the start points' best, #1 (100, 3 runs), at 8.0% noise a run, "
+        "still untold by the test after 3 runs each"
     )
+    assert [t.number for t in RULE.untold(untold, SPACE, MAIN)] == [4, 1]  # the rule asks no more runs of them
     missed = [*study_of([84.0] * 2 + [140.0] + [84.0] * 8), again_of(13, 4, 136.0, batch=64)]
     said = RULE.waiting_on(missed, SPACE, MAIN)
     assert said is not None and said.endswith(
@@ -347,3 +348,38 @@ def test_the_loop_measures_a_point_again_when_the_test_cannot_tell_and_keeps_the
     ]
     assert why.startswith(f"converged: the best is #{sampled[0]};")
     assert count(trials).measured < 40 and second[0].number not in [t.number for t in ranked(trials)]
+
+
+def test_a_best_still_untold_after_three_runs_each_is_said_once_and_named_where_the_sweep_ends(tmp_path, capsys):
+    """The sampler's first point reads 320 at every run, the recipe 300: the test cannot tell
+    them apart after three runs each, the loop asks no more runs, says so once, and the sweep
+    runs on to n_trials, whose stop line names the two."""
+    plan = _cpu_plan(tmp_path, {"n_trials": 16, "sampler": {"seed": 3}}, [])
+    storage = optuna.storages.InMemoryStorage()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    stored = StoredStudy(
+        optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)), storage
+    )
+    sampled: list[int] = []
+
+    def figure(number):
+        record = TrialRecord.of(stored.trial(number))
+        point = record.recheck_of if record.recheck_of is not None else number
+        if point in (0, 1):
+            return {0: 100.0, 1: 300.0}[point]
+        if record.origin is None and not sampled:
+            sampled.append(number)
+        return 320.0 if sampled and point == sampled[0] else 60.0
+
+    class Untold(Figures):
+        def batch(self, jobs):
+            return [ok_result(figure(job.trial_number)) for job in jobs]
+
+    why = loop.optimize(stored, plan, Untold(), stopped=lambda: None, remaining=lambda: None)
+    trials = stored.trials(plan.fixed)
+    again = [TrialRecord.of(t).recheck_of for t in trials if TrialRecord.of(t).recheck_of is not None]
+    assert sorted(again) == [1, 1, sampled[0], sampled[0]]  # two more runs each, three in all
+    said = [line for line in capsys.readouterr().out.splitlines() if "asks no more runs of them" in line]
+    assert len(said) == 1 and f"the best, #{sampled[0]} (320 samples/s, 3 runs)" in said[0]
+    assert why.startswith("n_trials=16 reached; not converged: ")
+    assert why.endswith("still untold by the test after 3 runs each")

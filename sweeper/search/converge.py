@@ -120,18 +120,41 @@ class Converged:
         told = self._verdict(best, start, trials)
         if best.number == start.number or told is Verdict.SAME:
             return None
-        runs = [len(runs_of(t, trials)) for t in (best, start)]
+        if told is Verdict.FASTER and len(runs_of(best, trials)) > 1:
+            missed = "the sampler is still learning where the start points missed"
+            return f"{self.pair(best, start, trials)}, faster by the test: {missed}"
+        if self._exhausted(best, start, trials):
+            return f"{self.pair(best, start, trials)}, still untold by the test after {RUNS} runs each"
+        return f"{self.pair(best, start, trials)}, not yet told apart by the test"
+
+    def untold(
+        self,
+        trials: Sequence[FrozenTrial],
+        space: Mapping[str, BaseDistribution],
+        main: Collection[str],
+        front: Collection[int] = (),
+    ) -> tuple[FrozenTrial, FrozenTrial] | None:
+        """The best and the start points' best where only they keep the sweep going and the test
+        still cannot tell them apart after RUNS runs each: the rule asks no more runs of them."""
+        standing = self._standing(trials, space, main, front)
+        if isinstance(standing, str) or not self._exhausted(*standing, trials):
+            return None
+        return standing
+
+    def pair(self, best: FrozenTrial, start: FrozenTrial, trials: Sequence[FrozenTrial]) -> str:
+        """The best and the start points' best, each at its level and runs, for a log line."""
         at = levels(trials)
-        figures = f"{at[best.number]:,.0f} against {at[start.number]:,.0f} samples/s"
-        pair = (
-            f"the best, #{best.number} ({_runs(runs[0])}), and the start points' best, "
-            f"#{start.number} ({_runs(runs[1])})"
+        return (
+            f"the best, #{best.number} ({at[best.number]:,.0f} samples/s, {_runs(len(runs_of(best, trials)))}), "
+            f"and the start points' best, #{start.number} ({at[start.number]:,.0f}, "
+            f"{_runs(len(runs_of(start, trials)))}), at {self.sigma:.1%} noise a run"
         )
-        if told is Verdict.FASTER and runs[0] > 1:
-            return f"{pair}: {figures}, faster by the test: the sampler is still learning where the start points missed"
-        if told is Verdict.UNSURE and min(runs) >= RUNS:
-            return f"{pair} stay untold by the test at {self.sigma:.1%} noise a run ({figures})"
-        return f"{pair}: {figures}, not yet told apart by the test"
+
+    def _exhausted(self, best: FrozenTrial, start: FrozenTrial, trials: Sequence[FrozenTrial]) -> bool:
+        """Untold by the test after RUNS runs each (the same point is told)."""
+        if best.number == start.number or self._verdict(best, start, trials) is not Verdict.UNSURE:
+            return False
+        return min(len(runs_of(t, trials)) for t in (best, start)) >= RUNS
 
     def _standing(
         self,

@@ -256,7 +256,7 @@ def _queue_due(
         state.start_points_due = False
         _queue_start_points(stored, plan, ctx)
     if (rule := _rule(plan, state)) is not None:
-        recheck.queue(stored, plan, trials, rule, _front(trials, plan))
+        recheck.queue(stored, plan, trials, rule, _front(trials, plan), state.say_once)
 
 
 def _ask_batch(

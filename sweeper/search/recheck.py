@@ -6,7 +6,7 @@ Its run is told as the point's run, kept from the sampler (trials.tell_result).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from optuna.trial import FrozenTrial, TrialState
 
@@ -16,18 +16,32 @@ from ..store.study import StoredStudy
 from ..store.trials import config_of, primary_value, runs_of
 from ..verdict import Verdict
 from . import progress
-from .converge import Converged
+from .converge import RUNS, Converged
 from .plan import SweepPlan
 
 
 def queue(
-    stored: StoredStudy, plan: SweepPlan, trials: list[FrozenTrial], rule: Converged, front: Collection[int]
+    stored: StoredStudy,
+    plan: SweepPlan,
+    trials: list[FrozenTrial],
+    rule: Converged,
+    front: Collection[int],
+    say_once: Callable[[str, str], None],
 ) -> None:
     """The point the rule asks for (`front`: the Pareto front's trials, as the rule reads it),
     queued unless a run of it is queued or running already (a batch asks several times before
-    any is told)."""
+    any is told); where it asks no more, with the best and the start points still untold, the
+    log says so once."""
     asked = rule.ask_again(trials, plan.space, plan.main, front)
-    if asked is None or any(_pending_of(t, asked.trial.number) for t in stored.trials(plan.setup)):
+    if asked is None:
+        if (untold := rule.untold(trials, plan.space, plan.main, front)) is not None:
+            say_once(
+                f"untold {untold[0].number} {untold[1].number}",
+                f"{rule.pair(*untold, trials)}: the test cannot tell them apart after {RUNS} runs each, and asks "
+                "no more runs of them: the search goes on",
+            )
+        return
+    if any(_pending_of(t, asked.trial.number) for t in stored.trials(plan.setup)):
         return
     due, runs, best = asked.trial, len(runs_of(asked.trial, trials)), asked.best.number
     if asked.told is Verdict.FASTER:
