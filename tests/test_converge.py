@@ -12,7 +12,7 @@ from test_sweep_logic import _cpu_plan, ok_result
 
 from sweeper.result import Status
 from sweeper.search import loop
-from sweeper.search.converge import Converged
+from sweeper.search.converge import Converged, Untold
 from sweeper.store.record import TrialRecord
 from sweeper.store.study import StoredStudy
 from sweeper.store.trials import count, ranked
@@ -101,7 +101,7 @@ def test_cannot_tell_yet_asks_for_another_run_of_the_point_with_fewer_up_to_thre
     assert RULE.ask_again(trials, SPACE, MAIN).trial.number == 4  # two each: the best's point
     trials += [again_of(15, 4, 109.0, batch=64), again_of(16, 1, 100.0, batch=256)]
     assert RULE.reason(trials, SPACE, MAIN) is None  # 8% apart at three runs each: still cannot tell
-    assert RULE.ask_again(trials, SPACE, MAIN) is None  # and three runs each is the most it asks
+    assert RULE.ask_again(trials, SPACE, MAIN) == Untold(trials[4], trials[1])  # three runs each: it asks no more
 
 
 def test_a_second_run_that_tells_the_same_ends_the_search_and_one_that_tells_faster_goes_on():
@@ -160,7 +160,7 @@ def test_what_the_rule_waits_on_is_said_where_the_sweep_ends_before_it_converged
         "the best, #4 (108 samples/s, 3 runs), and the start points' best, #1 (100, 3 runs), at 8.0% noise a run, "
         "still untold by the test after 3 runs each"
     )
-    assert [t.number for t in RULE.untold(untold, SPACE, MAIN)] == [4, 1]  # the rule asks no more runs of them
+    assert [t.number for t in RULE.ask_again(untold, SPACE, MAIN)] == [4, 1]  # Untold: it asks no more runs of them
     missed = [*study_of([84.0] * 2 + [140.0] + [84.0] * 8), again_of(13, 4, 136.0, batch=64)]
     said = RULE.waiting_on(missed, SPACE, MAIN)
     assert said is not None and said.endswith(
@@ -227,14 +227,20 @@ class Figures:
         return contextlib.nullcontext()
 
 
-@pytest.mark.parametrize("converge", [True, False])
-def test_the_loop_stops_once_converged_and_runs_every_trial_when_told_not_to(tmp_path, converge):
-    plan = _cpu_plan(tmp_path, {"n_trials": 30, "converge": converge, "sampler": {"seed": 3}}, [])
+def loop_study(tmp_path, settings):
+    """The CPU preset's plan with these sweep settings, and an empty in-memory study for it."""
+    plan = _cpu_plan(tmp_path, settings, [])
     storage = optuna.storages.InMemoryStorage()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     stored = StoredStudy(
         optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)), storage
     )
+    return plan, stored
+
+
+@pytest.mark.parametrize("converge", [True, False])
+def test_the_loop_stops_once_converged_and_runs_every_trial_when_told_not_to(tmp_path, converge):
+    plan, stored = loop_study(tmp_path, {"n_trials": 30, "converge": converge, "sampler": {"seed": 3}})
     why = loop.optimize(stored, plan, Figures(), stopped=lambda: None, remaining=lambda: None)
     trials = stored.trials(plan.fixed)
     if converge:
@@ -246,11 +252,7 @@ def test_the_loop_stops_once_converged_and_runs_every_trial_when_told_not_to(tmp
 
 
 def test_a_sweep_that_ends_on_n_trials_before_it_converged_says_what_the_rule_waited_on(tmp_path):
-    plan = _cpu_plan(tmp_path, {"n_trials": 4, "sampler": {"seed": 3}}, [])
-    storage = optuna.storages.InMemoryStorage()
-    stored = StoredStudy(
-        optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)), storage
-    )
+    plan, stored = loop_study(tmp_path, {"n_trials": 4, "sampler": {"seed": 3}})
     why = loop.optimize(stored, plan, Figures(), stopped=lambda: None, remaining=lambda: None)
     assert why.startswith("n_trials=4 reached; not converged: ")
     assert why.endswith(" measured at one value only") or why.endswith(" of the 8 in a row without a gain it waits for")
@@ -317,12 +319,7 @@ def test_the_loop_measures_a_point_again_when_the_test_cannot_tell_and_keeps_the
     the test cannot tell them apart, and the loop measures the sampled point once more (reading
     270), told as FAIL so that TPE does not weigh the point twice, not counted as a trial; its
     two runs are the recipe's level, and the search converges."""
-    plan = _cpu_plan(tmp_path, {"n_trials": 40, "sampler": {"seed": 3}}, [])
-    storage = optuna.storages.InMemoryStorage()
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    stored = StoredStudy(
-        optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)), storage
-    )
+    plan, stored = loop_study(tmp_path, {"n_trials": 40, "sampler": {"seed": 3}})
     sampled: list[int] = []
 
     def figure(number):
@@ -354,12 +351,7 @@ def test_a_best_still_untold_after_three_runs_each_is_said_once_and_named_where_
     """The sampler's first point reads 320 at every run, the recipe 300: the test cannot tell
     them apart after three runs each, the loop asks no more runs, says so once, and the sweep
     runs on to n_trials, whose stop line names the two."""
-    plan = _cpu_plan(tmp_path, {"n_trials": 16, "sampler": {"seed": 3}}, [])
-    storage = optuna.storages.InMemoryStorage()
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    stored = StoredStudy(
-        optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)), storage
-    )
+    plan, stored = loop_study(tmp_path, {"n_trials": 16, "sampler": {"seed": 3}})
     sampled: list[int] = []
 
     def figure(number):

@@ -7,7 +7,8 @@ best faster than them on two runs or more says they missed and the sampler is st
 the space; one faster on its one run (the fastest of many single runs is the one luck lifted
 most), or one the test cannot tell from them yet, asks for another run (`ask_again`: the best,
 or the one of the two with fewer runs, queued by recheck.py), up to RUNS runs each, after which
-the search's trials go on. Pure: it reads the study's trials.
+the search's trials go on. A sweep that ends on another stop (n_trials, its budget) says what
+the rule still waited on (`waiting_on`). Pure: it reads the study's trials.
 docs/benchmarks.md keeps the replays it was chosen on.
 """
 
@@ -40,6 +41,14 @@ class Asked(NamedTuple):
     trial: FrozenTrial
     best: FrozenTrial
     told: Verdict
+
+
+class Untold(NamedTuple):
+    """The best and the start points' best, which the test still cannot tell apart after RUNS
+    runs each: the rule asks no more runs of them, and the search's trials go on."""
+
+    best: FrozenTrial
+    start: FrozenTrial
 
 
 @dataclass(frozen=True)
@@ -85,12 +94,12 @@ class Converged:
         space: Mapping[str, BaseDistribution],
         main: Collection[str],
         front: Collection[int] = (),
-    ) -> Asked | None:
+    ) -> Asked | Untold | None:
         """Where nothing but the best against the start points keeps the sweep going, the point
         to measure once more: a best faster than them on its one run (the best of many single
         runs is the one luck lifted most: one run is not yet the evidence that they missed), or,
         where the test cannot tell yet, the one of the two with fewer runs (the best on a tie),
-        while it has fewer than RUNS. None: nothing to ask."""
+        while it has fewer than RUNS; Untold once both have them. None: nothing to ask."""
         standing = self._standing(trials, space, main, front)
         if isinstance(standing, str) or standing[0].number == standing[1].number:
             return None
@@ -101,7 +110,7 @@ class Converged:
         if told is not Verdict.UNSURE:
             return None
         fewer = min((best, start), key=lambda t: len(runs_of(t, trials)))
-        return Asked(fewer, best, told) if len(runs_of(fewer, trials)) < RUNS else None
+        return Asked(fewer, best, told) if len(runs_of(fewer, trials)) < RUNS else Untold(best, start)
 
     def waiting_on(
         self,
@@ -127,20 +136,6 @@ class Converged:
             return f"{self.pair(best, start, trials)}, still untold by the test after {RUNS} runs each"
         return f"{self.pair(best, start, trials)}, not yet told apart by the test"
 
-    def untold(
-        self,
-        trials: Sequence[FrozenTrial],
-        space: Mapping[str, BaseDistribution],
-        main: Collection[str],
-        front: Collection[int] = (),
-    ) -> tuple[FrozenTrial, FrozenTrial] | None:
-        """The best and the start points' best where only they keep the sweep going and the test
-        still cannot tell them apart after RUNS runs each: the rule asks no more runs of them."""
-        standing = self._standing(trials, space, main, front)
-        if isinstance(standing, str) or not self._exhausted(*standing, trials):
-            return None
-        return standing
-
     def pair(self, best: FrozenTrial, start: FrozenTrial, trials: Sequence[FrozenTrial]) -> str:
         """The best and the start points' best, each at its level and runs, for a log line."""
         at = levels(trials)
@@ -151,7 +146,8 @@ class Converged:
         )
 
     def _exhausted(self, best: FrozenTrial, start: FrozenTrial, trials: Sequence[FrozenTrial]) -> bool:
-        """Untold by the test after RUNS runs each (the same point is told)."""
+        """Whether the test still cannot tell the two apart after RUNS runs of each (one point is
+        no pair)."""
         if best.number == start.number or self._verdict(best, start, trials) is not Verdict.UNSURE:
             return False
         return min(len(runs_of(t, trials)) for t in (best, start)) >= RUNS

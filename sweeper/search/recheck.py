@@ -16,7 +16,7 @@ from ..store.study import StoredStudy
 from ..store.trials import config_of, primary_value, runs_of
 from ..verdict import Verdict
 from . import progress
-from .converge import RUNS, Converged
+from .converge import RUNS, Asked, Converged, Untold
 from .plan import SweepPlan
 
 
@@ -33,15 +33,13 @@ def queue(
     any is told); where it asks no more, with the best and the start points still untold, the
     log says so once."""
     asked = rule.ask_again(trials, plan.space, plan.main, front)
-    if asked is None:
-        if (untold := rule.untold(trials, plan.space, plan.main, front)) is not None:
-            say_once(
-                f"untold {untold[0].number} {untold[1].number}",
-                f"{rule.pair(*untold, trials)}: the test cannot tell them apart after {RUNS} runs each, and asks "
-                "no more runs of them: the search goes on",
-            )
-        return
-    if any(_pending_of(t, asked.trial.number) for t in stored.trials(plan.setup)):
+    if isinstance(asked, Untold):
+        say_once(
+            f"untold {asked.best.number} {asked.start.number}",
+            f"{rule.pair(asked.best, asked.start, trials)}: the test cannot tell them apart after {RUNS} runs "
+            "each, and asks no more runs of them: the search goes on",
+        )
+    if not isinstance(asked, Asked) or any(_pending_of(t, asked.trial.number) for t in stored.trials(plan.setup)):
         return
     due, runs, best = asked.trial, len(runs_of(asked.trial, trials)), asked.best.number
     if asked.told is Verdict.FASTER:
