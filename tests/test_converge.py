@@ -13,6 +13,7 @@ from test_sweep_logic import _cpu_plan, ok_result
 from sweeper.result import Status
 from sweeper.search import loop
 from sweeper.search.converge import Converged, Untold
+from sweeper.search.opening import make_sampler
 from sweeper.store.record import TrialRecord
 from sweeper.store.study import StoredStudy
 from sweeper.store.trials import count, ranked
@@ -228,13 +229,15 @@ class Figures:
 
 
 def loop_study(tmp_path, settings):
-    """The CPU preset's plan with these sweep settings, and an empty in-memory study for it."""
+    """The CPU preset's plan with these sweep settings, and an empty in-memory study for it with
+    the plan's sampler (seeded: the same trials in every run)."""
     plan = _cpu_plan(tmp_path, settings, [])
     storage = optuna.storages.InMemoryStorage()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    stored = StoredStudy(
-        optuna.create_study(storage=storage, study_name="w@x", directions=list(plan.directions)), storage
+    study = optuna.create_study(
+        storage=storage, study_name="w@x", directions=list(plan.directions), sampler=make_sampler(plan)
     )
+    stored = StoredStudy(study, storage)
     return plan, stored
 
 
@@ -351,7 +354,7 @@ def test_a_best_still_untold_after_three_runs_each_is_said_once_and_named_where_
     """The sampler's first point reads 320 at every run, the recipe 300: the test cannot tell
     them apart after three runs each, the loop asks no more runs, says so once, and the sweep
     runs on to n_trials, whose stop line names the two."""
-    plan, stored = loop_study(tmp_path, {"n_trials": 16, "sampler": {"seed": 3}})
+    plan, stored = loop_study(tmp_path, {"n_trials": 40, "sampler": {"seed": 3}})
     sampled: list[int] = []
 
     def figure(number):
@@ -373,5 +376,5 @@ def test_a_best_still_untold_after_three_runs_each_is_said_once_and_named_where_
     assert sorted(again) == [1, 1, sampled[0], sampled[0]]  # two more runs each, three in all
     said = [line for line in capsys.readouterr().out.splitlines() if "asks no more runs of them" in line]
     assert len(said) == 1 and f"the best, #{sampled[0]} (320 samples/s, 3 runs)" in said[0]
-    assert why.startswith("n_trials=16 reached; not converged: ")
+    assert why.startswith("n_trials=40 reached; not converged: ")
     assert why.endswith("still untold by the test after 3 runs each")
