@@ -297,6 +297,48 @@ def test_cpu_utilization_of_the_process_and_of_its_workers():
     assert scripted.stop() == Utilization(cpu_util_main_pct=75.0, cpu_util_workers_pct=150.0)
 
 
+def _burn_and_wait(burned, stop):
+    _burn(0.3)
+    with burned.get_lock():
+        burned.value += 1
+    stop.wait(60)
+
+
+def _rank(burned, stop):
+    worker = multiprocessing.get_context("fork").Process(target=_burn_and_wait, args=(burned, stop))
+    worker.start()
+    _burn_and_wait(burned, stop)
+    worker.join()
+
+
+def _launcher(burned, stop):
+    ranks = [multiprocessing.get_context("fork").Process(target=_rank, args=(burned, stop)) for _ in range(2)]
+    for rank in ranks:
+        rank.start()
+    for rank in ranks:
+        rank.join()
+
+
+def test_under_a_launcher_of_ranks_the_ranks_are_the_training_processes_and_their_workers_the_workers():
+    """A data-parallel script runs under torch.distributed.run: its ranks are the launcher's
+    children and each rank's loader workers theirs. The ranks' CPU is the training processes',
+    not the loader workers' (it read 0% and 197% in a script's report)."""
+    fork = multiprocessing.get_context("fork")
+    burned, stop = fork.Value("i", 0), fork.Event()
+    launcher = fork.Process(target=_launcher, args=(burned, stop))
+    launcher.start()
+    try:
+        deadline = time.monotonic() + 60
+        while burned.value < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        main, workers = utilization.ranks_cpu_seconds(launcher.pid)
+        assert main >= 0.5 and workers >= 0.25  # two ranks' 0.3 s each; two workers' 0.3 s each
+        assert utilization.cpu_seconds(launcher.pid)[0] < 0.2  # the launcher itself idles
+    finally:
+        stop.set()
+        launcher.join()
+
+
 def test_sweepers_own_threads_and_the_process_that_started_the_run_are_counted_apart_from_the_loop():
     from sweeper.measuring import harness
 

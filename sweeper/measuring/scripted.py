@@ -27,7 +27,7 @@ from .script import Script, ScriptFailed, ScriptSteps, first_step_deadline
 
 if TYPE_CHECKING:  # imported where a run measures: they read the machine's monitors
     from .memory import PeakRSS
-    from .utilization import NvmlProcessMemory
+    from .utilization import CpuMonitor, NvmlProcessMemory
 
 BIND_MODULE = "sweeper.measuring.bind"
 
@@ -142,6 +142,15 @@ def _memory(peak: PeakRSS, gpu_memory: NvmlProcessMemory | None) -> Memory:
     )
 
 
+def _cpu_monitor(pid: int, nproc: int) -> CpuMonitor:
+    """The script's CPU over the windows: its process and its loader workers; under the launcher
+    for ranks, the ranks are the training processes."""
+    from . import utilization
+
+    read = utilization.ranks_cpu_seconds if nproc > 1 else utilization.cpu_seconds
+    return utilization.CpuMonitor(pid, read=read)
+
+
 def measure_script(spec: RunSpec, events: Events) -> RunResult:
     """Start the script, time its steps as sweeper's own loop is timed, stop it; its outcome."""
     from . import timing, utilization
@@ -162,7 +171,7 @@ def measure_script(spec: RunSpec, events: Events) -> RunResult:
         with PeakRSS(pid=script.pid) as peak:
             gpu = utilization.nvml_visible_monitor() if spec.backend.device != "cpu" else None
             monitors: list[timing.Monitor] = utilization.monitors_for(
-                meas.foreign_cpu_max_pct, utilization.CpuMonitor(script.pid), gpu, gpu_memory, loop_apart=True
+                meas.foreign_cpu_max_pct, _cpu_monitor(script.pid, spec.nproc), gpu, gpu_memory, loop_apart=True
             )
             began = time.perf_counter()
             t = timing.measure(

@@ -28,6 +28,17 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
     return own.cpu_s, own.reaped_cpu_s + sum(s.cpu_s for s in live if s is not None)
 
 
+def ranks_cpu_seconds(pid: int) -> tuple[float, float]:
+    """cpu_seconds for a launcher of data-parallel ranks (torch.distributed.run): the ranks, its
+    children, are the training processes and count with it; their descendants are their loader
+    workers."""
+    own = procs.stat(pid)
+    if own is None:
+        return 0.0, 0.0
+    ranks = [cpu_seconds(child) for child in procs.children(pid)]
+    return own.cpu_s + sum(rank for rank, _ in ranks), sum(workers for _, workers in ranks)
+
+
 class CpuMonitor:
     """cpu_util_main_pct and cpu_util_workers_pct over the windows."""
 
