@@ -903,6 +903,15 @@ def test_optimization_results_single_objective():
     ("state", "kw", "why"),
     [
         pytest.param({}, {"measured": 5}, "n_trials=5 reached", id="n-trials"),
+        pytest.param(  # converged on its last trial: the rule's line, which says more
+            {}, {"measured": 5, "converged": "converged: the best is #1"}, "converged: the best is #1", id="both"
+        ),
+        pytest.param(
+            {},
+            {"measured": 5, "waiting": lambda: "x measured at one value only"},
+            "n_trials=5 reached; not converged: x",
+            id="n-trials-waiting",
+        ),
         pytest.param({"sampler_done": True}, {}, "the sampler has tried everything", id="grid-done"),
         pytest.param({"unmeasured_in_a_row": 20}, {}, "search space exhausted", id="exhausted"),
         pytest.param(
@@ -950,6 +959,13 @@ def test_stop_rules(state, kw, why):
     args = {"measured": 1, "n_trials": 5, "remaining_s": None, "reserve_s": 0.0, **kw}
     got = stop_reason(LoopState(**state), **args)
     assert (got is None) if why is None else got.startswith(why)
+
+
+def test_a_sweep_stopped_by_its_budget_says_what_the_convergence_rule_waited_on():
+    from sweeper.search.stops import LoopState, stop_reason
+
+    why = stop_reason(LoopState(), measured=3, n_trials=20, remaining_s=5.0, reserve_s=6.0, waiting=lambda: "y")
+    assert why is not None and why.startswith("timeout budget reached") and why.endswith("; not converged: y")
 
 
 def test_orphans_by_process_here_and_by_heartbeat_elsewhere():

@@ -57,8 +57,8 @@ def stop_reason(
 ) -> str | None:
     """Why the sweep stops before the next trial, or None to go on (pure). Where it ends on
     n_trials or the budget, `waiting` says what the convergence rule still waited on."""
-    if measured >= n_trials:
-        return f"n_trials={n_trials} reached" + _not_converged(waiting())
+    if measured >= n_trials:  # converged on its last trial: the rule's line says more
+        return converged or f"n_trials={n_trials} reached" + _not_converged(waiting())
     if (alike := failed_alike(state.first_failures)) is not None:
         return alike
     if state.sampler_done:
