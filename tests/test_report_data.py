@@ -12,7 +12,7 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
 from sweeper.machine import Fingerprint
-from sweeper.report import build_report_data
+from sweeper.report import build_report_data, page
 from sweeper.report.index import Figure, find_regressions
 from sweeper.report.page import render
 from sweeper.search.outputs import optimization_results
@@ -758,3 +758,21 @@ def test_the_share_of_rounds_won_says_against_whom():
     assert three.wins == "the fastest of the 3 measured in 33% of them"
     page = render(build_report_data(TRIALS, study_name="s", workload="w", fixed=[], confirmation=alone))
     assert "the winner faster than your configuration in 100% of them" in page
+
+
+def test_the_top_configurations_are_placed_by_their_points_level_as_the_sweep_placed_them():
+    """#2 read 2,800 on its first run and 1,800 measured once more: its level, 2,300, is below
+    #1's 2,500, the sweep's best and winner. The report places #1 first and says #2's level."""
+    again = make(3, 128, 1800.0)
+    again = create_trial(
+        state=TrialState.FAIL,  # kept from the sampler, as the sweep tells such a run
+        params=again.params,
+        distributions=again.distributions,
+        user_attrs={**again.user_attrs, "again": {"why": "recheck", "of": 2}},
+    )
+    again.number = 3
+    trials = [make(0, 64, 1000.0, baseline=True), make(1, 256, 2500.0), make(2, 128, 2800.0), again]
+    d = build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None)
+    placed = [(b.label, b.number, b.level) for b in d.charts.breakdowns]
+    assert placed == [("baseline", 0, None), ("1st (winner)", 1, None), ("2nd", 2, (2300.0, 2))]
+    assert "2,800 samples/sec in its search run, 2,300 over its 2 runs" in page.why(d.charts.breakdowns)

@@ -5,7 +5,7 @@ effect, the best over time, the ranks and the job lengths."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -103,18 +103,22 @@ def _points(
     return tuple(points)
 
 
-def _breakdowns(
-    baseline: FrozenTrial | None, best: Sequence[FrozenTrial], winner: int | None, records: Records
-) -> tuple[StepBreakdown, ...]:
-    """The baseline and the top three, each with where its step time goes."""
+def _breakdowns(ranked: Ranked, records: Records) -> tuple[StepBreakdown, ...]:
+    """The baseline and the top three, each with where its step time goes; a point measured more
+    than once with its level too, by which it was placed."""
     labelled: list[tuple[str, FrozenTrial]] = []
+    baseline = ranked.baseline
     if baseline is not None and baseline.state == TrialState.COMPLETE:
         labelled.append(("baseline", baseline))
     # places in words, not "#2": a "#" is a trial's number everywhere else in the report
-    for place, t in zip(("1st", "2nd", "3rd"), [t for t in best if t is not baseline]):
-        labelled.append((place + (" (winner)" if t.number == winner else ""), t))
-    found = (breakdown(label, t.number, records[t.number]) for label, t in labelled)
-    return tuple(b for b in found if b is not None)
+    for place, t in zip(("1st", "2nd", "3rd"), [t for t in ranked.best if t is not baseline]):
+        labelled.append((place + (" (winner)" if t.number == ranked.winner_number else ""), t))
+    found = [(breakdown(label, t.number, records[t.number]), t.number) for label, t in labelled]
+    return tuple(
+        replace(b, level=ranked.levels.get(number)) if number in ranked.levels else b
+        for b, number in found
+        if b is not None
+    )
 
 
 def _effects(done: Sequence[FrozenTrial], records: Records) -> dict[str, list[tuple[str, float]]]:
@@ -185,6 +189,8 @@ class Ranked:
     best: Sequence[FrozenTrial]
     winner: FrozenTrial | None
     winner_number: int | None
+    # a point measured more than once: its level (the mean of its runs) and its runs, by trial
+    levels: Mapping[int, tuple[float, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -214,7 +220,7 @@ def charts_of(
         points=_points([*done, *stopped], records, on_front, ranked.winner_number),
         failures=failures_of(shown, records),
         front_on=_front_on(objectives.names),
-        breakdowns=_breakdowns(ranked.baseline, ranked.best, ranked.winner_number, records),
+        breakdowns=_breakdowns(ranked, records),
         effects=_effects(done, records),
         importances=dict(importances or {}),
         history=_history(done, first),

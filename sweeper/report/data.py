@@ -22,8 +22,10 @@ from ..store.trials import (
     changed_knobs,
     config_of,
     count,
+    levels,
     measured_results,
     ranked,
+    runs_of,
     unconfirmed_winner,
 )
 from .chart_data import Objectives, Ranked, Records, charts_of
@@ -186,7 +188,11 @@ def build_report_data(
     unrun = [t for t in own if not (records[t.number].status or Status.OK).ran]
     shown = [t for t in own if t not in unrun]
     done = [t for t in shown if t.state == TrialState.COMPLETE and records[t.number].measurement is not None]
-    baseline, best = baseline_of(own), ranked(own)
+    baseline, best, at = baseline_of(own), ranked(own), levels(trials)
+    # placed as the convergence rule and the confirmation place them: a point measured more than
+    # once at the mean of its runs, not at its first run's luck
+    best = sorted(best, key=lambda t: -at[t.number])
+    repeated = {t.number: (at[t.number], n) for t in best[:4] if (n := len(runs_of(t, trials))) > 1}
     winner_number = _winner_number(trials, confirmation, sweep_span)
     winner = {t.number: t for t in trials}.get(winner_number) if winner_number is not None else None
     headline = _headline(trials, shown, records, study=study_name, workload=workload, sweep_span=sweep_span)
@@ -195,7 +201,7 @@ def build_report_data(
         shown,
         done,
         records,
-        Ranked(baseline, best, winner, winner_number),
+        Ranked(baseline, best, winner, winner_number, repeated),
         Objectives(tuple(objectives), tuple(directions)),
         importances=importances,
         limits=sweep_span.constraints if sweep_span is not None else None,

@@ -164,9 +164,10 @@ def why(breakdowns: tuple[StepBreakdown, ...]) -> str:
                 f"samples/sec; the data path costs {b.data_path_cost:.0%}."
             )
         use = f" Utilization: {b.utilization}." if b.utilization else ""
+        level = f", {b.level[0]:,.0f} over its {b.level[1]} runs" if b.level is not None else ""
         items.append(
             f"<li><b>{escape(b.label)}</b> (trial #{b.number}, {b.samples_per_sec:,.0f} samples/sec in its "
-            "search run): "
+            f"search run{level}): "
             f"{escape(b.verdict)}.{escape(bound)}{escape(use)}</li>"
         )
     return img(charts.breakdown_chart(breakdowns), "where step time goes") + f"<ul>{''.join(items)}</ul>"

@@ -31,6 +31,7 @@ class StepBreakdown:
     data_path_cost: float | None  # the measurement's: the share of the compute-only rate the data path costs
     samples_per_sec: float
     utilization: str  # what top and nvidia-smi would have shown during the windows; "" if not recorded
+    level: tuple[float, int] | None = None  # measured more than once: the mean of its runs, and their count
 
 
 def verdict(
