@@ -168,6 +168,17 @@ def _winner_number(
     return pick.number if (pick := unconfirmed_winner(trials)) is not None else None
 
 
+def _placed(
+    own: Sequence[FrozenTrial], trials: Sequence[FrozenTrial]
+) -> tuple[list[FrozenTrial], dict[int, tuple[float, int]]]:
+    """The ranked trials placed as the convergence rule and the confirmation place them: a point
+    measured more than once at the mean of its runs, not at its first run's luck; and the top
+    ones' levels and runs where they have more than one."""
+    at = levels(trials)
+    best = sorted(ranked(own), key=lambda t: -at[t.number])
+    return best, {t.number: (at[t.number], n) for t in best[:4] if (n := len(runs_of(t, trials))) > 1}
+
+
 def build_report_data(
     trials: Sequence[FrozenTrial],
     *,
@@ -188,11 +199,7 @@ def build_report_data(
     unrun = [t for t in own if not (records[t.number].status or Status.OK).ran]
     shown = [t for t in own if t not in unrun]
     done = [t for t in shown if t.state == TrialState.COMPLETE and records[t.number].measurement is not None]
-    baseline, best, at = baseline_of(own), ranked(own), levels(trials)
-    # placed as the convergence rule and the confirmation place them: a point measured more than
-    # once at the mean of its runs, not at its first run's luck
-    best = sorted(best, key=lambda t: -at[t.number])
-    repeated = {t.number: (at[t.number], n) for t in best[:4] if (n := len(runs_of(t, trials))) > 1}
+    baseline, (best, repeated) = baseline_of(own), _placed(own, trials)
     winner_number = _winner_number(trials, confirmation, sweep_span)
     winner = {t.number: t for t in trials}.get(winner_number) if winner_number is not None else None
     headline = _headline(trials, shown, records, study=study_name, workload=workload, sweep_span=sweep_span)
