@@ -413,6 +413,18 @@ def test_winner_code_in_the_report_and_the_batch_sentence():
         pytest.param(0.6, {"workers": 2, "cores": 2}, "already match the 2 cores", id="workers-at-cores"),
         pytest.param(0.6, {"workers": 0, "cores": 2, "data_path_cost": 0.8}, "runs 5.0x faster", id="bound-far-above"),
         pytest.param(0.6, {"workers": 1, "cores": 4}, "more loader workers (1 now, 4 cores)", id="more-workers"),
+        pytest.param(
+            0.6,
+            {"workers": 1, "cores": 2, "ranks": 2},
+            "the 2 loader workers (1 for each of 2 ranks) already match the 2 cores",
+            id="ranks-fill",
+        ),
+        pytest.param(
+            0.6,
+            {"workers": 1, "cores": 4, "ranks": 2},
+            "more loader workers (2 now, 1 for each of 2 ranks, 4 cores)",
+            id="ranks-room",
+        ),
         pytest.param(0.21, {}, "borderline", id="borderline-data"),
         pytest.param(0.19, {}, "compute-bound (borderline", id="borderline-compute"),
         pytest.param(0.01, {}, "the step itself decides", id="near-zero"),
@@ -535,6 +547,10 @@ def test_why_counts_the_workers_asked_for_not_the_helper_processes():
     # forkserver: the server, the resource tracker and the worker are 3 processes under the run
     trial.user_attrs["metrics"]["dataloader_processes"] = 3
     assert "more loader workers (1 now, 2 cores)" in breakdown("t", *_numbered(trial)).verdict
+    # two data-parallel ranks, one worker each: the two loader processes already fill the 2 cores
+    trial.user_attrs["knobs"]["dist.nproc_per_node"] = 2
+    said = breakdown("t", *_numbered(trial)).verdict
+    assert "the 2 loader workers (1 for each of 2 ranks) already match the 2 cores" in said
 
 
 def test_samples_per_sec_against_ranks_is_shown_when_the_sweep_varied_them():

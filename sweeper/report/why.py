@@ -35,25 +35,35 @@ class StepBreakdown:
 
 
 def verdict(
-    wait: float, *, workers: int | None = None, cores: int | None = None, data_path_cost: float | None = None
+    wait: float,
+    *,
+    workers: int | None = None,
+    cores: int | None = None,
+    data_path_cost: float | None = None,
+    ranks: int = 1,
 ) -> str:
-    """What the measured split says, and what would change it, from this trial's own evidence."""
+    """What the measured split says, and what would change it, from this trial's own evidence.
+    `workers` are each rank's loader workers: with data-parallel ranks, every rank has as many,
+    so the loader processes on the machine are ranks x workers."""
     borderline = abs(wait - DATA_BOUND_THRESHOLD) < BORDERLINE
     edge = f" (borderline: the line is {DATA_BOUND_THRESHOLD:.0%})" if borderline else ""
     if wait > DATA_BOUND_THRESHOLD:
         said = f"data-bound: {wait:.0%} of each step waits for the next batch{edge}"
-        if workers is not None and cores is not None and workers >= cores:
+        n, per_rank = (workers or 0) * ranks, f"{workers} for each of {ranks} ranks" if ranks > 1 else ""
+        if workers is not None and cores is not None and n >= cores:
+            counted = f"{n} loader workers" + (f" ({per_rank})" if per_rank else "")
             return (
-                f"{said}; the {workers} loader workers already match the {cores} cores, so more would compete "
-                "with compute: make each sample cheaper (a cheaper transform, decoded samples cached)"
+                f"{said}; the {counted} already match the {cores} cores, so more would compete with compute: "
+                "make each sample cheaper (a cheaper transform, decoded samples cached)"
             )
+        each = f", {per_rank}" if per_rank else ""
         if data_path_cost is not None and data_path_cost >= FAR_ABOVE:
-            more = f", or more workers ({workers} of {cores} cores)" if workers is not None and cores else ""
+            more = f", or more workers ({n} of {cores} cores{each})" if workers is not None and cores else ""
             return (
                 f"{said}; a batch held in memory runs {1 / (1 - data_path_cost):.1f}x faster, so the data path "
                 f"is the limit: a cheaper per-sample transform or cached decoded samples{more}"
             )
-        used = f" ({workers} now, {cores} cores)" if workers is not None and cores else ""
+        used = f" ({n} now{each}, {cores} cores)" if workers is not None and cores else ""
         return f"{said}; more loader workers{used} or a cheaper per-sample transform would help"
     if wait < NEAR_ZERO:
         return (
@@ -82,7 +92,11 @@ def breakdown(label: str, number: int, record: TrialRecord) -> StepBreakdown | N
     workers = knobs.get(Knob.LOADER_NUM_WORKERS, measured.memory.dataloader_processes)
     cores = record.fingerprint.cpus_available if record.fingerprint is not None else None
     text = verdict(
-        wait, workers=int(workers) if workers is not None else None, cores=cores, data_path_cost=figures.data_path_cost
+        wait,
+        workers=int(workers) if workers is not None else None,
+        cores=cores,
+        data_path_cost=figures.data_path_cost,
+        ranks=int(knobs.get(Knob.DIST_NPROC_PER_NODE) or 1),
     )
     return StepBreakdown(
         label=label,
