@@ -104,15 +104,6 @@ def t95(dof: int) -> float:
     return T95[dof - 1] if 0 < dof <= len(T95) else 1.96
 
 
-def mean_interval(values: list[float]) -> tuple[float, float] | None:
-    """The 95% interval of the mean of `values` (Student t); None for fewer than two values."""
-    if len(values) < 2:
-        return None
-    mean, sd = statistics.fmean(values), statistics.stdev(values)
-    half = t95(len(values) - 1) * sd / math.sqrt(len(values))
-    return mean - half, mean + half
-
-
 def rate_interval(samples: list[float], seconds: list[float]) -> tuple[float, tuple[float, float] | None]:
     """The rate of timed windows (`samples[i]` in `seconds[i]`): all their samples over all their
     time, what the loop did, and its 95% interval as a ratio estimator's (Student t on the

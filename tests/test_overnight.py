@@ -15,7 +15,7 @@ import optuna
 import pytest
 
 from conftest import ROOT, TINY, load_study, run_multirun, running_attrs
-from sweeper.runner.lock import MeasureLock, choose_resource
+from sweeper.runner.lock import MeasureLock, choose_resources, claim_for
 from sweeper.store import queue
 from sweeper.store.record import Owner, TrialAttrs, TrialRecord
 
@@ -89,11 +89,11 @@ def test_a_dead_holders_lock_is_taken_over(tmp_path, monkeypatch):
 
 def test_gpu_resources(tmp_path, monkeypatch):
     monkeypatch.setenv("SWEEPER_LOCK_DIR", str(tmp_path))
-    assert choose_resource(0, None) == "cpu"
-    assert choose_resource(2, "1") == "gpu1"
+    assert claim_for("cuda", gpus=0).resource == "cpu"
+    assert choose_resources(2, "1", 1) == ["gpu1"]
     busy = MeasureLock("gpu0", {})
     assert busy.try_acquire()
-    assert choose_resource(2, None) == "gpu1"  # a second sweep process takes the free GPU
+    assert choose_resources(2, None, 1) == ["gpu1"]  # a second sweep process takes the free GPU
     busy.release()
 
 

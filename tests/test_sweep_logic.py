@@ -94,18 +94,8 @@ def test_ranked_skips_failed_infeasible_and_reused():
     assert [t.number for t in trials.ranked(done)] == [1, 0]
 
 
-def test_interleaved_order():
-    assert confirm.interleaved_order([4, 2], 0, 3) == [
-        (0, 4),
-        (0, 2),
-        (0, 0),
-        (1, 2),
-        (1, 0),
-        (1, 4),
-        (2, 0),
-        (2, 4),
-        (2, 2),
-    ]
+def test_round_order_rotates():
+    assert [confirm.round_order([4, 2], 0, r) for r in range(3)] == [[4, 2, 0], [2, 0, 4], [0, 4, 2]]
 
 
 def test_confirmation_crowns_on_side_by_side_numbers():

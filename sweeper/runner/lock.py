@@ -172,14 +172,6 @@ def claim_for(device: str, gpus: int | None = None, ranks: int = 1) -> DeviceCla
     return DeviceClaim(chosen[0], pin, tuple(chosen))
 
 
-def choose_resource(gpu_count: int, visible: str | None) -> str:
-    """What a sweep measures on: `cpu`, or a GPU free at the moment (first free of several;
-    the first when all are busy, to wait for). A CUDA_VISIBLE_DEVICES set by the user wins."""
-    if gpu_count <= 0:
-        return "cpu"
-    return choose_resources(gpu_count, visible, 1)[0]
-
-
 def choose_resources(gpu_count: int, visible: str | None, count: int) -> list[str]:
     """`count` GPUs to measure on: the first of CUDA_VISIBLE_DEVICES where the user set it, else
     the free ones first (in index order), then busy ones to wait for."""

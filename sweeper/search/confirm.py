@@ -35,11 +35,6 @@ def round_order(candidates: Sequence[int], baseline: int, r: int) -> list[int]:
     return [members[(r + i) % len(members)] for i in range(len(members))]
 
 
-def interleaved_order(candidates: Sequence[int], baseline: int, rounds: int) -> list[tuple[int, int]]:
-    """(round, trial) in the order to run, round after round (round_order)."""
-    return [(r, t) for r in range(rounds) for t in round_order(candidates, baseline, r)]
-
-
 def decide(
     rounds: Mapping[int, Sequence[float | None]], baseline: int, noise: Noise, settled: bool = True
 ) -> Confirmation | None:
