@@ -282,7 +282,7 @@ class Grid:
         """A configuration's key in the grid: its dead knobs (a worker knob without workers) at
         their neutral values, as the sweep runs them."""
         live = {k: _plain(knobs.get(k)) for k in self.knobs}
-        return tuple(v if sp.is_active(k, live, CPU) else sp.NEUTRAL[k] for k, v in live.items())
+        return tuple(v if sp.is_active(k, live, CPU) else sp.dead_value(k) for k, v in live.items())
 
     def row(self, knobs: Mapping[str, Any]) -> Row | None:
         row = self.points.get(self.key(knobs))

@@ -107,6 +107,26 @@ def test_baseline_value_is_made_part_of_the_space():
 def test_conditioned_knobs_are_suggested_last():
     order = ss.suggestion_order(["loader.prefetch_factor", "loader.num_workers", "backend.precision"])
     assert order[-1] == "loader.prefetch_factor"
+    # the binding after what decides whether it is sampled: workers, ranks, affinity
+    order = ss.suggestion_order(["backend.omp_bind", "loader.num_workers", "dist.nproc_per_node", "backend.affinity"])
+    assert order[-1] == "backend.omp_bind"
+
+
+@pytest.mark.parametrize(
+    ("chosen", "sampled"),
+    [
+        pytest.param({"loader.num_workers": 0, "dist.nproc_per_node": 1}, True, id="one-process-alone"),
+        pytest.param({"loader.num_workers": 2, "backend.affinity": "none"}, False, id="workers-share-its-core"),
+        pytest.param({"loader.num_workers": 0, "dist.nproc_per_node": 2}, False, id="ranks-share-its-core"),
+        pytest.param({"loader.num_workers": 2, "backend.affinity": "compact"}, True, id="affinity-places-them"),
+    ],
+)
+def test_openmp_binding_is_sampled_only_where_it_pins_the_compute_threads_alone(chosen, sampled):
+    """OpenMP's binding pins the process's thread to one core as OpenMP starts, and its loader
+    workers and ranks inherit that core: without affinity to place them, the preset leaves the
+    process unbound."""
+    assert ss.is_active("backend.omp_bind", chosen, CPU) is sampled
+    assert ss.dead_value("backend.omp_bind") == "default"
 
 
 def test_cpu_placement_and_allocator_evidence():

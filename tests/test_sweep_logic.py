@@ -695,6 +695,31 @@ def test_start_points_are_queued_as_they_will_run(tmp_path):
             assert fixed.get("loader.persistent_workers", False) is False, fixed
 
 
+def test_sampled_points_with_loader_workers_run_unbound_and_a_queued_point_runs_whole(tmp_path):
+    """search=cpu samples the OpenMP binding only where it pins the compute threads alone: a
+    sampled point with loader workers runs unbound (its workers would share the one core the
+    binding pins the process to), while a point queued whole keeps the binding it was queued
+    with."""
+    from sweeper.search.trials import ask
+    from sweeper.store import queue
+
+    plan = _cpu_plan(tmp_path, {"n_trials": 40}, ["search=cpu", "loader.batch_size=64", "backend.affinity=none"])
+    assert "backend.omp_bind" in plan.space
+    stored = _asked_baseline(plan)
+    ctx = plan.context(Learned(convolutional=False))
+    point = {**plan.baseline_knobs, "loader.num_workers": 2, "backend.affinity": "none", "backend.omp_bind": "close"}
+    assert queue.enqueue(stored, point, "a warm start", plan.setup)
+    _, knobs = ask(stored, plan, ctx, baseline=False)
+    assert knobs["backend.omp_bind"] == "close" and knobs["loader.num_workers"] == 2
+    sampled = [ask(stored, plan, ctx, baseline=False) for _ in range(30)]
+    shared = [k for _, k in sampled if k["loader.num_workers"] or k["dist.nproc_per_node"] > 1]
+    unplaced = [(t, k) for t, k in sampled if k in shared and k["backend.affinity"] == "none"]
+    assert unplaced
+    assert all(k["backend.omp_bind"] == "default" and "backend.omp_bind" not in t.params for t, k in unplaced)
+    alone = [t for t, k in sampled if not k["loader.num_workers"] and k["dist.nproc_per_node"] == 1]
+    assert all("backend.omp_bind" in t.params for t in alone)
+
+
 def test_points_still_queued_when_n_trials_is_reached_end_as_surplus(tmp_path, capsys):
     """Two processes starting one study both queue their start points; what n_trials leaves
     unmeasured ends as surplus with why, and no trial waits in the study for a later run."""

@@ -44,6 +44,13 @@ NEUTRAL: dict[str, Any] = {
     Knob.BACKEND_FLUSH_DENORMAL: False,
     Knob.BACKEND_NUMA: "none",
 }
+# OpenMP's binding pins the process's own thread to one core as OpenMP starts (GNU's and Intel's
+# runtimes alike), and the loader workers and data-parallel ranks that process starts inherit that
+# core: without backend.affinity to place them they share it (2 workers on 2 cores read
+# 7,141-7,916 samples/s bound against 14,404-15,613 unbound, docs/search.md). A preset samples the
+# binding only where it pins the compute threads alone, and leaves the process unbound elsewhere;
+# set outside the space, it stays as you set it. The value where it is not sampled:
+UNBOUND = {Knob.BACKEND_OMP_BIND: "default"}
 # DataLoader knobs that only exist with worker processes.
 NEEDS_WORKERS = (
     Knob.LOADER_PREFETCH_FACTOR,
@@ -291,9 +298,23 @@ def is_active(key: str, chosen: Mapping[str, Any], ctx: Context) -> bool:
         return ctx.convolutional is not False
     if key == Knob.BACKEND_NUMA:  # binds ranks: means something with two or more
         return (chosen.get(Knob.DIST_NPROC_PER_NODE) or 1) > 1
+    if key in UNBOUND:
+        return binds_compute_alone(chosen)
     return True
+
+
+def binds_compute_alone(chosen: Mapping[str, Any]) -> bool:
+    """Whether an OpenMP binding would pin the compute threads alone (UNBOUND): no loader workers
+    or ranks to inherit the process's core, or backend.affinity placing them apart."""
+    shared = (chosen.get(Knob.LOADER_NUM_WORKERS) or 0) > 0 or (chosen.get(Knob.DIST_NPROC_PER_NODE) or 1) > 1
+    return not shared or chosen.get(Knob.BACKEND_AFFINITY) not in (None, "none")
+
+
+def dead_value(key: str) -> Any:
+    """The value a knob takes in a trial where it is not sampled (is_active is False)."""
+    return UNBOUND[key] if key in UNBOUND else NEUTRAL[key]
 
 
 def suggestion_order(keys: list[str]) -> list[str]:
     """Knobs others depend on first, so define-by-run can skip the dead ones."""
-    return sorted(keys, key=lambda k: (k in NEUTRAL, k))
+    return sorted(keys, key=lambda k: (k in NEUTRAL or k in UNBOUND, k))

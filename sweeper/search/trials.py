@@ -44,18 +44,24 @@ def suggest(trial: Trial, key: str, dist: BaseDistribution) -> Any:
     return trial.suggest_float(key, dist.low, dist.high, step=dist.step, log=dist.log)
 
 
-def choose_knobs(plan: SweepPlan, ctx: sp.Context, pick: Any) -> dict[str, Any]:
+def choose_knobs(
+    plan: SweepPlan, ctx: sp.Context, pick: Any, queued: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Every knob of the trial: `pick(key, dist)` for the live ones, neutral values for dead ones
-    (also dead knobs the user set outside the space, or the trial could not run)."""
+    (also dead knobs the user set outside the space, or the trial could not run). A point queued
+    whole (`queued`: the baseline, a start point) keeps its OpenMP binding where the sampler
+    would leave it unbound (space.UNBOUND): your config runs as you wrote it."""
+    kept = {k: v for k, v in (queued or {}).items() if k in sp.UNBOUND}
     chosen: dict[str, Any] = {}
     context = {k: plan.base_value(k) for k in sp.NEUTRAL}
     context[Knob.LOADER_NUM_WORKERS] = plan.base_value(Knob.LOADER_NUM_WORKERS)
     context[Knob.DIST_NPROC_PER_NODE] = plan.base_value(Knob.DIST_NPROC_PER_NODE)
+    context[Knob.BACKEND_AFFINITY] = plan.base_value(Knob.BACKEND_AFFINITY)
     for key in plan.order:
         if sp.is_active(key, {**context, **chosen}, ctx):
             chosen[key] = pick(key, plan.space[key])
         else:
-            chosen[key] = sp.NEUTRAL[key]
+            chosen[key] = kept.get(key, sp.dead_value(key))
     for key, neutral in sp.NEUTRAL.items() if plan.own_app else ():
         if key not in chosen and not sp.is_active(key, {**context, **chosen}, ctx):
             if plan.base_value(key) != neutral:
@@ -80,7 +86,12 @@ def ask(
     trial = queue.ask(stored, plan.setup, this_sweep())
     if not baseline and TrialRecord.of(trial).origin is None:
         outside = {k: plan.baseline_knobs[k] for k in held_back}
-    knobs = choose_knobs(plan, ctx, lambda key, dist: outside[key] if key in outside else suggest(trial, key, dist))
+    knobs = choose_knobs(
+        plan,
+        ctx,
+        lambda key, dist: outside[key] if key in outside else suggest(trial, key, dist),
+        queue.queued_knobs(stored, trial),
+    )
     attrs = TrialAttrs.started(
         baseline=baseline,
         knobs=knobs,

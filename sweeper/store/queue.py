@@ -56,6 +56,12 @@ def holds(stored: StoredStudy, knobs: Mapping[str, Any], fixed: Sequence[str]) -
     )
 
 
+def queued_knobs(stored: StoredStudy, trial: optuna.Trial) -> dict[str, Any]:
+    """The knobs a trial was queued with (the baseline, a start point, a point measured again);
+    empty for a trial the sampler proposes."""
+    return dict(stored.study._storage.get_trial_system_attrs(trial._trial_id).get("fixed_params") or {})
+
+
 def ask(stored: StoredStudy, fixed: Sequence[str], owner: Owner) -> optuna.Trial:
     """A setup's next trial: Optuna's Study.ask, except that a queued point goes only to the setup
     that queued it, in the chain's order (queue_place) rather than the queue's, and the trial
