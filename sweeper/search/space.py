@@ -47,7 +47,7 @@ NEUTRAL: dict[str, Any] = {
 # OpenMP's binding pins the process's own thread to one core as OpenMP starts (GNU's and Intel's
 # runtimes alike), and the loader workers and data-parallel ranks that process starts inherit that
 # core: without backend.affinity to place them they share it (2 workers on 2 cores read
-# 7,141-7,916 samples/s bound against 14,404-15,613 unbound, docs/search.md). A preset samples the
+# 7,141-7,916 samples/s bound against 14,404-15,613 unbound, docs/benchmarks.md). A preset samples the
 # binding only where it pins the compute threads alone, and leaves the process unbound elsewhere;
 # set outside the space, it stays as you set it. The value where it is not sampled:
 UNBOUND = {Knob.BACKEND_OMP_BIND: "default"}
