@@ -11,7 +11,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -227,14 +227,23 @@ def cluster(root: Path) -> Iterator[dict[str, str]]:
         )
         yield {"SLURM_CONF": str(conf)}
     finally:
-        subprocess.run(["scancel", "--full", "--user=root"], env=env, capture_output=True)
-        for proc in reversed(started):
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        cancel_every_job(env)
+        stop(reversed(started), timeout_s=15)
+
+
+def cancel_every_job(env: dict[str, str]) -> None:
+    subprocess.run(["scancel", "--full", "--user=root"], env={**os.environ, **env}, capture_output=True)
+
+
+def stop(procs: Iterable[subprocess.Popen], timeout_s: float) -> None:
+    """Each process stopped as a stop signal stops it (its own clean-up runs), else killed."""
+    for proc in procs:
+        proc.terminate()
+        try:
+            proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
 
 
 def _until(ready, what: str, timeout_s: float = 60.0) -> None:

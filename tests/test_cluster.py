@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, TINY, load_study
-from slurm_cluster import cluster, jobs, why_not
+from slurm_cluster import cancel_every_job, cluster, jobs, stop, why_not
 from sweeper.store.record import TrialRecord
 
 QUICK = ["search=quick", "task.num_samples=2048"]
@@ -33,6 +33,23 @@ def slurm(tmp_path_factory):
         yield env
 
 
+# the sweeps a test started: one a failed test left running would hold the queue and the
+# node's lock for the tests after it, and each of those would fail in turn
+_STARTED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_running(request):
+    """After each test, a sweep it left running is stopped and its jobs are cancelled, so that
+    a failure is one test's, not the next ones' too."""
+    yield
+    left = [p for p in _STARTED if p.poll() is None]
+    _STARTED.clear()
+    stop(left, timeout_s=60)  # a sweep's stop signal ends its fork servers with it
+    if left and "slurm" in request.fixturenames:
+        cancel_every_job(request.getfixturevalue("slurm"))
+
+
 def sweep(tmp: Path, env: dict[str, str], *overrides: str, name: str = "s") -> subprocess.Popen:
     args = [
         *TINY,
@@ -41,7 +58,7 @@ def sweep(tmp: Path, env: dict[str, str], *overrides: str, name: str = "s") -> s
         f"hydra.sweeper.storage=sqlite:///{tmp / 'study.db'}",
         "hydra.sweeper.study_name=test",
     ]
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "sweeper", "-m", *args],
         cwd=tmp,
         stdout=subprocess.PIPE,
@@ -49,6 +66,8 @@ def sweep(tmp: Path, env: dict[str, str], *overrides: str, name: str = "s") -> s
         text=True,
         env={**os.environ, **env, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])},
     )
+    _STARTED.append(proc)
+    return proc
 
 
 def finished(proc: subprocess.Popen, timeout: float = 600, code: int = 0) -> tuple[str, str]:
@@ -146,7 +165,9 @@ def test_a_lost_job_never_decides_its_siblings_and_a_requeued_job_is_followed(tm
     _wait_for(lambda: first in _tasks(slurm, "RUNNING"), proc=proc)
     _scontrol(slurm, "scancel", first)
     lost = _wait_for(lambda: _trial_of(tmp_path, first), proc=proc)
-    _wait_for(lambda: (tmp_path / "s" / str(lost) / "launcher.log").is_file(), proc=proc)  # the launcher gave it up
+    # the launcher gave it up: seen within its state checks (scheduled.STATE_CHECK_S), however
+    # long after the batch's submission the job was lost
+    _wait_for(lambda: (tmp_path / "s" / str(lost) / "launcher.log").is_file(), timeout=120, proc=proc)
     _release(slurm, second)
     _wait_for(lambda: second in _tasks(slurm, "RUNNING"), proc=proc)
     time.sleep(3)  # into its run
@@ -286,6 +307,36 @@ def _wait_for(found, timeout: float = 180, proc: subprocess.Popen | None = None)
             raise AssertionError(f"the sweep ended (rc {proc.returncode}) first: {out[-2000:]} {err[-2000:]}")
         time.sleep(0.2)
     raise AssertionError(f"waited {timeout:.0f} s in vain")
+
+
+def test_the_launcher_asks_about_an_old_batch_every_half_minute_not_every_ten(tmp_path, monkeypatch):
+    """submitit's wait asks sacct at doubling intervals from a batch's submission, up to ten
+    minutes apart: a job lost an hour into its batch waited that long to be seen. Inside
+    scheduled.submitted it asks at least every STATE_CHECK_S (sacct here a script that counts
+    its calls; the clock moved by hand), and submitit's own watcher is back after."""
+    from submitit.core import core
+    from submitit.slurm.slurm import SlurmJob
+
+    from sweeper.search import scheduled
+
+    calls = tmp_path / "calls"
+    (tmp_path / "sacct").write_text(
+        f"#!/bin/sh\necho . >> {calls}\necho 'JobID|State|NodeList'\necho '42|RUNNING|n1'\n"
+    )
+    (tmp_path / "sacct").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    now = [1_000_000.0]
+    monkeypatch.setattr(core._time, "time", lambda: now[0])
+    own = SlurmJob.watcher
+    with scheduled.submitted(on_submit=lambda handles: None):
+        job = SlurmJob(tmp_path, "42")
+        asked = []
+        for _ in range(3):
+            now[0] += 3600 if not asked else scheduled.STATE_CHECK_S + 1  # an hour in, then every half minute
+            assert job.state == "RUNNING"
+            asked.append(len(calls.read_text().split()))
+    assert asked[1:] == [asked[0] + 1, asked[0] + 2], asked
+    assert SlurmJob.watcher is own
 
 
 def test_n_jobs_with_the_basic_launcher_is_refused_before_trial_1(tmp_path):

@@ -36,6 +36,10 @@ ACTIVE = frozenset(
 # ... of those, a job that waits to run (again, once requeued)
 WAITING = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
 POLL_S = 2.0
+# the longest the launcher's wait goes without asking the scheduler about its jobs (one sacct
+# call for the batch): submitit alone asks at doubling intervals from a batch's submission, up
+# to ten minutes apart, so that a job lost minutes into its batch was seen lost minutes later
+STATE_CHECK_S = 30
 
 
 def slurm_job_name(env: Mapping[str, str]) -> str | None:
@@ -86,14 +90,16 @@ def is_active(state: str | None) -> bool:
 def submitted(on_submit: Callable[[list[Any]], None]) -> Iterator[list[Any]]:
     """The submitit jobs submitted while inside, in the order of the batch; `on_submit` sees
     them as soon as they are submitted (before the launcher starts waiting on them). Empty for
-    a launcher that is not submitit's, or where submitit is not installed."""
+    a launcher that is not submitit's, or where submitit is not installed. While inside, the
+    launcher asks SLURM about its jobs at least every STATE_CHECK_S: a lost job ends its wait."""
     try:
         from submitit.core.core import Executor
+        from submitit.slurm.slurm import SlurmInfoWatcher, SlurmJob
     except ImportError:
         yield []
         return
     handles: list[Any] = []
-    original = Executor.map_array
+    original, watcher = Executor.map_array, SlurmJob.watcher
 
     def capture(executor: Any, fn: Any, *iterable: Any) -> Any:
         jobs = original(executor, fn, *iterable)
@@ -102,10 +108,12 @@ def submitted(on_submit: Callable[[list[Any]], None]) -> Iterator[list[Any]]:
         return jobs
 
     Executor.map_array = capture  # type: ignore[method-assign,assignment]
+    SlurmJob.watcher = SlurmInfoWatcher(delay_s=STATE_CHECK_S)
     try:
         yield handles
     finally:
         Executor.map_array = original  # type: ignore[method-assign]
+        SlurmJob.watcher = watcher
 
 
 @dataclass(frozen=True)
