@@ -191,7 +191,14 @@ def test_a_cancelled_job_says_so_and_a_rerun_after_kill_9_waits_for_the_running_
     measurement ended inside SLURM's grace). kill -9 of the sweep while its next job is still
     queued, and a rerun at once: the rerun waits for that job, reads its result, and measures
     no configuration twice."""
-    command = [*SLURM, *QUICK, *LONGER, "hydra.sweeper.n_trials=3", "hydra.sweeper.confirm=0"]
+    command = [
+        *SLURM,
+        *QUICK,
+        *LONGER,
+        "hydra.sweeper.n_trials=3",
+        "hydra.sweeper.confirm=0",
+        "hydra.sweeper.race=false",  # the cancelled job still measures when cancelled, however loaded the machine
+    ]
     _wait_for(lambda: not jobs(slurm), timeout=120)
     first = sweep(tmp_path, slurm, *command, *HELD)
     (baseline,) = _wait_for(lambda: _tasks(slurm, "PENDING"), proc=first)
