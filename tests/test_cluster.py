@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -318,7 +319,7 @@ def _wait_for(found, timeout: float = 180, proc: subprocess.Popen | None = None)
 
 def test_the_launcher_asks_about_an_old_batch_every_half_minute_not_every_ten(tmp_path, monkeypatch):
     """submitit's wait asks sacct at doubling intervals from a batch's submission, up to ten
-    minutes apart: a job lost an hour into its batch waited that long to be seen. Inside
+    minutes apart: a job lost an hour into its batch waited up to ten minutes to be seen. Inside
     scheduled.submitted it asks at least every STATE_CHECK_S (sacct here a script that counts
     its calls; the clock moved by hand), and submitit's own watcher is back after."""
     from submitit.core import core
@@ -333,7 +334,7 @@ def test_the_launcher_asks_about_an_old_batch_every_half_minute_not_every_ten(tm
     (tmp_path / "sacct").chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     now = [1_000_000.0]
-    monkeypatch.setattr(core._time, "time", lambda: now[0])
+    monkeypatch.setattr(core, "_time", SimpleNamespace(time=lambda: now[0], sleep=time.sleep))  # submitit's clock
     own = SlurmJob.watcher
     with scheduled.submitted(on_submit=lambda handles: None):
         job = SlurmJob(tmp_path, "42")
