@@ -58,10 +58,10 @@ from sweeper.measurement import Measurement, Memory, RunFacts, Stopped  # noqa: 
 from sweeper.measuring import timing  # noqa: E402
 from sweeper.preflight import compose as _compose  # noqa: E402
 from sweeper.result import RunResult, Status  # noqa: E402
-from sweeper.search import confirm  # noqa: E402
+from sweeper.search import confirm, converge  # noqa: E402
 from sweeper.search import space as sp  # noqa: E402
 from sweeper.search.confirm import run_confirmation  # noqa: E402
-from sweeper.search.converge import RUNS, Converged  # noqa: E402
+from sweeper.search.converge import Converged  # noqa: E402
 from sweeper.search.launch import Job  # noqa: E402
 from sweeper.search.loop import optimize  # noqa: E402
 from sweeper.search.opening import make_sampler  # noqa: E402
@@ -122,6 +122,13 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "TPE, samples/sec, converge: a best untold from the start points after three runs each ends it": {
         "sampler": TPE,
         "_untold_ends": True,
+    },
+    # the same with up to five runs each asked first (converge.RUNS for the sweep): a tie the
+    # test can tell at five runs runs on, one it cannot ends the search
+    "TPE, samples/sec, converge: a best untold from the start points after five runs each ends it": {
+        "sampler": TPE,
+        "_untold_ends": True,
+        "_runs": 5,
     },
     "TPE, samples/sec, confirm top 3 at 5% (the last stop's default)": {
         "sampler": TPE,
@@ -191,9 +198,9 @@ class TerminatorRule:
 
 @dataclass(frozen=True)
 class UntoldEnds(Converged):
-    """The shipped rule, and a best the test still cannot tell from the start points after RUNS
-    runs each taken as at their level: the search stops there too, where the shipped rule runs
-    on."""
+    """The shipped rule, and a best the test still cannot tell from the start points after
+    converge.RUNS runs each taken as at their level: the search stops there too, where the
+    shipped rule runs on."""
 
     def reason(self, trials: Sequence[Any], space: Any, main: Any, front: Any = ()) -> str | None:
         said = super().reason(trials, space, main, front)
@@ -203,9 +210,9 @@ class UntoldEnds(Converged):
         best, start = standing
         if self._verdict(best, start, trials) is not Verdict.UNSURE:
             return None
-        if min(len(runs_of(t, trials)) for t in (best, start)) < RUNS:
+        if min(len(runs_of(t, trials)) for t in (best, start)) < converge.RUNS:
             return None
-        return f"converged: the best, #{best.number}, untold from #{start.number} after {RUNS} runs each"
+        return f"converged: the best, #{best.number}, untold from #{start.number} after {converge.RUNS} runs each"
 
 
 def _contending_verdict(t: timing.Timings, rule: timing.Rule) -> Stopped | None:
@@ -474,7 +481,8 @@ def replay_sweeper(
         behind=not strategy.get("_no_behind"),
         one_window_bar=not strategy.get("_two_window_floor"),
     )
-    with contextlib.redirect_stdout(io.StringIO()):
+    runs = strategy.get("_runs", converge.RUNS)  # the most runs each the rule asks of a tie
+    with contextlib.redirect_stdout(io.StringIO()), mock.patch.object(converge, "RUNS", runs):
         why = optimize(stored, plan, runner, stopped=lambda: None, remaining=lambda: None)  # type: ignore[arg-type]
         searched = len(runner.log)
         runner.confirming = True
