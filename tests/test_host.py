@@ -209,6 +209,9 @@ def test_the_plan_here_times_one_run_and_writes_nothing(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "machine: " in done.stdout and "a probe run of your config): at most" in done.stdout
     assert "for 6 trials and 9 confirmation runs" in done.stdout
+    # the probe said the MLP has no convolutions: the recipes show channels_last as it will run
+    first = next(line for line in done.stdout.splitlines() if line.startswith("  1. "))
+    assert "backend.allocator=tcmalloc" in first and "channels_last" not in first
     assert not (tmp_path / "outputs" / "sweeper.db").exists()  # no study created by looking
 
 

@@ -25,7 +25,6 @@ from ..store.trials import (
     pareto_trials,
     primary_value,
     ranked,
-    run_facts,
     search_interval,
     was_measured,
 )
@@ -88,15 +87,7 @@ def typical_wall(stored: StoredStudy, plan: SweepPlan) -> float:
 def learned(stored: StoredStudy, plan: SweepPlan) -> Learned:
     """What the workload's own runs reported: whether channels_last means anything, whether a
     script's sweeper.track applies the first-step knobs (None until a run said)."""
-    convolutional, applied = None, None
-    for t in stored.trials(plan.setup):
-        facts = run_facts(t)  # a run taken under load says them too
-        if facts is not None:
-            convolutional = convolutional if convolutional is not None else facts.convolutional
-            applied = applied if applied is not None else facts.applied_in_script
-            if convolutional is not None and (applied is not None or not plan.script):
-                break  # the first measured run says it all: no need to read every trial at each ask
-    return Learned(convolutional, applied)
+    return Learned.of(stored.trials(plan.setup), plan.script)
 
 
 def _note(state: LoopState, told: Told) -> None:

@@ -29,7 +29,7 @@ from ..script_version import ScriptVersion, version_of
 from ..spec import RunSpec
 from ..store.confirmation import Confirmation
 from ..store.storage import default_storage
-from ..store.trials import repeated_figures
+from ..store.trials import repeated_figures, run_facts
 from . import space as sp
 from .budget import parse_duration
 from .checks import BASIC_LAUNCHER, check_launcher, check_space
@@ -50,6 +50,19 @@ class Learned:
 
     convolutional: bool | None = None  # channels_last means something
     applied_in_script: bool | None = None  # a script's sweeper.track applies the first-step knobs
+
+    @classmethod
+    def of(cls, trials: Sequence[FrozenTrial], script: bool) -> Learned:
+        """What the first runs that said it said (a run taken under load says them too)."""
+        convolutional, applied = None, None
+        for t in trials:
+            facts = run_facts(t)
+            if facts is not None:
+                convolutional = convolutional if convolutional is not None else facts.convolutional
+                applied = applied if applied is not None else facts.applied_in_script
+                if convolutional is not None and (applied is not None or not script):
+                    break  # the first measured run says it all: no need to read every trial at each ask
+        return cls(convolutional, applied)
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,15 @@
 """The plan, shown before a night is spent on it (hydra.sweeper.plan): the machine as read, the
 space, the start points in order, what the preset skips and why, and an estimate of the sweep's
 wall time. Nothing is measured, but for one run of your config where the study has no history
-to time a run by (the probe). `plan_lines` is pure; `show` gathers what it prints."""
+to time a run by (the probe), which also says what the workload makes dead (channels_last on a
+model without convolutions), so that the start points read as they will run. `plan_lines` is
+pure; `show` gathers what it prints."""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import math
 import subprocess
 import sys
@@ -22,6 +25,8 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from ..host import Host
 from ..knobs import Knob
 from ..machine import Fingerprint, Machine, hardware_class
+from ..result import RunResult
+from ..runner.run import RESULT_FILE
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from . import space as sp
@@ -154,8 +159,9 @@ def measured_on(plan: SweepPlan) -> str:
     return f"GPU{'s' if many else ''} {which}" + (", one per rank, each locked for its trial" if many else "")
 
 
-def start_points(plan: SweepPlan) -> list[StartPoint]:
-    """The recipes as they will be queued: knobs they make dead at the value the run has."""
+def start_points(plan: SweepPlan, known: Learned) -> list[StartPoint]:
+    """The recipes as they will be queued: knobs they make dead at the value the run has, as far
+    as the runs so far (`known`: the study's, or the probe's) said what the workload makes dead."""
     if not plan.search.recipes or plan.settings.grid:
         return []
     machine = plan.machine
@@ -167,7 +173,7 @@ def start_points(plan: SweepPlan) -> list[StartPoint]:
         bf16=machine.bf16,
         bf16_fast=machine.bf16_fast,
     )
-    return [live(p, plan, plan.context(Learned())) for p in points]
+    return [live(p, plan, plan.context(known)) for p in points]
 
 
 def history_run_s(plan: SweepPlan, trials: Sequence[Any]) -> float | None:
@@ -176,8 +182,17 @@ def history_run_s(plan: SweepPlan, trials: Sequence[Any]) -> float | None:
     return walls[len(walls) // 2] if walls else None
 
 
-def probe_run_s(fixed: Sequence[str]) -> float | None:
-    """One run of your config as `python -m sweeper` measures it, timed (None: it failed)."""
+@dataclass(frozen=True)
+class Probe:
+    """One run of your config as `python -m sweeper` measures it: its wall time, and what it
+    said of the workload (whether channels_last means anything)."""
+
+    run_s: float
+    known: Learned
+
+
+def probe_run(fixed: Sequence[str]) -> Probe | None:
+    """One run of your config, timed (None: it failed)."""
     with tempfile.TemporaryDirectory(prefix="sweeper-plan-") as out:
         started = time.monotonic()
         done = subprocess.run(
@@ -186,7 +201,15 @@ def probe_run_s(fixed: Sequence[str]) -> float | None:
             stderr=subprocess.PIPE,
             text=True,
         )
-        return time.monotonic() - started if done.returncode == 0 else None
+        run_s = time.monotonic() - started
+        if done.returncode != 0:
+            return None
+        try:
+            measured = RunResult.from_json(json.loads((Path(out) / RESULT_FILE).read_text())).measurement
+        except (OSError, ValueError):
+            measured = None  # timed all the same; the start points then show the recipes as written
+        facts = measured.run if measured is not None else None
+        return Probe(run_s, Learned(facts.convolutional, facts.applied_in_script) if facts else Learned())
 
 
 def described_machine(host: Host, device: str) -> Machine:
@@ -206,21 +229,21 @@ def described_machine(host: Host, device: str) -> Machine:
     return Machine(device="cuda" if cuda else "cpu", cuda=cuda, bf16=True, fingerprint=fingerprint)
 
 
-def estimate_for(plan: SweepPlan, described: bool) -> Estimate | str:
-    """From the study's runs where it has some, else from one probe run of your config here."""
+def estimate_for(plan: SweepPlan, described: bool, trials: Sequence[Any]) -> tuple[Estimate | str, Learned]:
+    """From the study's runs of this setup (`trials`) where it has some, else from one probe run
+    of your config here; with what those runs said of the workload."""
     if described:
-        return "made on the machine itself: run the same command there with hydra.sweeper.plan=here"
-    trials = study_trials(plan)
+        return "made on the machine itself: run the same command there with hydra.sweeper.plan=here", Learned()
     if trials and (run_s := history_run_s(plan, trials)) is not None:
         source = f"the median of the study's {len(trials)} runs of this setup"
-    elif not plan.own_app:
-        return "none: another app's runs cannot be probed; a first sweep's trials time them"
-    else:
-        progress_line(f"timing one run of your config ({' '.join(['python -m sweeper', *plan.fixed])}) ...")
-        if (probe := probe_run_s(plan.fixed)) is None:
-            return "none: the probe run of your config failed (python -m sweeper with the same overrides says why)"
-        run_s, source = probe, "a probe run of your config"
-    return Estimate.of(run_s, source, plan.settings, plan.deadline_s)
+        return Estimate.of(run_s, source, plan.settings, plan.deadline_s), Learned.of(trials, plan.script)
+    if not plan.own_app:
+        return "none: another app's runs cannot be probed; a first sweep's trials time them", Learned()
+    progress_line(f"timing one run of your config ({' '.join(['python -m sweeper', *plan.fixed])}) ...")
+    if (probe := probe_run(plan.fixed)) is None:
+        failed = "none: the probe run of your config failed (python -m sweeper with the same overrides says why)"
+        return failed, Learned()
+    return Estimate.of(probe.run_s, "a probe run of your config", plan.settings, plan.deadline_s), probe.known
 
 
 def study_trials(plan: SweepPlan) -> list[Any]:
@@ -243,5 +266,5 @@ def progress_line(line: str) -> None:
 
 def show(plan: SweepPlan, described: bool) -> None:
     """Print the plan (stdout), with the estimate where it can be made."""
-    estimate = estimate_for(plan, described)
-    print("\n".join(plan_lines(plan, start_points(plan), skipped(plan), estimate)), flush=True)
+    estimate, known = estimate_for(plan, described, [] if described else study_trials(plan))
+    print("\n".join(plan_lines(plan, start_points(plan, known), skipped(plan), estimate)), flush=True)
