@@ -7,13 +7,13 @@ the rounds from the first. Pure: rounds, costs and the noise in, a decision out.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from .. import verdict
 from ..knobs import Knob
 from ..noise import Noise
-from ..store.confirmation import Confirmation, paired_ratios
+from ..store.confirmation import Confirmation, paired_ratios, round_evidence
 from ..store.record import TrialRecord
 from ..verdict import Verdict
 
@@ -80,30 +80,58 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}" + ("" if n == 1 else ("es" if what.endswith("s") else "s"))
 
 
-def cheapest_of_equals(decision: Confirmation, costs: Mapping[int, Cost | None], noise: Noise) -> Confirmation:
-    """The decision with its winner replaced by the cheapest candidate the test does not find
-    slower than it on their paired rounds (verdict.paired), if one is cheaper (Cost.cheaper_than);
-    `faster` then names the fastest, and `cheaper` says what the recommended one saves. The
-    baseline is no candidate here: your own configuration tying the fastest is the confirmation's
-    own verdict. Unchanged where no tie is cheaper, or the costs are unknown."""
+def cheaper_rivals(fastest: int, members: Iterable[int], baseline: int, costs: Mapping[int, Cost | None]) -> list[int]:
+    """The members that cost less than the fastest (Cost.cheaper_than): each is the cheaper of
+    equals if the test does not find it slower. The baseline is none: your own configuration
+    tying the fastest is the confirmation's own verdict. Unknown costs: none."""
+    own = costs.get(fastest)
+    if fastest == baseline or own is None:
+        return []
+    found = ((n, costs.get(n)) for n in members if n not in (fastest, baseline))
+    return [n for n, cost in found if cost is not None and cost.cheaper_than(own)]
+
+
+def against_fastest(
+    rounds: Mapping[int, Sequence[float | None]],
+    n: int,
+    fastest: int,
+    noise: Noise,
+    searched: Mapping[int, float] | None,
+) -> Verdict:
+    """The test on `n` against the fastest, on the evidence the confirmation's lead is judged on:
+    their paired rounds, after one round with their search figures' ratio (round_evidence)."""
+    return verdict.paired(round_evidence(rounds, n, fastest, searched, noise.sigma), noise.sigma).verdict
+
+
+def cheapest_of_equals(
+    decision: Confirmation,
+    costs: Mapping[int, Cost | None],
+    noise: Noise,
+    searched: Mapping[int, float] | None = None,
+) -> Confirmation:
+    """The decision with its winner replaced by the cheapest candidate that costs less than it
+    (cheaper_rivals) and that the test does not find slower (against_fastest: the rounds ask
+    another round while it cannot tell yet, so this reads their last word); `faster` then names
+    the fastest, and `cheaper` says what the recommended one saves. Unchanged where no such
+    candidate is, or the costs are unknown."""
     fastest = decision.winner
-    if fastest == decision.baseline or (own := costs.get(fastest)) is None:
-        return decision
+    told = {n: against_fastest(decision.rounds, n, fastest, noise, searched) for n in decision.rounds}
     equals = [
         (cost, n)
-        for n in decision.rounds
-        if n not in (fastest, decision.baseline)
-        and (cost := costs.get(n)) is not None
-        and cost.cheaper_than(own)
-        and verdict.paired(paired_ratios(decision.rounds, n, fastest), noise.sigma).verdict is not Verdict.SLOWER
+        for n in cheaper_rivals(fastest, decision.rounds, decision.baseline, costs)
+        if (cost := costs[n]) is not None and told[n] is not Verdict.SLOWER
     ]
     if not equals:
         return decision
+    own = costs[fastest]
+    assert own is not None  # cheaper_rivals found some
     cost, chosen = min(equals, key=lambda e: (e[0].processes, e[0].cores, e[0].memory_mb))
+    # the same, or still untold once the rounds ran out: no difference they could show
+    ties = "ties" if told[chosen] is Verdict.SAME else "is not told from"
     return replace(
         Confirmation.of(decision.rounds, chosen, decision.baseline, decision.decided),
         faster=fastest,
-        cheaper=f"#{chosen} ties #{fastest} by the test with {cost.saving(own)}: recommended "
+        cheaper=f"#{chosen} {ties} #{fastest} by the test with {cost.saving(own)}: recommended "
         f"(#{fastest} read {_lead(decision, fastest, chosen):+.0%})",
     )
 

@@ -6,7 +6,6 @@ stop once the one test (sweeper.verdict) has decided the leader against the base
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -14,12 +13,12 @@ from optuna.trial import FrozenTrial, TrialState
 
 from .. import verdict
 from ..noise import Noise
-from ..store.confirmation import Confirmation, medians, paired_ratios
+from ..store.confirmation import Confirmation, medians, paired_ratios, round_evidence
 from ..store.record import TrialRecord
 from ..store.study import StoredStudy
 from ..store.trials import config_key, config_of, levels, primary_value, ranked, search_interval
 from . import progress
-from .cheapest import Cost, cheaper_runners_up, cheapest_of_equals
+from .cheapest import Cost, against_fastest, cheaper_rivals, cheaper_runners_up, cheapest_of_equals
 from .confirm_time import no_round_line, rounds_that_fit
 from .held_back import Tries, kept_tries
 from .launch import JobRunner, measure_overrides
@@ -113,36 +112,16 @@ def decided(
         return False
     leader = max(figures, key=lambda t: figures[t])
     rivals = [t for t in done if t != leader] if leader == baseline else [baseline]
-    evidence = (_evidence(done, leader, t, searched, noise.sigma) for t in rivals)
+    evidence = (round_evidence(done, leader, t, searched, noise.sigma) for t in rivals)
     return all(verdict.paired(ratios, noise.sigma).verdict.decided for ratios in evidence)
-
-
-def _evidence(
-    done: Mapping[int, Sequence[float | None]],
-    lead: int,
-    rival: int,
-    searched: Mapping[int, float] | None,
-    sigma: float,
-) -> list[float]:
-    """The paired ratios of `lead` to `rival`; after one round, with their search figures'
-    ratio, where the test cannot tell the round's from it (each ratio carries two runs' moods):
-    a round that tells them apart says that one of the two runs read far off, and none (the
-    next round decides)."""
-    ratios = paired_ratios(done, lead, rival)
-    if len(ratios) != 1:
-        return ratios
-    found = (searched or {}).get(lead), (searched or {}).get(rival)
-    if not (found[0] and found[1]):
-        return []
-    search = found[0] / found[1]
-    return [] if verdict.runs(ratios, [search], math.sqrt(2.0) * sigma).verdict.apart else [*ratios, search]
 
 
 @dataclass
 class Rounds:
     """The confirmation's rounds as a pure planner: which run comes next, given the figures so
-    far; when the runners-up join; when the rounds stop (the lead over the baseline decided, or
-    the rounds run out). `run_confirmation` measures what it says, and nothing else decides."""
+    far; when the runners-up join; when the rounds stop (the lead over the baseline decided, and
+    each member that costs less than the leader told from it, or the rounds run out).
+    `run_confirmation` measures what it says, and nothing else decides."""
 
     chosen: list[int]  # the candidates, the search's fastest first
     baseline: int
@@ -150,6 +129,7 @@ class Rounds:
     waiting: list[int]  # runners-up that join only if the first round does not decide
     searched: Mapping[int, float]  # each one's figure in the search
     noise: Noise = Noise(0.0, 0.0)
+    costs: Mapping[int, Cost | None] = field(default_factory=dict)  # what each candidate takes of the machine
     members: list[int] = field(init=False)
     measured: dict[int, list[float | None]] = field(init=False)
     ran: set[tuple[int, int]] = field(default_factory=set, init=False)
@@ -161,6 +141,23 @@ class Rounds:
         self.measured = {n: [None] * self.rounds for n in [*self.chosen, self.baseline]}
 
     def settled(self, upto: int) -> bool:
+        """Whether the first `upto` rounds answer both questions the rounds are for: the leader
+        against the baseline, and each member that costs less than the leader against it (the
+        cheaper of equals): "cannot tell yet" on either asks for another round."""
+        if not self._lead_settled(upto):
+            return False
+        done = {n: self.measured[n][:upto] for n in [*self.members, self.baseline]}
+        leader, cheaper = self.cheaper_in_question(upto)
+        return all(against_fastest(done, n, leader, self.noise, self.searched).decided for n in cheaper)
+
+    def cheaper_in_question(self, upto: int) -> tuple[int, list[int]]:
+        """The leader after the first `upto` rounds, and the members that cost less than it."""
+        done = {n: self.measured[n][:upto] for n in [*self.members, self.baseline]}
+        figures = medians(done)
+        leader = max(figures, key=lambda t: figures[t], default=self.baseline)
+        return leader, cheaper_rivals(leader, done, self.baseline, self.costs)
+
+    def _lead_settled(self, upto: int) -> bool:
         runs = {n: self.measured[n] for n in [*self.members, self.baseline]}
         return decided(runs, upto, self.baseline, self.noise, self.searched)
 
@@ -174,7 +171,7 @@ class Rounds:
             if pending:
                 return r, pending[0]
             if self.waiting:  # the first round is in: the runners-up join where it did not decide
-                joining, self.waiting = ([] if self.settled(r + 1) else self.waiting), []
+                joining, self.waiting = ([] if self._lead_settled(r + 1) else self.waiting), []
                 if joining:
                     self.members += joining
                     self.joined = (joining, "did not decide")
@@ -222,9 +219,11 @@ def _run_rounds(
             progress.confirm_line(r, planner.rounds, number, result)
     if 0 < planner.rounds_run < planner.rounds and not stopped():
         one = " (in line with the search's figures)" if planner.rounds_run == 1 else ""
+        cheaper = planner.cheaper_in_question(planner.rounds_run)
+        also = f", and {_trials(cheaper[1])} (costs less) against #{cheaper[0]}" if cheaper[1] else ""
         progress.say(
-            f"confirmation: the test decided the winner against the baseline at {verdict.CONFIDENCE:.0%} after "
-            f"{planner.rounds_run} of {planner.rounds} rounds{one}"
+            f"confirmation: the test decided the winner against the baseline{also} at {verdict.CONFIDENCE:.0%} "
+            f"after {planner.rounds_run} of {planner.rounds} rounds{one}"
         )
 
 
@@ -293,13 +292,14 @@ def run_confirmation(
         waiting=[n for n in chosen[1:] if n not in cheaper],
         searched={n: v for n in [*chosen, baseline.number] if (v := figure(by_number[n])) > 0},
         noise=noise,
+        costs=costs,
     )
     _say_plan(planner, behind, noise, cheaper)
     _say_kept(kept, by_number)
     _run_rounds(planner, plan, run, baseline, by_number, remaining, stopped)
     decision = planner.decision()
     if decision is not None:
-        decision = cheapest_of_equals(decision, costs, noise)  # its candidates are among `chosen`
+        decision = cheapest_of_equals(decision, costs, noise, planner.searched)  # its candidates are among `chosen`
         stored.save_confirmation(plan.setup, decision)
     return decision
 

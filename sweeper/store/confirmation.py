@@ -3,11 +3,13 @@ reads it back (typed both ways: trial numbers stay ints)."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .. import verdict
 from ..stats import quantile
 
 
@@ -19,6 +21,28 @@ def medians(rounds: Mapping[int, Sequence[float | None]]) -> dict[int, float]:
 def paired_ratios(rounds: Mapping[int, Sequence[float | None]], a: int, b: int) -> list[float]:
     """a's figure over b's in each round both ran: paired, side by side."""
     return [x / y for x, y in zip(rounds[a], rounds[b]) if x is not None and y]
+
+
+def round_evidence(
+    done: Mapping[int, Sequence[float | None]],
+    lead: int,
+    rival: int,
+    searched: Mapping[int, float] | None,
+    sigma: float,
+) -> list[float]:
+    """The evidence the rounds so far (`done`) hold of `lead` against `rival`, as the test reads
+    it (verdict.paired): their paired ratios; after one round, with their search figures'
+    ratio, where the test cannot tell the round's from it (each ratio carries two runs' moods):
+    a round that tells them apart says that one of the two runs read far off, and none (the
+    next round decides)."""
+    ratios = paired_ratios(done, lead, rival)
+    if len(ratios) != 1:
+        return ratios
+    found = (searched or {}).get(lead), (searched or {}).get(rival)
+    if not (found[0] and found[1]):
+        return []
+    search = found[0] / found[1]
+    return [] if verdict.runs(ratios, [search], math.sqrt(2.0) * sigma).verdict.apart else [*ratios, search]
 
 
 @dataclass(frozen=True)
