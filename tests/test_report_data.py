@@ -379,7 +379,7 @@ def test_code_diff_names_only_what_changed():
 
 
 def test_a_scripts_code_diff_says_what_sweeper_set_outside_and_inside_it():
-    from sweeper.report.code import script_diff
+    from sweeper.report.script_code import script_diff
 
     before, after = ["python", "train.py", "--batch-size", "64"], ["python", "train.py", "--batch-size", "256"]
     baseline = {"loader.batch_size": 64, "backend.threads": None, "backend.flush_denormal": False}
@@ -792,3 +792,34 @@ def test_the_top_configurations_are_placed_by_their_points_level_as_the_sweep_pl
     placed = [(b.label, b.number, b.level) for b in d.charts.breakdowns]
     assert placed == [("baseline", 0, None), ("1st (winner)", 1, None), ("2nd", 2, (2300.0, 2))]
     assert "2,800 samples/sec in its search run, 2,300 over its 2 runs" in page.why(d.charts.breakdowns)
+
+
+def test_a_scripts_winner_runs_from_one_launch_line():
+    """Ranks and an affinity both: the script starts under torchrun, each rank pinning itself
+    inside it (one taskset cannot give two ranks their own cores); one rank with an affinity
+    starts under taskset on the cores it ran on. What to run tomorrow holds that one line, the
+    command nowhere else, and the lines for inside the script as comments of the shell script."""
+    from sweeper.report.script_code import run_tomorrow, script_diff
+
+    before, after = ["python", "train.py", "--batch-size", "64"], ["python", "train.py", "--batch-size", "256"]
+    baseline = {"backend.affinity": "none", "dist.nproc_per_node": 1, "backend.flush_denormal": False}
+    ranks = {"backend.affinity": "spread", "dist.nproc_per_node": 2, "backend.flush_denormal": True}
+    tomorrow = run_tomorrow(before, after, baseline, ranks)
+    launches = [line for line in tomorrow if "train.py" in line]
+    assert launches == [
+        "torchrun --standalone --nproc_per_node=2 --no-python python train.py --batch-size 256  # spread: each rank "
+        "pins its compute threads to its share of the cores, in the script (below)"
+    ]
+    inside = [line for line in tomorrow if line.startswith("# in the script, before its loop: ")]
+    assert [line.split(": ", 1)[1].split("(")[0] for line in inside] == [
+        "os.sched_setaffinity",
+        "torch.set_flush_denormal",
+    ]
+    assert not any("taskset" in line for line in script_diff(before, after, baseline, ranks, (None, "0")))
+    one = {**ranks, "dist.nproc_per_node": 1}
+    assert [line for line in run_tomorrow(before, after, baseline, one) if "train.py" in line] == [
+        "taskset -c <cores> python train.py --batch-size 256  # spread: the compute threads' cores; "
+        "sweeper.track puts the DataLoader workers on the rest"
+    ]
+    diff = script_diff(before, after, baseline, one, (None, "0,1"))
+    assert any(line.startswith("+taskset -c 0,1 python train.py --batch-size 256  # spread") for line in diff)

@@ -4,12 +4,10 @@
 from __future__ import annotations
 
 import difflib
-import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from .. import topology
-from ..command import AT_FIRST_STEP, OUTSIDE
 from ..knobs import Knob
 from ..spec import CompileMode, normalize_compile
 
@@ -26,7 +24,7 @@ _LOADER_ARGS = (
 _LIBRARIES = topology.ALLOCATOR_SONAMES
 
 
-def _openmp(bind: str) -> str:
+def openmp_env(bind: str) -> str:
     """backend.omp_bind as the variables to export (sweeper.topology's rule, as the run sets them)."""
     return " ".join(f"{k}={v}" for k, v in topology.openmp_standard_env(bind).items())
 
@@ -57,7 +55,7 @@ def _threads(knobs: Mapping[str, Any], script: bool = False) -> list[str]:
     return lines
 
 
-def _topology(knobs: Mapping[str, Any]) -> list[str]:
+def affinity_lines(knobs: Mapping[str, Any]) -> list[str]:
     affinity = knobs.get(Knob.BACKEND_AFFINITY)
     if affinity in ("compact", "spread"):
         where = "the first cores" if affinity == "compact" else "cores spaced evenly over the machine"
@@ -87,7 +85,7 @@ def _start(knobs: Mapping[str, Any]) -> list[str]:
     if knobs.get(Knob.BACKEND_ALLOCATOR) in _LIBRARIES:
         env.append(f"LD_PRELOAD={_LIBRARIES[knobs[Knob.BACKEND_ALLOCATOR]]}")
     if knobs.get(Knob.BACKEND_OMP_BIND) in ("close", "spread"):
-        env.append(_openmp(knobs[Knob.BACKEND_OMP_BIND]))
+        env.append(openmp_env(knobs[Knob.BACKEND_OMP_BIND]))
     if knobs.get(Knob.BACKEND_KMP_BLOCKTIME) is not None:
         env.append(f"KMP_BLOCKTIME={knobs[Knob.BACKEND_KMP_BLOCKTIME]}")  # Intel's OpenMP reads it
     nproc = int(knobs.get(Knob.DIST_NPROC_PER_NODE) or 1)
@@ -110,7 +108,7 @@ def _ranks(knobs: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _flags(knobs: Mapping[str, Any]) -> list[str]:
+def flag_lines(knobs: Mapping[str, Any]) -> list[str]:
     lines = []
     if Knob.BACKEND_CUDNN_BENCHMARK in knobs:
         lines.append(f"torch.backends.cudnn.benchmark = {bool(knobs[Knob.BACKEND_CUDNN_BENCHMARK])}")
@@ -224,101 +222,15 @@ def script_lines(knobs: Mapping[str, Any], device: str) -> list[str]:
     return [
         *_start(knobs),
         *_ranks(knobs),
-        *_topology(knobs),
+        *affinity_lines(knobs),
         *_threads(knobs),
-        *_flags(knobs),
+        *flag_lines(knobs),
         *_decoder(knobs),
         *_loader(knobs, device),
         *_model(knobs),
         *_precision(knobs, device),
         *others,
     ]
-
-
-def script_diff(
-    before: Sequence[str],
-    after: Sequence[str],
-    baseline: Mapping[str, Any],
-    winner: Mapping[str, Any],
-    cpus: tuple[str | None, str | None] = (None, None),
-) -> tuple[str, ...]:
-    """A script's winner, in the order a shell script has it: the environment to export before
-    the command, the command line against the baseline's, how it is launched (taskset, torchrun),
-    then what sweeper.track applied inside it at its first step, as the PyTorch lines to add
-    before the loop. `cpus`: the cores the baseline's and the winner's script ran on."""
-    changed = sorted(k for k in OUTSIDE if baseline.get(k) != winner.get(k))
-    was, now = ({k: side.get(k) for k in changed} for side in (baseline, winner))
-    command = [f"-{shlex.join(before)}", f"+{shlex.join(after)}"] if list(before) != list(after) else []
-    # inside, sweeper.track applies only a value away from PyTorch's default: a default is the script's own
-    inside = sorted(k for k in AT_FIRST_STEP if baseline.get(k) != winner.get(k))
-    return (
-        *_changed(_environment(was), _environment(now)),
-        *command,
-        *_changed(_launch(was, before, cpus[0]), _launch(now, after, cpus[1])),
-        *_changed(
-            _flags({k: True for k in inside if baseline.get(k)}), _flags({k: True for k in inside if winner.get(k)})
-        ),
-    )
-
-
-def _changed(was: Sequence[str], now: Sequence[str]) -> list[str]:
-    return [*(f"-{line}" for line in was if line not in now), *(f"+{line}" for line in now if line not in was)]
-
-
-def _environment(knobs: Mapping[str, Any]) -> list[str]:
-    """The shell lines that set these outside knobs' environment before a script starts."""
-    lines = []
-    if Knob.BACKEND_THREADS in knobs:
-        n = knobs[Knob.BACKEND_THREADS]
-        lines.append(
-            "# OMP_NUM_THREADS unset: PyTorch's default"
-            if n is None
-            else f"export OMP_NUM_THREADS={n} MKL_NUM_THREADS={n}"
-        )
-    if Knob.BACKEND_ALLOCATOR in knobs:
-        allocator = knobs[Knob.BACKEND_ALLOCATOR]
-        lines.append(
-            f"export LD_PRELOAD={_LIBRARIES[allocator]}"
-            if allocator in _LIBRARIES
-            else "# LD_PRELOAD unset: glibc's allocator"
-        )
-    if Knob.BACKEND_OMP_BIND in knobs:
-        bind = knobs[Knob.BACKEND_OMP_BIND]
-        lines.append(
-            f"export {_openmp(bind)}"
-            if bind in ("close", "spread")
-            else "# OMP_PROC_BIND unset: the OpenMP runtime's default"
-        )
-    if knobs.get(Knob.BACKEND_KMP_BLOCKTIME) is not None:
-        lines.append(f"export KMP_BLOCKTIME={knobs[Knob.BACKEND_KMP_BLOCKTIME]}  # Intel OpenMP")
-    if Knob.BACKEND_DEVICE in knobs:
-        lines.append(
-            "export CUDA_VISIBLE_DEVICES=  # no GPU"
-            if knobs[Knob.BACKEND_DEVICE] == "cpu"
-            else "# CUDA_VISIBLE_DEVICES as the machine has it"
-        )
-    return lines
-
-
-def _launch(knobs: Mapping[str, Any], words: Sequence[str], cpus: str | None) -> list[str]:
-    """The lines that launch a script with these outside knobs: on cores (taskset), as ranks (torchrun)."""
-    command, lines = shlex.join(words), []
-    if Knob.BACKEND_AFFINITY in knobs:
-        affinity = knobs[Knob.BACKEND_AFFINITY]
-        lines.append(
-            f"taskset -c {cpus or '<cores>'} {command}  # {affinity}: the compute threads' cores; "
-            "sweeper.track puts the DataLoader workers on the rest"
-            if affinity in ("compact", "spread")
-            else "# no taskset: the OS places threads and workers"
-        )
-    if Knob.DIST_NPROC_PER_NODE in knobs or Knob.BACKEND_NUMA in knobs:
-        nproc = int(knobs.get(Knob.DIST_NPROC_PER_NODE) or 1)
-        lines.append(
-            f"torchrun --standalone --nproc_per_node={nproc} --no-python {command}"
-            if nproc > 1
-            else "# one process: no torchrun"
-        )
-    return lines
 
 
 # A run of sweeper's own workloads is measured with the collector collected and frozen before

@@ -29,9 +29,10 @@ from ..store.trials import (
     unconfirmed_winner,
 )
 from .chart_data import Objectives, Ranked, Records, charts_of
-from .code import code_diff, script_diff
+from .code import code_diff
 from .contents import Headline, Notes, ReportData, Speedup, Table, Winner
 from .notes import advice, search_notes
+from .script_code import script_diff
 
 # short trial states for the table
 STATE_LABELS = {"COMPLETE": "done", "FAIL": "failed", "PRUNED": "pruned", "RUNNING": "running", "WAITING": "waiting"}

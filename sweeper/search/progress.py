@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 import statistics
 import sys
 import textwrap
@@ -177,20 +176,17 @@ def confirm_line(round_index: int, rounds: int, number: int, result: RunResult) 
 
 
 def script_lines(baseline: FrozenTrial | None, winner: FrozenTrial) -> list[str]:
-    """For a user's script (task=script): what to run tomorrow, the script's own command with the
-    winning values, after the lines that set what sweeper applied from outside (the environment,
-    the launcher); empty for sweeper's own workloads."""
-    from ..report.code import script_diff
+    """For a user's script (task=script): what to run tomorrow, the lines of a shell script that
+    set what sweeper applied from outside (the environment), the one line that launches it with
+    the winning values, and the lines to add inside it; empty for sweeper's own workloads."""
+    from ..report.script_code import run_tomorrow
 
     now = TrialRecord.of(winner).measurement
     if now is None or not now.run.command:
         return []
     was = TrialRecord.of(baseline).measurement if baseline is not None else None
     before = was.run.command if was is not None and was.run.command else now.run.command
-    diff = script_diff(before, now.run.command, config_of(baseline) if baseline else {}, config_of(winner))
-    command = shlex.join(now.run.command)
-    outside = [line[1:] for line in diff if line.startswith("+") and line[1:] != command]
-    return [*outside, command]
+    return run_tomorrow(before, now.run.command, config_of(baseline) if baseline else {}, config_of(winner))
 
 
 def final_summary(
