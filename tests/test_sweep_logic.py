@@ -583,6 +583,17 @@ def test_the_recipes_split_the_cores_from_either_side_with_values_the_space_hold
         )
         == []
     )
+    # a script that takes neither a batch size nor workers: the threads at the core count alone,
+    # in words that say no more than the recipe sets
+    threads_only = {
+        "backend.threads": CategoricalDistribution([1, 2]),
+        "backend.allocator": allocators["backend.allocator"],
+    }
+    (alone,) = start.recipes(
+        threads_only, {"backend.threads": None, "backend.allocator": "default"}, host=_flat(2), cuda=False, bf16=True
+    )
+    assert alone.knobs == {"backend.threads": 2, "backend.allocator": "tcmalloc"}
+    assert alone.origin == "recipe: compute threads at the core count, tcmalloc (as PyTorch's CPU launcher)"
 
 
 def test_warm_starts_are_the_other_classes_winners_within_this_space():

@@ -22,7 +22,8 @@ def script_space(
     notes = [note] if note else []
     if applied := sorted(k for k in kept if k in command.AT_FIRST_STEP):
         notes.append(
-            f"task=script: {', '.join(applied)} are applied inside the script by sweeper.track at its first "
+            f"task=script: {', '.join(applied)} {'is' if len(applied) == 1 else 'are'} applied inside the script "
+            "by sweeper.track at its first "
             "step: searched once the baseline shows that the script uses sweeper.track or sweeper.step"
         )
     return {k: space[k] for k in kept}, notes

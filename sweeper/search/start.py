@@ -130,6 +130,7 @@ def _sides(space: Mapping[str, BaseDistribution], host: Host, cuda: bool) -> lis
         return [(what, split)]
     cores = host.usable_physical
     workers = _nearest_in(space, Knob.LOADER_NUM_WORKERS, cores)
+    compute = {Knob.LOADER_NUM_WORKERS: 0, Knob.BACKEND_THREADS: _nearest_in(space, Knob.BACKEND_THREADS, cores)}
     sides = [
         (
             "the loader's side: workers at the core count, compute threads on the cores left",
@@ -138,11 +139,10 @@ def _sides(space: Mapping[str, BaseDistribution], host: Host, cuda: bool) -> lis
                 Knob.BACKEND_THREADS: _nearest_in(space, Knob.BACKEND_THREADS, max(1, cores - (workers or 0))),
             },
         ),
-        (
-            "the compute's side: compute threads at the core count, the loader in the main process",
-            {Knob.LOADER_NUM_WORKERS: 0, Knob.BACKEND_THREADS: _nearest_in(space, Knob.BACKEND_THREADS, cores)},
-        ),
+        ("the compute's side: compute threads at the core count, the loader in the main process", compute),
     ]
+    if workers is None:  # no loader workers to split the cores with (a script that takes none): one side
+        sides = [("compute threads at the core count", compute)]
     per_node = cores // nodes if nodes >= 2 else 0
     if per_node and _nearest_in(space, Knob.DIST_NPROC_PER_NODE, nodes) == nodes:
         sides.append(
@@ -162,8 +162,9 @@ def _sides(space: Mapping[str, BaseDistribution], host: Host, cuda: bool) -> lis
 def _recipe_origin(what: str, recipe: Mapping[str, Any], bf16_emulated: bool, preloaded: str | None) -> str:
     """The recipe's words in the log and its trial: which side of the cores, and the precision
     and memory it chose (or why not bf16)."""
+    largest = "the largest batch, " if Knob.LOADER_BATCH_SIZE in recipe else ""  # a script may take no batch size
     return (
-        f"recipe: the largest batch, {what}"
+        f"recipe: {largest}{what}"
         + (", bf16" if recipe.get(Knob.BACKEND_PRECISION) == "bf16" else "")
         + (", no bf16 (emulated here)" if bf16_emulated else "")
         + (f", {preloaded} (as PyTorch's CPU launcher)" if preloaded else "")
