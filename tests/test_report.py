@@ -194,7 +194,14 @@ def test_index_lists_the_sweep(swept):
     tmp, _ = swept
     index = (tmp / "outputs" / "index.html").read_text()
     assert "sweeps/night1/report.html" in index
-    assert "custom train" in index
+    assert "custom train" in index and "No sweep listed" not in index
+
+
+def test_an_index_without_sweeps_says_where_they_would_be(tmp_path):
+    from sweeper.report.index import write_index
+
+    index = write_index(tmp_path / "outputs").read_text()
+    assert f"No sweep listed: none under {tmp_path / 'outputs'} has its summary.json yet" in index
 
 
 def _free_port() -> int:

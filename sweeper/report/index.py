@@ -156,6 +156,11 @@ def render_index(outputs: Path, rows: Sequence[SweepRow], regressions: Sequence[
         )
     else:
         parts.append("<p>No regressions: no configuration measured again got slower by the test.</p>")
+    if not rows:  # a sweep with its hydra.sweep.dir elsewhere writes this page all the same
+        parts.append(
+            f"<p>No sweep listed: none under {escape(str(outputs))} has its summary.json yet (a sweep whose "
+            "hydra.sweep.dir lies elsewhere is not listed here).</p>"
+        )
     for group in sorted({r.group for r in rows}):
         mine = sorted((r for r in rows if r.group == group), key=lambda r: r.when)
         parts.append(f"<h2>{escape(group)}</h2>")
