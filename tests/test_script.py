@@ -340,7 +340,7 @@ def test_a_script_sweep_searches_what_its_command_names_and_its_winner_reproduce
     assert "loader.batch_size" in searched and "backend.threads" in searched
     assert not searched & {"loader.prefetch_factor", "backend.channels_last", "loader.pin_memory"}
     # the script uses sweeper.track: what it applies at the first step is searched, and said
-    assert "backend.flush_denormal are applied inside the script by sweeper.track" in log
+    assert "backend.flush_denormal is applied inside the script by sweeper.track" in log
     assert "backend.flush_denormal: searched, applied by the script's sweeper.track" in log
     assert "backend.flush_denormal" in searched
     assert "winner: trial #" in proc.stdout
