@@ -29,22 +29,15 @@ def openmp_env(bind: str) -> str:
     return " ".join(f"{k}={v}" for k, v in topology.openmp_standard_env(bind).items())
 
 
-def _threads(knobs: Mapping[str, Any], script: bool = False) -> list[str]:
+def _threads(knobs: Mapping[str, Any]) -> list[str]:
     lines = []
     if Knob.BACKEND_THREADS in knobs:
         n = knobs[Knob.BACKEND_THREADS]
-        if script:
-            lines.append(
-                "# OMP_NUM_THREADS: PyTorch's default"
-                if n is None
-                else f"export OMP_NUM_THREADS={n} MKL_NUM_THREADS={n}  # before the script starts"
-            )
-        else:
-            lines.append(
-                "# torch.set_num_threads: PyTorch's default"
-                if n is None
-                else f"torch.set_num_threads({n})  # or export OMP_NUM_THREADS={n} before start-up"
-            )
+        lines.append(
+            "# torch.set_num_threads: PyTorch's default"
+            if n is None
+            else f"torch.set_num_threads({n})  # or export OMP_NUM_THREADS={n} before start-up"
+        )
     if Knob.BACKEND_INTEROP_THREADS in knobs:
         n = knobs[Knob.BACKEND_INTEROP_THREADS]
         lines.append(
