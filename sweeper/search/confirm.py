@@ -2,7 +2,8 @@
 so that a winner is crowned on numbers taken side by side, not on one lucky run. Only candidates
 that beat the baseline in the search are confirmed: a runner-up that costs less from the first
 round (the cheaper of equals), the others only when the first round does not decide, and rounds
-stop once the one test (sweeper.verdict) has decided the leader against the baseline."""
+stop once the one test (sweeper.verdict) has decided the leader against the baseline, and each
+candidate that costs less than the leader against the leader."""
 
 from __future__ import annotations
 
