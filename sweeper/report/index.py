@@ -142,64 +142,69 @@ def collect(outputs: Path) -> tuple[list[SweepRow], list[Figure]]:
 
 
 def render_index(outputs: Path, rows: Sequence[SweepRow], regressions: Sequence[Regression]) -> str:
-    parts = ["<h1>sweeper: all sweeps</h1>"]
-    if regressions:
-        items = "".join(
-            f"<li><b>{escape(r.group)}</b>: {escape(r.config)}: {r.before.samples_per_sec:,.0f} "
-            f"({escape(r.before.when)}) &rarr; {r.after.samples_per_sec:,.0f} ({escape(r.after.when)}), "
-            f"{r.change:+.0%}</li>"
-            for r in regressions
-        )
-        parts.append(
-            f'<div class="note"><b>Regressions</b> (slower than before by the test at '
-            f"{verdict.CONFIDENCE:.0%}, at the run-to-run noise the sweeps read):<ul>{items}</ul></div>"
-        )
-    else:
-        parts.append("<p>No regressions: no configuration measured again got slower by the test.</p>")
+    """The page: the regressions first, then each machine and workload's sweeps."""
+    parts = ["<h1>sweeper: all sweeps</h1>", _regressions_part(regressions)]
     if not rows:  # a sweep with its hydra.sweep.dir elsewhere writes this page all the same
         parts.append(
             f"<p>No sweep listed: none under {escape(str(outputs))} has its summary.json yet (a sweep whose "
             "hydra.sweep.dir lies elsewhere is not listed here).</p>"
         )
     for group in sorted({r.group for r in rows}):
-        mine = sorted((r for r in rows if r.group == group), key=lambda r: r.when)
-        parts.append(f"<h2>{escape(group)}</h2>")
-        nights = [r.night for r in mine if r.night is not None]
-        if nights:
-            parts.append(
-                f"<p>Night after night: the last night {nights[-1].words}.</p>"
-                + img(nights_chart(nights), f"the watched winner and your configuration, night after night, {group}")
-            )
-        dated = [r for r in mine if r.best]
-        if len(dated) > 1:
-            parts.append(
-                img(
-                    charts.over_sweeps_chart([r.when for r in dated], [r.best for r in dated]),
-                    f"best samples/sec over sweeps, {group}",
-                )
-            )
-        body = "".join(
-            "<tr>"
-            f'<td>{escape(r.when)}</td><td>{escape(r.study)}</td><td class="num">{r.measured}</td>'
-            f'<td class="num">{"" if r.best is None else f"{r.best:,.0f}"}</td>'
-            f'<td class="num">{"" if r.speedup is None else f"{r.speedup:.2f}x"}</td>'
-            f"<td>{r.night.outcome.value if r.night is not None else ''}</td>"
-            + (
-                f'<td><a href="{escape(os.path.relpath(r.report, outputs))}">report</a></td>'
-                if r.report
-                else "<td></td>"
-            )
-            + "</tr>"
-            for r in mine
-        )
-        parts.append(
-            "<table><thead><tr><th>sweep</th><th>study</th><th>trials</th><th>best samples/sec</th>"
-            f"<th>speedup</th><th>night</th><th></th></tr></thead><tbody>{body}</tbody></table>"
-        )
+        parts.append(_group_part(outputs, group, sorted((r for r in rows if r.group == group), key=lambda r: r.when)))
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>sweeper: all sweeps</title>'
         f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>\n"
     )
+
+
+def _regressions_part(regressions: Sequence[Regression]) -> str:
+    """The box of configurations measured again slower by the test, or the line saying none was."""
+    if not regressions:
+        return "<p>No regressions: no configuration measured again got slower by the test.</p>"
+    items = "".join(
+        f"<li><b>{escape(r.group)}</b>: {escape(r.config)}: {r.before.samples_per_sec:,.0f} "
+        f"({escape(r.before.when)}) &rarr; {r.after.samples_per_sec:,.0f} ({escape(r.after.when)}), "
+        f"{r.change:+.0%}</li>"
+        for r in regressions
+    )
+    return (
+        f'<div class="note"><b>Regressions</b> (slower than before by the test at '
+        f"{verdict.CONFIDENCE:.0%}, at the run-to-run noise the sweeps read):<ul>{items}</ul></div>"
+    )
+
+
+def _group_part(outputs: Path, group: str, mine: Sequence[SweepRow]) -> str:
+    """One machine and workload: its nights, its best over sweeps, and its sweeps' table (oldest first)."""
+    parts = [f"<h2>{escape(group)}</h2>"]
+    nights = [r.night for r in mine if r.night is not None]
+    if nights:
+        parts.append(
+            f"<p>Night after night: the last night {nights[-1].words}.</p>"
+            + img(nights_chart(nights), f"the watched winner and your configuration, night after night, {group}")
+        )
+    dated = [r for r in mine if r.best]
+    if len(dated) > 1:
+        parts.append(
+            img(
+                charts.over_sweeps_chart([r.when for r in dated], [r.best for r in dated]),
+                f"best samples/sec over sweeps, {group}",
+            )
+        )
+    body = "".join(
+        "<tr>"
+        f'<td>{escape(r.when)}</td><td>{escape(r.study)}</td><td class="num">{r.measured}</td>'
+        f'<td class="num">{"" if r.best is None else f"{r.best:,.0f}"}</td>'
+        f'<td class="num">{"" if r.speedup is None else f"{r.speedup:.2f}x"}</td>'
+        f"<td>{r.night.outcome.value if r.night is not None else ''}</td>"
+        + (f'<td><a href="{escape(os.path.relpath(r.report, outputs))}">report</a></td>' if r.report else "<td></td>")
+        + "</tr>"
+        for r in mine
+    )
+    parts.append(
+        "<table><thead><tr><th>sweep</th><th>study</th><th>trials</th><th>best samples/sec</th>"
+        f"<th>speedup</th><th>night</th><th></th></tr></thead><tbody>{body}</tbody></table>"
+    )
+    return "".join(parts)
 
 
 def write_index(outputs: Path) -> Path:
