@@ -134,13 +134,7 @@ def optimize(
             waiting=lambda: _waiting_on(trials, plan, state),
         )
         if why is not None:
-            if not state.launched and measured:  # a rerun of a study that had already stopped
-                why = nothing_new(why, measured, settings.n_trials)
-            if measured >= settings.n_trials:
-                _end_queued(stored, plan, f"n_trials={settings.n_trials} was reached", "as n_trials is reached")
-            elif why.startswith("converged"):
-                _end_queued(stored, plan, "the search converged", "as the search has converged")
-            return why
+            return _ending(stored, plan, state, why, measured)
         batch = _ask_batch(
             stored,
             plan,
@@ -157,6 +151,19 @@ def optimize(
                 _tell(stored, plan, state, tell_result(stored, trial, result, plan), remaining)
         for trial, twin in batch.twins:  # the same knobs twice in one batch: measured once
             _tell(stored, plan, state, reuse(stored, trial, stored.trial(twin)), remaining)
+
+
+def _ending(stored: StoredStudy, plan: SweepPlan, state: LoopState, why: str, measured: int) -> str:
+    """The sweep ends for `why`: the points still queued end with it (on n_trials or
+    convergence), and a rerun of a study that had already stopped says it measured nothing new."""
+    n_trials = plan.settings.n_trials
+    if not state.launched and measured:
+        why = nothing_new(why, measured, n_trials)
+    if measured >= n_trials:
+        _end_queued(stored, plan, f"n_trials={n_trials} was reached", "as n_trials is reached")
+    elif why.startswith("converged"):
+        _end_queued(stored, plan, "the search converged", "as the search has converged")
+    return why
 
 
 def _end_queued(stored: StoredStudy, plan: SweepPlan, because: str, as_: str) -> None:
