@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from ..config import BackendConf
 from ..datapath import ceiling_words, data_words
-from ..measurement import Memory, RunFacts, Stopped, Throughput, Timing
+from ..measurement import Measurement, Memory, RunFacts, Stopped, Throughput, Timing
 from ..result import RunResult, Status
 from ..spec import CompileMode, RunSpec
 
@@ -161,13 +161,40 @@ def _data_path_rows(f: Throughput, run: RunFacts) -> list[tuple[str, str]]:
 
 
 def format_result(result: RunResult) -> str:
-    """The terminal summary of a run: its figures, where step time goes, memory, the machine."""
+    """The terminal summary of a run: what to know before its figures (pruned, under load, the
+    script), its figures, where step time goes, memory, the machine."""
     status, measured = result.status, result.measurement
     if status not in (Status.OK, Status.PRUNED) or measured is None:
         return f"{status}: {result.reason or ''}"
-    f, t, m, u, run = measured.throughput, measured.timing, measured.memory, measured.utilization, measured.run
+    run = measured.run
     rows = [
-        ("samples/sec", _throughput_row(f)),
+        *([("pruned", result.reason or "")] if status == Status.PRUNED else []),
+        *(
+            [("under load", f"this figure was taken under load: {measured.utilization.load_note}")]
+            if measured.utilization.under_load
+            else []
+        ),
+        *([("script", " ".join(run.command))] if run.command else []),
+        *_figure_rows(measured),
+    ]
+    if (fp := result.fingerprint) is not None:
+        per_rank = " per rank" if run.nproc_per_node > 1 else ""
+        rows.append(("machine", f"{fp.describe()}; torch threads {fp.threads or 'default'}{per_rank}"))
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"  {name:<{width}}  {value}" for name, value in rows)
+
+
+def _figure_rows(measured: Measurement) -> list[tuple[str, str]]:
+    """The run's figure and how far to trust it, then where its step time and memory go."""
+    f, t, m, u, run = measured.throughput, measured.timing, measured.memory, measured.utilization, measured.run
+    rows = [("samples/sec", _throughput_row(f))]
+    if (drift := f.drift_note) is not None:
+        rows.append(("still changing", drift))
+    if f.job_samples is not None and f.job_time_s is not None:
+        rows.append(("whole job", _job_row(f, t)))
+    if f.rank_samples_per_sec:
+        rows.append(("ranks", _ranks_row(f.rank_samples_per_sec)))
+    rows += [
         (
             "step time",
             f"p50 {t.step_time_p50_ms:.2f} ms   p95 {t.step_time_p95_ms:.2f} ms   p99 {t.step_time_p99_ms:.2f} ms",
@@ -179,8 +206,6 @@ def format_result(result: RunResult) -> str:
             else "not reported (sweeper.track reports it; sweeper.step and the printed line do not)",
         ),
     ]
-    if f.rank_samples_per_sec:
-        rows.insert(1, ("ranks", _ranks_row(f.rank_samples_per_sec)))
     if t.device_busy_fraction is not None:
         rows.append(
             (
@@ -194,20 +219,4 @@ def format_result(result: RunResult) -> str:
     if run.epoch_samples is not None:
         rows.append(("epoch", _epoch_row(f, run)))
     rows += _data_path_rows(f, run)
-    rows += [("peak memory", _memory_row(m, run)), ("warm-up", _warmup_row(t, bool(run.command)))]
-    if f.job_samples is not None and f.job_time_s is not None:
-        rows.insert(1, ("whole job", _job_row(f, t)))
-    if run.command:
-        rows.insert(0, ("script", " ".join(run.command)))
-    if result.fingerprint is not None:
-        fp = result.fingerprint
-        per_rank = " per rank" if run.nproc_per_node > 1 else ""
-        rows.append(("machine", f"{fp.describe()}; torch threads {fp.threads or 'default'}{per_rank}"))
-    if (drift := f.drift_note) is not None:
-        rows.insert(1, ("still changing", drift))
-    if u.under_load:
-        rows.insert(0, ("under load", f"this figure was taken under load: {u.load_note}"))
-    if status == Status.PRUNED:
-        rows.insert(0, ("pruned", result.reason or ""))
-    width = max(len(name) for name, _ in rows)
-    return "\n".join(f"  {name:<{width}}  {value}" for name, value in rows)
+    return [*rows, ("peak memory", _memory_row(m, run)), ("warm-up", _warmup_row(t, bool(run.command)))]
