@@ -153,24 +153,30 @@ def held_later(
                 f"({'null' if yours is None else yours}) for the rest of the sweep",
             )
         elif tries.turn == Turn.UNTRIED and (best := next(iter(ranked(setup)), None)) is not None:
-            point = first_other(best, knob, plan, ctx)
-            if point is None:
-                why = idle_reason(knob, _knobs_of(best, plan), plan, ctx) or "means nothing at"
-                say(
-                    f"{knob}:idle:{why}",
-                    f"{knob} {why} the best so far (#{best.number}): kept at your config's value "
-                    "until a best it changes",
-                )
-                continue
-            queue.enqueue(
-                stored,
-                point,
-                f"later: {knob}={point[knob]} at the best so far (#{best.number})",
-                plan.setup,
-                again=Again(Why.HELD_KNOB, best.number, knob),
-            )
-            say(
-                f"{knob}:trying",
-                f"trying {knob}={point[knob]} at the best so far (#{best.number}) before the sampler searches it",
-            )
+            _try_at_best(stored, plan, knob, best, ctx, say)
     return frozenset(held)
+
+
+def _try_at_best(
+    stored: StoredStudy, plan: SweepPlan, knob: str, best: FrozenTrial, ctx: sp.Context, say: Callable[[str, str], None]
+) -> None:
+    """Queue the knob's try at the best so far, or say why the best gives it nothing to try."""
+    point = first_other(best, knob, plan, ctx)
+    if point is None:
+        why = idle_reason(knob, _knobs_of(best, plan), plan, ctx) or "means nothing at"
+        say(
+            f"{knob}:idle:{why}",
+            f"{knob} {why} the best so far (#{best.number}): kept at your config's value until a best it changes",
+        )
+        return
+    queue.enqueue(
+        stored,
+        point,
+        f"later: {knob}={point[knob]} at the best so far (#{best.number})",
+        plan.setup,
+        again=Again(Why.HELD_KNOB, best.number, knob),
+    )
+    say(
+        f"{knob}:trying",
+        f"trying {knob}={point[knob]} at the best so far (#{best.number}) before the sampler searches it",
+    )
