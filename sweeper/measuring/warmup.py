@@ -151,10 +151,29 @@ def far_below(rates: Sequence[float], bar: float | None) -> bool:
 
 @dataclass
 class _Blocks:
-    """The warm-up's blocks of half a window so far, oldest first: (steps, seconds) and samples."""
+    """The warm-up's blocks of half a window so far, oldest first: (steps, seconds) and samples;
+    and the open block being filled (its start, steps, samples, and the epochs started then)."""
 
     timed: list[tuple[int, float]] = field(default_factory=list)
     samples: list[int] = field(default_factory=list)
+    start: float = 0.0
+    steps: int = 0
+    open_samples: int = 0
+    epochs: int = 0
+
+    def open(self, now: float, epochs: int) -> None:
+        self.start, self.steps, self.open_samples, self.epochs = now, 0, 0, epochs
+
+    def step(self, samples: int) -> None:
+        self.steps += 1
+        self.open_samples += samples
+
+    def close(self, now: float, epochs: int, restarts_apart: bool) -> float:
+        """End the open block at `now`; its step rate. With workers restarting at epoch ends
+        (`restarts_apart`), a block one fell in is not kept, as the windows leave it out."""
+        if not (restarts_apart and epochs != self.epochs):
+            self.add(self.steps, now - self.start, self.open_samples)
+        return self.steps / (now - self.start)
 
     def add(self, steps: int, seconds: float, samples: int) -> None:
         self.timed.append((steps, seconds))
@@ -208,31 +227,30 @@ def warm_up(rule: WarmUpRule, loop: Loop) -> WarmUp:
     batch, t0, t1, _ = loop.step_once(timed=False)
     loop.sync()
     first_step_s, first_wait_s, samples = clock() - t0, t1 - t0, loop.samples_of(batch)
-    settled = block_start = clock()  # the first step (compile, loader start) is no block's
+    settled = clock()  # the first step (compile, loader start) is no block's
     steps, step_rate, steady_rate, is_steady, ended_far_below = 1, 0.0, None, False, False
-    block_steps, block_samples, block_epochs = 0, 0, loop.epochs_started()
     blocks = _Blocks()
+    blocks.open(settled, loop.epochs_started())
     action = loop.agree(_action(rule, steps, clock() - settled, None, (0, 0.0)))
     while action not in (_STOP, _OUT_OF_TIME):
         batch, *_ = loop.step_once(timed=False)
         if loop.sync_every_step:
             loop.sync()
         size = loop.samples_of(batch)
-        block_steps, block_samples, steps, samples = block_steps + 1, block_samples + size, steps + 1, samples + size
+        blocks.step(size)
+        steps, samples = steps + 1, samples + size
         now = clock()
-        action = loop.agree(_action(rule, steps, now - settled, loop.time_left(), (block_steps, now - block_start)))
+        action = loop.agree(_action(rule, steps, now - settled, loop.time_left(), (blocks.steps, now - blocks.start)))
         if action != _BLOCK_END:
             continue
         loop.sync()
         now = clock()
-        step_rate = block_steps / (now - block_start)
-        if not (rule.restarts_apart and loop.epochs_started() != block_epochs):
-            blocks.add(block_steps, now - block_start, block_samples)
+        step_rate = blocks.close(now, loop.epochs_started(), rule.restarts_apart)
         if (ending := _ending(rule, loop, blocks)) is not None:
             is_steady, steady_rate = ending
             ended_far_below = not is_steady
             break
-        block_start, block_steps, block_samples, block_epochs = now, 0, 0, loop.epochs_started()
+        blocks.open(now, loop.epochs_started())
     loop.sync()
     seconds = clock() - start
     if not step_rate and steps > 1:
