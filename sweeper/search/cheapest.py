@@ -115,12 +115,9 @@ def cheapest_of_equals(
     the fastest, and `cheaper` says what the recommended one saves. Unchanged where no such
     candidate is, or the costs are unknown."""
     fastest = decision.winner
-    told = {n: against_fastest(decision.rounds, n, fastest, noise, searched) for n in decision.rounds}
-    equals = [
-        (cost, n)
-        for n in cheaper_rivals(fastest, decision.rounds, decision.baseline, costs)
-        if (cost := costs[n]) is not None and told[n] is not Verdict.SLOWER
-    ]
+    rivals = cheaper_rivals(fastest, decision.rounds, decision.baseline, costs)
+    told = {n: against_fastest(decision.rounds, n, fastest, noise, searched) for n in rivals}
+    equals = [(cost, n) for n in rivals if (cost := costs[n]) is not None and told[n] is not Verdict.SLOWER]
     if not equals:
         return decision
     own = costs[fastest]

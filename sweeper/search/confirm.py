@@ -147,16 +147,20 @@ class Rounds:
         cheaper of equals): "cannot tell yet" on either asks for another round."""
         if not self._lead_settled(upto):
             return False
-        done = {n: self.measured[n][:upto] for n in [*self.members, self.baseline]}
         leader, cheaper = self.cheaper_in_question(upto)
+        done = self._first(upto)
         return all(against_fastest(done, n, leader, self.noise, self.searched).decided for n in cheaper)
 
     def cheaper_in_question(self, upto: int) -> tuple[int, list[int]]:
         """The leader after the first `upto` rounds, and the members that cost less than it."""
-        done = {n: self.measured[n][:upto] for n in [*self.members, self.baseline]}
+        done = self._first(upto)
         figures = medians(done)
         leader = max(figures, key=lambda t: figures[t], default=self.baseline)
         return leader, cheaper_rivals(leader, done, self.baseline, self.costs)
+
+    def _first(self, upto: int) -> dict[int, list[float | None]]:
+        """The members' and the baseline's figures in the first `upto` rounds."""
+        return {n: self.measured[n][:upto] for n in [*self.members, self.baseline]}
 
     def _lead_settled(self, upto: int) -> bool:
         runs = {n: self.measured[n] for n in [*self.members, self.baseline]}
