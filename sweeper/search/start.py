@@ -131,18 +131,17 @@ def _sides(space: Mapping[str, BaseDistribution], host: Host, cuda: bool) -> lis
     cores = host.usable_physical
     workers = _nearest_in(space, Knob.LOADER_NUM_WORKERS, cores)
     compute = {Knob.LOADER_NUM_WORKERS: 0, Knob.BACKEND_THREADS: _nearest_in(space, Knob.BACKEND_THREADS, cores)}
-    sides = [
-        (
-            "the loader's side: workers at the core count, compute threads on the cores left",
-            {
-                Knob.LOADER_NUM_WORKERS: workers,
-                Knob.BACKEND_THREADS: _nearest_in(space, Knob.BACKEND_THREADS, max(1, cores - (workers or 0))),
-            },
-        ),
-        ("the compute's side: compute threads at the core count, the loader in the main process", compute),
-    ]
     if workers is None:  # no loader workers to split the cores with (a script that takes none): one side
         sides = [("compute threads at the core count", compute)]
+    else:
+        loader = {
+            Knob.LOADER_NUM_WORKERS: workers,
+            Knob.BACKEND_THREADS: _nearest_in(space, Knob.BACKEND_THREADS, max(1, cores - workers)),
+        }
+        sides = [
+            ("the loader's side: workers at the core count, compute threads on the cores left", loader),
+            ("the compute's side: compute threads at the core count, the loader in the main process", compute),
+        ]
     per_node = cores // nodes if nodes >= 2 else 0
     if per_node and _nearest_in(space, Knob.DIST_NPROC_PER_NODE, nodes) == nodes:
         sides.append(
