@@ -227,7 +227,8 @@ def test_spawn_on_request(tmp_path):
 
 def test_a_forked_trial_finds_the_imports_collected_and_frozen(tmp_path):
     """Its collection before warm-up scans only what the trial built (0.2-0.35 s a trial when it
-    scanned the imports' 340,000 objects too); a spawned trial has nothing frozen."""
+    scanned the imports' 340,000 objects too); a spawned trial has nothing frozen. Either runs
+    with the collector on, as a user's process does (the zygote imports with it off)."""
     for isolation in ("fork", "spawn"):
         out = tmp_path / f"{isolation}.txt"
         result = measure_spec(
@@ -240,8 +241,9 @@ def test_a_forked_trial_finds_the_imports_collected_and_frozen(tmp_path):
             tmp_path / isolation,
         )
         assert result.status == "ok" and result.isolation == isolation, result.reason
-        frozen = int(out.read_text())
-        assert frozen > 100_000 if isolation == "fork" else frozen == 0
+        frozen, enabled = out.read_text().split()
+        assert int(frozen) > 100_000 if isolation == "fork" else int(frozen) == 0
+        assert enabled == "True"
 
 
 def _live_descendants_besides(keep: int) -> list[int]:

@@ -175,6 +175,9 @@ def _lines(channel: socket.socket):
 
 def main() -> None:
     die_with_parent(int(os.environ.get(PARENT_PID_ENV) or 0))
+    # the imports allocate millions of objects and free few: the collector's passes over them
+    # cost about a sixth of a zygote's start, which a sweep waits for; it collects once below
+    gc.disable()
     channel = socket.socket(fileno=int(os.environ.pop(ZYGOTE_FD_ENV)))
     requests = _lines(channel)
     failed = preload(["numpy"])
@@ -200,7 +203,9 @@ def main() -> None:
     hazard = fork_hazard(allowed)
     # the imports' objects, collected once and frozen here rather than scanned again by every
     # trial's collection before its warm-up (stages.time_windows: 0.2-0.35 s a trial); a script
-    # with the report's code has them frozen too (report/code.py)
+    # with the report's code has them frozen too (report/code.py). The trials fork with the
+    # collector on, as a user's process runs
+    gc.enable()
     gc.collect()
     gc.freeze()
     channel.sendall((json.dumps({"ready": True, "hazard": hazard, "failed": failed}) + "\n").encode())
