@@ -175,7 +175,7 @@ def _lines(channel: socket.socket):
 
 def main() -> None:
     die_with_parent(int(os.environ.get(PARENT_PID_ENV) or 0))
-    # the imports allocate millions of objects and free few: the collector's passes over them
+    # the imports leave some 340,000 objects and free few: the collector's passes over them
     # cost about a sixth of a zygote's start, which a sweep waits for; it collects once below
     gc.disable()
     channel = socket.socket(fileno=int(os.environ.pop(ZYGOTE_FD_ENV)))
