@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import tempfile
 from pathlib import Path
 
@@ -237,6 +238,28 @@ def test_two_ranks_on_two_cores_report_each_rank_and_the_total(tests_on_path, tm
     # processes under the ranks: one worker each, and sometimes multiprocessing's resource tracker
     assert measured.memory.dataloader_processes >= 2
     assert measured.memory.peak_rss_mb > max(measured.memory.rank_peak_rss_mb)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_ranks_whose_store_port_was_taken_meanwhile_start_on_another(tests_on_path, monkeypatch):
+    """The OS may hand the free port to another process before the ranks' store binds it: the
+    group starts on another port instead of failing the trial."""
+    from sweeper import protocol
+    from sweeper.measuring import ranks
+    from sweeper.measuring.events import Events
+
+    for key in (protocol.PARENT_PID_ENV, *protocol.THREAD_ENV_VARS):  # launch sets them for its ranks
+        monkeypatch.setenv(key, os.environ.get(key, ""))
+    tried: list[int] = []
+    with socket.socket() as taken:
+        taken.bind(("localhost", 0))
+        taken.listen()
+        ports = iter([taken.getsockname()[1], ranks.free_port()])
+        monkeypatch.setattr(ranks, "free_port", lambda: tried.append(next(ports)) or tried[-1])
+        run = ranks.launch(_spec("dist.nproc_per_node=2"), Events(os.devnull))
+    assert run.status == Status.OK, run.reason
+    assert len(tried) == 2 and run.measurement is not None and run.measurement.run.nproc_per_node == 2
 
 
 def _alive(pid: int) -> bool:

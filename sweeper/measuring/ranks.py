@@ -68,6 +68,8 @@ _PEER_GONE = re.compile(
 PEER_GONE_GRACE_S = 5.0
 # the launcher's agent stops the other ranks with these
 _STOPPED_BY_AGENT = (signal.SIGTERM, signal.SIGKILL)
+# ports tried for the ranks' store, each one the OS handed out free a moment before
+_PORT_TRIES = 3
 
 
 def _summed(values: list[float | None]) -> float | None:
@@ -180,10 +182,6 @@ def forks_ranks(back: BackendConf) -> bool:
 
 def launch(spec: RunSpec, events: Any) -> RunResult:
     """Run the spec as dist.nproc_per_node ranks on this machine; their combined result."""
-    from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
-
     from .memory import PeakRSS
 
     nproc = spec.nproc
@@ -199,35 +197,72 @@ def launch(spec: RunSpec, events: Any) -> RunResult:
             os.environ[EVENT_PATH_ENV] = f"/proc/{os.getpid()}/fd/{fd}"
         os.environ[PARENT_PID_ENV] = str(os.getpid())
         os.environ.update(thread_env(threads))
-        fork = forks_ranks(back)
-        config = LaunchConfig(
-            min_nodes=1,
-            max_nodes=1,
-            nproc_per_node=nproc,
-            run_id=f"sweeper-{uuid.uuid4().hex[:8]}",
-            rdzv_backend="c10d",
-            rdzv_endpoint="localhost:0",  # torchrun --standalone
-            max_restarts=0,
-            monitor_interval=0.2,
-            logs_specs=DefaultLogsSpecs(log_dir=str(Path(tmp) / "logs")),
-            shutdown_timeout=5,
-            start_method="fork",
-        )
-        failures: dict[int, int] = {}
         with PeakRSS() as peak:
-            try:
-                if fork:
-                    elastic_launch(config, forked_rank)(tmp)
-                else:
-                    elastic_launch(config, sys.executable)("-m", RANK_MODULE, tmp)
-            except ChildFailedError as exc:
-                failures = {int(r): int(f.exitcode) for r, f in exc.failures.items()}
+            failures = _run_group(nproc, tmp, forks_ranks(back))
         ranks = {}
         for r in range(nproc):
             path = Path(tmp) / f"rank{r}.json"
             if path.exists():
                 ranks[r] = RankResult.from_json(json.loads(path.read_text()))
     return combine(ranks, nproc, failures, peak.peak_bytes / 2**20)
+
+
+def _run_group(nproc: int, tmp: str, fork: bool) -> dict[int, int]:
+    """The ranks run to their end through elastic_launch; rank -> exit code of those that failed.
+    The rendezvous is PyTorch's static one (torchrun's default: a TCPStore in this process, which
+    the ranks join) on a port the OS has just handed out: torchrun --standalone's c10d rendezvous
+    waits a random 0-0.3 s before it joins, against a herd of nodes where here there is one, and
+    reads its store at every check of the ranks. Another process may take the port before the
+    store binds it: the store then fails before any rank starts, and another port is tried."""
+    from torch.distributed import DistNetworkError
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import elastic_launch
+
+    tries_left = _PORT_TRIES
+    while True:
+        tries_left -= 1
+        config = _launch_config(nproc, tmp, free_port())
+        try:
+            if fork:
+                elastic_launch(config, forked_rank)(tmp)
+            else:
+                elastic_launch(config, sys.executable)("-m", RANK_MODULE, tmp)
+        except ChildFailedError as exc:
+            return {int(r): int(f.exitcode) for r, f in exc.failures.items()}
+        except DistNetworkError as exc:
+            if "EADDRINUSE" in str(exc) and tries_left:
+                continue
+            raise
+        return {}
+
+
+def _launch_config(nproc: int, tmp: str, port: int) -> Any:
+    from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs
+    from torch.distributed.launcher.api import LaunchConfig
+
+    return LaunchConfig(
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=nproc,
+        run_id=f"sweeper-{uuid.uuid4().hex[:8]}",
+        rdzv_backend="static",
+        rdzv_endpoint=f"localhost:{port}",
+        rdzv_configs=dict(rank=0),  # the one node's rank among the nodes
+        max_restarts=0,
+        # the agent polls its ranks this often: a group that has ended waits half of it on
+        # average, and each poll is a little of a core beside the ranks while they measure
+        monitor_interval=0.1,
+        logs_specs=DefaultLogsSpecs(log_dir=str(Path(tmp) / "logs")),
+        shutdown_timeout=5,
+        start_method="fork",
+    )
+
+
+def free_port() -> int:
+    """A port no process holds now, for the ranks' store (PyTorch's elastic helper)."""
+    from torch.distributed.elastic.utils.distributed import get_free_port
+
+    return int(get_free_port())
 
 
 def measure_rank(out_dir: Path) -> bool:
