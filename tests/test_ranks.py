@@ -262,6 +262,21 @@ def test_ranks_whose_store_port_was_taken_meanwhile_start_on_another(tests_on_pa
     assert len(tried) == 2 and run.measurement is not None and run.measurement.run.nproc_per_node == 2
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_ranks_started_as_fresh_interpreters_meet_and_measure(tests_on_path, tmp_path):
+    """The launch a GPU or numactl takes (each rank `python -m sweeper.measuring.ranks`, not a
+    fork), run on the CPU: the ranks find the launcher's store and each leaves its result."""
+    import json
+
+    from sweeper.measuring import ranks
+
+    (tmp_path / "spec.json").write_text(json.dumps(_spec("dist.nproc_per_node=2").to_json()))
+    assert ranks._run_group(2, str(tmp_path), fork=False) == {}
+    results = [RankResult.from_json(json.loads((tmp_path / f"rank{r}.json").read_text())) for r in range(2)]
+    assert [r.result.status for r in results] == [Status.OK, Status.OK], [r.result.reason for r in results]
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat"):
