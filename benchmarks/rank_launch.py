@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from sweeper.result import RunResult
+
 SWEEP = [
     "-m",
     "search=none",
@@ -59,16 +61,16 @@ def sweep(checkout: Path, tmp: Path) -> tuple[float, list[tuple[float, float]]]:
         stderr=subprocess.DEVNULL,
     )
     seconds = time.monotonic() - started
-    runs = []
-    for path in (tmp / "sweep").glob("*/result.json"):
-        result = json.loads(path.read_text())
-        if result.get("status") == "ok":
-            runs.append((result["started_at"], result))
-    runs.sort(key=lambda r: r[0])
+    runs = sorted(
+        (RunResult.from_json(json.loads(p.read_text())) for p in (tmp / "sweep").glob("*/result.json")),
+        key=lambda r: r.started_at or 0.0,
+    )
     costs = [
-        (r["wall_s"] - r["timing"]["measure_s"], r["utilization"]["harness_cpu_pct"])
-        for _, r in runs[1:]
-        if r["config"]["dist"]["nproc_per_node"] == 2
+        (r.wall_s - r.measurement.timing.measure_s, r.measurement.utilization.harness_cpu_pct or 0.0)
+        for r in runs[1:]
+        if r.measurement is not None
+        and r.measurement.timing.measure_s is not None
+        and r.measurement.run.nproc_per_node == 2
     ]
     return seconds, costs
 
