@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import topology
 from ..config import BackendConf
@@ -36,6 +36,9 @@ from ..protocol import EVENT_FD_ENV, PARENT_PID_ENV, RUN_MARK_ENV, process_name,
 from ..result import RunResult, Status
 from ..spec import RunSpec
 from .group import NUMA_NODE_ENV, Rank, rank_threads
+
+if TYPE_CHECKING:
+    from torch.distributed.launcher.api import LaunchConfig
 
 RANK_MODULE = "sweeper.measuring.ranks"
 # how a rank finds the run's event pipe: the launcher's fd, opened by path (a started
@@ -236,7 +239,8 @@ def _run_group(nproc: int, tmp: str, fork: bool) -> dict[int, int]:
         return {}
 
 
-def _launch_config(nproc: int, tmp: str, port: int) -> Any:
+def _launch_config(nproc: int, tmp: str, port: int) -> LaunchConfig:
+    """One node of `nproc` forked-or-started ranks, no restarts, their logs under `tmp`."""
     from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs
     from torch.distributed.launcher.api import LaunchConfig
 
