@@ -22,7 +22,7 @@ steps advance, once as shipped and once with the precision stop off (its windows
 each figure is set against the mean rate of the same steps over 10 s from that start. Printed
 per run, the means over its starts (overlapping starts are not independent: the runs are), the
 seconds each rule measured (warm-up and windows): what a rule costs a trial, and for each rule
-with the drift check on (`measure.drift_tol`, off as shipped), where it left windows out, with
+with the drift check on (`measure.drift_tol`, 0.5 as shipped), where it left windows out, with
 what all of them read.
 """
 

@@ -80,15 +80,15 @@ def test_a_replayed_rule_reads_even_steps_as_their_own_rate():
     a rule reads apart from them on recorded steps is the rule's, not the replay's."""
     import stop_rule_replay
 
-    rules = [stop_rule_replay.rule_of(), stop_rule_replay.rule_of(["measure.drift_tol=0.05"])]
-    assert rules[0].drift_tol is None  # as shipped: no drift check
+    assert stop_rule_replay.rule_of().drift_tol == 0.5  # as shipped
+    rules = [stop_rule_replay.rule_of(["measure.drift_tol=null"]), stop_rule_replay.rule_of(["measure.drift_tol=0.05"])]
     replays = stop_rule_replay.replayed([0.05] * 400, rules)  # 20 s of 50 ms steps
     rows = [start.row() for start in replays]
     assert rows
     assert all(abs(ratio - 1) < 1e-9 for row in rows for ratio in row[:2])
     assert stop_rule_replay.drift_split(replays, 1).startswith("the drift rule left no windows out")
     # a loop that halves its speed for good 3 s in: with the check on, the starts whose windows
-    # cross the change leave the fast ones out, as a change downward; as shipped, none
+    # cross the change leave the fast ones out, as a change downward; with the check off, none
     slowed = stop_rule_replay.replayed([0.05] * 60 + [0.1] * 400, rules)
     assert "left windows out" in stop_rule_replay.drift_split(slowed, 1)
     assert "change -" in stop_rule_replay.drift_split(slowed, 1)

@@ -11,6 +11,7 @@ import sys
 import time
 import types
 
+import numpy as np
 import pytest
 
 from sweeper.config import LoaderConf, MeasureConf, TrialConf
@@ -823,3 +824,53 @@ def test_a_warm_up_far_below_the_floor_is_confirmed_by_a_quarter_window_then_pru
     # steady at 800 in the warm-up, 3,200 from then on: the quarter window reads it, and it goes on
     recovered = run(0.01, floor=2000.0, faster_after=far.warmup_steps)
     assert not recovered.pruned and recovered.window_s[0] < 0.5 and len(recovered.window_s) >= 3
+
+
+def _rate_clock(samples_per_sec, batch: int):
+    """A loop whose steps of `batch` samples run at samples_per_sec(t) at the fake clock's time t."""
+    clock = Clock()
+
+    def step(b):
+        clock.now += batch / samples_per_sec(clock.now)
+
+    return clock, step
+
+
+def _shipped_rule() -> timing.Rule:
+    from sweeper.preflight import compose
+
+    return timing.Rule.of(compose(()).measure)
+
+
+def _measured(rule: timing.Rule, samples_per_sec, batch: int) -> timing.Timings:
+    clock, step = _rate_clock(samples_per_sec, batch)
+    return timing.measure(lambda: None, step, lambda b: batch, lambda: None, rule, clock=clock)
+
+
+def test_the_shipped_rule_measures_a_start_up_transient_on_and_leaves_a_wandering_loop_alone():
+    # a small GPT's training (batch 8) on a CPU that handles subnormal floats slowly, as one read
+    # on an Intel Xeon: 15 samples/s falling to 2.5 in 8 s as its first steps fill its state with
+    # them, climbing back to 19 by 45 s as they leave it; a short run's windows land on the climb
+    def transient(t: float) -> float:
+        return float(np.interp(t, [0.0, 8.0, 11.0, 45.0], [15.0, 2.5, 2.5, 19.0]))
+
+    shipped = _shipped_rule()
+    assert shipped.drift_tol is not None
+    t = _measured(shipped, transient, 8)
+    early = _measured(dataclasses.replace(shipped, drift_tol=None), transient, 8)
+    figure = t.throughput()
+    assert figure.drift is not None and figure.drift > 0.5 and early.throughput().drift is None
+    assert figure.samples_per_sec > 2.5 * early.throughput().samples_per_sec
+    # called changing at drift_tol, steady again only within steady_tol: as far as 5% took it
+    tight = _measured(dataclasses.replace(shipped, drift_tol=0.05), transient, 8)
+    assert figure.samples_per_sec == pytest.approx(tight.throughput().samples_per_sec, rel=0.01)
+    assert figure.drift_note.startswith("drifting up")
+
+    # a loop that wanders in phases of 3 s between 100 and 140 samples/s, over all ten windows:
+    # no phase is a trend at the shipped bar, where 5% would have called the later one
+    def wandering(t: float) -> float:
+        return 140.0 if int(t / 3.0) % 2 else 100.0
+
+    for tol, left_out in ((shipped.drift_tol, False), (0.05, True)):
+        run = _measured(dataclasses.replace(shipped, drift_tol=tol, rel_precision=None), wandering, 1)
+        assert (run.dropped > 0) == left_out, (tol, run.window_samples_per_sec)

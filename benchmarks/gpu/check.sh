@@ -96,22 +96,22 @@ print({k: r.get(k) for k in ('status','samples_per_sec','wall_s')})" | tee -a "$
         ;;
     script)
         # a line every 10 steps, so that sweeper's short runs hold a few of the script's own; sweeper's
-        # runs kept (harness_cpu_pct in each result.json), and each also with the drift check on as it
+        # runs kept (harness_cpu_pct in each result.json), and each also with the drift check off as it
         # shipped before (SWEEPER_SCRIPT_SIDE: other overrides; SWEEPER_AGREEMENT_NO_NVML=1 in the
         # environment adds a side with NVML's sampling hidden)
         SWEEPER_AGREEMENT_DIR=$work/script_runs \
-            SWEEPER_AGREEMENT_OVERRIDES=${SWEEPER_SCRIPT_SIDE:-measure.drift_tol=0.05} \
+            SWEEPER_AGREEMENT_OVERRIDES=${SWEEPER_SCRIPT_SIDE:-measure.drift_tol=null} \
             run script $((240 * ${SWEEPER_SCRIPT_ROUNDS:-1})) python3 benchmarks/script_agreement.py \
             "${SWEEPER_SCRIPT_ROUNDS:-1}" 300 10
         grep -E "^\|" "$work/script.log" | tee -a "$summary"
         ;;
     steps)
         # the script with one loader worker, its steps recorded alone (2 runs of 330 steps), and the
-        # run's stops replayed on them: the share of the precision stop and of the drift check (off as
-        # shipped, replayed on) there
+        # run's stops replayed on them: the share of the precision stop and of the drift check (0.5 as
+        # shipped; replayed off, and at 5%) there
         SPAN_SCRIPT="examples/train_script.py --batch-size 256 --workers 1 --max-steps 330 --log-every 10"
         OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 run steps 200 python3 benchmarks/stop_rule_replay.py 2 \
-            "measure.drift_tol=0.05" "measure.drift_tol=0.05 measure.rel_precision=null" \
+            "measure.drift_tol=null" "measure.drift_tol=0.05" "measure.drift_tol=null measure.rel_precision=null" \
             --script "$SPAN_SCRIPT" --keep "$work/steps-script-256-1worker.json"
         grep -E "^  " "$work/steps.log" | tee -a "$summary"
         ;;

@@ -219,11 +219,13 @@ def _far_below(warmup_rate: float | None, rule: Rule) -> bool:
 def _still_changing(t: Timings, rule: Rule) -> int:
     """Before a run stops with its figure: whether its kept windows still change (stats.trend);
     if so, their earlier half is left out of the figure, the change recorded, and how many were
-    left out returned (0: steady)."""
+    left out returned (0: steady). A run is called changing at `drift_tol`, and once called,
+    steady again only within `steady_tol` (the warm-up's bar): a loop climbing out of a slow
+    start slows its climb before it ends, and a bar as wide as the first would stop it there."""
     if rule.drift_tol is None:
         return 0
     rates = t.window_samples_per_sec[t.dropped :]
-    change = trend(rates, rule.drift_tol)
+    change = trend(rates, min(rule.drift_tol, rule.steady_tol) if t.dropped else rule.drift_tol)
     if change is None:
         return 0
     t.dropped += len(rates) // 2
