@@ -266,6 +266,26 @@ def test_queued_points_the_later_knobs_tries_and_points_in_place_of_skipped_ones
     ) in d.notes.search
 
 
+def test_a_run_measured_on_past_its_start_up_is_named_in_the_notes_and_the_page():
+    """A baseline that was still starting up took 29 s and reads its later windows only: the
+    reader learns it from the report, not from result.json; a steady sweep has no such note."""
+    steady = build_report_data(TRIALS, study_name="s", workload="w", fixed=[], confirmation=None)
+    assert not any("still changing" in n for n in steady.notes.search)
+    slow_start, capped = make(0, 64, 1000.0, 400.0, baseline=True), make(2, 128, 1500.0, 700.0)
+    slow_start.user_attrs["metrics"].update(drift=2.55, steady_from_step=26)
+    capped.user_attrs["metrics"].update(drift=-0.12, stopped="drifting")
+    trials = [slow_start, TRIALS[1], capped, TRIALS[3]]
+    d = build_report_data(trials, study_name="s", workload="w", fixed=[], confirmation=None)
+    note = (
+        "2 trial(s) were still changing as they ran (measure.drift_tol): their earlier windows are left out of "
+        "the figure, and they measured on for longer: #0 (drifting up 255% over the windows; measured until "
+        "steady at step 26); #2 (drifting down 12% over the windows; still drifting at the cap (measure.max_s): "
+        "the figure is of its last windows)."
+    )
+    assert note in d.notes.search
+    assert "#0 (drifting up 255% over the windows; measured until steady at step 26)" in render(d)
+
+
 @pytest.mark.parametrize(
     ("attrs", "again"),
     [

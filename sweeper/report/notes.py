@@ -156,7 +156,29 @@ def search_notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial], rec
             f"{len(noisy)} trial(s) had a window spread above {IQR_WARN_THRESHOLD:.0%} of their median "
             "(noisy machine): " + ", ".join(f"#{n}" for n in noisy[:10]) + ("..." if len(noisy) > 10 else "")
         )
+    if changing := _changing_note(done, records):
+        notes.append(changing)
     return tuple(notes)
+
+
+def _changing_note(done: Sequence[FrozenTrial], records: Records) -> str | None:
+    """Which runs were still changing as they ran (a loop still starting up): their figure is of
+    their later windows and their run took longer, which the reader should not have to find in
+    result.json."""
+    changing = [
+        f"#{t.number} ({note})"
+        for t in done
+        if (m := records[t.number].measurement) is not None and (note := m.throughput.drift_note)
+    ]
+    if not changing:
+        return None
+    return (
+        f"{len(changing)} trial(s) were still changing as they ran (measure.drift_tol): their earlier windows "
+        "are left out of the figure, and they measured on for longer: "
+        + "; ".join(changing[:10])
+        + ("..." if len(changing) > 10 else "")
+        + "."
+    )
 
 
 def _rate(record: TrialRecord) -> str:
