@@ -95,15 +95,16 @@ class Config:
 def _configs() -> list[Config]:
     mnist = [Config(f"MNIST MLP train, batch 256, {w} workers", "mnist_mlp", 256, w) for w in (0, 1, 2, 4)]
     mnist += [Config("MNIST MLP train, batch 256, 2 persistent workers", "mnist_mlp", 256, 2, persistent=True)]
-    mnist += [Config(f"MNIST MLP inference, batch 256, {w} workers", "mnist_mlp", 256, w, True) for w in (0, 2, 4)]
+    mnist += [Config(f"MNIST MLP inference, batch 256, {w} workers", "mnist_mlp", 256, w, True) for w in (0, 1, 2, 4)]
     jpegs = [
         Config(f"JPEGs {state}, mobilenet_v3_small train, {w} workers", "imagefolder", 32, w, threads=1, cold=cold)
         for state, cold in (("warm", False), ("cold", True))
         for w in (0, 1, 2, 4)
     ]
     jpegs += [
-        Config(f"JPEGs {s}, mobilenet_v3_small inference, 2 workers", "imagefolder", 32, 2, True, 1, cold=s == "cold")
-        for s in ("warm", "cold")
+        Config(f"JPEGs {state}, mobilenet_v3_small inference, {w} workers", "imagefolder", 32, w, True, 1, cold=cold)
+        for state, cold in (("warm", False), ("cold", True))
+        for w in (0, 1, 2, 4)
     ]
     tokens = [Config(f"tokens, GPT train, batch 8, {w} workers", "token_lm", 8, w) for w in (0, 2)]
     tokens += [Config("tokens, GPT inference, batch 8, 2 workers", "token_lm", 8, 2, True)]
