@@ -28,6 +28,12 @@ ROUNDS = {0: [1000.0, 980.0, 1010.0], 4: [2050.0, 1990.0, 2100.0], 7: [2000.0, 2
         pytest.param(
             {4: Cost(1, 2, 900.0), 7: Cost(1, 1, 900.0)}, 7, "with 1 core instead of 2: recommended", id="fewer-cores"
         ),
+        pytest.param(
+            {4: Cost(3, 1, 900.0), 7: Cost(2, 2, 900.0)},
+            7,
+            "#7 ties #4 by the test with 2 processes instead of 3, though 2 cores instead of 1: recommended",
+            id="fewer-processes-more-cores",
+        ),
         pytest.param({4: Cost(1, 2, 900.0), 7: Cost(1, 2, 860.0)}, 4, None, id="a-few-percent-of-memory-is-no-cost"),
         pytest.param({4: Cost(1, 2, 900.0), 7: Cost(2, 2, 500.0)}, 4, None, id="dearer-in-processes"),
         pytest.param({4: Cost(3, 2, 900.0), 7: None}, 4, None, id="cost-unknown"),
