@@ -53,6 +53,9 @@ class Config:
     threads: int | None = None
     persistent: bool = False
     cold: bool = False
+    # subnormal floats flushed to zero on both sides (torch.set_flush_denormal): the GPT's training
+    # fills its state with them, which some CPUs handle slowly for its first minute
+    flush_denormal: bool = False
 
     def plain_args(self) -> list[str]:
         data = {"mnist_mlp": DATA / "mnist", "imagefolder": DATA / "jpegs", "token_lm": DATA / "tokens.bin"}[self.loop]
@@ -63,6 +66,7 @@ class Config:
         # cold configuration's eviction in the round before would otherwise leave them on the disk
         args += ["--warm"] * (self.loop == "imagefolder" and not self.cold)
         args += [f"--threads={self.threads}"] if self.threads else []
+        args += ["--flush-denormal"] * self.flush_denormal
         if self.loop == "imagefolder":
             args += ["--model=mobilenet_v3_small", "--image-size=112"]
         return args
@@ -89,6 +93,7 @@ class Config:
             f"loader.num_workers={self.workers}",
             f"loader.persistent_workers={str(self.persistent).lower()}",
             *([f"backend.threads={self.threads}"] if self.threads else []),
+            *(["backend.flush_denormal=true"] if self.flush_denormal else []),
         ]
 
 
@@ -107,6 +112,10 @@ def _configs() -> list[Config]:
         for w in (0, 1, 2, 4)
     ]
     tokens = [Config(f"tokens, GPT train, batch 8, {w} workers", "token_lm", 8, w) for w in (0, 2)]
+    tokens += [
+        Config(f"tokens, GPT train, batch 8, {w} workers, denormals flushed", "token_lm", 8, w, flush_denormal=True)
+        for w in (0, 2)
+    ]
     tokens += [Config("tokens, GPT inference, batch 8, 2 workers", "token_lm", 8, 2, True)]
     return mnist + jpegs + tokens
 

@@ -73,6 +73,7 @@ def arguments(argv=None) -> argparse.Namespace:
     parser.add_argument("--persistent-workers", action="store_true")
     parser.add_argument("--inference", action="store_true")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--flush-denormal", action="store_true", help="torch.set_flush_denormal(True) first")
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--skip", type=float, default=5.0)
     return parser.parse_args(argv)
@@ -82,6 +83,8 @@ def build(args: argparse.Namespace):
     """The loader, and the step: a batch in, its samples (windows) out."""
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.flush_denormal:
+        torch.set_flush_denormal(True)
     loader = DataLoader(
         Windows(args.data),
         batch_size=args.batch_size,
