@@ -843,3 +843,18 @@ def test_a_scripts_winner_runs_from_one_launch_line():
     ]
     diff = script_diff(before, after, baseline, one, (None, "0,1"))
     assert any(line.startswith("+taskset -c 0,1 python train.py --batch-size 256  # spread") for line in diff)
+
+
+@pytest.mark.parametrize(
+    ("count", "expected"),
+    [
+        (0, ""),
+        (3, "#0; #1; #2"),
+        (10, "; ".join(f"#{n}" for n in range(10))),
+        (12, "; ".join(f"#{n}" for n in range(10)) + "..."),
+    ],
+)
+def test_a_note_names_ten_trials_at_most_and_says_there_are_more(count: int, expected: str) -> None:
+    from sweeper.report.notes import _listed
+
+    assert _listed([f"#{n}" for n in range(count)], "; ") == expected

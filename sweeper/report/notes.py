@@ -154,7 +154,7 @@ def search_notes(trials: Sequence[FrozenTrial], done: Sequence[FrozenTrial], rec
     if noisy:
         notes.append(
             f"{len(noisy)} trial(s) had a window spread above {IQR_WARN_THRESHOLD:.0%} of their median "
-            "(noisy machine): " + ", ".join(f"#{n}" for n in noisy[:10]) + ("..." if len(noisy) > 10 else "")
+            "(noisy machine): " + _listed([f"#{n}" for n in noisy], ", ")
         )
     if changing := _changing_note(done, records):
         notes.append(changing)
@@ -174,11 +174,14 @@ def _changing_note(done: Sequence[FrozenTrial], records: Records) -> str | None:
         return None
     return (
         f"{len(changing)} trial(s) were still changing as they ran (measure.drift_tol): their earlier windows "
-        "are left out of the figure, and they measured on for longer: "
-        + "; ".join(changing[:10])
-        + ("..." if len(changing) > 10 else "")
-        + "."
+        "are left out of the figure, and they measured on for longer: " + _listed(changing, "; ") + "."
     )
+
+
+def _listed(items: Sequence[str], sep: str, at_most: int = 10) -> str:
+    """The first `at_most` items joined, "..." after them where there are more: a note names a
+    few trials and leaves the rest to trials.csv."""
+    return sep.join(items[:at_most]) + ("..." if len(items) > at_most else "")
 
 
 def _rate(record: TrialRecord) -> str:
