@@ -201,6 +201,27 @@ def test_pruned_and_failed_trials_count_as_behind_skipped_ones_do_not_count():
     assert RULE.reason(trials, SPACE, MAIN) is not None
 
 
+def test_a_point_measured_in_place_of_a_skipped_sampled_one_is_its_answer():
+    """The preset skips an oversubscribing point the sampler chose and measures its nearest
+    point within the cores: that run answers the sampled point and counts as it would have.
+    In place of a skipped recipe, it is no sampled trial."""
+    in_place = {"origin": "#7's point with num_workers=1", "again": {"why": "in-place", "of": 7}}
+    trials = study_of([84.0] * 5)
+    trials.append(made(7, 0.0, status="skipped", state=TrialState.PRUNED))
+    trials.append(made(8, 84.0, **in_place))
+    trials.append(made(9, 84.0))
+    assert RULE.reason(trials, SPACE, MAIN) is None  # 7 answers so far
+    trials.append(made(10, 84.0))
+    assert RULE.reason(trials, SPACE, MAIN) is not None
+    recipe_skipped = [made(0, 80.0, baseline=True), made(1, 100.0, batch=256, workers=2, origin="recipe: one")]
+    recipe_skipped.append(made(2, 0.0, status="skipped", state=TrialState.PRUNED, origin="recipe: two"))
+    recipe_skipped.append(made(3, 84.0, origin="#2's point", again={"why": "in-place", "of": 2}))
+    recipe_skipped += [made(4 + i, 84.0, workers=2) for i in range(7)]
+    assert RULE.reason(recipe_skipped, SPACE, MAIN) is None  # the in-place point stands for a recipe
+    recipe_skipped.append(made(11, 84.0, workers=2))
+    assert RULE.reason(recipe_skipped, SPACE, MAIN) is not None
+
+
 def test_never_before_each_main_knob_was_measured_at_two_values():
     trials = [made(0, 80.0, baseline=True)] + [made(i, 50.0) for i in range(1, 10)]
     trials[1] = made(1, 100.0, workers=2, origin="recipe: the largest batch")  # workers at two values, batch at one

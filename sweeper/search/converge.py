@@ -168,7 +168,8 @@ class Converged:
             return "nothing measured yet"
         if once := _tried_once(trials, space, main):
             return f"{', '.join(once)} measured at one value only"
-        sampled = [t for t in trials if _sampled(t)]
+        numbered = {t.number: t for t in trials}
+        sampled = [t for t in trials if _sampled(t, numbered)]
         recent = sampled[-self.after :]
         if len(recent) < self.after:
             return f"{len(recent)} sampled trial(s) so far of the {self.after} in a row without a gain it waits for"
@@ -212,12 +213,18 @@ def _proposed(trial: FrozenTrial, trials: Sequence[FrozenTrial]) -> bool:
     return record.origin is not None and record.in_place_of is None
 
 
-def _sampled(trial: FrozenTrial) -> bool:
+def _sampled(trial: FrozenTrial, numbered: Mapping[int, FrozenTrial]) -> bool:
     """A new configuration the sampler chose and the sweep answered: measured or failed; not a
     configuration asked again (answered from the study: no new evidence about the space), not a
-    queued point, not a point skipped as outside the preset (no answer about the space)."""
+    queued point, not a point skipped as outside the preset (no answer about the space). A
+    sampled point the preset skipped is answered by its nearest point within the cores, queued
+    in its place: that run counts for it, one answer for each point the sampler chose."""
     record = TrialRecord.of(trial)
-    if record.baseline or record.origin is not None or trial.state in (TrialState.RUNNING, TrialState.WAITING):
+    chose = record.origin is None
+    if record.in_place_of is not None:
+        of = numbered.get(record.in_place_of)
+        chose = of is not None and TrialRecord.of(of).origin is None and not TrialRecord.of(of).baseline
+    if record.baseline or not chose or trial.state in (TrialState.RUNNING, TrialState.WAITING):
         return False
     if record.reused or record.borrowed_from is not None:
         return False
