@@ -64,6 +64,7 @@ def register() -> None:
         ("sweeper.nproc_choices", lambda: _listed(scaling.rank_choices(host.planned()))),
         ("sweeper.gpu_rank_choices", lambda: _listed(scaling.gpu_rank_choices(host.planned()))),
         ("sweeper.numa_modes", lambda: _listed(scaling.numa_modes(host.planned()))),
+        ("sweeper.omp_binds", lambda: _listed(scaling.omp_binds(host.planned()))),
         ("sweeper.thread_choices", lambda: _listed(scaling.thread_choices(host.planned()))),
         ("sweeper.worker_space", lambda: scaling.worker_space(host.planned())),
         ("sweeper.gpu_worker_choices", lambda: _listed(scaling.gpu_worker_choices(host.planned()))),

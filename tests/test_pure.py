@@ -8,7 +8,7 @@ import pytest
 
 from sweeper import outcome
 from sweeper.measuring import timing
-from sweeper.search.scaling import powers_of_two_upto
+from sweeper.search.scaling import omp_binds, powers_of_two_upto
 from sweeper.stats import Spread, quantile
 
 
@@ -213,6 +213,18 @@ def test_thread_choices():
     assert powers_of_two_upto(1) == [1]
     assert powers_of_two_upto(2) == [1, 2]
     assert powers_of_two_upto(12) == [1, 2, 4, 8, 12]
+
+
+def test_the_openmp_bindings_searched_are_those_that_place_threads_apart():
+    from sweeper.host import Core, Host
+
+    def host(*cores: tuple[int, ...]) -> Host:
+        return Host("h", tuple(Core(0, c) for c in cores))
+
+    assert omp_binds(host((0,))) == ["default"]  # one CPU: nothing to place
+    assert omp_binds(host((0,), (1,))) == ["default", "close"]  # spread places as close does
+    assert omp_binds(host((0, 1))) == ["default", "close"]  # two SMT siblings alike
+    assert omp_binds(host((0,), (1,), (2,))) == ["default", "close", "spread"]  # two threads on 3 CPUs differ
 
 
 def test_run_result_round_trips_through_result_json():

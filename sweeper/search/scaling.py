@@ -9,6 +9,7 @@ resolvers of conf/search put in a space on 2 cores and on 256. Pure.
   16, 32, 64). On a GPU at least up to 16 (the preset's values on a single-GPU node).
 - Data-parallel ranks: on the CPU up to one per physical core; on a GPU one per GPU at most.
 - NUMA binding of ranks: on two nodes or more.
+- OpenMP's binding: close and spread on more than two logical CPUs, close alone on two.
 """
 
 from __future__ import annotations
@@ -59,6 +60,16 @@ def rank_choices(host: Host) -> list[int]:
 def gpu_rank_choices(host: Host) -> list[int]:
     """GPU data-parallel ranks: one per GPU at most, powers of two up to the GPUs."""
     return powers_of_two_upto(len(host.gpus)) if len(host.gpus) >= 2 else [1]
+
+
+def omp_binds(host: Host) -> list[str]:
+    """backend.omp_bind values that place threads differently: on two logical CPUs, OpenMP's
+    spread puts every thread count where close does (one thread on the first place, two on one
+    place each; GNU's runtime and Intel's alike), so close stands for both; on one, binding
+    places nothing."""
+    if host.logical < 2:
+        return ["default"]
+    return ["default", "close", "spread"] if host.logical > 2 else ["default", "close"]
 
 
 def numa_modes(host: Host) -> list[str]:
