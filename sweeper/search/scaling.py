@@ -65,8 +65,8 @@ def gpu_rank_choices(host: Host) -> list[int]:
 def omp_binds(host: Host) -> list[str]:
     """backend.omp_bind values that place threads differently: on two logical CPUs, OpenMP's
     spread puts every thread count where close does (one thread on the first place, two on one
-    place each; GNU's runtime and Intel's alike), so close stands for both; on one, binding
-    places nothing."""
+    place each, as each thread's CPUs read under GNU's libgomp; Intel's compact and scatter have
+    the same two CPUs to fill), so close stands for both; on one, binding places nothing."""
     if host.logical < 2:
         return ["default"]
     return ["default", "close", "spread"] if host.logical > 2 else ["default", "close"]
