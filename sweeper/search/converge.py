@@ -56,14 +56,15 @@ class Converged:
     """The sweep stops when each of the space's main knobs was measured at more than one value;
     none of the last `after` new configurations the sampler chose (not the baseline, the
     recipes, a warm start or a later knob's try, nor a configuration asked again, which the study
-    answers without new evidence) was faster than the best measured before it by the test
-    (verdict.compare: its runs against the best point's, at the run-to-run noise `sigma`); and
-    the best is a start point's, or the same as theirs by the test. A trial stopped behind by
-    the race or failed beat nothing. Where the sweep has more objectives than samples/sec, a
-    trial that joined their Pareto front (`front`) beat it. Replayed where the recipes miss, the
-    stretch alone stopped a sampler still climbing in steps one run cannot tell from luck, and
-    lost up to 0.11 of the pick; a best the test could not tell from the start points, stopped
-    on too, up to 0.04 (docs/benchmarks.md)."""
+    answers without new evidence; a point measured in place of a skipped one stands for it) was
+    faster than the best measured before it by the test (verdict.compare: its runs against the
+    best point's, at the run-to-run noise `sigma`); and the best is a start point's, or the
+    same as theirs by the test. A trial stopped behind by the race or failed beat nothing.
+    Where the sweep has more objectives than samples/sec, a trial that joined their Pareto front
+    (`front`) beat it. Replayed where the recipes miss, the stretch alone stopped a sampler
+    still climbing in steps one run cannot tell from luck, and lost up to 0.11 of the pick; a
+    best the test could not tell from the start points, stopped on too, up to 0.04
+    (docs/benchmarks.md)."""
 
     after: int = 8
     # the run-to-run noise (relative sigma of one run, sweeper.noise): the sweep sets its estimate
