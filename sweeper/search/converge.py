@@ -221,11 +221,10 @@ def _sampled(trial: FrozenTrial, numbered: Mapping[int, FrozenTrial]) -> bool:
     sampled point the preset skipped is answered by its nearest point within the cores, queued
     in its place: that run counts for it, one answer for each point the sampler chose."""
     record = TrialRecord.of(trial)
-    chose = record.origin is None
-    if record.in_place_of is not None:
-        of = numbered.get(record.in_place_of)
-        chose = of is not None and TrialRecord.of(of).origin is None and not TrialRecord.of(of).baseline
-    if record.baseline or not chose or trial.state in (TrialState.RUNNING, TrialState.WAITING):
+    of = numbered.get(record.in_place_of) if record.in_place_of is not None else trial
+    chooser = TrialRecord.of(of) if of is not None else None
+    chose = chooser is not None and chooser.origin is None and not chooser.baseline
+    if not chose or trial.state in (TrialState.RUNNING, TrialState.WAITING):
         return False
     if record.reused or record.borrowed_from is not None:
         return False
