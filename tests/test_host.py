@@ -141,7 +141,9 @@ def test_the_plan_on_this_vm_is_the_one_the_recorded_grids_were_measured_with(tm
     assert "choice(1,2," in plan["backend.threads"] and "range(0,5)" in plan["loader.num_workers"]
     assert "choice(1,2)" in plan["dist.nproc_per_node"] and "backend.numa" not in plan
     assert "num_workers=2, backend.threads=1" in plan["recipe 1"] and "backend.threads=2" in plan["recipe 2"]
-    assert "recipe 3" not in plan
+    # data parallel on one NUMA node: two ranks, each with one thread on its core
+    assert "data parallel: 2 ranks" in plan["recipe 3"] and "dist.nproc_per_node=2" in plan["recipe 3"]
+    assert "backend.threads=1" in plan["recipe 3"] and "recipe 4" not in plan
     # spread places one or two threads on two CPUs where close does: close alone stands for both
     assert "choice(default,close)" in plan["backend.omp_bind"]
 
@@ -158,6 +160,7 @@ def test_a_two_socket_smt_server_counts_threads_on_physical_cores(tmp_path: Path
     assert "loader.num_workers=64, backend.threads=1" in plan["recipe 1"]
     assert "backend.threads=64," in plan["recipe 2"]  # run_cpu's: the physical cores, not 128
     assert "dist.nproc_per_node=2, backend.numa=node" in plan["recipe 3"] and "threads=32" in plan["recipe 3"]
+    assert "recipe 4" not in plan  # the ranks per node are the data-parallel recipe there
     assert "oversubscribe the 64 cores (128 logical CPUs)" in plan["skipped,"]
 
 

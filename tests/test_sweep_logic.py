@@ -596,6 +596,42 @@ def test_the_recipes_split_the_cores_from_either_side_with_values_the_space_hold
     assert alone.origin == "recipe: compute threads at the core count, tcmalloc (as PyTorch's CPU launcher)"
 
 
+def test_the_data_parallel_recipe_splits_the_cores_between_ranks_where_the_space_has_them():
+    from optuna.distributions import IntDistribution
+
+    from sweeper.search import start
+
+    space = {
+        "loader.batch_size": CategoricalDistribution([64, 1024]),
+        "loader.num_workers": IntDistribution(0, 4),
+        "backend.threads": CategoricalDistribution([1, 2, 4, 8, 16]),
+        "dist.nproc_per_node": CategoricalDistribution([1, 2]),
+    }
+    baseline = {"loader.batch_size": 64, "loader.num_workers": 0, "backend.threads": None, "dist.nproc_per_node": 1}
+    *_, ranks = start.recipes(space, baseline, host=_flat(2), cuda=False, bf16=False)
+    assert ranks.knobs == {
+        "loader.batch_size": 1024,
+        "loader.num_workers": 0,
+        "backend.threads": 1,
+        "dist.nproc_per_node": 2,
+    }
+    assert ranks.origin == (
+        "recipe: the largest batch, data parallel: 2 ranks, "
+        "each with compute threads on 1 of the 2 cores and its loader"
+    )
+    # 16 cores: two ranks of 8 threads each (the smallest split, not a rank per core)
+    *_, wide = start.recipes(space, baseline, host=_flat(16), cuda=False, bf16=False)
+    assert wide.knobs["dist.nproc_per_node"] == 2 and wide.knobs["backend.threads"] == 8
+    # no ranks in the space (one core, a script, the replayed grids), or a GPU's: two recipes at most
+    no_ranks = {**space, "dist.nproc_per_node": CategoricalDistribution([1])}
+    assert len(start.recipes(no_ranks, baseline, host=_flat(2), cuda=False, bf16=False)) == 2
+    assert len(start.recipes(space, baseline, host=_flat(1), cuda=False, bf16=False)) <= 2
+    assert all(
+        p.knobs.get("dist.nproc_per_node", 1) == 1
+        for p in start.recipes(space, baseline, host=_flat(16), cuda=True, bf16=False)
+    )
+
+
 def test_warm_starts_are_the_other_classes_winners_within_this_space():
     import optuna
 

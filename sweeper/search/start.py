@@ -1,9 +1,9 @@
 """Where a sweep starts, after the baseline: points worth measuring before the sampler's own
 guesses. The winners of the same study on the lab's other hardware classes (a warm start: what
 a lab with many machine types wants the second night), then the practitioners' recipes (the
-largest batch, the cores split between the loader and the compute from either side, bf16 where
-the device computes it in hardware, on a CPU the allocator PyTorch's CPU launcher preloads,
-pinned memory on CUDA).
+largest batch, the cores split between the loader and the compute from either side and, on a
+CPU, between data-parallel ranks, bf16 where the device computes it in hardware, on a CPU the
+allocator PyTorch's CPU launcher preloads, pinned memory on CUDA).
 Each is queued with Optuna's enqueue_trial for this setup alone, only with knobs valid in this
 space (the sampler fills the rest), and carries where it came from (`origin`) into its trial."""
 
@@ -81,8 +81,9 @@ def recipes(
     Workers and threads both at the core count oversubscribe: on 2 cores that point read 0.61 of
     the best, and anchored TPE's model there.
     On several GPUs the loader's side runs one rank per GPU, the CPUs split between their
-    workers; on two NUMA nodes or more ranks are bound to nodes, and on a CPU a third recipe runs
-    one rank per node with threads on its physical cores (run_cpu's instance per node).
+    workers; on two NUMA nodes or more ranks are bound to nodes. On a CPU where the space has
+    ranks a third recipe runs data parallel: one rank per NUMA node with threads on its physical
+    cores (run_cpu's instance per node), or on one node two ranks on half the cores each.
     All with the largest batch, bf16 where the device runs it (`bf16`) and computes it in
     hardware (`bf16_fast`; emulated, it runs slower than fp32, and the recipe says it left bf16
     out), channels_last (live only for convolutional models), persistent workers, on a CPU the
@@ -142,20 +143,34 @@ def _sides(space: Mapping[str, BaseDistribution], host: Host, cuda: bool) -> lis
             ("the loader's side: workers at the core count, compute threads on the cores left", loader),
             ("the compute's side: compute threads at the core count, the loader in the main process", compute),
         ]
-    per_node = cores // nodes if nodes >= 2 else 0
-    if per_node and _nearest_in(space, Knob.DIST_NPROC_PER_NODE, nodes) == nodes:
-        sides.append(
-            (
-                f"one rank per NUMA node ({nodes}), bound there, compute threads on its {per_node} cores",
-                {
-                    Knob.DIST_NPROC_PER_NODE: nodes,
-                    Knob.BACKEND_NUMA: "node",
-                    Knob.LOADER_NUM_WORKERS: 0,
-                    Knob.BACKEND_THREADS: _nearest_in(space, Knob.BACKEND_THREADS, per_node),
-                },
-            )
+    return sides + _data_parallel(space, cores, nodes)
+
+
+def _data_parallel(space: Mapping[str, BaseDistribution], cores: int, nodes: int) -> list[tuple[str, dict[str, Any]]]:
+    """The CPU's data-parallel recipe, where the space has ranks: on two NUMA nodes or more one
+    rank per node, bound there (run_cpu's instance per node); on one, two ranks, each with
+    compute threads on its half of the cores, the smallest split that says whether ranks pay.
+    Neither side's recipe runs a rank, and where ranks win, a sampler that finds them late
+    finds them after the stretch the convergence rule waits for: the README's main job on 2
+    cores mostly ran to n_trials on such a best (docs/benchmarks.md)."""
+    ranks = max(nodes, 2)
+    share = cores // ranks
+    if share < 1 or _nearest_in(space, Knob.DIST_NPROC_PER_NODE, ranks) != ranks:
+        return []
+    split = {
+        Knob.DIST_NPROC_PER_NODE: ranks,
+        Knob.LOADER_NUM_WORKERS: 0,
+        Knob.BACKEND_THREADS: _nearest_in(space, Knob.BACKEND_THREADS, share),
+    }
+    if nodes >= 2:
+        split[Knob.BACKEND_NUMA] = "node"
+        return [(f"one rank per NUMA node ({nodes}), bound there, compute threads on its {share} cores", split)]
+    return [
+        (
+            f"data parallel: {ranks} ranks, each with compute threads on {share} of the {cores} cores and its loader",
+            split,
         )
-    return sides
+    ]
 
 
 def _recipe_origin(what: str, recipe: Mapping[str, Any], bf16_emulated: bool, preloaded: str | None) -> str:
