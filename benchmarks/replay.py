@@ -130,6 +130,8 @@ STRATEGIES: dict[str, dict[str, Any]] = {
         "_untold_ends": True,
         "_runs": 5,
     },
+    # a sampled best the start points missed that has led through the whole stretch ends it too
+    "TPE, samples/sec, converge: a best that led through the stretch ends it": {"sampler": TPE, "_led_through": True},
     "TPE, samples/sec, confirm top 3 at 5% (the last stop's default)": {
         "sampler": TPE,
         "_runners_up": 2,
@@ -213,6 +215,33 @@ class UntoldEnds(Converged):
         if min(len(runs_of(t, trials)) for t in (best, start)) < converge.RUNS:
             return None
         return f"converged: the best, #{best.number}, untold from #{start.number} after {converge.RUNS} runs each"
+
+
+@dataclass(frozen=True)
+class LedThrough(Converged):
+    """The shipped rule, and a sampled best the start points missed (faster than them by the
+    test on two runs or more, or untold after converge.RUNS runs each) that has led since
+    before the stretch: none of the last `after` sampled trials took the lead, by its level or
+    by the test. A sampler still climbing changes the leader within the stretch; one that found
+    the region the start points missed and stayed there does not."""
+
+    def reason(self, trials: Sequence[Any], space: Any, main: Any, front: Any = ()) -> str | None:
+        said = super().reason(trials, space, main, front)
+        standing = self._standing(trials, space, main, front) if said is None else None
+        if standing is None or isinstance(standing, str) or standing[0].number == standing[1].number:
+            return said
+        best, start = standing
+        told = self._verdict(best, start, trials)
+        if told is Verdict.FASTER and len(runs_of(best, trials)) < 2:
+            return None
+        if told is Verdict.UNSURE and not self._exhausted(best, start, trials):
+            return None
+        numbered = {t.number: t for t in trials}
+        sampled = [t for t in trials if converge._sampled(t, numbered)]
+        stretch = sampled[-self.after :]
+        if best.number >= stretch[0].number:
+            return None
+        return f"converged: the best, #{best.number}, led through the last {self.after} sampled trials"
 
 
 def _contending_verdict(t: timing.Timings, rule: timing.Rule) -> Stopped | None:
@@ -464,6 +493,8 @@ def replay_sweeper(
         plan = replace(plan, converge=Converged(**strategy["_converge"]))
     if strategy.get("_untold_ends") and plan.converge is not None:
         plan = replace(plan, converge=UntoldEnds(sigma=plan.converge.sigma))
+    if strategy.get("_led_through") and plan.converge is not None:
+        plan = replace(plan, converge=LedThrough(sigma=plan.converge.sigma))
     if strategy.get("_terminator"):
         plan = replace(plan, converge=TerminatorRule())  # type: ignore[arg-type]
     storage = optuna.storages.InMemoryStorage()
