@@ -151,8 +151,8 @@ def _data_parallel(space: Mapping[str, BaseDistribution], cores: int, nodes: int
     rank per node, bound there (run_cpu's instance per node); on one, two ranks, each with
     compute threads on its half of the cores, the smallest split that says whether ranks pay.
     Neither side's recipe runs a rank, and where ranks win, a sampler that finds them late
-    finds them after the stretch the convergence rule waits for: the README's main job on 2
-    cores mostly ran to n_trials on such a best (docs/benchmarks.md)."""
+    finds them after the stretch the convergence rule waits for: of the README's main jobs on 2
+    cores that ran to n_trials, most picked two ranks (docs/benchmarks.md)."""
     ranks = max(nodes, 2)
     share = cores // ranks
     if share < 1 or _nearest_in(space, Knob.DIST_NPROC_PER_NODE, ranks) != ranks:
