@@ -818,7 +818,8 @@ def test_a_scripts_winner_runs_from_one_launch_line():
     """Ranks and an affinity both: the script starts under torchrun, each rank pinning itself
     inside it (one taskset cannot give two ranks their own cores); one rank with an affinity
     starts under taskset on the cores it ran on. What to run tomorrow holds that one line, the
-    command nowhere else, and the lines for inside the script as comments of the shell script."""
+    command nowhere else, and the lines for inside the script as comments of the shell script;
+    the report's diff has that line as the winner's."""
     from sweeper.report.script_code import run_tomorrow, script_diff
 
     before, after = ["python", "train.py", "--batch-size", "64"], ["python", "train.py", "--batch-size", "256"]
@@ -843,6 +844,13 @@ def test_a_scripts_winner_runs_from_one_launch_line():
     ]
     diff = script_diff(before, after, baseline, one, (None, "0,1"))
     assert any(line.startswith("+taskset -c 0,1 python train.py --batch-size 256  # spread") for line in diff)
+    # the winner's command line once, as launched: no bare command beside its launcher's line
+    launched = [line for line in script_diff(before, after, baseline, ranks) if "train.py" in line]
+    assert launched == [
+        "-python train.py --batch-size 64",
+        "+torchrun --standalone --nproc_per_node=2 --no-python python train.py --batch-size 256  # spread: each "
+        "rank pins its compute threads to its share of the cores, in the script (below)",
+    ]
 
 
 @pytest.mark.parametrize(

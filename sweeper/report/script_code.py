@@ -68,24 +68,11 @@ def script_diff(
     cpus: tuple[str | None, str | None] = (None, None),
 ) -> tuple[str, ...]:
     """`-` your configuration / `+` the winner, in the order a shell script has it: the
-    environment, the command line, how it is launched where that differs, the lines inside."""
+    environment, the command line as each side launches it (under taskset or torchrun where it
+    does: one line a side, the line to run), the lines inside."""
     was, now = sides(before, after, baseline, winner, cpus)
-    command = [f"-{shlex.join(before)}", f"+{shlex.join(after)}"] if list(before) != list(after) else []
-    # a launcher on either side, where they differ (the command lines above say the rest)
-    launched = (
-        []
-        if was.launch == now.launch
-        else [
-            *([f"-{was.launch}"] if was.launch != shlex.join(before) else []),
-            *([f"+{now.launch}"] if now.launch != shlex.join(after) else []),
-        ]
-    )
-    return (
-        *_changed(was.environment, now.environment),
-        *command,
-        *launched,
-        *_changed(was.inside, now.inside),
-    )
+    launched = [f"-{was.launch}", f"+{now.launch}"] if was.launch != now.launch else []
+    return (*_changed(was.environment, now.environment), *launched, *_changed(was.inside, now.inside))
 
 
 def run_tomorrow(
