@@ -199,46 +199,49 @@ class TerminatorRule:
 
 
 @dataclass(frozen=True)
-class UntoldEnds(Converged):
-    """The shipped rule, and a best the test still cannot tell from the start points after
-    converge.RUNS runs each taken as at their level: the search stops there too, where the
-    shipped rule runs on."""
+class _EndsMore(Converged):
+    """The shipped rule, and where it runs on with a best that is not a start point's, one more
+    stop (`ends`, a line or None) on that best and the start points' best."""
 
     def reason(self, trials: Sequence[Any], space: Any, main: Any, front: Any = ()) -> str | None:
         said = super().reason(trials, space, main, front)
         standing = self._standing(trials, space, main, front) if said is None else None
         if standing is None or isinstance(standing, str) or standing[0].number == standing[1].number:
             return said
-        best, start = standing
-        if self._verdict(best, start, trials) is not Verdict.UNSURE:
-            return None
-        if min(len(runs_of(t, trials)) for t in (best, start)) < converge.RUNS:
+        return self.ends(*standing, trials)
+
+    def ends(self, best: Any, start: Any, trials: Sequence[Any]) -> str | None:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class UntoldEnds(_EndsMore):
+    """The shipped rule, and a best the test still cannot tell from the start points after
+    converge.RUNS runs each taken as at their level: the search stops there too, where the
+    shipped rule runs on."""
+
+    def ends(self, best: Any, start: Any, trials: Sequence[Any]) -> str | None:
+        if not self._exhausted(best, start, trials):
             return None
         return f"converged: the best, #{best.number}, untold from #{start.number} after {converge.RUNS} runs each"
 
 
 @dataclass(frozen=True)
-class LedThrough(Converged):
+class LedThrough(_EndsMore):
     """The shipped rule, and a sampled best the start points missed (faster than them by the
     test on two runs or more, or untold after converge.RUNS runs each) that has led since
     before the stretch: none of the last `after` sampled trials took the lead, by its level or
     by the test. A sampler still climbing changes the leader within the stretch; one that found
     the region the start points missed and stayed there does not."""
 
-    def reason(self, trials: Sequence[Any], space: Any, main: Any, front: Any = ()) -> str | None:
-        said = super().reason(trials, space, main, front)
-        standing = self._standing(trials, space, main, front) if said is None else None
-        if standing is None or isinstance(standing, str) or standing[0].number == standing[1].number:
-            return said
-        best, start = standing
+    def ends(self, best: Any, start: Any, trials: Sequence[Any]) -> str | None:
         told = self._verdict(best, start, trials)
         if told is Verdict.FASTER and len(runs_of(best, trials)) < 2:
             return None
         if told is Verdict.UNSURE and not self._exhausted(best, start, trials):
             return None
         numbered = {t.number: t for t in trials}
-        sampled = [t for t in trials if converge._sampled(t, numbered)]
-        stretch = sampled[-self.after :]
+        stretch = [t for t in trials if converge._sampled(t, numbered)][-self.after :]
         if best.number >= stretch[0].number:
             return None
         return f"converged: the best, #{best.number}, led through the last {self.after} sampled trials"
